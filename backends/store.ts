@@ -1,0 +1,164 @@
+/**
+ * The offset store contract. Every backend (memory, embedded, redis, zookeeper) implements it and
+ * passes the same contract suite (backends/contract.ts).
+ *
+ * The proxy never lets the broker see the group's offsets; it still lets the broker run group
+ * membership (JoinGroup, SyncGroup, Heartbeat, ConsumerGroupHeartbeat). The proxy observes those
+ * responses and records what it needs for fencing here, *before* it passes them on, so a commit
+ * that arrives afterwards on any proxy instance is checked against them.
+ *
+ * A commit's guard check and its writes are one atomic step inside the store (a Lua script, an
+ * LMDB transaction, a ZooKeeper multi with version checks): two proxy instances cannot race past
+ * a fence or a compare-and-set.
+ */
+
+/** One committed partition offset, as a broker keeps it. */
+export interface StoredOffset {
+  offset: bigint;
+  /** -1 when the client sent none. */
+  leaderEpoch: number;
+  /** Never null: a null metadata is stored as "". */
+  metadata: string;
+  /** Milliseconds since the epoch (proxy clock, or the v1 CommitTimestamp). */
+  commitTimestamp: bigint;
+  /** -1 unless an OffsetCommit v2-4 RetentionTimeMs set an explicit expiry. */
+  expireTimestamp: bigint;
+}
+
+export interface TopicPartition {
+  topic: string;
+  partition: number;
+}
+
+export interface PartitionOffset extends TopicPartition, StoredOffset {}
+
+export interface OffsetWrite extends TopicPartition, StoredOffset {
+  /**
+   * Compare-and-set: write only if the currently stored offset equals this value
+   * (-1n = "no committed offset"). Undefined = unconditional.
+   */
+  expectedOffset?: bigint;
+}
+
+/** Who is committing, as the OffsetCommit request says. */
+export interface CommitIdentity {
+  /** Classic: generation id; KIP-848: member epoch. -1 for assign() consumers and admin tools. */
+  generationIdOrMemberEpoch: number;
+  /** "" when absent. */
+  memberId: string;
+  groupInstanceId: string | null;
+  /** The OffsetCommit request version: some refusals differ by version (see commit-guard.ts). */
+  requestVersion: number;
+}
+
+export interface CommitRequest {
+  group: string;
+  /** Absent: no fencing (commit guard `off` or `cas` only). */
+  identity?: CommitIdentity;
+  writes: OffsetWrite[];
+  /**
+   * Unique per client request. A store that may execute a command twice (a resend after a
+   * reconnect) uses it to answer the second execution with the first one's outcome.
+   */
+  requestId: string;
+}
+
+/** Kafka error codes a guard can refuse with (numeric, as on the wire). */
+export const GuardError = {
+  ILLEGAL_GENERATION: 22,
+  UNKNOWN_MEMBER_ID: 25,
+  REBALANCE_IN_PROGRESS: 27,
+  UNSUPPORTED_VERSION: 35,
+  GROUP_ID_NOT_FOUND: 69,
+  FENCED_INSTANCE_ID: 82,
+  STALE_MEMBER_EPOCH: 113,
+} as const;
+export type GuardErrorCode = (typeof GuardError)[keyof typeof GuardError];
+
+export interface CasMismatch extends TopicPartition {
+  expected: bigint;
+  /** -1n when nothing is stored. */
+  actual: bigint;
+}
+
+export type CommitOutcome =
+  | { status: 'ok' }
+  /** The fence refused the whole request; nothing was written. */
+  | { status: 'fenced'; error: GuardErrorCode }
+  /** At least one compare-and-set did not match; nothing was written. */
+  | { status: 'cas-mismatch'; mismatches: CasMismatch[] };
+
+export type GroupProtocol = 'classic' | 'consumer';
+export type ClassicGroupState = 'Empty' | 'PreparingRebalance' | 'CompletingRebalance' | 'Stable';
+
+export interface GroupMember {
+  memberId: string;
+  groupInstanceId: string | null;
+  /** KIP-848 only: the member's current epoch. */
+  memberEpoch?: number;
+}
+
+/** What the store knows about a group's membership and mode. */
+export interface GroupState {
+  protocol: GroupProtocol | null;
+  /** Classic groups: the current generation (-1 before any). */
+  generationId: number;
+  state: ClassicGroupState;
+  members: GroupMember[];
+  /** Set once the group was seen committing transactionally: its OffsetFetch then goes to the broker. */
+  transactional: boolean;
+}
+
+/**
+ * Membership observations, taken from broker responses. Applying them must be monotonic, so
+ * that two proxy instances observing the same group in any order converge: an update for an
+ * older generation than the stored one is ignored.
+ */
+export type GroupUpdate =
+  /** A JoinGroup response. `members` is present only in the leader's response (the full list). */
+  | {
+      kind: 'joined';
+      generationId: number;
+      memberId: string;
+      groupInstanceId: string | null;
+      members?: GroupMember[];
+    }
+  /** A successful SyncGroup response: the generation is Stable. */
+  | { kind: 'synced'; generationId: number; memberId: string }
+  /** A Heartbeat/commit answered REBALANCE_IN_PROGRESS by the broker. */
+  | { kind: 'rebalancing'; generationId: number }
+  /** LeaveGroup (classic) of these members. */
+  | { kind: 'left'; memberIds: string[] }
+  /** A ConsumerGroupHeartbeat response: the member's epoch (epoch < 0 removes the member). */
+  | { kind: 'member-epoch'; memberId: string; memberEpoch: number }
+  /** The broker says the group has no members (DescribeGroups Empty/Dead, or GROUP_ID_NOT_FOUND). */
+  | { kind: 'empty' }
+  /** The group committed through TxnOffsetCommit. */
+  | { kind: 'transactional' };
+
+export interface OffsetStore {
+  /** A short name for metrics and logs: "embedded", "redis", "zookeeper", "memory". */
+  readonly kind: string;
+
+  /** Checks the guard and writes all partitions, atomically (all or none). */
+  commit(request: CommitRequest): Promise<CommitOutcome>;
+
+  /** The stored offsets of the listed partitions (missing ones are absent), or all when null. */
+  fetch(group: string, partitions: TopicPartition[] | null): Promise<PartitionOffset[]>;
+
+  /** Removes the listed partitions' offsets. */
+  deleteOffsets(group: string, partitions: TopicPartition[]): Promise<void>;
+
+  /** Removes every offset and the membership record of the group. */
+  deleteGroup(group: string): Promise<void>;
+
+  /** Groups that have offsets or a membership record. */
+  listGroups(): Promise<string[]>;
+
+  getGroup(group: string): Promise<GroupState | null>;
+  updateGroup(group: string, update: GroupUpdate): Promise<void>;
+
+  /** Resolves when the store answers; rejects otherwise (readiness). */
+  ping(): Promise<void>;
+  close(): Promise<void>;
+}

@@ -1,0 +1,27 @@
+import { defineConfig } from 'vitest/config';
+
+// Two projects: fast unit tests (no external processes), and integration tests that run against the
+// real components the test bed starts (Kafka, Redis, ZooKeeper, real clients). Both run in `npm test`.
+export default defineConfig({
+  test: {
+    projects: [
+      {
+        test: {
+          name: 'unit',
+          include: ['protocol/**/*.test.ts', 'proxy/**/*.test.ts', 'backends/**/*.test.ts', 'test/unit/**/*.test.ts'],
+        },
+      },
+      {
+        test: {
+          name: 'integration',
+          include: ['test/integration/**/*.test.ts'],
+          globalSetup: ['test/bed/global-setup.ts'],
+          testTimeout: 120_000,
+          hookTimeout: 240_000,
+          // Brokers are heavy on a 2-core machine: integration files run one at a time.
+          fileParallelism: false,
+        },
+      },
+    ],
+  },
+});
