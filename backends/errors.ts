@@ -1,0 +1,58 @@
+/**
+ * Store failures the proxy maps onto Kafka error codes. Kept apart from the stores so the proxy
+ * can import them without loading any client library.
+ */
+
+/**
+ * The store could not be reached or did not answer within the per-operation deadline. The
+ * outcome of a commit that failed this way is unknown (it may have been applied), so the proxy
+ * answers a retriable COORDINATOR_NOT_AVAILABLE / REQUEST_TIMED_OUT and the client retries.
+ */
+export class StoreUnavailableError extends Error {
+  override readonly name = 'StoreUnavailableError';
+  readonly timedOut: boolean;
+  constructor(message: string, options?: { cause?: unknown; timedOut?: boolean }) {
+    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
+    this.timedOut = options?.timedOut ?? false;
+  }
+}
+
+/** A stored value of one group is not what this proxy writes (wrong key type, non-numeric offset). */
+export class StoreCorruptError extends Error {
+  override readonly name = 'StoreCorruptError';
+  constructor(
+    readonly group: string,
+    message: string,
+    options?: { cause?: unknown },
+  ) {
+    super(
+      `group ${JSON.stringify(group)}: ${message}`,
+      options?.cause === undefined ? undefined : { cause: options.cause },
+    );
+  }
+}
+
+/**
+ * Runs `op` with a deadline. A rejection that is not already a store error, or the deadline,
+ * becomes StoreUnavailableError, so callers see one failure type per cause.
+ */
+export async function withDeadline<T>(what: string, timeoutMs: number, op: () => Promise<T>): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () =>
+        reject(new StoreUnavailableError(`${what}: no answer within ${timeoutMs} ms`, { timedOut: true })),
+      timeoutMs,
+    );
+  });
+  try {
+    return await Promise.race([op(), deadline]);
+  } catch (err) {
+    if (err instanceof StoreUnavailableError || err instanceof StoreCorruptError) throw err;
+    throw new StoreUnavailableError(`${what}: ${err instanceof Error ? err.message : String(err)}`, {
+      cause: err,
+    });
+  } finally {
+    clearTimeout(timer);
+  }
+}

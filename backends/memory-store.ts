@@ -1,0 +1,137 @@
+/**
+ * `memory://`: an in-process store for unit tests and demos. Not durable; every operation is
+ * synchronous inside, so a commit is trivially atomic.
+ */
+import { applyGroupUpdate, decideCommit } from './commit-guard.js';
+import type {
+  CommitOutcome,
+  CommitRequest,
+  GroupState,
+  GroupUpdate,
+  OffsetStore,
+  PartitionOffset,
+  StoredOffset,
+  TopicPartition,
+} from './store.js';
+import { StoreUnavailableError } from './errors.js';
+
+const partitionKey = (tp: TopicPartition): string => `${tp.topic}\u0000${tp.partition}`;
+
+interface MemoryGroup {
+  offsets: Map<string, PartitionOffset>;
+  state: GroupState | null;
+}
+
+/** The data behind one or more MemoryStore instances (tests run "two proxies" over one). */
+export class MemoryData {
+  readonly groups = new Map<string, MemoryGroup>();
+  /** requestId → outcome, so a repeated request is answered, not applied twice. */
+  readonly outcomes = new Map<string, CommitOutcome>();
+}
+
+export class MemoryStore implements OffsetStore {
+  readonly kind = 'memory';
+  private readonly groups: Map<string, MemoryGroup>;
+  private readonly outcomes: Map<string, CommitOutcome>;
+  private closed = false;
+
+  constructor(data: MemoryData = new MemoryData()) {
+    this.groups = data.groups;
+    this.outcomes = data.outcomes;
+  }
+
+  private open(): void {
+    if (this.closed) throw new StoreUnavailableError('memory store is closed');
+  }
+
+  private group(name: string, create: boolean): MemoryGroup | undefined {
+    let g = this.groups.get(name);
+    if (g === undefined && create) {
+      g = { offsets: new Map(), state: null };
+      this.groups.set(name, g);
+    }
+    return g;
+  }
+
+  async commit(request: CommitRequest): Promise<CommitOutcome> {
+    this.open();
+    const idKey = `${request.group}\u0000${request.requestId}`;
+    const seen = this.outcomes.get(idKey);
+    if (seen !== undefined) return seen;
+    const g = this.group(request.group, false);
+    const { outcome, newState } = decideCommit(
+      g?.state ?? null,
+      request,
+      (tp) => g?.offsets.get(partitionKey(tp))?.offset ?? -1n,
+    );
+    if (outcome.status === 'ok') {
+      const target = this.group(request.group, true)!;
+      if (newState !== null) target.state = newState;
+      for (const w of request.writes) {
+        const stored: StoredOffset = {
+          offset: w.offset,
+          leaderEpoch: w.leaderEpoch,
+          metadata: w.metadata,
+          commitTimestamp: w.commitTimestamp,
+          expireTimestamp: w.expireTimestamp,
+        };
+        target.offsets.set(partitionKey(w), { topic: w.topic, partition: w.partition, ...stored });
+      }
+    }
+    this.outcomes.set(idKey, outcome);
+    // Bounded memory: forget the oldest outcomes (a resend comes within seconds).
+    if (this.outcomes.size > 100_000) this.outcomes.delete(this.outcomes.keys().next().value!);
+    return outcome;
+  }
+
+  async fetch(group: string, partitions: TopicPartition[] | null): Promise<PartitionOffset[]> {
+    this.open();
+    const g = this.group(group, false);
+    if (g === undefined) return [];
+    if (partitions === null) return [...g.offsets.values()].map((o) => ({ ...o }));
+    const out: PartitionOffset[] = [];
+    for (const tp of partitions) {
+      const o = g.offsets.get(partitionKey(tp));
+      if (o !== undefined) out.push({ ...o });
+    }
+    return out;
+  }
+
+  async deleteOffsets(group: string, partitions: TopicPartition[]): Promise<void> {
+    this.open();
+    const g = this.group(group, false);
+    if (g === undefined) return;
+    for (const tp of partitions) g.offsets.delete(partitionKey(tp));
+    if (g.offsets.size === 0 && g.state === null) this.groups.delete(group);
+  }
+
+  async deleteGroup(group: string): Promise<void> {
+    this.open();
+    this.groups.delete(group);
+  }
+
+  async listGroups(): Promise<string[]> {
+    this.open();
+    return [...this.groups.keys()];
+  }
+
+  async getGroup(group: string): Promise<GroupState | null> {
+    this.open();
+    const s = this.group(group, false)?.state ?? null;
+    return s === null ? null : structuredClone(s);
+  }
+
+  async updateGroup(group: string, update: GroupUpdate): Promise<void> {
+    this.open();
+    const g = this.group(group, true)!;
+    g.state = applyGroupUpdate(g.state, update);
+  }
+
+  async ping(): Promise<void> {
+    this.open();
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+  }
+}
