@@ -1,0 +1,287 @@
+// The official Java client, through test/bed/java/Driver.java run as a child process.
+//
+// The driver is compiled once per (source, client jars) into a cache outside the repository and
+// reused by every later run, so a test pays only the JVM start (~1 s), never javac.
+
+import { createHash } from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+import { assertSucceeded, jsonLines, runProgram, tail } from './run.js';
+import {
+  DEFAULT_CONSUME_TIMEOUT_MS,
+  sortCommitted,
+  type BedClient,
+  type ClientTarget,
+  type CommittedOffset,
+  type ConsumeOptions,
+  type ConsumeResult,
+  type ConsumedRecord,
+  type ProduceOptions,
+  type ProduceResult,
+} from './types.js';
+
+const DRIVER_SOURCE = fileURLToPath(new URL('../java/Driver.java', import.meta.url));
+const CACHE_ROOT = path.join(
+  process.env['XDG_CACHE_HOME'] ?? path.join(os.homedir(), '.cache'),
+  'kafka-offset-proxy',
+  'java-driver',
+);
+
+// Short-lived JVMs: C1 only, the smallest GC, and the JDK's class-data archive.
+export const FAST_JVM_FLAGS = ['-XX:TieredStopAtLevel=1', '-XX:+UseSerialGC', '-Xshare:auto', '-Xmx256m'];
+
+// The driver needs kafka-clients and its runtime dependencies only. Leaving out the broker's jars
+// also leaves out its logging binding, so nothing but the driver's JSON reaches stdout.
+const CLIENT_JAR = /^(kafka-clients|slf4j-api|lz4-java|lz4|snappy-java|zstd-jni)-[0-9]/;
+
+export function clientClasspath(bedClasspath: string): string {
+  const jars = bedClasspath.split(path.delimiter).filter((jar) => CLIENT_JAR.test(path.basename(jar)));
+  if (!jars.some((jar) => path.basename(jar).startsWith('kafka-clients-'))) {
+    throw new Error(`no kafka-clients jar in the classpath: ${bedClasspath.slice(0, 300)}`);
+  }
+  return jars.join(path.delimiter);
+}
+
+const compiled = new Map<string, Promise<string>>();
+
+/** Compiles the driver against the client jars of `bedClasspath` (once); resolves to the classes directory. */
+export function compileDriver(bedClasspath: string): Promise<string> {
+  const classpath = clientClasspath(bedClasspath);
+  const source = fs.readFileSync(DRIVER_SOURCE);
+  const hash = createHash('sha256').update(source).update('\0').update(classpath).digest('hex').slice(0, 16);
+  let pending = compiled.get(hash);
+  if (!pending) {
+    pending = compileInto(path.join(CACHE_ROOT, hash), classpath);
+    compiled.set(hash, pending);
+    pending.catch(() => compiled.delete(hash));
+  }
+  return pending;
+}
+
+async function compileInto(dir: string, classpath: string): Promise<string> {
+  if (fs.existsSync(path.join(dir, 'Driver.class'))) return dir;
+  // Compile into a private directory and rename it into place: another test process compiling the
+  // same driver at the same time must never see half-written classes.
+  fs.mkdirSync(CACHE_ROOT, { recursive: true });
+  const scratch = fs.mkdtempSync(path.join(CACHE_ROOT, 'tmp-'));
+  try {
+    const result = await runProgram('javac', ['-nowarn', '-d', scratch, '-cp', classpath, DRIVER_SOURCE], {
+      timeoutMs: 120_000,
+    });
+    assertSucceeded('javac Driver.java', result);
+    try {
+      fs.renameSync(scratch, dir);
+    } catch (error) {
+      // Lost the race to a concurrent compile: its result is just as good.
+      if (!fs.existsSync(path.join(dir, 'Driver.class'))) throw error;
+    }
+    return dir;
+  } finally {
+    fs.rmSync(scratch, { recursive: true, force: true });
+  }
+}
+
+export type GroupProtocol = 'classic' | 'consumer';
+export type CommitMode = 'sync' | 'async' | 'auto';
+
+export interface JavaConsumeOptions extends ConsumeOptions {
+  commit?: CommitMode;
+  /** `consumer` is KIP-848's protocol; it needs a 4.x broker. Default classic. */
+  protocol?: GroupProtocol;
+  isolation?: 'read_committed' | 'read_uncommitted';
+}
+
+export interface JavaProduceOptions extends ProduceOptions {
+  /** Produce all records in one transaction with this id. */
+  transactionalId?: string;
+  /** With transactionalId: abort the transaction instead of committing it. */
+  abort?: boolean;
+}
+
+export interface JavaProduceResult extends ProduceResult {
+  perPartition: { partition: number; firstOffset: number; lastOffset: number; count: number }[];
+}
+
+export interface TransformOptions {
+  input: string;
+  output: string;
+  group: string;
+  transactionalId: string;
+  max: number;
+  protocol?: GroupProtocol;
+  timeoutMs?: number;
+  /** Abort the first transaction (then redo its records), to prove aborted work leaves no trace. */
+  abortFirst?: boolean;
+}
+
+export interface TransformResult {
+  /** Records written to `output` in committed transactions. */
+  count: number;
+  transactions: number;
+  aborted: number;
+  committed: CommittedOffset[];
+  timedOut: boolean;
+}
+
+export interface ClusterDescription {
+  clusterId: string;
+  controller: { id: number; host: string; port: number } | null;
+  nodes: { id: number; host: string; port: number }[];
+}
+
+export interface JavaClient extends BedClient {
+  produce(target: ClientTarget, opts: JavaProduceOptions): Promise<JavaProduceResult>;
+  consume(target: ClientTarget, opts: JavaConsumeOptions): Promise<ConsumeResult>;
+  /** Exactly-once read-process-write: values of `input` upper-cased into `output`, offsets committed in the transaction. */
+  transform(target: ClientTarget, opts: TransformOptions): Promise<TransformResult>;
+  describeCluster(target: ClientTarget): Promise<ClusterDescription>;
+  groupOffsets(target: ClientTarget, group: string): Promise<CommittedOffset[]>;
+  createTopic(
+    target: ClientTarget,
+    topic: string,
+    partitions?: number,
+    replicationFactor?: number,
+  ): Promise<boolean>;
+  deleteGroup(target: ClientTarget, group: string): Promise<void>;
+  /** Runs the driver with raw arguments (plus the target's); returns its JSON lines. */
+  run(target: ClientTarget, args: string[], timeoutMs?: number): Promise<Record<string, unknown>[]>;
+}
+
+function targetArgs(target: ClientTarget): string[] {
+  const args = ['--bootstrap', target.bootstrap];
+  if (target.sasl) {
+    args.push('--sasl-mechanism', target.sasl.mechanism ?? 'PLAIN');
+    args.push('--username', target.sasl.username, '--password', target.sasl.password);
+  }
+  return args;
+}
+
+function committedFrom(lines: Record<string, unknown>[]): CommittedOffset[] {
+  const line = lines.find((l) => l['type'] === 'committed');
+  return sortCommitted((line?.['offsets'] as CommittedOffset[] | undefined) ?? []);
+}
+
+function single(lines: Record<string, unknown>[], type: string, what: string): Record<string, unknown> {
+  const line = lines.find((l) => l['type'] === type);
+  if (!line) throw new Error(`${what}: the driver printed no "${type}" line`);
+  return line;
+}
+
+/**
+ * A Java client running the kafka-clients jars of `bedClasspath` (the bed's `kafkaClasspath`, or
+ * one for another version to test an older client). Compiles the driver on first use.
+ */
+export async function javaClient(
+  bedClasspath: string,
+  opts: { name?: string; protocol?: GroupProtocol } = {},
+): Promise<JavaClient> {
+  const classes = await compileDriver(bedClasspath);
+  const classpath = [classes, clientClasspath(bedClasspath)].join(path.delimiter);
+  const defaultProtocol = opts.protocol ?? 'classic';
+
+  const run = async (
+    target: ClientTarget,
+    args: string[],
+    timeoutMs = 60_000,
+  ): Promise<Record<string, unknown>[]> => {
+    const argv = [...FAST_JVM_FLAGS, '-cp', classpath, 'Driver', ...args, ...targetArgs(target)];
+    const result = await runProgram('java', argv, { timeoutMs });
+    const lines = jsonLines(result.stdout);
+    const error = lines.find((l) => l['type'] === 'error');
+    if (error) {
+      throw new Error(
+        `Java driver ${args.slice(0, 2).join(' ')}: ${String(error['error'])}: ${String(error['message'])}\n${tail(result.stderr, 15)}`,
+      );
+    }
+    assertSucceeded(`Java driver ${args.slice(0, 2).join(' ')}`, result);
+    return lines;
+  };
+
+  return {
+    name: opts.name ?? `java-${defaultProtocol}`,
+    run,
+
+    async produce(target, p) {
+      const args = [
+        'produce',
+        '--topic',
+        p.topic,
+        '--count',
+        String(p.count),
+        '--start',
+        String(p.start ?? 0),
+      ];
+      if (p.transactionalId) args.push('--transactional-id', p.transactionalId);
+      if (p.abort) args.push('--abort');
+      const line = single(await run(target, args), 'produced', 'produce');
+      const perPartition = line['partitions'] as JavaProduceResult['perPartition'];
+      return { count: Number(line['count']), partitions: perPartition.map((x) => x.partition), perPartition };
+    },
+
+    async consume(target, c) {
+      const timeoutMs = c.timeoutMs ?? DEFAULT_CONSUME_TIMEOUT_MS;
+      const args = ['consume', '--topic', c.topic, '--group', c.group, '--max', String(c.max)];
+      args.push('--commit', c.commit ?? 'sync', '--protocol', c.protocol ?? defaultProtocol);
+      args.push('--timeout-ms', String(timeoutMs));
+      if (c.isolation) args.push('--isolation', c.isolation);
+      // The JVM gets the consume deadline plus room to start, commit and leave the group.
+      const lines = await run(target, args, timeoutMs + 45_000);
+      const done = single(lines, 'done', 'consume');
+      const commitErrors = done['commitErrors'] as string[];
+      if (commitErrors.length > 0) throw new Error(`Java consumer commit errors: ${commitErrors.join('; ')}`);
+      const records = lines.filter((l) => l['type'] === 'record') as unknown as (ConsumedRecord & {
+        type: string;
+      })[];
+      return {
+        records: records.map(({ topic, partition, offset, key, value }) => ({
+          topic,
+          partition,
+          offset,
+          key,
+          value,
+        })),
+        committed: committedFrom(lines),
+        timedOut: done['timedOut'] === true,
+      };
+    },
+
+    async transform(target, t) {
+      const timeoutMs = t.timeoutMs ?? DEFAULT_CONSUME_TIMEOUT_MS;
+      const args = ['transform', '--input', t.input, '--output', t.output, '--group', t.group];
+      args.push('--transactional-id', t.transactionalId, '--max', String(t.max));
+      args.push('--protocol', t.protocol ?? defaultProtocol, '--timeout-ms', String(timeoutMs));
+      if (t.abortFirst) args.push('--abort-first');
+      const lines = await run(target, args, timeoutMs + 45_000);
+      const done = single(lines, 'done', 'transform');
+      return {
+        count: Number(done['count']),
+        transactions: Number(done['transactions']),
+        aborted: Number(done['aborted']),
+        committed: committedFrom(lines),
+        timedOut: done['timedOut'] === true,
+      };
+    },
+
+    async describeCluster(target) {
+      const line = single(await run(target, ['admin', 'describe-cluster']), 'cluster', 'describe-cluster');
+      return line as unknown as ClusterDescription;
+    },
+
+    async groupOffsets(target, group) {
+      return committedFrom(await run(target, ['admin', 'group-offsets', '--group', group]));
+    },
+
+    async createTopic(target, topic, partitions = 1, replicationFactor = 1) {
+      const args = ['admin', 'create-topic', '--topic', topic];
+      args.push('--partitions', String(partitions), '--replication-factor', String(replicationFactor));
+      return single(await run(target, args), 'topic', 'create-topic')['created'] === true;
+    },
+
+    async deleteGroup(target, group) {
+      await run(target, ['admin', 'delete-group', '--group', group]);
+    },
+  };
+}

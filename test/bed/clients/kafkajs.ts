@@ -1,0 +1,200 @@
+// kafkajs, in-process: the cheapest client of the bed, also used for topic creation and for reading
+// a group's committed offsets on behalf of clients that cannot (kcat).
+
+import { Kafka, Partitioners, logLevel, type Admin, type SASLOptions } from 'kafkajs';
+
+import {
+  DEFAULT_CONSUME_TIMEOUT_MS,
+  recordKey,
+  recordValue,
+  sortCommitted,
+  type BedClient,
+  type ClientTarget,
+  type CommittedOffset,
+  type ConsumeOptions,
+  type ConsumeResult,
+  type ConsumedRecord,
+  type ProduceOptions,
+  type ProduceResult,
+} from './types.js';
+
+let clientSeq = 0;
+
+function kafkaFor(target: ClientTarget): Kafka {
+  let sasl: SASLOptions | undefined;
+  if (target.sasl) {
+    const { username, password } = target.sasl;
+    const mechanism = target.sasl.mechanism ?? 'PLAIN';
+    sasl =
+      mechanism === 'PLAIN'
+        ? { mechanism: 'plain', username, password }
+        : mechanism === 'SCRAM-SHA-256'
+          ? { mechanism: 'scram-sha-256', username, password }
+          : { mechanism: 'scram-sha-512', username, password };
+  }
+  return new Kafka({
+    clientId: `bed-kafkajs-${process.pid}-${++clientSeq}`,
+    brokers: target.bootstrap.split(','),
+    ...(sasl ? { sasl } : {}),
+    // kafkajs logs connection errors at ERROR while it retries; a failing test reports its own error.
+    logLevel: logLevel.NOTHING,
+    connectionTimeout: 3_000,
+    requestTimeout: 15_000,
+    retry: { initialRetryTime: 100, maxRetryTime: 2_000, retries: 10 },
+  });
+}
+
+async function withAdmin<T>(target: ClientTarget, fn: (admin: Admin) => Promise<T>): Promise<T> {
+  const admin = kafkaFor(target).admin();
+  await admin.connect();
+  try {
+    return await fn(admin);
+  } finally {
+    await admin.disconnect();
+  }
+}
+
+export interface TopicSpec {
+  topic: string;
+  partitions?: number;
+  replicationFactor?: number;
+}
+
+/** Creates the topics (an existing topic is left alone) and waits for their leaders. */
+export async function createTopics(target: ClientTarget, topics: TopicSpec[]): Promise<void> {
+  await withAdmin(target, async (admin) => {
+    await admin.createTopics({
+      waitForLeaders: true,
+      topics: topics.map((t) => ({
+        topic: t.topic,
+        numPartitions: t.partitions ?? 1,
+        replicationFactor: t.replicationFactor ?? 1,
+      })),
+    });
+  });
+}
+
+/** The group's committed offsets for `topic` (partitions without a commit are left out). */
+export async function fetchCommittedOffsets(
+  target: ClientTarget,
+  group: string,
+  topic: string,
+): Promise<CommittedOffset[]> {
+  return withAdmin(target, async (admin) => {
+    const topics = await admin.fetchOffsets({ groupId: group, topics: [topic] });
+    const out: CommittedOffset[] = [];
+    for (const t of topics) {
+      for (const p of t.partitions) {
+        const offset = Number(p.offset);
+        if (offset >= 0) out.push({ topic: t.topic, partition: p.partition, offset });
+      }
+    }
+    return sortCommitted(out);
+  });
+}
+
+export async function describeCluster(target: ClientTarget): Promise<{
+  clusterId: string;
+  controller: number | null;
+  brokers: { nodeId: number; host: string; port: number }[];
+}> {
+  return withAdmin(target, (admin) => admin.describeCluster());
+}
+
+export async function produce(target: ClientTarget, opts: ProduceOptions): Promise<ProduceResult> {
+  const producer = kafkaFor(target).producer({
+    createPartitioner: Partitioners.DefaultPartitioner,
+    allowAutoTopicCreation: false,
+  });
+  await producer.connect();
+  try {
+    const start = opts.start ?? 0;
+    const messages = Array.from({ length: opts.count }, (_, n) => ({
+      key: recordKey(start + n),
+      value: recordValue(start + n),
+    }));
+    const metadata = await producer.send({ topic: opts.topic, messages, acks: -1 });
+    return { count: opts.count, partitions: metadata.map((m) => m.partition).sort((x, y) => x - y) };
+  } finally {
+    await producer.disconnect();
+  }
+}
+
+export interface KafkajsConsumeOptions extends ConsumeOptions {
+  /** Read from the start of the partitions when the group has no committed offset (default true). */
+  fromBeginning?: boolean;
+}
+
+/**
+ * Consumes in group `group` until exactly `max` records or the deadline, committing the offsets of
+ * the records it returns after every batch (autoCommit off, so nothing past `max` is committed).
+ */
+export async function consume(target: ClientTarget, opts: KafkajsConsumeOptions): Promise<ConsumeResult> {
+  const kafka = kafkaFor(target);
+  const consumer = kafka.consumer({
+    groupId: opts.group,
+    // Tuned for a local broker: a dead member is noticed quickly, an empty fetch returns quickly.
+    sessionTimeout: 10_000,
+    rebalanceTimeout: 10_000,
+    heartbeatInterval: 500,
+    maxWaitTimeInMs: 100,
+    allowAutoTopicCreation: false,
+    retry: { initialRetryTime: 100, maxRetryTime: 2_000, retries: 10 },
+  });
+  const records: ConsumedRecord[] = [];
+  let finish: () => void = () => {};
+  const finished = new Promise<void>((resolve) => {
+    finish = resolve;
+  });
+  let failure: unknown;
+  const timeoutMs = opts.timeoutMs ?? DEFAULT_CONSUME_TIMEOUT_MS;
+  const deadline = setTimeout(() => finish(), timeoutMs);
+
+  await consumer.connect();
+  try {
+    await consumer.subscribe({ topics: [opts.topic], fromBeginning: opts.fromBeginning ?? true });
+    // A consumer that crashes (e.g. the proxy closes the connection) must fail the call, not hang
+    // until the deadline.
+    consumer.on(consumer.events.CRASH, (event) => {
+      failure = event.payload.error;
+      finish();
+    });
+    await consumer.run({
+      autoCommit: false,
+      eachBatchAutoResolve: false,
+      eachBatch: async ({ batch, resolveOffset, isRunning, isStale }) => {
+        let last: string | undefined;
+        for (const message of batch.messages) {
+          if (records.length >= opts.max || !isRunning() || isStale()) break;
+          records.push({
+            topic: batch.topic,
+            partition: batch.partition,
+            offset: Number(message.offset),
+            key: message.key?.toString('utf8') ?? null,
+            value: message.value?.toString('utf8') ?? null,
+          });
+          resolveOffset(message.offset);
+          last = message.offset;
+        }
+        if (last !== undefined) {
+          await consumer.commitOffsets([
+            { topic: batch.topic, partition: batch.partition, offset: String(BigInt(last) + 1n) },
+          ]);
+        }
+        if (records.length >= opts.max) finish();
+      },
+    });
+    await finished;
+  } finally {
+    clearTimeout(deadline);
+    await consumer.disconnect();
+  }
+  if (failure) throw failure;
+  return {
+    records,
+    committed: await fetchCommittedOffsets(target, opts.group, opts.topic),
+    timedOut: records.length < opts.max,
+  };
+}
+
+export const kafkajsClient: BedClient = { name: 'kafkajs', produce, consume };

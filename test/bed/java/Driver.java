@@ -1,0 +1,510 @@
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.Comparator;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+import java.util.Set;
+import java.util.TreeMap;
+import java.util.concurrent.TimeUnit;
+
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.kafka.clients.admin.DescribeClusterResult;
+import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.ConsumerRecords;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerConfig;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.clients.producer.RecordMetadata;
+import org.apache.kafka.common.Node;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.errors.TopicExistsException;
+import org.apache.kafka.common.serialization.StringDeserializer;
+import org.apache.kafka.common.serialization.StringSerializer;
+
+/**
+ * Test-bed driver for the official Java client. Plain Java 17 with kafka-clients only, so the bed
+ * can compile it with javac against whichever Kafka version it runs (3.9 and 4.x share every API
+ * used here). Output is one JSON object per line on stdout; anything else (client logs) goes to
+ * stderr, so the TypeScript side can parse stdout line by line.
+ *
+ * Record i of a produce run has key "key-i" and value "value-i": every client helper of the bed
+ * uses the same convention, so a test can check that exactly the expected records arrived.
+ *
+ * Usage:
+ *   produce  --bootstrap B --topic T --count N [--start S] [--transactional-id ID] [--abort]
+ *   consume  --bootstrap B --topic T --group G --max N [--commit sync|async|auto]
+ *            [--protocol classic|consumer] [--timeout-ms MS] [--isolation read_committed]
+ *   transform --bootstrap B --input T1 --output T2 --group G --transactional-id ID --max N
+ *            [--protocol classic|consumer] [--timeout-ms MS] [--abort-first]
+ *   admin describe-cluster | group-offsets --group G | create-topic --topic T [--partitions P]
+ *            [--replication-factor R] | delete-group --group G
+ * Common: --sasl-mechanism PLAIN|SCRAM-SHA-256|SCRAM-SHA-512 --username U --password P
+ */
+public final class Driver {
+  private Driver() {}
+
+  public static void main(String[] argv) {
+    int status = 0;
+    try {
+      if (argv.length == 0) throw new IllegalArgumentException("missing command");
+      String command = argv[0];
+      int rest = 1;
+      if (command.equals("admin")) {
+        if (argv.length < 2) throw new IllegalArgumentException("missing admin subcommand");
+        command = "admin " + argv[1];
+        rest = 2;
+      }
+      Args args = Args.parse(argv, rest);
+      switch (command) {
+        case "produce" -> produce(args);
+        case "consume" -> consume(args);
+        case "transform" -> transform(args);
+        case "admin describe-cluster" -> describeCluster(args);
+        case "admin group-offsets" -> groupOffsets(args);
+        case "admin create-topic" -> createTopic(args);
+        case "admin delete-group" -> deleteGroup(args);
+        default -> throw new IllegalArgumentException("unknown command: " + command);
+      }
+    } catch (Throwable e) {
+      emit(new Json().put("type", "error").put("error", e.getClass().getName()).put("message", String.valueOf(e.getMessage())));
+      e.printStackTrace(System.err);
+      status = 1;
+    }
+    System.out.flush();
+    // Client threads (e.g. a producer's sender after a failure) must not keep the JVM alive.
+    System.exit(status);
+  }
+
+  // ---------------------------------------------------------------- produce
+
+  static void produce(Args args) throws Exception {
+    String topic = args.required("topic");
+    int count = args.intValue("count", 1);
+    int start = args.intValue("start", 0);
+    String txId = args.optional("transactional-id");
+    boolean abort = args.flag("abort");
+    Properties props = common(args);
+    props.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+    props.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+    props.put(ProducerConfig.ACKS_CONFIG, "all");
+    props.put(ProducerConfig.LINGER_MS_CONFIG, "5");
+    props.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, "true");
+    if (txId != null) props.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, txId);
+
+    // partition -> [first offset, last offset, count]
+    Map<Integer, long[]> perPartition = new TreeMap<>();
+    try (KafkaProducer<String, String> producer = new KafkaProducer<>(props)) {
+      if (txId != null) {
+        producer.initTransactions();
+        producer.beginTransaction();
+      }
+      List<java.util.concurrent.Future<RecordMetadata>> sends = new ArrayList<>(count);
+      for (int i = start; i < start + count; i++) {
+        sends.add(producer.send(new ProducerRecord<>(topic, "key-" + i, "value-" + i)));
+      }
+      producer.flush();
+      for (var send : sends) {
+        RecordMetadata md = send.get(60, TimeUnit.SECONDS);
+        long[] s = perPartition.computeIfAbsent(md.partition(), p -> new long[] {Long.MAX_VALUE, -1, 0});
+        s[0] = Math.min(s[0], md.offset());
+        s[1] = Math.max(s[1], md.offset());
+        s[2]++;
+      }
+      if (txId != null) {
+        if (abort) producer.abortTransaction();
+        else producer.commitTransaction();
+      }
+    }
+    List<Json> parts = new ArrayList<>();
+    perPartition.forEach((p, s) -> parts.add(new Json().put("partition", p).put("firstOffset", s[0]).put("lastOffset", s[1]).put("count", s[2])));
+    emit(new Json().put("type", "produced").put("topic", topic).put("count", count).put("aborted", txId != null && abort).put("partitions", parts));
+  }
+
+  // ---------------------------------------------------------------- consume
+
+  static void consume(Args args) throws Exception {
+    String topic = args.required("topic");
+    String group = args.required("group");
+    int max = args.intValue("max", Integer.MAX_VALUE);
+    String commit = args.optional("commit", "sync");
+    long deadline = System.currentTimeMillis() + args.intValue("timeout-ms", 30_000);
+    Properties props = consumerProps(args, group);
+    props.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, String.valueOf(commit.equals("auto")));
+    if (commit.equals("auto")) props.put(ConsumerConfig.AUTO_COMMIT_INTERVAL_MS_CONFIG, "200");
+    if (!Set.of("sync", "async", "auto").contains(commit)) throw new IllegalArgumentException("--commit sync|async|auto");
+
+    int consumed = 0;
+    List<String> asyncErrors = new ArrayList<>();
+    int[] asyncPending = {0};
+    Map<TopicPartition, OffsetAndMetadata> committed;
+    try (KafkaConsumer<String, String> consumer = new KafkaConsumer<>(props)) {
+      consumer.subscribe(List.of(topic), new AssignmentReporter());
+      while (consumed < max && System.currentTimeMillis() < deadline) {
+        ConsumerRecords<String, String> batch = consumer.poll(Duration.ofMillis(100));
+        if (batch.isEmpty()) continue;
+        // Records past --max are not processed; the position is rewound to the first of them so
+        // that neither the commit below nor an auto-commit on close can skip them.
+        Map<TopicPartition, OffsetAndMetadata> processed = new HashMap<>();
+        Map<TopicPartition, Long> rewind = new HashMap<>();
+        for (ConsumerRecord<String, String> r : batch) {
+          TopicPartition tp = new TopicPartition(r.topic(), r.partition());
+          if (consumed >= max) {
+            rewind.putIfAbsent(tp, r.offset());
+            continue;
+          }
+          emitRecord(r);
+          consumed++;
+          processed.put(tp, new OffsetAndMetadata(r.offset() + 1));
+        }
+        rewind.forEach(consumer::seek);
+        if (processed.isEmpty()) continue;
+        if (commit.equals("sync")) {
+          consumer.commitSync(processed);
+        } else if (commit.equals("async")) {
+          asyncPending[0]++;
+          consumer.commitAsync(processed, (offsets, error) -> {
+            asyncPending[0]--;
+            if (error != null) asyncErrors.add(error.toString());
+          });
+        }
+      }
+      if (commit.equals("async")) {
+        // Async commit callbacks run inside poll(); keep polling (with fetching paused, so the
+        // position does not move) until every commit has been acknowledged.
+        consumer.pause(consumer.assignment());
+        long until = System.currentTimeMillis() + 15_000;
+        while (asyncPending[0] > 0 && System.currentTimeMillis() < until) consumer.poll(Duration.ofMillis(50));
+        if (asyncPending[0] > 0) asyncErrors.add(asyncPending[0] + " async commits unacknowledged");
+      } else if (commit.equals("auto")) {
+        // Make the final auto-commit explicit rather than relying on close(): commitSync() with no
+        // arguments commits exactly what auto-commit would, the current positions.
+        consumer.commitSync();
+      }
+      committed = consumer.committed(consumer.assignment(), Duration.ofSeconds(15));
+    }
+    emitCommitted(committed);
+    emit(new Json().put("type", "done").put("count", consumed).put("timedOut", consumed < max && max != Integer.MAX_VALUE).put("commitErrors", asyncErrors));
+  }
+
+  // ---------------------------------------------------------------- transform (exactly-once)
+
+  /** Read-process-write: consumes --input, produces upper-cased values to --output, and commits the
+   *  consumer offsets inside the producer transaction (sendOffsetsToTransaction). */
+  static void transform(Args args) throws Exception {
+    String input = args.required("input");
+    String output = args.required("output");
+    String group = args.required("group");
+    String txId = args.required("transactional-id");
+    int max = args.intValue("max", Integer.MAX_VALUE);
+    boolean abortFirst = args.flag("abort-first");
+    long deadline = System.currentTimeMillis() + args.intValue("timeout-ms", 30_000);
+
+    Properties cprops = consumerProps(args, group);
+    cprops.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+    cprops.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_committed");
+    Properties pprops = common(args);
+    pprops.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+    pprops.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+    pprops.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, txId);
+    pprops.put(ProducerConfig.LINGER_MS_CONFIG, "5");
+
+    int done = 0;
+    int transactions = 0;
+    int aborted = 0;
+    Map<TopicPartition, OffsetAndMetadata> committed;
+    try (KafkaConsumer<String, String> consumer = new KafkaConsumer<>(cprops);
+        KafkaProducer<String, String> producer = new KafkaProducer<>(pprops)) {
+      producer.initTransactions();
+      consumer.subscribe(List.of(input), new AssignmentReporter());
+      boolean abortNext = abortFirst;
+      while (done < max && System.currentTimeMillis() < deadline) {
+        ConsumerRecords<String, String> batch = consumer.poll(Duration.ofMillis(100));
+        if (batch.isEmpty()) continue;
+        Map<TopicPartition, OffsetAndMetadata> offsets = new HashMap<>();
+        Map<TopicPartition, Long> firstSeen = new HashMap<>();
+        Map<TopicPartition, Long> rewind = new HashMap<>();
+        producer.beginTransaction();
+        int inTx = 0;
+        for (ConsumerRecord<String, String> r : batch) {
+          TopicPartition tp = new TopicPartition(r.topic(), r.partition());
+          firstSeen.putIfAbsent(tp, r.offset());
+          if (done + inTx >= max) {
+            rewind.putIfAbsent(tp, r.offset());
+            continue;
+          }
+          String value = r.value() == null ? null : r.value().toUpperCase();
+          producer.send(new ProducerRecord<>(output, r.key(), value));
+          offsets.put(tp, new OffsetAndMetadata(r.offset() + 1));
+          inTx++;
+        }
+        producer.sendOffsetsToTransaction(offsets, consumer.groupMetadata());
+        if (abortNext) {
+          producer.abortTransaction();
+          abortNext = false;
+          aborted++;
+          // The aborted batch must be processed again: rewind to its first record.
+          firstSeen.forEach(consumer::seek);
+          emit(new Json().put("type", "transaction").put("outcome", "aborted").put("records", inTx));
+          continue;
+        }
+        producer.commitTransaction();
+        rewind.forEach(consumer::seek);
+        transactions++;
+        done += inTx;
+        emit(new Json().put("type", "transaction").put("outcome", "committed").put("records", inTx));
+      }
+      committed = consumer.committed(consumer.assignment(), Duration.ofSeconds(15));
+    }
+    emitCommitted(committed);
+    emit(new Json().put("type", "done").put("count", done).put("transactions", transactions).put("aborted", aborted).put("timedOut", done < max && max != Integer.MAX_VALUE));
+  }
+
+  // ---------------------------------------------------------------- admin
+
+  static void describeCluster(Args args) throws Exception {
+    try (Admin admin = Admin.create(common(args))) {
+      DescribeClusterResult r = admin.describeCluster();
+      List<Json> nodes = new ArrayList<>();
+      for (Node n : r.nodes().get(30, TimeUnit.SECONDS)) nodes.add(nodeJson(n));
+      Node controller = r.controller().get(30, TimeUnit.SECONDS);
+      emit(new Json().put("type", "cluster").put("clusterId", r.clusterId().get(30, TimeUnit.SECONDS)).put("controller", controller == null ? null : nodeJson(controller)).put("nodes", nodes));
+    }
+  }
+
+  static void groupOffsets(Args args) throws Exception {
+    String group = args.required("group");
+    try (Admin admin = Admin.create(common(args))) {
+      emitCommitted(admin.listConsumerGroupOffsets(group).partitionsToOffsetAndMetadata().get(30, TimeUnit.SECONDS));
+    }
+  }
+
+  static void createTopic(Args args) throws Exception {
+    String topic = args.required("topic");
+    int partitions = args.intValue("partitions", 1);
+    short rf = (short) args.intValue("replication-factor", 1);
+    boolean created = true;
+    try (Admin admin = Admin.create(common(args))) {
+      admin.createTopics(List.of(new NewTopic(topic, partitions, rf))).all().get(30, TimeUnit.SECONDS);
+    } catch (java.util.concurrent.ExecutionException e) {
+      if (!(e.getCause() instanceof TopicExistsException)) throw e;
+      created = false;
+    }
+    emit(new Json().put("type", "topic").put("topic", topic).put("created", created));
+  }
+
+  static void deleteGroup(Args args) throws Exception {
+    String group = args.required("group");
+    try (Admin admin = Admin.create(common(args))) {
+      admin.deleteConsumerGroups(List.of(group)).all().get(30, TimeUnit.SECONDS);
+    }
+    emit(new Json().put("type", "group-deleted").put("group", group));
+  }
+
+  // ---------------------------------------------------------------- configuration
+
+  /** Connection settings shared by producer, consumer and admin, tuned for a local broker. */
+  static Properties common(Args args) {
+    Properties p = new Properties();
+    p.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, args.required("bootstrap"));
+    p.put(AdminClientConfig.CLIENT_ID_CONFIG, args.optional("client-id", "bed-java"));
+    p.put(AdminClientConfig.RECONNECT_BACKOFF_MS_CONFIG, "50");
+    p.put(AdminClientConfig.RECONNECT_BACKOFF_MAX_MS_CONFIG, "500");
+    p.put(AdminClientConfig.RETRY_BACKOFF_MS_CONFIG, "50");
+    p.put(AdminClientConfig.REQUEST_TIMEOUT_MS_CONFIG, "15000");
+    p.put(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, "30000");
+    String mechanism = args.optional("sasl-mechanism");
+    if (mechanism != null) {
+      String module = mechanism.equals("PLAIN")
+          ? "org.apache.kafka.common.security.plain.PlainLoginModule"
+          : "org.apache.kafka.common.security.scram.ScramLoginModule";
+      p.put("security.protocol", "SASL_PLAINTEXT");
+      p.put("sasl.mechanism", mechanism);
+      p.put("sasl.jaas.config", module + " required username=\"" + jaasEscape(args.required("username"))
+          + "\" password=\"" + jaasEscape(args.required("password")) + "\";");
+    }
+    return p;
+  }
+
+  static Properties consumerProps(Args args, String group) {
+    Properties p = common(args);
+    String protocol = args.optional("protocol", "classic");
+    p.put(ConsumerConfig.GROUP_ID_CONFIG, group);
+    p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+    p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+    p.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, args.optional("offset-reset", "earliest"));
+    p.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, args.optional("isolation", "read_uncommitted"));
+    p.put(ConsumerConfig.FETCH_MAX_WAIT_MS_CONFIG, "100");
+    p.put("group.protocol", protocol);
+    if (protocol.equals("classic")) {
+      // The new protocol (KIP-848) rejects these client-side settings: the broker owns them.
+      p.put(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG, "10000");
+      p.put(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG, "500");
+    }
+    return p;
+  }
+
+  static String jaasEscape(String s) {
+    return s.replace("\\", "\\\\").replace("\"", "\\\"");
+  }
+
+  // ---------------------------------------------------------------- output
+
+  /** Reports assignments on stdout so a test can see rebalances when it needs to. */
+  static final class AssignmentReporter implements ConsumerRebalanceListener {
+    @Override
+    public void onPartitionsAssigned(Collection<TopicPartition> partitions) {
+      emit(new Json().put("type", "assigned").put("partitions", tpList(partitions)));
+    }
+
+    @Override
+    public void onPartitionsRevoked(Collection<TopicPartition> partitions) {
+      if (!partitions.isEmpty()) emit(new Json().put("type", "revoked").put("partitions", tpList(partitions)));
+    }
+  }
+
+  static List<Json> tpList(Collection<TopicPartition> partitions) {
+    List<Json> out = new ArrayList<>();
+    for (TopicPartition tp : partitions) out.add(new Json().put("topic", tp.topic()).put("partition", tp.partition()));
+    return out;
+  }
+
+  static Json nodeJson(Node n) {
+    return new Json().put("id", n.id()).put("host", n.host()).put("port", n.port());
+  }
+
+  static void emitRecord(ConsumerRecord<String, String> r) {
+    emit(new Json().put("type", "record").put("topic", r.topic()).put("partition", r.partition()).put("offset", r.offset()).put("key", r.key()).put("value", r.value()));
+  }
+
+  static void emitCommitted(Map<TopicPartition, OffsetAndMetadata> committed) {
+    List<Map.Entry<TopicPartition, OffsetAndMetadata>> entries = new ArrayList<>(committed.entrySet());
+    entries.sort(Comparator.comparing((Map.Entry<TopicPartition, OffsetAndMetadata> e) -> e.getKey().topic())
+        .thenComparingInt(e -> e.getKey().partition()));
+    List<Json> offsets = new ArrayList<>();
+    for (var e : entries) {
+      // committed() maps partitions without a committed offset to null.
+      if (e.getValue() != null) offsets.add(new Json().put("topic", e.getKey().topic()).put("partition", e.getKey().partition()).put("offset", e.getValue().offset()));
+    }
+    emit(new Json().put("type", "committed").put("offsets", offsets));
+  }
+
+  static synchronized void emit(Json json) {
+    System.out.println(json);
+  }
+
+  /** Just enough JSON for flat objects, lists and scalars; no library on the classpath needed. */
+  static final class Json {
+    private final Map<String, Object> fields = new LinkedHashMap<>();
+
+    Json put(String key, Object value) {
+      fields.put(key, value);
+      return this;
+    }
+
+    @Override
+    public String toString() {
+      StringBuilder sb = new StringBuilder();
+      write(sb, this);
+      return sb.toString();
+    }
+
+    private static void write(StringBuilder sb, Object v) {
+      if (v == null) {
+        sb.append("null");
+      } else if (v instanceof Json j) {
+        sb.append('{');
+        boolean first = true;
+        for (var e : j.fields.entrySet()) {
+          if (!first) sb.append(',');
+          first = false;
+          writeString(sb, e.getKey());
+          sb.append(':');
+          write(sb, e.getValue());
+        }
+        sb.append('}');
+      } else if (v instanceof Collection<?> c) {
+        sb.append('[');
+        boolean first = true;
+        for (Object o : c) {
+          if (!first) sb.append(',');
+          first = false;
+          write(sb, o);
+        }
+        sb.append(']');
+      } else if (v instanceof Number || v instanceof Boolean) {
+        sb.append(v);
+      } else {
+        writeString(sb, v.toString());
+      }
+    }
+
+    private static void writeString(StringBuilder sb, String s) {
+      sb.append('"');
+      for (int i = 0; i < s.length(); i++) {
+        char ch = s.charAt(i);
+        switch (ch) {
+          case '"' -> sb.append("\\\"");
+          case '\\' -> sb.append("\\\\");
+          case '\n' -> sb.append("\\n");
+          case '\r' -> sb.append("\\r");
+          case '\t' -> sb.append("\\t");
+          default -> {
+            if (ch < 0x20) sb.append(String.format("\\u%04x", (int) ch));
+            else sb.append(ch);
+          }
+        }
+      }
+      sb.append('"');
+    }
+  }
+
+  /** --name value pairs and bare --flags. */
+  static final class Args {
+    private final Map<String, String> values = new HashMap<>();
+
+    static Args parse(String[] argv, int from) {
+      Args a = new Args();
+      for (int i = from; i < argv.length; i++) {
+        String arg = argv[i];
+        if (!arg.startsWith("--")) throw new IllegalArgumentException("unexpected argument: " + arg);
+        String name = arg.substring(2);
+        if (i + 1 < argv.length && !argv[i + 1].startsWith("--")) a.values.put(name, argv[++i]);
+        else a.values.put(name, "true");
+      }
+      return a;
+    }
+
+    String required(String name) {
+      String v = values.get(name);
+      if (v == null) throw new IllegalArgumentException("missing --" + name);
+      return v;
+    }
+
+    String optional(String name) {
+      return values.get(name);
+    }
+
+    String optional(String name, String fallback) {
+      return values.getOrDefault(name, fallback);
+    }
+
+    int intValue(String name, int fallback) {
+      String v = values.get(name);
+      return v == null ? fallback : Integer.parseInt(v);
+    }
+
+    boolean flag(String name) {
+      return Boolean.parseBoolean(values.getOrDefault(name, "false"));
+    }
+  }
+}
