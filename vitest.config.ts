@@ -18,8 +18,10 @@ export default defineConfig({
           globalSetup: ['test/bed/global-setup.ts'],
           testTimeout: 120_000,
           hookTimeout: 240_000,
-          // Brokers are heavy on a 2-core machine: integration files run one at a time.
-          fileParallelism: false,
+          // Brokers are heavy on a 2-core machine: integration files run one at a time, in one forked
+          // process (`fileParallelism` is a root-only option and is ignored inside a project).
+          pool: 'forks',
+          poolOptions: { forks: { singleFork: true } },
         },
       },
     ],

@@ -1,0 +1,428 @@
+// Real Apache Kafka brokers (KRaft, combined controller+broker nodes) from Maven Central jars.
+
+import { createHash, randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Kafka, logLevel } from 'kafkajs';
+import type { SASLOptions } from 'kafkajs';
+import { freePorts } from './ports.js';
+import { makeRunDir, removeRunDir, runToCompletion, spawnManaged, tailFile, waitUntil } from './process.js';
+import type { ManagedProcess } from './process.js';
+
+export const KAFKA_VERSION = '4.4.0';
+/** Newest 3.9 release on Maven Central (3.9.2 resolves), for compatibility runs. */
+export const KAFKA_COMPAT_VERSION = '3.9.2';
+
+export interface KafkaBroker {
+  nodeId: number;
+  host: string;
+  port: number;
+}
+
+export interface KafkaCluster {
+  version: string;
+  /** "127.0.0.1:port[,...]": the client listeners, at the ports they really listen on. */
+  bootstrap: string;
+  brokers: KafkaBroker[];
+  /** Present for the SASL shape: the admin (super user) first, then one non-admin user. */
+  sasl?: { users: { username: string; password: string }[] };
+  /** Jars of broker + kafka-tools + kafka-clients for this version, ':'-separated. */
+  classpath: string;
+  stopBroker(nodeId: number): Promise<void>;
+  startBroker(nodeId: number): Promise<void>;
+  logTail(nodeId?: number, lines?: number): string;
+  stop(): Promise<void>;
+}
+
+export interface StartKafkaOptions {
+  brokers?: 1 | 3;
+  version?: string;
+  /** SASL_PLAINTEXT on the client listener (SCRAM-SHA-256, SCRAM-SHA-512, PLAIN) with the StandardAuthorizer. */
+  sasl?: boolean;
+  /** Node id -> port to advertise for the client listener instead of the one it listens on (for a tap). */
+  advertisedPorts?: Record<number, number>;
+}
+
+const HOST = '127.0.0.1';
+const POM = fileURLToPath(new URL('./maven/pom.xml', import.meta.url));
+const SASL_USERS = [
+  { username: 'admin', password: 'admin-secret' },
+  { username: 'alice', password: 'alice-secret' },
+];
+
+// ---- classpath ---------------------------------------------------------------------------------
+
+export function bedCacheDir(): string {
+  return (
+    process.env['KOP_CACHE_DIR'] ??
+    path.join(process.env['XDG_CACHE_HOME'] ?? path.join(os.homedir(), '.cache'), 'kafka-offset-proxy')
+  );
+}
+
+const isKafka3 = (version: string) => version.startsWith('3.');
+const classpathMemo = new Map<string, Promise<string>>();
+
+/**
+ * The broker's classpath for `version`, resolved by Maven once and cached in a file outside the
+ * repository (keyed by the pom's hash, so editing the pom re-resolves). Later runs do not call Maven.
+ */
+export function kafkaClasspath(version: string = KAFKA_VERSION): Promise<string> {
+  let memo = classpathMemo.get(version);
+  if (!memo) {
+    memo = resolveClasspath(version);
+    classpathMemo.set(version, memo);
+    memo.catch(() => classpathMemo.delete(version));
+  }
+  return memo;
+}
+
+async function resolveClasspath(version: string): Promise<string> {
+  const pomHash = createHash('sha256').update(fs.readFileSync(POM)).digest('hex').slice(0, 12);
+  const cacheDir = bedCacheDir();
+  const cacheFile = path.join(cacheDir, `kafka-${version}-${pomHash}.classpath`);
+  const cached = readClasspathFile(cacheFile);
+  if (cached) return cached;
+
+  fs.mkdirSync(cacheDir, { recursive: true });
+  const tmp = `${cacheFile}.${process.pid}.tmp`;
+  const logFile = path.join(cacheDir, `maven-${version}.log`);
+  fs.writeFileSync(logFile, '');
+  await runToCompletion({
+    name: `mvn dependency:build-classpath (Kafka ${version})`,
+    command: 'mvn',
+    args: [
+      '-q',
+      '-B',
+      '-f',
+      POM,
+      `-Dkafka.version=${version}`,
+      ...(isKafka3(version) ? ['-Dkafka3'] : []),
+      'dependency:build-classpath',
+      `-Dmdep.outputFile=${tmp}`,
+    ],
+    logFile,
+    timeoutMs: 15 * 60_000,
+  });
+  const resolved = readClasspathFile(tmp);
+  if (!resolved) throw new Error(`Maven wrote no usable classpath for Kafka ${version}; see ${logFile}`);
+  fs.renameSync(tmp, cacheFile); // atomic: a concurrent run sees either nothing or the whole file
+  return resolved;
+}
+
+function readClasspathFile(file: string): string | undefined {
+  let text: string;
+  try {
+    text = fs.readFileSync(file, 'utf8').trim();
+  } catch {
+    return undefined;
+  }
+  const jars = text.split(':').filter((jar) => jar !== '');
+  // A cleaned ~/.m2 invalidates the cache.
+  if (jars.length === 0 || !jars.every((jar) => fs.existsSync(jar))) return undefined;
+  return jars.join(':');
+}
+
+// ---- configuration -----------------------------------------------------------------------------
+
+interface NodePorts {
+  nodeId: number;
+  client: number;
+  internal: number;
+  controller: number;
+}
+
+function jaasPlain(): string {
+  // The broker's own identity (username/password) for the INTERNAL and CONTROLLER listeners, and the
+  // PLAIN user database (user_NAME="password") for every listener.
+  const users = SASL_USERS.map((u) => `user_${u.username}="${u.password}"`).join(' ');
+  const admin = SASL_USERS[0]!;
+  return `org.apache.kafka.common.security.plain.PlainLoginModule required username="${admin.username}" password="${admin.password}" ${users};`;
+}
+
+function serverProperties(
+  node: NodePorts,
+  all: NodePorts[],
+  dataDir: string,
+  opts: StartKafkaOptions,
+): string {
+  const n = all.length;
+  const protocol = opts.sasl ? 'SASL_PLAINTEXT' : 'PLAINTEXT';
+  const advertisedClient = opts.advertisedPorts?.[node.nodeId] ?? node.client;
+  const minIsr = n >= 3 ? 2 : 1;
+  const lines = [
+    'process.roles=broker,controller',
+    `node.id=${node.nodeId}`,
+    `controller.quorum.voters=${all.map((p) => `${p.nodeId}@${HOST}:${p.controller}`).join(',')}`,
+    // CLIENT is what clients (and the proxy) use and may be advertised at a tap's port; INTERNAL is
+    // for replication and always advertised at its real port, so brokers never talk through a tap.
+    `listeners=CLIENT://${HOST}:${node.client},INTERNAL://${HOST}:${node.internal},CONTROLLER://${HOST}:${node.controller}`,
+    `advertised.listeners=CLIENT://${HOST}:${advertisedClient},INTERNAL://${HOST}:${node.internal}`,
+    `listener.security.protocol.map=CLIENT:${protocol},INTERNAL:${protocol},CONTROLLER:${protocol}`,
+    'controller.listener.names=CONTROLLER',
+    'inter.broker.listener.name=INTERNAL',
+    `log.dirs=${dataDir}`,
+    // Fast start and fast first group use.
+    'group.initial.rebalance.delay.ms=0',
+    'offsets.topic.num.partitions=5',
+    `offsets.topic.replication.factor=${n}`,
+    'transaction.state.log.num.partitions=5',
+    `transaction.state.log.replication.factor=${n}`,
+    `transaction.state.log.min.isr=${minIsr}`,
+    `share.coordinator.state.topic.replication.factor=${n}`,
+    `share.coordinator.state.topic.min.isr=${minIsr}`,
+    'num.partitions=1',
+    `default.replication.factor=${n}`,
+    `min.insync.replicas=${minIsr}`,
+    'auto.create.topics.enable=true',
+    // Small footprint on a shared 2-core machine.
+    'num.network.threads=2',
+    'num.io.threads=4',
+    'num.recovery.threads.per.data.dir=1',
+    'background.threads=4',
+    'log.cleaner.threads=1',
+    'log.cleaner.dedupe.buffer.size=16777216',
+  ];
+  if (opts.sasl) {
+    const scram = 'org.apache.kafka.common.security.scram.ScramLoginModule required;';
+    lines.push(
+      'sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512',
+      // Broker-to-broker and broker-to-controller traffic authenticates as admin with PLAIN, so
+      // super.users needs no principal other than admin.
+      'sasl.mechanism.inter.broker.protocol=PLAIN',
+      'sasl.mechanism.controller.protocol=PLAIN',
+      'authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer',
+      `super.users=User:${SASL_USERS[0]!.username}`,
+    );
+    for (const listener of ['client', 'internal', 'controller']) {
+      lines.push(
+        `listener.name.${listener}.sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512`,
+        `listener.name.${listener}.plain.sasl.jaas.config=${jaasPlain()}`,
+        `listener.name.${listener}.scram-sha-256.sasl.jaas.config=${scram}`,
+        `listener.name.${listener}.scram-sha-512.sasl.jaas.config=${scram}`,
+      );
+    }
+  }
+  return lines.join('\n') + '\n';
+}
+
+// The broker logs to stdout, which the bed appends to the node's log file.
+const LOG4J2_XML = `<?xml version="1.0" encoding="UTF-8"?>
+<Configuration status="warn">
+  <Appenders>
+    <Console name="stdout" target="SYSTEM_OUT"><PatternLayout pattern="[%d] %p %m (%c)%n"/></Console>
+  </Appenders>
+  <Loggers>
+    <Logger name="kafka.request.logger" level="warn"/>
+    <Root level="info"><AppenderRef ref="stdout"/></Root>
+  </Loggers>
+</Configuration>
+`;
+const LOG4J1_PROPERTIES = `log4j.rootLogger=INFO, stdout
+log4j.appender.stdout=org.apache.log4j.ConsoleAppender
+log4j.appender.stdout.layout=org.apache.log4j.PatternLayout
+log4j.appender.stdout.layout.ConversionPattern=[%d] %p %m (%c)%n
+log4j.logger.kafka.request.logger=WARN
+`;
+
+function jvmArgs(version: string, dir: string, heap: string): string[] {
+  const logArg = isKafka3(version)
+    ? `-Dlog4j.configuration=file:${path.join(dir, 'log4j.properties')}`
+    : `-Dlog4j2.configurationFile=${path.join(dir, 'log4j2.xml')}`;
+  return [
+    `-Xmx${heap}`,
+    '-Xms64m',
+    '-Xss1m',
+    // Fast start on 2 shared cores matters more than peak throughput.
+    '-XX:+UseSerialGC',
+    '-XX:TieredStopAtLevel=1',
+    '-XX:CICompilerCount=1',
+    '-XX:-UsePerfData',
+    '-XX:+ExitOnOutOfMemoryError',
+    '-Djava.awt.headless=true',
+    logArg,
+  ];
+}
+
+// ---- readiness ---------------------------------------------------------------------------------
+
+function saslOptions(mechanism: 'plain' | 'scram-sha-256'): SASLOptions {
+  const admin = SASL_USERS[0]!;
+  return { mechanism, username: admin.username, password: admin.password } as SASLOptions;
+}
+
+/** Number of live brokers seen by node `port` (INTERNAL listener, whose addresses are always real). */
+async function liveBrokerIds(port: number, sasl: boolean): Promise<number[]> {
+  const kafka = new Kafka({
+    clientId: 'kop-bed-readiness',
+    brokers: [`${HOST}:${port}`],
+    logLevel: logLevel.NOTHING,
+    connectionTimeout: 1500,
+    requestTimeout: 5000,
+    retry: { retries: 0 },
+    ...(sasl ? { sasl: saslOptions('plain') } : {}),
+  });
+  const admin = kafka.admin({ retry: { retries: 0 } });
+  try {
+    await admin.connect();
+    const { brokers } = await admin.describeCluster();
+    return brokers.map((b) => b.nodeId).sort();
+  } finally {
+    await admin.disconnect().catch(() => undefined);
+  }
+}
+
+function tcpAnswers(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = net.connect({ host: HOST, port });
+    socket.setTimeout(1000);
+    socket.once('connect', () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.once('timeout', () => {
+      socket.destroy();
+      resolve(false);
+    });
+    socket.once('error', () => resolve(false));
+  });
+}
+
+// ---- start -------------------------------------------------------------------------------------
+
+export async function startKafka(opts: StartKafkaOptions = {}): Promise<KafkaCluster> {
+  const version = opts.version ?? KAFKA_VERSION;
+  const count = opts.brokers ?? 1;
+  const sasl = opts.sasl ?? false;
+  const classpath = await kafkaClasspath(version);
+  const dir = makeRunDir(`kafka-${version}-${count}${sasl ? '-sasl' : ''}`);
+  const ports = await freePorts(count * 3);
+  const nodes: NodePorts[] = [];
+  for (let i = 0; i < count; i++) {
+    nodes.push({
+      nodeId: i + 1,
+      client: ports[i * 3]!,
+      internal: ports[i * 3 + 1]!,
+      controller: ports[i * 3 + 2]!,
+    });
+  }
+  fs.writeFileSync(path.join(dir, 'log4j2.xml'), LOG4J2_XML);
+  fs.writeFileSync(path.join(dir, 'log4j.properties'), LOG4J1_PROPERTIES);
+
+  const heap = count === 1 ? '512m' : '384m';
+  const nodeDir = (id: number) => path.join(dir, `node-${id}`);
+  const propsFile = (id: number) => path.join(nodeDir(id), 'server.properties');
+  const logFile = (id: number) => path.join(dir, `broker-${id}.log`);
+
+  // Format every node's storage with one cluster id (static quorum, so no --standalone).
+  const clusterId = randomBytes(16).toString('base64url');
+  const scramArgs = sasl
+    ? SASL_USERS.flatMap((u) =>
+        ['SCRAM-SHA-256', 'SCRAM-SHA-512'].flatMap((m) => [
+          '--add-scram',
+          `${m}=[name=${u.username},password=${u.password}]`,
+        ]),
+      )
+    : [];
+  await Promise.all(
+    nodes.map(async (node) => {
+      fs.mkdirSync(nodeDir(node.nodeId), { recursive: true });
+      fs.writeFileSync(
+        propsFile(node.nodeId),
+        serverProperties(node, nodes, path.join(nodeDir(node.nodeId), 'data'), opts),
+      );
+      await runToCompletion({
+        name: `Kafka ${version} storage format (node ${node.nodeId})`,
+        command: 'java',
+        args: [
+          ...jvmArgs(version, dir, '256m'),
+          '-cp',
+          classpath,
+          'kafka.tools.StorageTool',
+          'format',
+          '-t',
+          clusterId,
+          '-c',
+          propsFile(node.nodeId),
+          ...scramArgs,
+        ],
+        logFile: path.join(dir, `format-${node.nodeId}.log`),
+        timeoutMs: 120_000,
+      });
+    }),
+  );
+
+  const procs = new Map<number, ManagedProcess>();
+  const launch = (nodeId: number): ManagedProcess => {
+    const proc = spawnManaged({
+      name: `Kafka ${version} broker ${nodeId}`,
+      command: 'java',
+      args: [...jvmArgs(version, dir, heap), '-cp', classpath, 'kafka.Kafka', propsFile(nodeId)],
+      logFile: logFile(nodeId),
+      cwd: nodeDir(nodeId),
+    });
+    procs.set(nodeId, proc);
+    return proc;
+  };
+  const running = () => [...procs.entries()].filter(([, p]) => !p.exitStatus).map(([id]) => id);
+
+  /** Waits until node `nodeId` answers Metadata with every running node, and its client port accepts. */
+  const waitReady = async (nodeId: number, timeoutMs: number): Promise<void> => {
+    const node = nodes.find((n) => n.nodeId === nodeId)!;
+    const proc = procs.get(nodeId)!;
+    await waitUntil(
+      `Kafka ${version} broker ${nodeId} to list ${running().length} live broker(s)`,
+      async () => {
+        const ids = await liveBrokerIds(node.internal, sasl);
+        const expected = running();
+        return expected.every((id) => ids.includes(id)) && (await tcpAnswers(node.client));
+      },
+      { timeoutMs, intervalMs: 250, proc },
+    );
+  };
+
+  let stopped = false;
+  const stopAll = async () => {
+    if (stopped) return;
+    stopped = true;
+    // SIGKILL: a clean shutdown of a throwaway broker only costs time.
+    await Promise.all([...procs.values()].map((p) => p.kill()));
+    removeRunDir(dir);
+  };
+
+  try {
+    for (const node of nodes) launch(node.nodeId);
+    await Promise.all(nodes.map((node) => waitReady(node.nodeId, 120_000)));
+  } catch (error) {
+    await stopAll();
+    throw error;
+  }
+
+  const cluster: KafkaCluster = {
+    version,
+    bootstrap: nodes.map((n) => `${HOST}:${n.client}`).join(','),
+    brokers: nodes.map((n) => ({ nodeId: n.nodeId, host: HOST, port: n.client })),
+    ...(sasl ? { sasl: { users: SASL_USERS.map((u) => ({ ...u })) } } : {}),
+    classpath,
+    async stopBroker(nodeId) {
+      const proc = procs.get(nodeId);
+      if (!proc) throw new Error(`no broker with node id ${nodeId}`);
+      // SIGTERM: a controlled shutdown moves leadership away first, as in a rolling restart.
+      await proc.stop({ timeoutMs: 30_000 });
+    },
+    async startBroker(nodeId) {
+      const proc = procs.get(nodeId);
+      if (!proc) throw new Error(`no broker with node id ${nodeId}`);
+      if (!proc.exitStatus) return;
+      launch(nodeId);
+      await waitReady(nodeId, 120_000);
+    },
+    logTail(nodeId = nodes[0]!.nodeId, lines = 60) {
+      return tailFile(logFile(nodeId), lines);
+    },
+    stop: stopAll,
+  };
+  return cluster;
+}

@@ -1,0 +1,66 @@
+import net from 'node:net';
+
+// Ports handed out by this process, so that two components started at the same moment never get the
+// same one (the OS may return a just-closed ephemeral port again).
+const handedOut = new Set<number>();
+
+function canListen(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const server = net.createServer();
+    server.unref();
+    server.once('error', () => resolve(false));
+    server.listen({ port, host: '127.0.0.1', exclusive: true }, () => {
+      server.close(() => resolve(true));
+    });
+  });
+}
+
+function ephemeralPort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.unref();
+    server.once('error', reject);
+    server.listen({ port: 0, host: '127.0.0.1', exclusive: true }, () => {
+      const address = server.address();
+      server.close(() => {
+        if (address && typeof address === 'object') resolve(address.port);
+        else reject(new Error('could not read the address of a probe socket'));
+      });
+    });
+  });
+}
+
+/** A port on 127.0.0.1 that nothing listens on right now and that this process has not handed out before. */
+export async function freePort(): Promise<number> {
+  for (let attempt = 0; attempt < 50; attempt++) {
+    const port = await ephemeralPort();
+    if (!handedOut.has(port)) {
+      handedOut.add(port);
+      return port;
+    }
+  }
+  throw new Error('no free port found after 50 attempts');
+}
+
+export async function freePorts(count: number): Promise<number[]> {
+  const ports: number[] = [];
+  for (let i = 0; i < count; i++) ports.push(await freePort());
+  return ports;
+}
+
+/**
+ * A free port P whose companion P + offset is free too. Redis Cluster nodes listen on a second
+ * "cluster bus" port at P + 10000, which ephemeral ports (often above 55536) cannot satisfy.
+ */
+export async function freePortWithCompanion(offset: number): Promise<number> {
+  for (let attempt = 0; attempt < 200; attempt++) {
+    const port = 20000 + Math.floor(Math.random() * (65535 - offset - 20000));
+    if (handedOut.has(port) || handedOut.has(port + offset)) continue;
+    if ((await canListen(port)) && (await canListen(port + offset))) {
+      handedOut.add(port);
+      handedOut.add(port + offset);
+      return port;
+    }
+  }
+  throw new Error(`no free port pair (P, P+${offset}) found after 200 attempts`);
+}
