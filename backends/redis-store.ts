@@ -1,0 +1,295 @@
+/**
+ * `redis://`, `rediss://`, `redis+sentinel://`, `redis+cluster://` through ioredis.
+ *
+ * Keys of group G (one hash slot, the tag is never empty even for G = ""):
+ *   <prefix>:{g:G}:offsets        hash  "<topic>:<partition>" → "<offset>|<leaderEpoch>|<commitTs>|<expireTs>|<metadata>"
+ *   <prefix>:{g:G}:state          string, GroupState JSON
+ *   <prefix>:{g:G}:req:<requestId> string, a commit's outcome, expires after requestTtlMs
+ *
+ * A commit is ONE script (redis-scripts.ts): ioredis may resend it after a reconnect, and the
+ * request record makes the second run answer the first run's outcome instead of applying again.
+ */
+import { Redis, Cluster } from 'ioredis';
+import type { RedisOptions } from 'ioredis';
+import { applyGroupUpdate } from './commit-guard.js';
+import { StoreCorruptError, StoreUnavailableError, withDeadline } from './errors.js';
+import { decodeOutcome, parseDecimal } from './outcome-codec.js';
+import type { EncodedOutcome } from './outcome-codec.js';
+import { COMMIT_LUA, STATE_CAS_LUA } from './redis-scripts.js';
+import { parseRedisUrl } from './redis-url.js';
+import type { RedisTarget } from './redis-url.js';
+import type {
+  CommitOutcome,
+  CommitRequest,
+  GroupState,
+  GroupUpdate,
+  OffsetStore,
+  PartitionOffset,
+  TopicPartition,
+} from './store.js';
+
+interface ScriptClient {
+  kopCommit(...args: (string | number)[]): Promise<string>;
+  kopStateCas(key: string, expected: string, next: string): Promise<number | string>;
+}
+
+export interface RedisStoreOptions {
+  operationTimeoutMs?: number;
+}
+
+const fieldOf = (tp: TopicPartition): string => `${tp.topic}:${tp.partition}`;
+
+export class RedisStore implements OffsetStore {
+  readonly kind = 'redis';
+  private readonly client: Redis | Cluster;
+  private readonly target: RedisTarget;
+  private readonly timeoutMs: number;
+  private closed = false;
+
+  constructor(url: string, opts: RedisStoreOptions = {}) {
+    this.target = parseRedisUrl(url);
+    this.timeoutMs = opts.operationTimeoutMs ?? 5000;
+    const t = this.target;
+    const common: RedisOptions = {
+      username: t.username,
+      password: t.password,
+      ...(t.tls ? { tls: {} } : {}),
+      connectTimeout: this.timeoutMs,
+      // Fail fast while Redis is down: one retry per command, then the command rejects (our
+      // per-operation deadline bounds the rest). Queued commands still go out after a quick reconnect.
+      maxRetriesPerRequest: 1,
+      enableOfflineQueue: true,
+      retryStrategy: (attempt: number) => Math.min(50 * attempt, 1000),
+      enableAutoPipelining: true,
+    };
+    if (t.mode === 'cluster') {
+      this.client = new Cluster(t.endpoints, {
+        redisOptions: common,
+        enableOfflineQueue: true,
+        enableAutoPipelining: true,
+        maxRedirections: 16,
+        retryDelayOnFailover: 100,
+        clusterRetryStrategy: (attempt: number) => Math.min(100 * attempt, 1000),
+      });
+    } else if (t.mode === 'sentinel') {
+      this.client = new Redis({
+        ...common,
+        sentinels: t.endpoints,
+        name: t.sentinelMaster,
+        db: t.db,
+        sentinelPassword: t.password,
+      });
+    } else {
+      this.client = new Redis({
+        ...common,
+        host: t.endpoints[0]!.host,
+        port: t.endpoints[0]!.port,
+        db: t.db,
+      });
+    }
+    // Errors surface through the commands; an unhandled 'error' event would crash the process.
+    this.client.on('error', () => undefined);
+    this.client.defineCommand('kopCommit', { numberOfKeys: 3, lua: COMMIT_LUA });
+    this.client.defineCommand('kopStateCas', { numberOfKeys: 1, lua: STATE_CAS_LUA });
+  }
+
+  private key(group: string, suffix: string): string {
+    return `${this.target.prefix}:{g:${group}}:${suffix}`;
+  }
+
+  private get scripts(): ScriptClient {
+    return this.client as unknown as ScriptClient;
+  }
+
+  private run<T>(what: string, group: string | null, op: () => Promise<T>): Promise<T> {
+    if (this.closed) return Promise.reject(new StoreUnavailableError(`redis store: ${what}: closed`));
+    return withDeadline(`redis store: ${what}`, this.timeoutMs, async () => {
+      try {
+        return await op();
+      } catch (err) {
+        const msg = err instanceof Error ? err.message : String(err);
+        if (group !== null && (msg.includes('WRONGTYPE') || msg.includes('KOPCORRUPT')))
+          throw new StoreCorruptError(group, msg, { cause: err });
+        throw err;
+      }
+    });
+  }
+
+  commit(request: CommitRequest): Promise<CommitOutcome> {
+    const { group } = request;
+    return this.run('commit', group, async () => {
+      const id = request.identity;
+      const args: (string | number)[] = [
+        this.key(group, 'offsets'),
+        this.key(group, 'state'),
+        this.key(group, `req:${request.requestId}`),
+        id === undefined
+          ? ''
+          : JSON.stringify({
+              g: id.generationIdOrMemberEpoch,
+              m: id.memberId,
+              i: id.groupInstanceId,
+              v: id.requestVersion,
+            }),
+        this.target.requestTtlMs,
+        request.writes.length,
+      ];
+      for (const w of request.writes) {
+        args.push(
+          fieldOf(w),
+          w.expectedOffset === undefined ? '' : String(w.expectedOffset),
+          `${w.offset}|${w.leaderEpoch}|${w.commitTimestamp}|${w.expireTimestamp}|${w.metadata}`,
+        );
+      }
+      const outcome = decodeOutcome(JSON.parse(await this.scripts.kopCommit(...args)) as EncodedOutcome);
+      if (this.target.wait > 0 && this.client instanceof Redis) {
+        // WAIT runs on the same connection, so it waits for this script's write.
+        const acked = await this.client.wait(this.target.wait, this.target.waitTimeoutMs);
+        if (acked < this.target.wait) {
+          // Applied on the primary, not (yet) on enough replicas: the client retries with a new
+          // request; the outcome stays unknown to it, as after any timeout.
+          throw new StoreUnavailableError(
+            `redis store: commit reached ${acked} of ${this.target.wait} replicas within ${this.target.waitTimeoutMs} ms`,
+          );
+        }
+      }
+      return outcome;
+    });
+  }
+
+  private decode(group: string, field: string, value: string): PartitionOffset {
+    const sep = field.lastIndexOf(':');
+    const parts = value.split('|');
+    const offset = parseDecimal(parts[0]);
+    const leaderEpoch = Number(parts[1]);
+    const commitTimestamp = parseDecimal(parts[2]);
+    const expireTimestamp = parseDecimal(parts[3]);
+    const partition = Number(field.slice(sep + 1));
+    if (
+      sep < 0 ||
+      parts.length < 5 ||
+      offset === undefined ||
+      commitTimestamp === undefined ||
+      expireTimestamp === undefined ||
+      !Number.isInteger(leaderEpoch) ||
+      !Number.isInteger(partition)
+    )
+      throw new StoreCorruptError(group, `offset field ${JSON.stringify(field)} holds a malformed value`);
+    // The metadata is last and may itself contain '|'.
+    const metadata = value.slice(parts.slice(0, 4).join('|').length + 1);
+    return {
+      topic: field.slice(0, sep),
+      partition,
+      offset,
+      leaderEpoch,
+      metadata,
+      commitTimestamp,
+      expireTimestamp,
+    };
+  }
+
+  fetch(group: string, partitions: TopicPartition[] | null): Promise<PartitionOffset[]> {
+    return this.run('fetch', group, async () => {
+      const key = this.key(group, 'offsets');
+      if (partitions === null) {
+        const all = await this.client.hgetall(key);
+        return Object.entries(all).map(([f, v]) => this.decode(group, f, v));
+      }
+      if (partitions.length === 0) return [];
+      const fields = partitions.map(fieldOf);
+      const values = await this.client.hmget(key, ...fields);
+      const out: PartitionOffset[] = [];
+      values.forEach((v, i) => {
+        if (v !== null) out.push(this.decode(group, fields[i]!, v));
+      });
+      return out;
+    });
+  }
+
+  deleteOffsets(group: string, partitions: TopicPartition[]): Promise<void> {
+    return this.run('deleteOffsets', group, async () => {
+      if (partitions.length > 0)
+        await this.client.hdel(this.key(group, 'offsets'), ...partitions.map(fieldOf));
+    });
+  }
+
+  deleteGroup(group: string): Promise<void> {
+    return this.run('deleteGroup', group, async () => {
+      await this.client.del(this.key(group, 'offsets'), this.key(group, 'state'));
+    });
+  }
+
+  listGroups(): Promise<string[]> {
+    return this.run('listGroups', null, async () => {
+      const nodes = this.client instanceof Cluster ? this.client.nodes('master') : [this.client];
+      const prefix = `${this.target.prefix}:{g:`;
+      const groups = new Set<string>();
+      for (const node of nodes) {
+        let cursor = '0';
+        do {
+          const [next, keys] = await node.scan(cursor, 'MATCH', `${this.target.prefix}:{g:*`, 'COUNT', 1000);
+          cursor = next;
+          for (const k of keys) {
+            for (const suffix of ['}:offsets', '}:state']) {
+              if (k.startsWith(prefix) && k.endsWith(suffix))
+                groups.add(k.slice(prefix.length, k.length - suffix.length));
+            }
+          }
+        } while (cursor !== '0');
+      }
+      return [...groups];
+    });
+  }
+
+  private parseState(group: string, raw: string | null): GroupState | null {
+    if (raw === null || raw === '') return null;
+    try {
+      const s = JSON.parse(raw) as GroupState;
+      if (typeof s === 'object' && s !== null && Array.isArray(s.members)) return s;
+    } catch {
+      // fall through
+    }
+    throw new StoreCorruptError(group, 'group state is not a group record');
+  }
+
+  getGroup(group: string): Promise<GroupState | null> {
+    return this.run('getGroup', group, async () =>
+      this.parseState(group, await this.client.get(this.key(group, 'state'))),
+    );
+  }
+
+  updateGroup(group: string, update: GroupUpdate): Promise<void> {
+    return this.run('updateGroup', group, async () => {
+      const key = this.key(group, 'state');
+      let raw = (await this.client.get(key)) ?? '';
+      // Optimistic merge: retried until the record did not change under us (bounded by the deadline).
+      for (let attempt = 0; !this.closed && attempt < 1000; attempt++) {
+        const next = JSON.stringify(applyGroupUpdate(this.parseState(group, raw), update));
+        const answer = await this.scripts.kopStateCas(key, raw, next);
+        if (answer === 1) return;
+        raw = String(answer);
+      }
+      throw new StoreUnavailableError(
+        `redis store: updateGroup: group ${JSON.stringify(group)} kept changing`,
+      );
+    });
+  }
+
+  ping(): Promise<void> {
+    return this.run('ping', null, async () => {
+      if (this.client instanceof Cluster) await Promise.all(this.client.nodes('master').map((n) => n.ping()));
+      else await this.client.ping();
+    });
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    try {
+      await Promise.race([this.client.quit(), new Promise((r) => setTimeout(r, 1000).unref())]);
+    } catch {
+      // already gone
+    }
+    this.client.disconnect();
+  }
+}

@@ -1,0 +1,225 @@
+// The Redis store against a real redis-server (AOF, appendfsync always): the shared contract,
+// then what only a real server shows: resends, corrupt keys, a killed and restarted server.
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runStoreContract } from '../../backends/contract.js';
+import { StoreCorruptError, StoreUnavailableError } from '../../backends/errors.js';
+import { RedisStore } from '../../backends/redis-store.js';
+import { parseRedisUrl } from '../../backends/redis-url.js';
+import type { OffsetWrite } from '../../backends/store.js';
+import { startRedis } from '../bed/redis.js';
+import type { RedisServer } from '../bed/redis.js';
+
+let server: RedisServer;
+beforeAll(async () => {
+  server = await startRedis({ appendfsync: 'always' });
+});
+afterAll(async () => {
+  await server?.kill();
+});
+
+const w = (partition: number, offset: bigint): OffsetWrite => ({
+  topic: 't',
+  partition,
+  offset,
+  leaderEpoch: 1,
+  metadata: 'm',
+  commitTimestamp: 1n,
+  expireTimestamp: -1n,
+});
+
+runStoreContract('redis standalone', async () => new RedisStore(server.url, { operationTimeoutMs: 3000 }));
+
+describe('redis store on a real server', () => {
+  it('keeps one group in one hash slot, with the documented layout', async () => {
+    const store = new RedisStore(server.url);
+    const raw = new Redis(server.port, server.host);
+    try {
+      await store.commit({
+        group: 'layout',
+        writes: [{ ...w(3, 42n), metadata: 'a|b' }],
+        requestId: 'layout-1',
+      });
+      expect(await raw.hgetall('kop:{g:layout}:offsets')).toEqual({ 't:3': '42|1|1|-1|a|b' });
+      expect(JSON.parse((await raw.get('kop:{g:layout}:state'))!)).toMatchObject({
+        generationId: -1,
+        members: [],
+      });
+      const ttl = await raw.pttl('kop:{g:layout}:req:layout-1');
+      expect(ttl).toBeGreaterThan(500_000);
+      // The empty group id still gets a non-empty hash tag.
+      await store.commit({ group: '', writes: [w(0, 1n)], requestId: 'empty-group' });
+      expect(await raw.hget('kop:{g:}:offsets', 't:0')).toBe('1|1|1|-1|m');
+      expect(await store.listGroups()).toEqual(expect.arrayContaining(['layout', '']));
+    } finally {
+      raw.disconnect();
+      await store.close();
+    }
+  });
+
+  it('a corrupt key fails that group only, with StoreCorruptError', async () => {
+    const store = new RedisStore(server.url);
+    const raw = new Redis(server.port, server.host);
+    try {
+      await raw.set('kop:{g:bad-type}:offsets', 'not a hash');
+      await raw.hset('kop:{g:bad-value}:offsets', 't:0', 'abc|1|1|-1|');
+      await raw.set('kop:{g:bad-state}:state', '{nope');
+      await expect(store.fetch('bad-type', null)).rejects.toBeInstanceOf(StoreCorruptError);
+      await expect(
+        store.commit({ group: 'bad-type', writes: [w(0, 1n)], requestId: 'c1' }),
+      ).rejects.toBeInstanceOf(StoreCorruptError);
+      await expect(store.fetch('bad-value', null)).rejects.toBeInstanceOf(StoreCorruptError);
+      await expect(
+        store.commit({ group: 'bad-value', writes: [{ ...w(0, 1n), expectedOffset: 0n }], requestId: 'c2' }),
+      ).rejects.toBeInstanceOf(StoreCorruptError);
+      await expect(store.getGroup('bad-state')).rejects.toBeInstanceOf(StoreCorruptError);
+      await expect(
+        store.commit({ group: 'bad-state', writes: [w(0, 1n)], requestId: 'c3' }),
+      ).rejects.toBeInstanceOf(StoreCorruptError);
+      await expect(store.updateGroup('bad-state', { kind: 'empty' })).rejects.toBeInstanceOf(
+        StoreCorruptError,
+      );
+      // Other groups are unaffected.
+      expect(await store.commit({ group: 'fine', writes: [w(0, 1n)], requestId: 'c4' })).toEqual({
+        status: 'ok',
+      });
+    } finally {
+      raw.disconnect();
+      await store.close();
+    }
+  });
+
+  it('a resent commit script (same requestId) is answered, not applied twice', async () => {
+    const store = new RedisStore(server.url);
+    const raw = new Redis(server.port, server.host);
+    try {
+      await store.commit({
+        group: 'resend',
+        writes: [{ ...w(0, 10n), expectedOffset: -1n }],
+        requestId: 'once',
+      });
+      // What ioredis does after a reconnect: run the very same script again.
+      await raw.hset('kop:{g:resend}:offsets', 't:1', '5|1|1|-1|');
+      expect(
+        await store.commit({
+          group: 'resend',
+          writes: [{ ...w(0, 10n), expectedOffset: -1n }, w(1, 99n)],
+          requestId: 'once',
+        }),
+      ).toEqual({ status: 'ok' });
+      expect((await store.fetch('resend', null)).map((o) => o.offset).sort()).toEqual([10n, 5n]);
+    } finally {
+      raw.disconnect();
+      await store.close();
+    }
+  });
+
+  it('WAIT with too few replicas fails the commit as unavailable (standalone has none)', async () => {
+    const store = new RedisStore(`${server.url}?wait=1&waitTimeoutMs=50`);
+    try {
+      await expect(
+        store.commit({ group: 'waiting', writes: [w(0, 1n)], requestId: 'wait-1' }),
+      ).rejects.toBeInstanceOf(StoreUnavailableError);
+      // The write itself is on the primary; the resend answers the recorded outcome but WAIT still fails.
+      expect(await store.fetch('waiting', null)).toHaveLength(1);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('Redis killed: fails fast with StoreUnavailableError; after restart nothing acknowledged is lost', async () => {
+    const deadline = 1000;
+    const store = new RedisStore(server.url, { operationTimeoutMs: deadline });
+    try {
+      const acked: bigint[] = [];
+      // Commit continuously; kill the server part-way.
+      let stop = false;
+      const writer = (async () => {
+        for (let i = 1n; !stop; i++) {
+          try {
+            const r = await store.commit({
+              group: 'crash',
+              writes: [w(0, i), w(1, i)],
+              requestId: `crash-${i}`,
+            });
+            if (r.status === 'ok') acked.push(i);
+          } catch (e) {
+            expect(e).toBeInstanceOf(StoreUnavailableError);
+          }
+        }
+      })();
+      await new Promise((r) => setTimeout(r, 300));
+      await server.kill();
+      const lastAcked = acked.at(-1);
+      expect(lastAcked).toBeDefined();
+      const t0 = Date.now();
+      await expect(store.fetch('crash', null)).rejects.toBeInstanceOf(StoreUnavailableError);
+      await expect(
+        store.commit({ group: 'crash', writes: [w(0, 0n)], requestId: 'while-down' }),
+      ).rejects.toBeInstanceOf(StoreUnavailableError);
+      await expect(store.ping()).rejects.toBeInstanceOf(StoreUnavailableError);
+      expect(Date.now() - t0).toBeLessThan(3 * deadline + 500);
+      stop = true;
+      await writer;
+      const finalAcked = acked.at(-1)!;
+      await server.start();
+      // The same store object recovers by itself.
+      let offsets: bigint[] = [];
+      for (let i = 0; i < 50; i++) {
+        try {
+          offsets = (await store.fetch('crash', null)).map((o) => o.offset);
+          break;
+        } catch {
+          await new Promise((r) => setTimeout(r, 200));
+        }
+      }
+      expect(offsets).toHaveLength(2);
+      // appendfsync always: every acknowledged commit is in the AOF (a later, unacknowledged one may be too).
+      for (const o of offsets) expect(o).toBeGreaterThanOrEqual(finalAcked);
+      expect(await store.commit({ group: 'crash', writes: [w(0, 0n)], requestId: 'after' })).toEqual({
+        status: 'ok',
+      });
+    } finally {
+      await store.close();
+    }
+  });
+});
+
+describe('redis store URLs', () => {
+  it('parses every scheme and option', () => {
+    expect(parseRedisUrl('redis://:s3cret@h:7000/2?wait=1&waitTimeoutMs=200')).toMatchObject({
+      mode: 'standalone',
+      endpoints: [{ host: 'h', port: 7000 }],
+      password: 's3cret',
+      db: 2,
+      wait: 1,
+      waitTimeoutMs: 200,
+    });
+    expect(parseRedisUrl('rediss://u:p@h')).toMatchObject({
+      tls: true,
+      username: 'u',
+      password: 'p',
+      endpoints: [{ host: 'h', port: 6379 }],
+    });
+    expect(parseRedisUrl('redis+sentinel://a:1,b:2/mymaster')).toMatchObject({
+      mode: 'sentinel',
+      sentinelMaster: 'mymaster',
+      endpoints: [
+        { host: 'a', port: 1 },
+        { host: 'b', port: 2 },
+      ],
+    });
+    expect(parseRedisUrl('redis+sentinel://a,b/m').endpoints.map((e) => e.port)).toEqual([26379, 26379]);
+    expect(parseRedisUrl('redis+cluster://a:1,b:2,c:3')).toMatchObject({ mode: 'cluster' });
+  });
+  it('rejects bad URLs clearly, without echoing the password', () => {
+    expect(() => parseRedisUrl('redis+sentinel://a:1,b:2')).toThrow(/master name/);
+    expect(() => parseRedisUrl('redis://a:1,b:2')).toThrow(/sentinel|cluster/);
+    expect(() => parseRedisUrl('redis://h:99999')).toThrow(/port/);
+    expect(() => parseRedisUrl('redis://h/x')).toThrow(/database/);
+    expect(() => parseRedisUrl('redis://h?wiat=1')).toThrow(/unknown option/);
+    expect(() => parseRedisUrl('redis+cluster://a:1?wait=1')).toThrow(/not supported/);
+    expect(() => parseRedisUrl('redis://:hunter2@h?wait=x')).toThrow(/^(?!.*hunter2)/);
+    expect(() => parseRedisUrl('http://h')).toThrow(/expected redis/);
+  });
+});
