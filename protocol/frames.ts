@@ -1,0 +1,175 @@
+/**
+ * Whole-frame helpers for the proxy. A "frame" here is a payload as returned by FrameSplitter: the
+ * bytes after the 4-byte size prefix. Only what the proxy must read is decoded; peek* functions read
+ * a few fixed-position fields without decoding anything else.
+ */
+import { ProtocolError, annotateProtocolError } from './errors.js';
+import {
+  decodeRequestHeader,
+  decodeResponseHeader,
+  encodeRequestHeader,
+  encodeResponseHeader,
+  requestHeaderVersion,
+  responseHeaderVersion,
+  sizeOfRequestHeader,
+  sizeOfResponseHeader,
+} from './headers.js';
+import type { RequestHeader, ResponseHeader } from './headers.js';
+import { ApiKey, getApiCodec } from './messages/index.js';
+import type { ApiCodec } from './messages/index.js';
+import { Reader } from './reader.js';
+import { Writer } from './writer.js';
+
+export interface PeekedRequestHeader {
+  apiKey: number;
+  apiVersion: number;
+  correlationId: number;
+}
+
+/** The fixed first 8 bytes of any request header (every header version starts the same way). */
+export function peekRequestHeader(frame: Buffer): PeekedRequestHeader {
+  if (frame.length < 8) {
+    throw new ProtocolError(
+      'TRUNCATED',
+      `request frame of ${frame.length} bytes is shorter than a header`,
+      0,
+    );
+  }
+  return {
+    apiKey: frame.readInt16BE(0),
+    apiVersion: frame.readInt16BE(2),
+    correlationId: frame.readInt32BE(4),
+  };
+}
+
+/** The correlation id that starts every response header. */
+export function peekCorrelationId(responseFrame: Buffer): number {
+  if (responseFrame.length < 4) {
+    throw new ProtocolError(
+      'TRUNCATED',
+      `response frame of ${responseFrame.length} bytes has no correlation id`,
+      0,
+    );
+  }
+  return responseFrame.readInt32BE(0);
+}
+
+/**
+ * The `acks` of a Produce request of any version (acks 0 means the broker sends no response, so the
+ * proxy must not wait for one). v0-2: acks is the first body field; v3+: a nullable transactional id
+ * (compact in flexible versions) precedes it.
+ */
+export function peekProduceAcks(frame: Buffer): number {
+  const { apiKey, apiVersion } = peekRequestHeader(frame);
+  if (apiKey !== ApiKey.Produce) {
+    throw new ProtocolError('WRONG_API', `peekProduceAcks on api key ${apiKey}`, 0, apiKey, apiVersion);
+  }
+  try {
+    const r = new Reader(frame, 8);
+    const headerVersion = requestHeaderVersion(apiKey, apiVersion);
+    // Client id: int16-length nullable string in every header version that has it.
+    const idLength = r.int16();
+    if (idLength > 0) r.skip(idLength);
+    else if (idLength < -1)
+      throw new ProtocolError('BAD_LENGTH', `client id length ${idLength}`, r.offset - 2);
+    if (headerVersion >= 2) r.rawTaggedFields();
+    if (apiVersion >= 3) {
+      if (headerVersion >= 2) r.compactNullableString();
+      else r.nullableString();
+    }
+    return r.int16();
+  } catch (e) {
+    throw annotateProtocolError(e, apiKey, apiVersion);
+  }
+}
+
+function codecFor(apiKey: number, apiVersion: number): ApiCodec {
+  const codec = getApiCodec(apiKey);
+  if (codec === undefined) {
+    throw new ProtocolError('UNKNOWN_API', `unknown api key ${apiKey}`, 0, apiKey, apiVersion);
+  }
+  const { min, max } = codec.validVersions;
+  if (apiVersion < min || apiVersion > max) {
+    throw new ProtocolError(
+      'UNSUPPORTED_VERSION',
+      `${codec.name} version ${apiVersion} is outside ${min}..${max}`,
+      2,
+      apiKey,
+      apiVersion,
+    );
+  }
+  return codec;
+}
+
+export interface DecodedRequestFrame {
+  header: RequestHeader;
+  headerVersion: number;
+  /** The typed body: cast to the message interface for `apiKey`, e.g. `as OffsetCommitRequest`. */
+  body: unknown;
+  apiKey: number;
+  apiVersion: number;
+}
+
+/** Decodes header and body of a request frame; trailing bytes are malformed input. */
+export function decodeRequestFrame(frame: Buffer): DecodedRequestFrame {
+  const { apiKey, apiVersion } = peekRequestHeader(frame);
+  const codec = codecFor(apiKey, apiVersion);
+  const headerVersion = requestHeaderVersion(apiKey, apiVersion);
+  try {
+    const r = new Reader(frame);
+    const header = decodeRequestHeader(r, headerVersion);
+    const body = codec.decodeRequest(r, apiVersion);
+    r.expectEnd();
+    return { header, headerVersion, body, apiKey, apiVersion };
+  } catch (e) {
+    throw annotateProtocolError(e, apiKey, apiVersion);
+  }
+}
+
+/** Decodes a response frame; the API key and version come from the request it answers. */
+export function decodeResponseFrame(
+  frame: Buffer,
+  apiKey: number,
+  apiVersion: number,
+): { header: ResponseHeader; body: unknown } {
+  const codec = codecFor(apiKey, apiVersion);
+  try {
+    const r = new Reader(frame);
+    const header = decodeResponseHeader(r, responseHeaderVersion(apiKey, apiVersion));
+    const body = codec.decodeResponse(r, apiVersion);
+    r.expectEnd();
+    return { header, body };
+  } catch (e) {
+    throw annotateProtocolError(e, apiKey, apiVersion);
+  }
+}
+
+/** [int32 size][response header][body], in one exactly-sized buffer, ready for the socket. */
+export function encodeResponseFrame(
+  apiKey: number,
+  apiVersion: number,
+  correlationId: number,
+  body: unknown,
+): Buffer {
+  const codec = codecFor(apiKey, apiVersion);
+  const header: ResponseHeader = { correlationId };
+  const hv = responseHeaderVersion(apiKey, apiVersion);
+  const size = sizeOfResponseHeader(header, hv) + codec.sizeOfResponse(body, apiVersion);
+  const w = Writer.exact(4 + size);
+  w.int32(size);
+  encodeResponseHeader(w, header, hv);
+  codec.encodeResponse(w, body, apiVersion);
+  return w.toBuffer();
+}
+
+/** [int32 size][request header][body]; the header version follows from header.apiKey/apiVersion. */
+export function encodeRequestFrame(header: RequestHeader, body: unknown): Buffer {
+  const codec = codecFor(header.apiKey, header.apiVersion);
+  const hv = requestHeaderVersion(header.apiKey, header.apiVersion);
+  const size = sizeOfRequestHeader(header, hv) + codec.sizeOfRequest(body, header.apiVersion);
+  const w = Writer.exact(4 + size);
+  w.int32(size);
+  encodeRequestHeader(w, header, hv);
+  codec.encodeRequest(w, body, header.apiVersion);
+  return w.toBuffer();
+}
