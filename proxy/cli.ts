@@ -1,12 +1,76 @@
-/** Command-line entry point. For now it only prints usage; the proxy core lands with issue #4. */
-export const USAGE = `Usage: kafka-offset-proxy --bootstrap-server host:port[,host:port...] --listen host:port
-                          [--advertised-host name] [--store URL] [--http host:port] [--config file.yaml]`;
+/** Command-line entry point: `kafka-offset-proxy [options]`. */
+import { readFileSync } from 'node:fs';
+import { ConfigError, loadConfig, usage } from './config.js';
+import type { ProxyConfig } from './config.js';
+import { createLogger } from './logger.js';
+import { KafkaProxy } from './server.js';
+import type { ProxyOptions } from './server.js';
 
 export async function main(argv: string[]): Promise<void> {
-  if (argv.length === 0 || argv.includes('--help') || argv.includes('-h')) {
-    console.log(USAGE);
+  if (argv.includes('--help') || argv.includes('-h')) {
+    console.log(usage());
     return;
   }
-  console.error(USAGE);
-  process.exitCode = 2;
+  let config: ProxyConfig;
+  try {
+    config = loadConfig(argv);
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      console.error(`kafka-offset-proxy: ${err.message}`);
+      process.exitCode = 2;
+      return;
+    }
+    throw err;
+  }
+  const log = createLogger(config.logLevel, { service: 'kafka-offset-proxy' });
+  const proxy = new KafkaProxy(proxyOptions(config, log));
+  await proxy.start();
+
+  let stopping = false;
+  const shutdown = (signal: string): void => {
+    if (stopping) return;
+    stopping = true;
+    log.info('shutting down', { signal });
+    proxy.stop().then(
+      () => process.exit(0),
+      (err: unknown) => {
+        log.error('shutdown failed', { error: err });
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGTERM', () => shutdown('SIGTERM'));
+  process.on('SIGINT', () => shutdown('SIGINT'));
+}
+
+export function proxyOptions(config: ProxyConfig, log: ReturnType<typeof createLogger>): ProxyOptions {
+  const read = (file: string | undefined): Buffer | undefined =>
+    file === undefined ? undefined : readFileSync(file);
+  return {
+    bootstrapServers: config.bootstrapServers,
+    listen: config.listen,
+    advertisedHost: config.advertisedHost,
+    brokerPorts: config.brokerPorts,
+    maxFrameSize: config.maxFrameSize,
+    maxInFlight: config.maxInFlight,
+    requestTimeoutMs: config.requestTimeoutMs,
+    shutdownTimeoutMs: config.shutdownTimeoutMs,
+    clientTls: config.clientTls
+      ? {
+          cert: read(config.clientTls.cert)!,
+          key: read(config.clientTls.key)!,
+          ca: read(config.clientTls.ca),
+          requireClientCert: config.clientTls.requireCert,
+        }
+      : null,
+    brokerTls: config.brokerTls
+      ? {
+          ca: read(config.brokerTls.ca),
+          cert: read(config.brokerTls.cert),
+          key: read(config.brokerTls.key),
+          rejectUnauthorized: !config.brokerTls.insecure,
+        }
+      : null,
+    log,
+  };
 }

@@ -1,0 +1,315 @@
+/**
+ * One configuration model with one precedence order: command-line flags, then environment
+ * variables (KOP_ + the flag name in upper snake case), then the YAML file given by --config,
+ * then defaults. Every value is validated at start; a bad one is reported in one line naming the
+ * key and the value.
+ */
+import { readFileSync } from 'node:fs';
+import { parse as parseYaml } from 'yaml';
+import type { HostPort } from './broker-map.js';
+import { parseHostPort, parseHostPortList } from './broker-map.js';
+import type { LogLevel } from './logger.js';
+
+export class ConfigError extends Error {
+  constructor(key: string, value: unknown, why: string) {
+    super(`invalid configuration: ${key}=${JSON.stringify(value)}: ${why}`);
+    this.name = 'ConfigError';
+  }
+}
+
+type Kind = 'string' | 'int' | 'bool' | 'hostport' | 'hostports' | 'enum' | 'portmap';
+
+interface OptionSpec {
+  name: string;
+  kind: Kind;
+  help: string;
+  default?: string;
+  values?: readonly string[];
+}
+
+/** Every option, in the order `--help` lists them. docs/configuration.md mirrors this table. */
+export const OPTIONS: readonly OptionSpec[] = [
+  {
+    name: 'bootstrap-server',
+    kind: 'hostports',
+    help: 'Kafka brokers to bootstrap from (host:port,...). Required.',
+  },
+  {
+    name: 'listen',
+    kind: 'hostport',
+    default: '127.0.0.1:19092',
+    help: 'Bootstrap listener; broker N is exposed on this port + 1 + N.',
+  },
+  {
+    name: 'advertised-host',
+    kind: 'string',
+    help: 'Host name clients are told to connect to (default: the listen host).',
+  },
+  {
+    name: 'broker-port',
+    kind: 'portmap',
+    help: 'Explicit node-id=port mappings, comma separated (e.g. 1=29092,2=29093).',
+  },
+  {
+    name: 'store',
+    kind: 'string',
+    help: 'Offset store URL: redis://, rediss://, redis+sentinel://, redis+cluster://, zk://, memory://. Default: the embedded store.',
+  },
+  {
+    name: 'data-dir',
+    kind: 'string',
+    default: './kafka-offset-proxy-data',
+    help: 'Directory of the embedded store.',
+  },
+  {
+    name: 'http',
+    kind: 'hostport',
+    help: 'Address of the HTTP endpoint (metrics, health, admin), e.g. 127.0.0.1:9464.',
+  },
+  { name: 'config', kind: 'string', help: 'YAML file with any of these options (flag names as keys).' },
+  {
+    name: 'max-frame-size',
+    kind: 'int',
+    default: String(100 * 1024 * 1024),
+    help: 'Largest request or response frame in bytes; larger ones close the connection.',
+  },
+  {
+    name: 'max-in-flight',
+    kind: 'int',
+    default: '1000',
+    help: 'Requests in flight per client connection before the proxy stops reading it.',
+  },
+  {
+    name: 'request-timeout-ms',
+    kind: 'int',
+    default: '10000',
+    help: "Deadline of the proxy's own requests to brokers and of broker connects.",
+  },
+  {
+    name: 'shutdown-timeout-ms',
+    kind: 'int',
+    default: '10000',
+    help: 'How long SIGTERM waits for in-flight requests.',
+  },
+  { name: 'client-tls-cert', kind: 'string', help: 'PEM certificate: serve TLS to clients.' },
+  { name: 'client-tls-key', kind: 'string', help: 'PEM private key for client TLS.' },
+  { name: 'client-tls-ca', kind: 'string', help: 'PEM CA bundle for client certificates.' },
+  {
+    name: 'client-tls-require-cert',
+    kind: 'bool',
+    default: 'false',
+    help: 'Require and verify client certificates.',
+  },
+  { name: 'broker-tls', kind: 'bool', default: 'false', help: 'Connect to brokers with TLS.' },
+  { name: 'broker-tls-ca', kind: 'string', help: 'PEM CA bundle to verify brokers.' },
+  { name: 'broker-tls-cert', kind: 'string', help: 'PEM client certificate for brokers (mutual TLS).' },
+  { name: 'broker-tls-key', kind: 'string', help: 'PEM private key for broker mutual TLS.' },
+  {
+    name: 'broker-tls-insecure',
+    kind: 'bool',
+    default: 'false',
+    help: 'Do not verify broker certificates (testing only).',
+  },
+  {
+    name: 'log-level',
+    kind: 'enum',
+    values: ['debug', 'info', 'warn', 'error'],
+    default: 'info',
+    help: 'Log level.',
+  },
+];
+
+export interface ProxyConfig {
+  bootstrapServers: HostPort[];
+  listen: HostPort;
+  advertisedHost: string | undefined;
+  brokerPorts: Map<number, number>;
+  store: string | undefined;
+  dataDir: string;
+  http: HostPort | undefined;
+  maxFrameSize: number;
+  maxInFlight: number;
+  requestTimeoutMs: number;
+  shutdownTimeoutMs: number;
+  clientTls: { cert: string; key: string; ca: string | undefined; requireCert: boolean } | undefined;
+  brokerTls:
+    | { ca: string | undefined; cert: string | undefined; key: string | undefined; insecure: boolean }
+    | undefined;
+  logLevel: LogLevel;
+}
+
+const byName = new Map(OPTIONS.map((o) => [o.name, o]));
+
+export function envName(option: string): string {
+  return 'KOP_' + option.toUpperCase().replace(/-/g, '_');
+}
+
+/** Reads flags (argv without the command), the environment and the YAML file into raw strings. */
+export function collectRaw(argv: readonly string[], env: NodeJS.ProcessEnv): Map<string, string> {
+  const flags = new Map<string, string>();
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!;
+    if (!arg.startsWith('--')) throw new ConfigError('argument', arg, 'unexpected argument');
+    const eq = arg.indexOf('=');
+    const name = arg.slice(2, eq < 0 ? undefined : eq);
+    const spec = byName.get(name);
+    if (!spec) throw new ConfigError(name, arg, 'unknown option (see --help)');
+    let value: string | undefined;
+    if (eq >= 0) value = arg.slice(eq + 1);
+    else if (spec.kind === 'bool' && (argv[i + 1] === undefined || argv[i + 1]!.startsWith('--')))
+      value = 'true';
+    else value = argv[++i];
+    if (value === undefined) throw new ConfigError(name, null, 'missing value');
+    flags.set(name, value);
+  }
+
+  const merged = new Map<string, string>();
+  const file = flags.get('config') ?? env[envName('config')];
+  if (file !== undefined) {
+    for (const [k, v] of readYaml(file)) merged.set(k, v);
+  }
+  for (const spec of OPTIONS) {
+    const v = env[envName(spec.name)];
+    if (v !== undefined && v !== '') merged.set(spec.name, v);
+  }
+  for (const [k, v] of flags) merged.set(k, v);
+  return merged;
+}
+
+function readYaml(file: string): Map<string, string> {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (err) {
+    throw new ConfigError('config', file, `cannot read: ${(err as Error).message}`);
+  }
+  let doc: unknown;
+  try {
+    doc = parseYaml(text);
+  } catch (err) {
+    throw new ConfigError('config', file, `not valid YAML: ${(err as Error).message.split('\n')[0]}`);
+  }
+  const out = new Map<string, string>();
+  if (doc === null || doc === undefined) return out;
+  if (typeof doc !== 'object' || Array.isArray(doc))
+    throw new ConfigError('config', file, 'expected a mapping');
+  for (const [k, v] of Object.entries(doc as Record<string, unknown>)) {
+    if (!byName.has(k) || k === 'config') throw new ConfigError(k, v, `unknown key in ${file}`);
+    if (Array.isArray(v)) out.set(k, v.map(String).join(','));
+    else if (v !== null && typeof v === 'object') {
+      out.set(
+        k,
+        Object.entries(v as Record<string, unknown>)
+          .map(([a, b]) => `${a}=${String(b)}`)
+          .join(','),
+      );
+    } else out.set(k, String(v));
+  }
+  return out;
+}
+
+export function loadConfig(argv: readonly string[], env: NodeJS.ProcessEnv = process.env): ProxyConfig {
+  const raw = collectRaw(argv, env);
+  const get = (name: string): string | undefined => raw.get(name) ?? byName.get(name)?.default;
+
+  const value = <T>(name: string, convert: (text: string) => T): T | undefined => {
+    const text = get(name);
+    if (text === undefined) return undefined;
+    try {
+      return convert(text);
+    } catch (err) {
+      throw new ConfigError(name, text, (err as Error).message);
+    }
+  };
+  const int = (name: string, min: number): number =>
+    value(name, (t) => {
+      if (!/^\d+$/.test(t.trim())) throw new Error('expected a whole number');
+      const n = Number(t);
+      if (n < min) throw new Error(`must be at least ${min}`);
+      return n;
+    })!;
+  const bool = (name: string): boolean =>
+    value(name, (t) => {
+      if (/^(true|yes|1)$/i.test(t)) return true;
+      if (/^(false|no|0)$/i.test(t)) return false;
+      throw new Error('expected true or false');
+    })!;
+
+  const bootstrapServers = value('bootstrap-server', parseHostPortList);
+  if (!bootstrapServers) throw new ConfigError('bootstrap-server', null, 'required');
+
+  const logLevel = value('log-level', (t) => {
+    if (!byName.get('log-level')!.values!.includes(t)) throw new Error('expected debug, info, warn or error');
+    return t as LogLevel;
+  })!;
+
+  const certFile = get('client-tls-cert');
+  const keyFile = get('client-tls-key');
+  if ((certFile === undefined) !== (keyFile === undefined)) {
+    throw new ConfigError(
+      certFile === undefined ? 'client-tls-cert' : 'client-tls-key',
+      null,
+      'client TLS needs both a certificate and a key',
+    );
+  }
+  const requireCert = bool('client-tls-require-cert');
+  if (requireCert && get('client-tls-ca') === undefined) {
+    throw new ConfigError('client-tls-ca', null, 'required when client-tls-require-cert is true');
+  }
+
+  return {
+    bootstrapServers,
+    listen: value('listen', parseHostPort)!,
+    advertisedHost: get('advertised-host'),
+    brokerPorts: value('broker-port', parsePortMap) ?? new Map(),
+    store: get('store'),
+    dataDir: get('data-dir')!,
+    http: value('http', parseHostPort),
+    maxFrameSize: int('max-frame-size', 1024),
+    maxInFlight: int('max-in-flight', 1),
+    requestTimeoutMs: int('request-timeout-ms', 1),
+    shutdownTimeoutMs: int('shutdown-timeout-ms', 0),
+    clientTls:
+      certFile !== undefined && keyFile !== undefined
+        ? { cert: certFile, key: keyFile, ca: get('client-tls-ca'), requireCert }
+        : undefined,
+    brokerTls: bool('broker-tls')
+      ? {
+          ca: get('broker-tls-ca'),
+          cert: get('broker-tls-cert'),
+          key: get('broker-tls-key'),
+          insecure: bool('broker-tls-insecure'),
+        }
+      : undefined,
+    logLevel,
+  };
+}
+
+function parsePortMap(text: string): Map<number, number> {
+  const map = new Map<number, number>();
+  for (const part of text
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean)) {
+    const m = /^(\d+)=(\d+)$/.exec(part);
+    if (!m) throw new Error(`expected node-id=port, got "${part}"`);
+    const port = Number(m[2]);
+    if (port < 1 || port > 65535) throw new Error(`port out of range in "${part}"`);
+    map.set(Number(m[1]), port);
+  }
+  return map;
+}
+
+export function usage(): string {
+  const lines = [
+    'Usage: kafka-offset-proxy --bootstrap-server host:port[,host:port...] [options]',
+    '',
+    'Options (each also as environment variable KOP_<NAME> or as a key of the --config YAML file;',
+    'flags win over the environment, which wins over the file):',
+  ];
+  for (const o of OPTIONS) {
+    const def = o.default !== undefined ? ` (default ${o.default})` : '';
+    lines.push(`  --${o.name.padEnd(26)} ${o.help}${def}`);
+  }
+  return lines.join('\n');
+}

@@ -1,0 +1,404 @@
+/**
+ * One client connection and its upstream broker connection.
+ *
+ * Requests are read as frames; most are forwarded untouched. Responses go back to the client in
+ * request order, whether they come from the broker (possibly rewritten) or are answered by the
+ * proxy itself, so a locally answered request in the middle of a pipeline keeps its place.
+ * Backpressure runs both ways: a side that cannot keep up pauses the side that feeds it, and the
+ * number of requests in flight is bounded.
+ */
+import type { Socket } from 'node:net';
+import { FrameSplitter } from '../protocol/frame-splitter.js';
+import { ProtocolError } from '../protocol/errors.js';
+import {
+  decodeRequestFrame,
+  decodeResponseFrame,
+  encodeResponseFrame,
+  peekCorrelationId,
+  peekProduceAcks,
+  peekRequestHeader,
+} from '../protocol/frames.js';
+import { ApiKey } from '../protocol/messages/index.js';
+import { defaultApiVersionsResponse } from '../protocol/messages/api-versions-response.js';
+import type { ProxyExtension, RequestInfo } from './extension.js';
+import type { Logger } from './logger.js';
+import { legacySaslRoundTrips } from './sasl-legacy.js';
+
+export interface ConnectionPolicy {
+  log: Logger;
+  maxFrameSize: number;
+  maxInFlight: number;
+  extension: ProxyExtension | null;
+  /** True when the response of (apiKey, apiVersion) must be decoded by the core (addresses, ApiVersions). */
+  coreRewritesResponse(apiKey: number, apiVersion: number): boolean;
+  /** Rewrites a decoded response body in place (addresses, ApiVersions ranges); may await new listeners. */
+  rewriteResponse(apiKey: number, apiVersion: number, body: unknown): Promise<void>;
+  /** The highest ApiVersions request version the proxy can answer. */
+  maxApiVersionsVersion: number;
+  /** The highest version the proxy can decode for an API it must decode, or undefined for opaque APIs. */
+  decodableMax(apiKey: number): number | undefined;
+  onClose?(conn: ProxyConnection): void;
+}
+
+interface Pending {
+  correlationId: number;
+  apiKey: number;
+  apiVersion: number;
+  /** Bytes to send to the client once every earlier response has gone. */
+  out: Buffer[] | null;
+  /** Handles the broker's response frame for this request (forwarded requests only). */
+  onResponse?: (frame: Buffer) => void;
+  /** A raw legacy SASL token exchange, not a Kafka request. */
+  raw?: boolean;
+}
+
+let nextId = 1;
+
+export class ProxyConnection {
+  readonly id = `c${nextId++}`;
+  private readonly log: Logger;
+  private readonly requests: FrameSplitter;
+  private readonly responses: FrameSplitter;
+  /** Client requests in arrival order, waiting for their response to be sent. */
+  private readonly pending: Pending[] = [];
+  /** The subset sent to the broker, in sending order: the broker answers in that order. */
+  private readonly forwarded: Pending[] = [];
+  private rawTokensLeft = 0;
+  private pendingSaslMechanism: string | null = null;
+  private closed = false;
+  private draining = false;
+  private clientPausedFor = new Set<'upstream' | 'inflight'>();
+  private drainResolve: (() => void) | null = null;
+
+  constructor(
+    private readonly client: Socket,
+    private readonly upstream: Socket,
+    private readonly nodeId: number | null,
+    private readonly policy: ConnectionPolicy,
+  ) {
+    this.log = policy.log.child({ conn: this.id, node: nodeId });
+    this.requests = new FrameSplitter({ maxFrameSize: policy.maxFrameSize });
+    this.responses = new FrameSplitter({ maxFrameSize: policy.maxFrameSize });
+
+    client.setNoDelay(true);
+    upstream.setNoDelay(true);
+    client.on('data', (chunk: Buffer) => this.onClientData(chunk));
+    upstream.on('data', (chunk: Buffer) => this.onUpstreamData(chunk));
+    client.on('drain', () => this.upstream.resume());
+    upstream.on('drain', () => this.resumeClient('upstream'));
+    client.on('error', (err) => this.close('client error', err));
+    upstream.on('error', (err) => this.close('broker error', err));
+    client.on('close', () => this.close('client closed'));
+    upstream.on('close', () => this.close('broker closed'));
+    client.on('end', () => this.close('client ended'));
+    upstream.on('end', () => this.close('broker ended'));
+  }
+
+  get inFlight(): number {
+    return this.pending.length;
+  }
+
+  // ---- client → broker -------------------------------------------------------------------
+
+  private onClientData(chunk: Buffer): void {
+    if (this.closed) return;
+    let frames: Buffer[];
+    try {
+      frames = this.requests.push(chunk);
+    } catch (err) {
+      this.close('bad request framing', err);
+      return;
+    }
+    for (const frame of frames) {
+      if (this.closed) return;
+      try {
+        this.onRequest(frame);
+      } catch (err) {
+        this.close(err instanceof ProtocolError ? 'malformed request' : 'request handling failed', err);
+        return;
+      }
+    }
+  }
+
+  private onRequest(frame: Buffer): void {
+    if (this.rawTokensLeft > 0) {
+      this.rawTokensLeft--;
+      const p: Pending = { correlationId: -1, apiKey: -1, apiVersion: -1, out: null, raw: true };
+      p.onResponse = (resp) => this.complete(p, withSize(resp));
+      this.enqueue(p);
+      this.forward(frame, p);
+      return;
+    }
+
+    const h = peekRequestHeader(frame);
+    const ext = this.policy.extension;
+    const p: Pending = {
+      correlationId: h.correlationId,
+      apiKey: h.apiKey,
+      apiVersion: h.apiVersion,
+      out: null,
+    };
+
+    if (h.apiKey === ApiKey.ApiVersions && h.apiVersion > this.policy.maxApiVersionsVersion) {
+      // Answered as a broker does: a v0 body with UNSUPPORTED_VERSION, so the client retries lower.
+      this.enqueue(p);
+      this.complete(p, [unsupportedApiVersionsResponse(h.correlationId, this.policy.maxApiVersionsVersion)]);
+      return;
+    }
+
+    const decodableMax = this.policy.decodableMax(h.apiKey);
+    const intercepted = ext?.interceptsRequest?.(h.apiKey, h.apiVersion) ?? false;
+    const observed = ext?.observesResponse?.(h.apiKey, h.apiVersion) ?? false;
+    const coreRewrite = this.policy.coreRewritesResponse(h.apiKey, h.apiVersion);
+    if (
+      (intercepted || observed || coreRewrite) &&
+      decodableMax !== undefined &&
+      h.apiVersion > decodableMax
+    ) {
+      // The proxy never advertised this version; a broker closes the connection on such a request.
+      throw new ProtocolError(
+        'UNSUPPORTED_VERSION',
+        `api ${h.apiKey} version ${h.apiVersion} was not advertised by the proxy`,
+        2,
+        h.apiKey,
+        h.apiVersion,
+      );
+    }
+
+    if (h.apiKey === ApiKey.Produce && peekProduceAcks(frame) === 0) {
+      // acks=0: the broker sends nothing back, so nothing may wait for it.
+      this.forward(frame, null);
+      return;
+    }
+
+    this.enqueue(p);
+    const needsRequest = intercepted || observed || h.apiKey === ApiKey.SaslHandshake;
+    const decoded = needsRequest ? decodeRequestFrame(frame) : null;
+    const info: RequestInfo = {
+      connectionId: this.id,
+      apiKey: h.apiKey,
+      apiVersion: h.apiVersion,
+      correlationId: h.correlationId,
+      clientId: decoded?.header.clientId ?? null,
+      nodeId: this.nodeId,
+      principal: null,
+    };
+    if (h.apiKey === ApiKey.SaslHandshake && h.apiVersion === 0 && decoded) {
+      this.pendingSaslMechanism = (decoded.body as { mechanism: string }).mechanism;
+    }
+
+    if (intercepted && ext?.handleRequest && decoded) {
+      ext.handleRequest(info, decoded.body).then(
+        (decision) => {
+          if (this.closed) return;
+          if (decision.action === 'respond') {
+            this.complete(p, [encodeResponseFrame(h.apiKey, h.apiVersion, h.correlationId, decision.body)]);
+          } else {
+            this.forwardWithResponseHandling(frame, p, info, decoded.body, observed, coreRewrite);
+          }
+        },
+        (err: unknown) => this.close('extension failed', err),
+      );
+      return;
+    }
+    this.forwardWithResponseHandling(frame, p, info, decoded?.body, observed, coreRewrite);
+  }
+
+  private forwardWithResponseHandling(
+    frame: Buffer,
+    p: Pending,
+    info: RequestInfo,
+    request: unknown,
+    observed: boolean,
+    coreRewrite: boolean,
+  ): void {
+    const sasl = p.apiKey === ApiKey.SaslHandshake && p.apiVersion === 0;
+    if (!observed && !coreRewrite && !sasl) {
+      p.onResponse = (resp) => this.complete(p, withSize(resp));
+    } else {
+      p.onResponse = (resp) => {
+        this.transformResponse(p, resp, info, request, observed, coreRewrite).then(
+          (out) => this.complete(p, out),
+          (err: unknown) => this.close('response handling failed', err),
+        );
+      };
+    }
+    this.forward(frame, p);
+  }
+
+  private async transformResponse(
+    p: Pending,
+    frame: Buffer,
+    info: RequestInfo,
+    request: unknown,
+    observed: boolean,
+    coreRewrite: boolean,
+  ): Promise<Buffer[]> {
+    const { body } = decodeResponseFrame(frame, p.apiKey, p.apiVersion);
+    let response: unknown = body;
+    let changed = false;
+    if (p.apiKey === ApiKey.SaslHandshake && p.apiVersion === 0) {
+      this.startLegacySasl((body as { errorCode: number }).errorCode);
+    }
+    if (coreRewrite) {
+      await this.policy.rewriteResponse(p.apiKey, p.apiVersion, response);
+      changed = true;
+    }
+    if (observed && this.policy.extension?.onResponse) {
+      const replaced = await this.policy.extension.onResponse(info, request, response);
+      if (replaced !== undefined) {
+        response = replaced;
+        changed = true;
+      }
+    }
+    if (!changed) return withSize(frame);
+    return [encodeResponseFrame(p.apiKey, p.apiVersion, p.correlationId, response)];
+  }
+
+  private startLegacySasl(errorCode: number): void {
+    const mechanism = this.pendingSaslMechanism;
+    this.pendingSaslMechanism = null;
+    if (errorCode !== 0 || mechanism === null) return;
+    const trips = legacySaslRoundTrips(mechanism);
+    if (trips === undefined) {
+      throw new Error(
+        `legacy SASL (SaslHandshake v0) with mechanism ${mechanism} is not supported by the proxy`,
+      );
+    }
+    this.rawTokensLeft = trips;
+  }
+
+  private forward(frame: Buffer, p: Pending | null): void {
+    if (p) this.forwarded.push(p);
+    const ok = writeFrame(this.upstream, frame);
+    if (!ok) this.pauseClient('upstream');
+  }
+
+  // ---- broker → client -------------------------------------------------------------------
+
+  private onUpstreamData(chunk: Buffer): void {
+    if (this.closed) return;
+    let frames: Buffer[];
+    try {
+      frames = this.responses.push(chunk);
+    } catch (err) {
+      this.close('bad response framing from broker', err);
+      return;
+    }
+    this.client.cork();
+    try {
+      for (const frame of frames) {
+        const p = this.forwarded.shift();
+        if (!p) {
+          this.close('broker sent a response nobody asked for');
+          return;
+        }
+        if (!p.raw) {
+          const correlationId = peekCorrelationId(frame);
+          if (correlationId !== p.correlationId) {
+            this.close('broker answered out of order', { expected: p.correlationId, got: correlationId });
+            return;
+          }
+        }
+        p.onResponse?.(frame);
+        if (this.closed) return;
+      }
+    } catch (err) {
+      this.close('malformed response from broker', err);
+    } finally {
+      this.client.uncork();
+    }
+  }
+
+  private enqueue(p: Pending): void {
+    this.pending.push(p);
+    if (this.pending.length >= this.policy.maxInFlight) this.pauseClient('inflight');
+  }
+
+  private complete(p: Pending, out: Buffer[]): void {
+    p.out = out;
+    this.flush();
+  }
+
+  /** Sends every response at the head of the queue that is ready, in request order. */
+  private flush(): void {
+    if (this.closed) return;
+    let full = false;
+    while (this.pending.length > 0 && this.pending[0]!.out !== null) {
+      const p = this.pending.shift()!;
+      for (const buf of p.out!) {
+        if (!this.client.write(buf)) full = true;
+      }
+    }
+    // The client reads slower than the broker answers: stop reading the broker until it drains.
+    if (full) this.upstream.pause();
+    if (this.pending.length < this.policy.maxInFlight) this.resumeClient('inflight');
+    if (this.draining && this.pending.length === 0) this.drainResolve?.();
+  }
+
+  private pauseClient(reason: 'upstream' | 'inflight'): void {
+    this.clientPausedFor.add(reason);
+    this.client.pause();
+  }
+
+  private resumeClient(reason: 'upstream' | 'inflight'): void {
+    if (!this.clientPausedFor.delete(reason)) return;
+    if (this.clientPausedFor.size === 0 && !this.draining) this.client.resume();
+  }
+
+  // ---- lifecycle ---------------------------------------------------------------------------
+
+  /** Stops reading requests, lets in-flight ones finish (up to `timeoutMs`), then closes. */
+  async drain(timeoutMs: number): Promise<void> {
+    if (this.closed) return;
+    this.draining = true;
+    this.client.pause();
+    if (this.pending.length > 0) {
+      await new Promise<void>((resolve) => {
+        this.drainResolve = resolve;
+        setTimeout(resolve, timeoutMs).unref();
+      });
+    }
+    this.close('proxy shutting down');
+  }
+
+  close(reason: string, detail?: unknown): void {
+    if (this.closed) return;
+    this.closed = true;
+    const quiet = reason.endsWith('closed') || reason.endsWith('ended') || reason === 'proxy shutting down';
+    if (quiet) this.log.debug('connection closed', { reason });
+    else this.log.warn('connection closed', { reason, error: detail });
+    this.client.destroy();
+    this.upstream.destroy();
+    this.pending.length = 0;
+    this.forwarded.length = 0;
+    this.policy.onClose?.(this);
+  }
+}
+
+function sizePrefix(length: number): Buffer {
+  const b = Buffer.allocUnsafe(4);
+  b.writeInt32BE(length, 0);
+  return b;
+}
+
+function withSize(frame: Buffer): Buffer[] {
+  return [sizePrefix(frame.length), frame];
+}
+
+/** Writes one frame (its size, then its bytes) and says whether the socket wants more. */
+function writeFrame(socket: Socket, frame: Buffer): boolean {
+  socket.cork();
+  socket.write(sizePrefix(frame.length));
+  const ok = socket.write(frame);
+  socket.uncork();
+  return ok;
+}
+
+/** ApiVersions error response: a v0 body (header v0, as always for ApiVersions) listing its own range. */
+function unsupportedApiVersionsResponse(correlationId: number, maxVersion: number): Buffer {
+  const body = defaultApiVersionsResponse();
+  body.errorCode = 35; // UNSUPPORTED_VERSION
+  body.apiKeys = [{ apiKey: ApiKey.ApiVersions, minVersion: 0, maxVersion }];
+  return encodeResponseFrame(ApiKey.ApiVersions, 0, correlationId, body);
+}

@@ -1,0 +1,51 @@
+/**
+ * The one extension point of the proxy core. Features that answer a request themselves (the
+ * offset APIs) or watch responses (group membership) plug in here; the core knows nothing about
+ * offsets.
+ */
+export interface VersionRange {
+  min: number;
+  max: number;
+}
+
+/** What the core tells an extension about one request. */
+export interface RequestInfo {
+  connectionId: string;
+  apiKey: number;
+  apiVersion: number;
+  correlationId: number;
+  clientId: string | null;
+  /** The broker this connection is pinned to, or null on the bootstrap listener. */
+  nodeId: number | null;
+  /** SASL principal the client authenticated as at the broker ("User:name"), when known. */
+  principal: string | null;
+}
+
+export type RequestDecision =
+  /** Send the request to the broker unchanged. */
+  | { action: 'forward' }
+  /** Answer it here with this response body, encoded at the request's version. */
+  | { action: 'respond'; body: unknown };
+
+export interface ProxyExtension {
+  readonly name: string;
+  /** Every API key whose requests or responses this extension decodes (their versions get capped to the codec's). */
+  readonly apiKeys: ReadonlySet<number>;
+  /** Called for every request's api key: keep it cheap and synchronous. */
+  interceptsRequest?(apiKey: number, apiVersion: number): boolean;
+  /** The decoded request body of an intercepted request. */
+  handleRequest?(info: RequestInfo, request: unknown): Promise<RequestDecision>;
+  /** Called for every forwarded request's api key: keep it cheap and synchronous. */
+  observesResponse?(apiKey: number, apiVersion: number): boolean;
+  /**
+   * Sees the decoded request and response before the response goes to the client, and may
+   * return a replacement response body. The client gets nothing until this resolves, so an
+   * extension can record state (a group generation) before the client can act on it.
+   */
+  onResponse?(info: RequestInfo, request: unknown, response: unknown): Promise<unknown>;
+  /**
+   * The range this extension serves for `apiKey` whatever the broker supports (the proxy answers
+   * those requests itself), or undefined to leave the broker's range as it is.
+   */
+  advertisedVersions?(apiKey: number, broker: VersionRange | undefined): VersionRange | undefined;
+}

@@ -1,0 +1,285 @@
+/**
+ * The proxy: a bootstrap listener plus one listener per broker, each client connection paired
+ * with its own upstream connection to the broker that listener fronts.
+ */
+import net from 'node:net';
+import os from 'node:os';
+import tls from 'node:tls';
+import type { MetadataResponse } from '../protocol/messages/metadata-response.js';
+import type { ApiVersionsResponse } from '../protocol/messages/api-versions-response.js';
+import { ApiKey } from '../protocol/messages/index.js';
+import { brokersIn, carriesBrokerAddresses, rewriteBrokerAddresses } from './address-rewrite.js';
+import { ApiVersionsPolicy } from './api-versions.js';
+import { BrokerMap } from './broker-map.js';
+import type { HostPort } from './broker-map.js';
+import { ProxyConnection } from './connection.js';
+import type { ConnectionPolicy } from './connection.js';
+import type { ProxyExtension } from './extension.js';
+import type { Logger } from './logger.js';
+import { silentLogger } from './logger.js';
+import { connectUpstream, requestOnce } from './upstream-request.js';
+import type { UpstreamTls } from './upstream-request.js';
+
+export interface ClientTls {
+  key: Buffer;
+  cert: Buffer;
+  /** CA bundle for client certificates. */
+  ca?: Buffer;
+  requireClientCert: boolean;
+}
+
+export interface ProxyOptions {
+  bootstrapServers: HostPort[];
+  listen: HostPort;
+  /** The host clients are told to use for every broker; default: the listen host, or this machine's name for a wildcard listen. */
+  advertisedHost?: string;
+  /** Explicit node id → proxy port mapping; other nodes get listen port + 1 + node id. */
+  brokerPorts?: ReadonlyMap<number, number>;
+  maxFrameSize?: number;
+  maxInFlight?: number;
+  clientTls?: ClientTls | null;
+  brokerTls?: UpstreamTls | null;
+  extension?: ProxyExtension | null;
+  log?: Logger;
+  /** How long shutdown waits for in-flight requests. */
+  shutdownTimeoutMs?: number;
+  /** Deadline of the proxy's own requests to the cluster. */
+  requestTimeoutMs?: number;
+}
+
+export class KafkaProxy {
+  readonly brokers: BrokerMap;
+  private readonly log: Logger;
+  private readonly servers = new Map<string, net.Server>();
+  private readonly listening = new Map<number, Promise<void>>();
+  private readonly connections = new Set<ProxyConnection>();
+  private readonly versions: ApiVersionsPolicy;
+  private readonly policy: ConnectionPolicy;
+  private bootstrapIndex = 0;
+  private stopping = false;
+  private listenPort: number;
+  private advertisedHost: string;
+
+  constructor(private readonly opts: ProxyOptions) {
+    this.log = opts.log ?? silentLogger;
+    this.listenPort = opts.listen.port;
+    this.advertisedHost = opts.advertisedHost ?? defaultAdvertisedHost(opts.listen.host);
+    this.brokers = new BrokerMap(opts.listen.port, opts.brokerPorts);
+    this.versions = new ApiVersionsPolicy(opts.extension ?? null);
+    this.policy = {
+      log: this.log,
+      maxFrameSize: opts.maxFrameSize ?? 100 * 1024 * 1024,
+      maxInFlight: opts.maxInFlight ?? 1000,
+      extension: opts.extension ?? null,
+      maxApiVersionsVersion: this.versions.decodableMax(ApiKey.ApiVersions) ?? 0,
+      decodableMax: (apiKey) => this.versions.decodableMax(apiKey),
+      coreRewritesResponse: (apiKey, apiVersion) =>
+        apiKey === ApiKey.ApiVersions || carriesBrokerAddresses(apiKey, apiVersion),
+      rewriteResponse: (apiKey, _apiVersion, body) => this.rewriteResponse(apiKey, body),
+      onClose: (conn) => this.connections.delete(conn),
+    };
+  }
+
+  /** The bootstrap address actually bound (the port is resolved when 0 was asked for). */
+  get address(): HostPort {
+    return { host: this.opts.listen.host, port: this.listenPort };
+  }
+
+  get connectionCount(): number {
+    return this.connections.size;
+  }
+
+  async start(): Promise<void> {
+    const server = this.createServer(null);
+    await listen(server, this.opts.listen.host, this.opts.listen.port);
+    this.listenPort = (server.address() as net.AddressInfo).port;
+    // With port 0 the OS picked the bootstrap port; broker ports follow the one actually bound.
+    this.brokers.setBasePort(this.listenPort);
+    this.servers.set('bootstrap', server);
+    this.log.info('listening', { role: 'bootstrap', host: this.opts.listen.host, port: this.listenPort });
+    try {
+      await this.refreshBrokers();
+    } catch (err) {
+      // The cluster may come up after the proxy; brokers are learned from the first Metadata then.
+      this.log.warn('cluster not reachable at start', { error: err });
+    }
+  }
+
+  /** Asks the cluster which brokers it has and opens a listener for each. */
+  async refreshBrokers(): Promise<void> {
+    let lastError: unknown;
+    for (const target of this.opts.bootstrapServers) {
+      try {
+        const body = (await requestOnce(
+          target,
+          this.opts.brokerTls ?? null,
+          ApiKey.Metadata,
+          1,
+          { topics: [], allowAutoTopicCreation: false },
+          this.opts.requestTimeoutMs ?? 10_000,
+        )) as MetadataResponse;
+        const found = brokersIn(ApiKey.Metadata, body);
+        for (const { nodeId, address } of found) this.brokers.learn(nodeId, address);
+        await Promise.all(found.map(({ nodeId }) => this.ensureListener(nodeId)));
+        return;
+      } catch (err) {
+        lastError = err;
+      }
+    }
+    throw lastError instanceof Error ? lastError : new Error('no bootstrap server answered');
+  }
+
+  /** Stops accepting, lets in-flight requests finish, then closes every connection. */
+  async stop(): Promise<void> {
+    if (this.stopping) return;
+    this.stopping = true;
+    const closing = [...this.servers.values()].map(
+      (s) => new Promise<void>((resolve) => s.close(() => resolve())),
+    );
+    const timeout = this.opts.shutdownTimeoutMs ?? 10_000;
+    await Promise.all([...this.connections].map((c) => c.drain(timeout)));
+    await Promise.all(closing);
+    this.log.info('stopped');
+  }
+
+  private async rewriteResponse(apiKey: number, body: unknown): Promise<void> {
+    if (apiKey === ApiKey.ApiVersions) {
+      this.versions.apply(body as ApiVersionsResponse);
+      return;
+    }
+    const nodes: number[] = [];
+    rewriteBrokerAddresses(apiKey, body, (nodeId, upstream) => {
+      this.brokers.learn(nodeId, upstream);
+      nodes.push(nodeId);
+      return { host: this.advertisedHost, port: this.brokers.localPort(nodeId) };
+    });
+    // The client may connect as soon as it reads the response: the listener must exist first.
+    if (nodes.length > 0) await Promise.all(nodes.map((n) => this.ensureListener(n)));
+  }
+
+  private ensureListener(nodeId: number): Promise<void> {
+    let ready = this.listening.get(nodeId);
+    if (!ready) {
+      const server = this.createServer(nodeId);
+      const port = this.brokers.localPort(nodeId);
+      ready = listen(server, this.opts.listen.host, port).then(
+        () => {
+          this.servers.set(`node-${nodeId}`, server);
+          this.log.info('listening', { role: 'broker', node: nodeId, host: this.opts.listen.host, port });
+        },
+        (err: unknown) => {
+          this.listening.delete(nodeId);
+          this.log.error('cannot listen for broker', { node: nodeId, port, error: err });
+          throw err;
+        },
+      );
+      this.listening.set(nodeId, ready);
+    }
+    return ready;
+  }
+
+  private createServer(nodeId: number | null): net.Server {
+    const onSocket = (socket: net.Socket): void => this.accept(socket, nodeId);
+    const clientTls = this.opts.clientTls;
+    if (clientTls) {
+      return tls.createServer(
+        {
+          key: clientTls.key,
+          cert: clientTls.cert,
+          ca: clientTls.ca,
+          requestCert: clientTls.requireClientCert,
+          rejectUnauthorized: clientTls.requireClientCert,
+        },
+        onSocket,
+      );
+    }
+    return net.createServer(onSocket);
+  }
+
+  private accept(client: net.Socket, nodeId: number | null): void {
+    if (this.stopping) {
+      client.destroy();
+      return;
+    }
+    // Nothing is read from the client until its broker connection is up, so nothing is lost
+    // if that connection fails and the client has to reconnect.
+    client.pause();
+    client.on('error', () => client.destroy());
+    this.openUpstream(nodeId).then(
+      (upstream) => {
+        if (client.destroyed || this.stopping) {
+          upstream.destroy();
+          client.destroy();
+          return;
+        }
+        const conn = new ProxyConnection(client, upstream, nodeId, this.policy);
+        this.connections.add(conn);
+        client.resume();
+      },
+      (err: unknown) => {
+        this.log.warn('no broker connection for client', { node: nodeId, error: err });
+        client.destroy();
+      },
+    );
+  }
+
+  private async openUpstream(nodeId: number | null): Promise<net.Socket> {
+    if (nodeId === null) {
+      const targets = this.opts.bootstrapServers;
+      let lastError: unknown;
+      for (let i = 0; i < targets.length; i++) {
+        const target = targets[this.bootstrapIndex++ % targets.length]!;
+        try {
+          return await this.connect(target);
+        } catch (err) {
+          lastError = err;
+        }
+      }
+      throw lastError;
+    }
+    let target = this.brokers.upstreamOf(nodeId);
+    if (!target) {
+      // A client that remembers a broker port from before a proxy restart.
+      await this.refreshBrokers();
+      target = this.brokers.upstreamOf(nodeId);
+      if (!target) throw new Error(`the cluster has no broker ${nodeId}`);
+    }
+    return this.connect(target);
+  }
+
+  private connect(target: HostPort): Promise<net.Socket> {
+    return new Promise((resolve, reject) => {
+      const socket = connectUpstream(target, this.opts.brokerTls ?? null);
+      const event = this.opts.brokerTls ? 'secureConnect' : 'connect';
+      const timer = setTimeout(() => {
+        socket.destroy();
+        reject(new Error(`connect to ${target.host}:${target.port} timed out`));
+      }, this.opts.requestTimeoutMs ?? 10_000);
+      socket.once(event, () => {
+        clearTimeout(timer);
+        socket.removeAllListeners('error');
+        resolve(socket);
+      });
+      socket.once('error', (err) => {
+        clearTimeout(timer);
+        socket.destroy();
+        reject(err);
+      });
+    });
+  }
+}
+
+function listen(server: net.Server, host: string, port: number): Promise<void> {
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen({ host, port }, () => {
+      server.removeListener('error', reject);
+      resolve();
+    });
+  });
+}
+
+function defaultAdvertisedHost(listenHost: string): string {
+  if (listenHost === '0.0.0.0' || listenHost === '::' || listenHost === '') return os.hostname();
+  return listenHost;
+}

@@ -1,0 +1,97 @@
+// Starts the proxy for a test: in-process (KafkaProxy) or as the real CLI child process, on a
+// bootstrap port whose broker ports (port + 1 + node id) are free too.
+import { spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
+import net from 'node:net';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseHostPortList } from '../../proxy/broker-map.js';
+import type { ProxyExtension } from '../../proxy/extension.js';
+import { createLogger } from '../../proxy/logger.js';
+import { KafkaProxy } from '../../proxy/server.js';
+import type { ProxyOptions } from '../../proxy/server.js';
+
+const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+
+function portFree(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const s = net.createServer();
+    s.once('error', () => resolve(false));
+    s.listen({ host: '127.0.0.1', port }, () => s.close(() => resolve(true)));
+  });
+}
+
+/** A bootstrap port P with P..P+span free, chosen at random in a high range. */
+export async function freePortRange(span = 8): Promise<number> {
+  for (let attempt = 0; attempt < 50; attempt++) {
+    const base = 20000 + Math.floor(Math.random() * 30000);
+    let ok = true;
+    for (let p = base; p <= base + span && ok; p++) ok = await portFree(p);
+    if (ok) return base;
+  }
+  throw new Error('no free port range');
+}
+
+export interface RunningProxy {
+  proxy: KafkaProxy;
+  bootstrap: string;
+  port: number;
+  stop(): Promise<void>;
+}
+
+export async function startProxy(
+  bootstrapServers: string,
+  opts: Partial<ProxyOptions> & { extension?: ProxyExtension | null; brokerSpan?: number } = {},
+): Promise<RunningProxy> {
+  const port = await freePortRange(opts.brokerSpan ?? 8);
+  const proxy = new KafkaProxy({
+    bootstrapServers: parseHostPortList(bootstrapServers),
+    listen: { host: '127.0.0.1', port },
+    log: process.env['KOP_TEST_LOG'] ? createLogger('debug') : undefined,
+    ...opts,
+  });
+  await proxy.start();
+  return { proxy, bootstrap: `127.0.0.1:${port}`, port, stop: () => proxy.stop() };
+}
+
+export interface ProxyProcess {
+  child: ChildProcess;
+  bootstrap: string;
+  port: number;
+  output(): string;
+  /** Sends SIGTERM and resolves with the exit code. */
+  stop(signal?: NodeJS.Signals): Promise<number | null>;
+}
+
+/** Runs the built CLI (`bin/kafka-offset-proxy.js`, needs `npm run build`) as a child process. */
+export async function spawnProxy(args: string[], env: NodeJS.ProcessEnv = {}): Promise<ProxyProcess> {
+  const port = await freePortRange();
+  const child = spawn(
+    process.execPath,
+    [path.join(repo, 'bin/kafka-offset-proxy.js'), '--listen', `127.0.0.1:${port}`, ...args],
+    { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+  let out = '';
+  child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+  child.stderr!.on('data', (d: Buffer) => (out += d.toString()));
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  const deadline = Date.now() + 20_000;
+  while (!out.includes('"listening"')) {
+    if (child.exitCode !== null) throw new Error(`proxy exited with ${child.exitCode}:\n${out}`);
+    if (Date.now() > deadline) {
+      child.kill('SIGKILL');
+      throw new Error(`proxy did not start listening:\n${out}`);
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return {
+    child,
+    bootstrap: `127.0.0.1:${port}`,
+    port,
+    output: () => out,
+    stop: async (signal = 'SIGTERM') => {
+      if (child.exitCode === null) child.kill(signal);
+      return exited;
+    },
+  };
+}
