@@ -60,17 +60,35 @@ export interface TopicSpec {
   replicationFactor?: number;
 }
 
-/** Creates the topics (an existing topic is left alone) and waits for their leaders. */
+/** Creates the topics (an existing topic is left alone) and waits until every partition has a leader. */
 export async function createTopics(target: ClientTarget, topics: TopicSpec[]): Promise<void> {
   await withAdmin(target, async (admin) => {
     await admin.createTopics({
-      waitForLeaders: true,
+      // kafkajs' own wait gives up on UNKNOWN_TOPIC_OR_PARTITION, which a broker answers while it is
+      // still applying the new topic's metadata; the loop below waits for that too.
+      waitForLeaders: false,
       topics: topics.map((t) => ({
         topic: t.topic,
         numPartitions: t.partitions ?? 1,
         replicationFactor: t.replicationFactor ?? 1,
       })),
     });
+    const deadline = Date.now() + 30_000;
+    for (;;) {
+      try {
+        const { topics: meta } = await admin.fetchTopicMetadata({ topics: topics.map((t) => t.topic) });
+        const ready = topics.every((t) => {
+          const m = meta.find((x) => x.name === t.topic);
+          return m && m.partitions.length === (t.partitions ?? 1) && m.partitions.every((p) => p.leader >= 0);
+        });
+        if (ready) return;
+      } catch (error) {
+        if (Date.now() > deadline) throw error;
+      }
+      if (Date.now() > deadline)
+        throw new Error(`topics ${topics.map((t) => t.topic).join(', ')} have no leaders after 30 s`);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
   });
 }
 
@@ -154,8 +172,10 @@ export async function consume(target: ClientTarget, opts: KafkajsConsumeOptions)
   try {
     await consumer.subscribe({ topics: [opts.topic], fromBeginning: opts.fromBeginning ?? true });
     // A consumer that crashes (e.g. the proxy closes the connection) must fail the call, not hang
-    // until the deadline.
+    // until the deadline. Retriable crashes (e.g. the coordinator still loading on a fresh broker)
+    // restart the consumer by themselves.
     consumer.on(consumer.events.CRASH, (event) => {
+      if (event.payload.restart) return;
       failure = event.payload.error;
       finish();
     });

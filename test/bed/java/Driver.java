@@ -46,6 +46,7 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *            [--protocol classic|consumer] [--timeout-ms MS] [--isolation read_committed]
  *   transform --bootstrap B --input T1 --output T2 --group G --transactional-id ID --max N
  *            [--protocol classic|consumer] [--timeout-ms MS] [--abort-first]
+ *   warmup   (loads the client classes without a broker, to record a class-data-sharing archive)
  *   admin describe-cluster | group-offsets --group G | create-topic --topic T [--partitions P]
  *            [--replication-factor R] | delete-group --group G
  * Common: --sasl-mechanism PLAIN|SCRAM-SHA-256|SCRAM-SHA-512 --username U --password P
@@ -69,6 +70,7 @@ public final class Driver {
         case "produce" -> produce(args);
         case "consume" -> consume(args);
         case "transform" -> transform(args);
+        case "warmup" -> warmup();
         case "admin describe-cluster" -> describeCluster(args);
         case "admin group-offsets" -> groupOffsets(args);
         case "admin create-topic" -> createTopic(args);
@@ -267,6 +269,35 @@ public final class Driver {
     }
     emitCommitted(committed);
     emit(new Json().put("type", "done").put("count", done).put("transactions", transactions).put("aborted", aborted).put("timedOut", done < max && max != Integer.MAX_VALUE));
+  }
+
+  // ---------------------------------------------------------------- warmup
+
+  /** Creates (and at once closes) every kind of client the driver uses, against an address where
+   *  nothing listens, so that a run with -XX:ArchiveClassesAtExit records their classes. */
+  static void warmup() {
+    Args args = Args.parse(new String[] {"--bootstrap", "127.0.0.1:9", "--group", "warmup"}, 0);
+    Properties pp = common(args);
+    pp.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, "50"); // send() waits this long for metadata
+    pp.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+    pp.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+    try (KafkaProducer<String, String> producer = new KafkaProducer<>(pp)) {
+      producer.send(new ProducerRecord<>("warmup", "k", "v"));
+      producer.close(Duration.ZERO);
+    }
+    for (String protocol : List.of("classic", "consumer")) {
+      Args cargs = Args.parse(new String[] {"--bootstrap", "127.0.0.1:9", "--protocol", protocol}, 0);
+      try (KafkaConsumer<String, String> consumer = new KafkaConsumer<>(consumerProps(cargs, "warmup"))) {
+        consumer.subscribe(List.of("warmup"), new AssignmentReporter());
+        consumer.poll(Duration.ofMillis(50));
+        consumer.close(Duration.ZERO);
+      }
+    }
+    try (Admin admin = Admin.create(common(args))) {
+      admin.describeCluster();
+      admin.close(Duration.ZERO);
+    }
+    emit(new Json().put("type", "warmup").put("ok", true));
   }
 
   // ---------------------------------------------------------------- admin
