@@ -5,6 +5,7 @@
 import net from 'node:net';
 import os from 'node:os';
 import tls from 'node:tls';
+import { defaultMetadataRequest } from '../protocol/messages/metadata-request.js';
 import type { MetadataResponse } from '../protocol/messages/metadata-response.js';
 import type { ApiVersionsResponse } from '../protocol/messages/api-versions-response.js';
 import { ApiKey } from '../protocol/messages/index.js';
@@ -115,7 +116,7 @@ export class KafkaProxy {
           this.opts.brokerTls ?? null,
           ApiKey.Metadata,
           1,
-          { topics: [], allowAutoTopicCreation: false },
+          { ...defaultMetadataRequest(), topics: [] },
           this.opts.requestTimeoutMs ?? 10_000,
         )) as MetadataResponse;
         const found = brokersIn(ApiKey.Metadata, body);
