@@ -105,6 +105,11 @@ const live = new Map<number, { pidFile: string }>();
 const ownedDirs = new Set<string>();
 let hooksInstalled = false;
 
+/** Pids of the components this process started and that are still running. */
+export function livePids(): number[] {
+  return [...live.keys()];
+}
+
 function killAllSync(): void {
   for (const [pid, { pidFile }] of live) {
     try {
