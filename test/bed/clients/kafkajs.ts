@@ -123,6 +123,11 @@ export async function produce(target: ClientTarget, opts: ProduceOptions): Promi
   const producer = kafkaFor(target).producer({
     createPartitioner: Partitioners.DefaultPartitioner,
     allowAutoTopicCreation: false,
+    // kafkajs retries a broker's whole produce request when one of its partitions fails (typically
+    // NOT_LEADER on a topic created a moment ago), rewriting the batches that had succeeded.
+    // Idempotence makes the broker drop those duplicates.
+    idempotent: true,
+    maxInFlightRequests: 1,
   });
   await producer.connect();
   try {
