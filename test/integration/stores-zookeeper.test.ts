@@ -1,0 +1,235 @@
+// The ZooKeeper store against a real ZooKeeper: the shared contract, Kafka 0.8's layout (what
+// Burrow reads), the transaction version-0 bug and its workaround, corrupt znodes, a restart.
+import { createClient } from 'node-zookeeper-client';
+import type { Client, Stat } from 'node-zookeeper-client';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runStoreContract } from '../../backends/contract.js';
+import { StoreCorruptError, StoreUnavailableError } from '../../backends/errors.js';
+import type { OffsetWrite } from '../../backends/store.js';
+import {
+  decodeSegment,
+  encodeSegment,
+  parseZooKeeperUrl,
+  ZooKeeperStore,
+} from '../../backends/zookeeper-store.js';
+import { startZooKeeper } from '../bed/zookeeper.js';
+import type { ZooKeeperServer } from '../bed/zookeeper.js';
+
+let zk: ZooKeeperServer;
+let raw: Client;
+beforeAll(async () => {
+  zk = await startZooKeeper();
+  raw = createClient(zk.connectString);
+  await new Promise<void>((resolve) => {
+    raw.once('connected', () => resolve());
+    raw.connect();
+  });
+});
+afterAll(async () => {
+  raw?.close();
+  await zk?.stop();
+});
+
+const p = <T>(fn: (cb: (err: Error | null, v: T) => void) => void): Promise<T> =>
+  new Promise((resolve, reject) => fn((err, v) => (err ? reject(err) : resolve(v))));
+const getData = (path: string): Promise<{ data: string; stat: Stat }> =>
+  new Promise((resolve, reject) =>
+    raw.getData(path, (err, data, stat) =>
+      err ? reject(err) : resolve({ data: data?.toString('utf8') ?? '', stat }),
+    ),
+  );
+
+const w = (partition: number, offset: bigint, extra: Partial<OffsetWrite> = {}): OffsetWrite => ({
+  topic: 'orders',
+  partition,
+  offset,
+  leaderEpoch: 4,
+  metadata: 'meta',
+  commitTimestamp: 1_700_000_000_000n,
+  expireTimestamp: -1n,
+  ...extra,
+});
+
+runStoreContract(
+  'zookeeper',
+  async () => new ZooKeeperStore(`zk://${zk.connectString}/contract`, { operationTimeoutMs: 5000 }),
+);
+
+describe('zookeeper store on a real server', () => {
+  it("writes Kafka 0.8's layout with real setData calls (Burrow reads value and mtime)", async () => {
+    const store = new ZooKeeperStore(`zk://${zk.connectString}/layout`);
+    try {
+      await store.commit({ group: 'burrow-group', writes: [w(0, 17n)], requestId: 'l1' });
+      const first = await getData('/layout/consumers/burrow-group/offsets/orders/0');
+      expect(first.data).toBe('17');
+      // Created and setData'd in one multi: version 1, never 0 (see the transaction bug).
+      expect(first.stat.version).toBe(1);
+      expect((await getData('/layout/consumers/burrow-group/kop-state')).stat.version).toBe(1);
+      expect(
+        JSON.parse((await getData('/layout/consumers/burrow-group/kop-offset-meta/orders/0')).data),
+      ).toEqual({
+        o: '17',
+        e: 4,
+        m: 'meta',
+        c: '1700000000000',
+        x: '-1',
+      });
+      await new Promise((r) => setTimeout(r, 20));
+      await store.commit({ group: 'burrow-group', writes: [w(0, 18n)], requestId: 'l2' });
+      const second = await getData('/layout/consumers/burrow-group/offsets/orders/0');
+      expect(second.data).toBe('18');
+      expect(second.stat.version).toBe(2);
+      expect(second.stat.mtime.readBigInt64BE(0)).toBeGreaterThan(first.stat.mtime.readBigInt64BE(0));
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('reads offsets a Kafka 0.8 consumer wrote (no metadata znode; mtime as commit time)', async () => {
+    await p((cb) => raw.mkdirp('/legacy/consumers/old-group/offsets/orders', cb));
+    await p((cb) => raw.create('/legacy/consumers/old-group/offsets/orders/3', Buffer.from('1234'), cb));
+    const store = new ZooKeeperStore(`zk://${zk.connectString}/legacy`);
+    try {
+      const [o] = await store.fetch('old-group', null);
+      expect(o).toMatchObject({
+        topic: 'orders',
+        partition: 3,
+        offset: 1234n,
+        leaderEpoch: -1,
+        metadata: '',
+        expireTimestamp: -1n,
+      });
+      expect(Number(o!.commitTimestamp)).toBeGreaterThan(Date.now() - 60_000);
+      // And commits over it (the metadata znode is created on the way).
+      expect(
+        await store.commit({
+          group: 'old-group',
+          writes: [w(3, 1300n, { expectedOffset: 1234n })],
+          requestId: 'legacy-1',
+        }),
+      ).toEqual({ status: 'ok' });
+      expect((await store.fetch('old-group', null))[0]?.offset).toBe(1300n);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('the library skips a version-0 check inside a transaction (the bug we work around)', async () => {
+    await p((cb) => raw.mkdirp('/bug/a', cb));
+    // /bug/a is at version 0. A multi "check version 0" must pass; "check version 7" should fail,
+    // and does; but "setData version 0" on a version-1 znode passes when it must not.
+    await p((cb) => raw.setData('/bug/a', Buffer.from('x'), -1, cb)); // now version 1
+    await expect(
+      p((cb) => raw.transaction().setData('/bug/a', Buffer.from('y'), 7).commit(cb)),
+    ).rejects.toThrow(/BAD_VERSION/);
+    await p((cb) => raw.transaction().setData('/bug/a', Buffer.from('y'), 0).commit(cb)); // should be BAD_VERSION, is not
+    expect((await getData('/bug/a')).data).toBe('y');
+  });
+
+  it('CAS on a version-0 offset znode (made by someone else) is still exclusive', async () => {
+    const a = new ZooKeeperStore(`zk://${zk.connectString}/v0`);
+    const b = new ZooKeeperStore(`zk://${zk.connectString}/v0`);
+    try {
+      for (let round = 0; round < 8; round++) {
+        const group = `v0-${round}`;
+        await p((cb) => raw.mkdirp(`/v0/consumers/${group}/offsets/orders`, cb));
+        await p((cb) => raw.create(`/v0/consumers/${group}/offsets/orders/0`, Buffer.from('5'), cb));
+        expect((await getData(`/v0/consumers/${group}/offsets/orders/0`)).stat.version).toBe(0);
+        const [ra, rb] = await Promise.all([
+          a.commit({ group, writes: [w(0, 6n, { expectedOffset: 5n })], requestId: `${group}-a` }),
+          b.commit({ group, writes: [w(0, 7n, { expectedOffset: 5n })], requestId: `${group}-b` }),
+        ]);
+        expect([ra.status, rb.status].sort()).toEqual(['cas-mismatch', 'ok']);
+        expect((await getData(`/v0/consumers/${group}/offsets/orders/0`)).data).toBe(
+          ra.status === 'ok' ? '6' : '7',
+        );
+      }
+    } finally {
+      await a.close();
+      await b.close();
+    }
+  });
+
+  it('a non-numeric offset znode fails that group only, with StoreCorruptError', async () => {
+    await p((cb) => raw.mkdirp('/corrupt/consumers/bad/offsets/orders', cb));
+    await p((cb) => raw.create('/corrupt/consumers/bad/offsets/orders/0', Buffer.from('twelve'), cb));
+    await p((cb) => raw.mkdirp('/corrupt/consumers/bad-state', cb));
+    await p((cb) => raw.create('/corrupt/consumers/bad-state/kop-state', Buffer.from('{'), cb));
+    const store = new ZooKeeperStore(`zk://${zk.connectString}/corrupt`);
+    try {
+      await expect(store.fetch('bad', null)).rejects.toBeInstanceOf(StoreCorruptError);
+      await expect(
+        store.commit({ group: 'bad', writes: [w(0, 1n, { expectedOffset: 0n })], requestId: 'c1' }),
+      ).rejects.toBeInstanceOf(StoreCorruptError);
+      await expect(store.getGroup('bad-state')).rejects.toBeInstanceOf(StoreCorruptError);
+      expect(await store.commit({ group: 'good', writes: [w(0, 1n)], requestId: 'c2' })).toEqual({
+        status: 'ok',
+      });
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('encodes only what ZooKeeper forbids in names', () => {
+    for (const name of ['plain.group-1_x', '', '.', '..', 'a/b', '50%', 'emoji 🚀', 'tab\tx', 'ü']) {
+      expect(decodeSegment(encodeSegment(name))).toBe(name);
+      expect(encodeSegment(name)).not.toMatch(/\//);
+    }
+    expect(encodeSegment('plain.group-1_x')).toBe('plain.group-1_x');
+    expect(parseZooKeeperUrl('zk://a:1,b:2/kafka/offsets')).toEqual({
+      connectString: 'a:1,b:2',
+      chroot: '/kafka/offsets',
+    });
+    expect(() => parseZooKeeperUrl('zk://a/x')).toThrow(/host:port/);
+    expect(() => parseZooKeeperUrl('zk://a:1//x')).toThrow(/chroot/);
+  });
+
+  it('ZooKeeper restarted: StoreUnavailableError within the deadline, then recovery with nothing acknowledged lost', async () => {
+    const deadline = 1500;
+    const store = new ZooKeeperStore(`zk://${zk.connectString}/restart`, {
+      operationTimeoutMs: deadline,
+      sessionTimeoutMs: 4000,
+    });
+    const acked: bigint[] = [];
+    let stop = false;
+    const writer = (async () => {
+      for (let i = 1n; !stop; i++) {
+        try {
+          if (
+            (await store.commit({ group: 'restart', writes: [w(0, i), w(1, i)], requestId: `restart-${i}` }))
+              .status === 'ok'
+          )
+            acked.push(i);
+        } catch (e) {
+          expect(e).toBeInstanceOf(StoreUnavailableError);
+          await new Promise((r) => setTimeout(r, 50));
+        }
+      }
+    })();
+    try {
+      await new Promise((r) => setTimeout(r, 500));
+      await zk.stop();
+      const ackedBeforeStop = acked.length;
+      expect(ackedBeforeStop).toBeGreaterThan(0);
+      const t0 = Date.now();
+      await expect(store.fetch('restart', null)).rejects.toBeInstanceOf(StoreUnavailableError);
+      expect(Date.now() - t0).toBeLessThan(deadline + 500);
+      await new Promise((r) => setTimeout(r, 500));
+      await zk.start();
+      // Commits resume on the same store object.
+      const resumeFrom = acked.length;
+      for (let i = 0; i < 200 && acked.length <= resumeFrom + 3; i++)
+        await new Promise((r) => setTimeout(r, 100));
+      expect(acked.length).toBeGreaterThan(resumeFrom + 3);
+      stop = true;
+      await writer;
+      const last = acked.at(-1)!;
+      const stored = (await store.fetch('restart', null)).map((o) => o.offset);
+      expect(stored).toEqual([last, last]);
+    } finally {
+      stop = true;
+      await writer;
+      await store.close();
+    }
+  });
+});
