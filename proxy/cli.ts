@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs';
 import { ConfigError, loadConfig, usage } from './config.js';
 import type { ProxyConfig } from './config.js';
 import { createLogger } from './logger.js';
+import { createOffsetService, openOffsetStore } from './offsets/setup.js';
 import { KafkaProxy } from './server.js';
 import type { ProxyOptions } from './server.js';
 
@@ -23,7 +24,11 @@ export async function main(argv: string[]): Promise<void> {
     throw err;
   }
   const log = createLogger(config.logLevel, { service: 'kafka-offset-proxy' });
-  const proxy = new KafkaProxy(proxyOptions(config, log));
+  const options = proxyOptions(config, log);
+  const store = await openOffsetStore(config);
+  log.info('offset store open', { store: store.kind });
+  const offsets = createOffsetService(config, store, options.brokerTls ?? null, log);
+  const proxy = new KafkaProxy({ ...options, extension: offsets.service });
   await proxy.start();
 
   let stopping = false;
@@ -31,13 +36,16 @@ export async function main(argv: string[]): Promise<void> {
     if (stopping) return;
     stopping = true;
     log.info('shutting down', { signal });
-    proxy.stop().then(
-      () => process.exit(0),
-      (err: unknown) => {
-        log.error('shutdown failed', { error: err });
-        process.exit(1);
-      },
-    );
+    proxy
+      .stop()
+      .then(() => offsets.close())
+      .then(
+        () => process.exit(0),
+        (err: unknown) => {
+          log.error('shutdown failed', { error: err });
+          process.exit(1);
+        },
+      );
   };
   process.on('SIGTERM', () => shutdown('SIGTERM'));
   process.on('SIGINT', () => shutdown('SIGINT'));

@@ -9,6 +9,8 @@ import { parse as parseYaml } from 'yaml';
 import type { HostPort } from './broker-map.js';
 import { parseHostPort, parseHostPortList } from './broker-map.js';
 import type { LogLevel } from './logger.js';
+import type { CommitGuardMode, GroupOverride } from './offsets/guard-policy.js';
+import { parseGroupOverrides } from './offsets/guard-policy.js';
 
 export class ConfigError extends Error {
   constructor(key: string, value: unknown, why: string) {
@@ -136,6 +138,12 @@ export interface ProxyConfig {
     | { ca: string | undefined; cert: string | undefined; key: string | undefined; insecure: boolean }
     | undefined;
   logLevel: LogLevel;
+  storeTimeoutMs: number;
+  commitGuard: CommitGuardMode;
+  commitGuardGroups: GroupOverride[];
+  unknownTopics: 'allow' | 'reject';
+  fallback: 'none' | 'upstream';
+  mirrorCommits: boolean;
 }
 
 const byName = new Map(OPTIONS.map((o) => [o.name, o]));
@@ -238,10 +246,13 @@ export function loadConfig(argv: readonly string[], env: NodeJS.ProcessEnv = pro
   const bootstrapServers = value('bootstrap-server', parseHostPortList);
   if (!bootstrapServers) throw new ConfigError('bootstrap-server', null, 'required');
 
-  const logLevel = value('log-level', (t) => {
-    if (!byName.get('log-level')!.values!.includes(t)) throw new Error('expected debug, info, warn or error');
-    return t as LogLevel;
-  })!;
+  const oneOf = <T extends string>(name: string): T =>
+    value(name, (t) => {
+      const allowed = byName.get(name)!.values!;
+      if (!allowed.includes(t)) throw new Error(`expected one of ${allowed.join(', ')}`);
+      return t as T;
+    })!;
+  const logLevel = oneOf<LogLevel>('log-level');
 
   const certFile = get('client-tls-cert');
   const keyFile = get('client-tls-key');
@@ -282,6 +293,12 @@ export function loadConfig(argv: readonly string[], env: NodeJS.ProcessEnv = pro
         }
       : undefined,
     logLevel,
+    storeTimeoutMs: int('store-timeout-ms', 1),
+    commitGuard: oneOf<CommitGuardMode>('commit-guard'),
+    commitGuardGroups: value('commit-guard-group', parseGroupOverrides) ?? [],
+    unknownTopics: oneOf<'allow' | 'reject'>('unknown-topics'),
+    fallback: oneOf<'none' | 'upstream'>('fallback'),
+    mirrorCommits: bool('mirror-commits'),
   };
 }
 

@@ -1,0 +1,182 @@
+/**
+ * What the offset service asks the cluster itself, through the proxy's cluster client: a group's
+ * offsets at its coordinator (transactional groups and `--fallback upstream`), whether a group is
+ * empty at the broker, which topics exist, and mirrored commits (`--mirror-commits`).
+ */
+import type { OffsetWrite, TopicPartition } from '../../backends/store.js';
+import { ErrorCode } from '../../protocol/error-codes.js';
+import { defaultDescribeGroupsRequest } from '../../protocol/messages/describe-groups-request.js';
+import type { DescribeGroupsResponse } from '../../protocol/messages/describe-groups-response.js';
+import { ApiKey } from '../../protocol/messages/index.js';
+import { defaultOffsetCommitRequest } from '../../protocol/messages/offset-commit-request.js';
+import type { OffsetCommitResponse } from '../../protocol/messages/offset-commit-response.js';
+import { defaultOffsetFetchRequest } from '../../protocol/messages/offset-fetch-request.js';
+import type { OffsetFetchResponse } from '../../protocol/messages/offset-fetch-response.js';
+import type { ClusterClient } from '../cluster-client.js';
+import type { FetchedGroup } from './offset-fetch.js';
+
+const RETRY_COORDINATOR = new Set<number>([
+  ErrorCode.NOT_COORDINATOR,
+  ErrorCode.COORDINATOR_NOT_AVAILABLE,
+  ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+]);
+
+function groupTopics(partitions: TopicPartition[]): { name: string; partitionIndexes: number[] }[] {
+  const byTopic = new Map<string, number[]>();
+  for (const tp of partitions) {
+    const list = byTopic.get(tp.topic) ?? [];
+    list.push(tp.partition);
+    byTopic.set(tp.topic, list);
+  }
+  return [...byTopic.entries()].map(([name, partitionIndexes]) => ({ name, partitionIndexes }));
+}
+
+export class BrokerLookups {
+  private topics: { names: Map<string, number>; at: number } | null = null;
+  private refreshing: Promise<void> | null = null;
+
+  constructor(
+    private readonly cluster: ClusterClient,
+    private readonly topicCacheMs = 10_000,
+  ) {}
+
+  /** Runs `op` against the group's coordinator, looking the coordinator up again once if it moved. */
+  private async atCoordinator<T>(
+    group: string,
+    op: (nodeId: number) => Promise<{ result: T; retry: boolean }>,
+  ): Promise<T> {
+    let nodeId = await this.cluster.coordinatorOf(group);
+    let { result, retry } = await op(nodeId);
+    if (retry) {
+      await new Promise((r) => setTimeout(r, 200));
+      nodeId = await this.cluster.coordinatorOf(group);
+      ({ result } = await op(nodeId));
+    }
+    return result;
+  }
+
+  async fetchOffsets(
+    group: string,
+    partitions: TopicPartition[] | null,
+    requireStable: boolean,
+  ): Promise<FetchedGroup> {
+    const topics = partitions === null ? null : groupTopics(partitions);
+    return this.atCoordinator(group, async (nodeId) => {
+      const { version, body } = await this.cluster.request<OffsetFetchResponse>(
+        nodeId,
+        ApiKey.OffsetFetch,
+        (v: number) =>
+          v >= 8
+            ? {
+                ...defaultOffsetFetchRequest(),
+                groups: [{ groupId: group, memberId: null, memberEpoch: -1, topics }],
+                requireStable,
+              }
+            : {
+                ...defaultOffsetFetchRequest(),
+                groupId: group,
+                topics,
+                requireStable: v >= 7 && requireStable,
+              },
+      );
+      const fetched: FetchedGroup =
+        version >= 8
+          ? {
+              errorCode: body.groups[0]?.errorCode ?? ErrorCode.UNKNOWN_SERVER_ERROR,
+              topics: body.groups[0]?.topics ?? [],
+            }
+          : { errorCode: body.errorCode, topics: body.topics };
+      return { result: fetched, retry: RETRY_COORDINATOR.has(fetched.errorCode) };
+    });
+  }
+
+  /** True when the broker says the group has no members (Empty, Dead, or unknown). */
+  async groupIsEmpty(group: string): Promise<boolean> {
+    return this.atCoordinator(group, async (nodeId) => {
+      const { body } = await this.cluster.request<DescribeGroupsResponse>(
+        nodeId,
+        ApiKey.DescribeGroups,
+        { ...defaultDescribeGroupsRequest(), groups: [group] },
+        5,
+      );
+      const g = body.groups[0];
+      if (!g) return { result: false, retry: false };
+      if (RETRY_COORDINATOR.has(g.errorCode)) return { result: false, retry: true };
+      if (g.errorCode === ErrorCode.GROUP_ID_NOT_FOUND) return { result: true, retry: false };
+      return {
+        result: g.errorCode === ErrorCode.NONE && (g.groupState === 'Empty' || g.groupState === 'Dead'),
+        retry: false,
+      };
+    });
+  }
+
+  /** Whether topic `topic` has partition `partition`, from metadata cached for a few seconds. */
+  async topicExists(topic: string, partition: number): Promise<boolean> {
+    const fresh = this.topics && Date.now() - this.topics.at < this.topicCacheMs;
+    if (!fresh) await this.refreshTopics();
+    let count = this.topics?.names.get(topic);
+    if (count === undefined && fresh) {
+      // Maybe created since the last refresh.
+      await this.refreshTopics();
+      count = this.topics?.names.get(topic);
+    }
+    return count !== undefined && partition >= 0 && partition < count;
+  }
+
+  private refreshTopics(): Promise<void> {
+    this.refreshing ??= this.cluster
+      .metadata(null)
+      .then((md) => {
+        const names = new Map<string, number>();
+        for (const t of md.topics)
+          if (t.name !== null && t.errorCode === ErrorCode.NONE) names.set(t.name, t.partitions.length);
+        this.topics = { names, at: Date.now() };
+      })
+      .finally(() => {
+        this.refreshing = null;
+      });
+    return this.refreshing;
+  }
+
+  /**
+   * Writes an accepted commit to the broker as well, with the committing member's identity (the
+   * broker fences it the same way), so broker-based tooling keeps working and leaving the proxy
+   * is instant. Resolves with the number of partitions the broker refused.
+   */
+  async mirrorCommit(
+    group: string,
+    identity: { generationIdOrMemberEpoch: number; memberId: string; groupInstanceId: string | null },
+    writes: OffsetWrite[],
+  ): Promise<number> {
+    const byTopic = new Map<string, OffsetWrite[]>();
+    for (const w of writes) byTopic.set(w.topic, [...(byTopic.get(w.topic) ?? []), w]);
+    return this.atCoordinator(group, async (nodeId) => {
+      const { body } = await this.cluster.request<OffsetCommitResponse>(
+        nodeId,
+        ApiKey.OffsetCommit,
+        (v: number) => ({
+          ...defaultOffsetCommitRequest(),
+          groupId: group,
+          generationIdOrMemberEpoch: identity.generationIdOrMemberEpoch,
+          memberId: identity.memberId,
+          groupInstanceId: v >= 7 ? identity.groupInstanceId : null,
+          topics: [...byTopic.entries()].map(([name, ws]) => ({
+            name,
+            partitions: ws.map((w) => ({
+              partitionIndex: w.partition,
+              committedOffset: w.offset,
+              committedLeaderEpoch: v >= 6 ? w.leaderEpoch : -1,
+              commitTimestamp: -1n,
+              committedMetadata: w.metadata,
+            })),
+          })),
+        }),
+      );
+      const codes = body.topics.flatMap((t) => t.partitions.map((p) => p.errorCode));
+      return {
+        result: codes.filter((c) => c !== ErrorCode.NONE).length,
+        retry: codes.some((c) => RETRY_COORDINATOR.has(c)),
+      };
+    });
+  }
+}

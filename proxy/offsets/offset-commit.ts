@@ -1,0 +1,177 @@
+/**
+ * OffsetCommit answered from the store, in the broker's order of checks
+ * (../shared/docs/offset-semantics.md): unknown topics (when rejected), nothing left, then the
+ * group guard, metadata size per partition, and the store write. OffsetCommit has no top-level
+ * error field in any version: a group-level error is copied onto every partition.
+ */
+import { randomUUID } from 'node:crypto';
+import type { CommitIdentity, CommitOutcome, OffsetStore, OffsetWrite } from '../../backends/store.js';
+import { GuardError } from '../../backends/store.js';
+import { ErrorCode } from '../../protocol/error-codes.js';
+import type { OffsetCommitRequest } from '../../protocol/messages/offset-commit-request.js';
+import type { OffsetCommitResponse } from '../../protocol/messages/offset-commit-response.js';
+import type { GuardPolicy } from './guard-policy.js';
+import { parseCasMetadata } from './guard-policy.js';
+import { CAS_MISMATCH, MAX_METADATA_LENGTH, storeFailureCode } from './kafka-errors.js';
+
+export type CommitRefusal = 'fence' | 'cas' | 'unknown_topic' | 'too_large' | 'store_down';
+
+export interface CommitDeps {
+  store: OffsetStore;
+  guards: GuardPolicy;
+  /** Undefined when unknown topics are allowed (the default, for mirroring). */
+  topicExists?: (topic: string, partition: number) => Promise<boolean>;
+  /**
+   * Asks the broker whether the group still has live members; used before refusing an
+   * assign()/admin commit (generation -1) because of members the proxy saw earlier.
+   */
+  groupIsEmptyAtBroker?: (group: string) => Promise<boolean>;
+  now?: () => bigint;
+  /** Called once per partition refused, and once per accepted request with the partition count. */
+  onRefused?: (group: string, reason: CommitRefusal, partitions: number) => void;
+  onAccepted?: (group: string, writes: OffsetWrite[]) => void;
+}
+
+interface Slot {
+  topic: number;
+  partition: number;
+  errorCode: number;
+}
+
+export async function handleOffsetCommit(
+  req: OffsetCommitRequest,
+  version: number,
+  deps: CommitDeps,
+): Promise<OffsetCommitResponse> {
+  const group = req.groupId;
+  const now = deps.now?.() ?? BigInt(Date.now());
+  const response: OffsetCommitResponse = {
+    throttleTimeMs: 0,
+    topics: req.topics.map((t) => ({
+      name: t.name,
+      partitions: t.partitions.map((p) => ({ partitionIndex: p.partitionIndex, errorCode: ErrorCode.NONE })),
+    })),
+  };
+  const slots: Slot[] = [];
+  const writes: OffsetWrite[] = [];
+  const mode = deps.guards.modeFor(group);
+
+  for (let ti = 0; ti < req.topics.length; ti++) {
+    const topic = req.topics[ti]!;
+    for (let pi = 0; pi < topic.partitions.length; pi++) {
+      const p = topic.partitions[pi]!;
+      const set = (code: number): void => {
+        response.topics[ti]!.partitions[pi]!.errorCode = code;
+      };
+      if (deps.topicExists && !(await deps.topicExists(topic.name, p.partitionIndex))) {
+        set(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION);
+        deps.onRefused?.(group, 'unknown_topic', 1);
+        continue;
+      }
+      let metadata = p.committedMetadata ?? '';
+      let expectedOffset: bigint | undefined;
+      if (mode === 'cas') {
+        const cas = parseCasMetadata(p.committedMetadata);
+        if (cas) {
+          expectedOffset = cas.expected;
+          metadata = cas.metadata;
+        }
+      }
+      slots.push({ topic: ti, partition: pi, errorCode: ErrorCode.NONE });
+      // Checked after the group below, as the broker does; remembered here.
+      if (metadata.length > MAX_METADATA_LENGTH) {
+        slots[slots.length - 1]!.errorCode = ErrorCode.OFFSET_METADATA_TOO_LARGE;
+        continue;
+      }
+      const write: OffsetWrite = {
+        topic: topic.name,
+        partition: p.partitionIndex,
+        offset: p.committedOffset,
+        leaderEpoch: version >= 6 ? p.committedLeaderEpoch : -1,
+        metadata,
+        commitTimestamp: version === 1 && p.commitTimestamp !== -1n ? p.commitTimestamp : now,
+        expireTimestamp:
+          version >= 2 && version <= 4 && req.retentionTimeMs !== -1n ? now + req.retentionTimeMs : -1n,
+      };
+      if (expectedOffset !== undefined) write.expectedOffset = expectedOffset;
+      writes.push(write);
+    }
+  }
+  if (slots.length === 0) return response; // nothing left: answered at once, no group validation
+
+  const setAll = (code: number): void => {
+    for (const s of slots) response.topics[s.topic]!.partitions[s.partition]!.errorCode = code;
+  };
+
+  const identity: CommitIdentity | undefined =
+    mode === 'fence'
+      ? {
+          generationIdOrMemberEpoch: req.generationIdOrMemberEpoch,
+          memberId: req.memberId,
+          groupInstanceId: version >= 7 ? req.groupInstanceId : null,
+          requestVersion: version,
+        }
+      : undefined;
+
+  let outcome: CommitOutcome = { status: 'ok' };
+  if (writes.length > 0) {
+    try {
+      outcome = await commitWithEmptyCheck(deps, group, identity, writes);
+    } catch (err) {
+      setAll(storeFailureCode(err));
+      deps.onRefused?.(group, 'store_down', slots.length);
+      return response;
+    }
+  }
+  if (outcome.status === 'fenced') {
+    setAll(outcome.error);
+    deps.onRefused?.(group, 'fence', slots.length);
+    return response;
+  }
+  if (outcome.status === 'cas-mismatch') {
+    // All or nothing: the request was refused whole, so every partition says so.
+    setAll(CAS_MISMATCH);
+    deps.onRefused?.(group, 'cas', slots.length);
+    return response;
+  }
+  let tooLarge = 0;
+  for (const s of slots) {
+    if (s.errorCode === ErrorCode.NONE) continue;
+    response.topics[s.topic]!.partitions[s.partition]!.errorCode = s.errorCode;
+    tooLarge++;
+  }
+  if (tooLarge > 0) deps.onRefused?.(group, 'too_large', tooLarge);
+  if (writes.length > 0) deps.onAccepted?.(group, writes);
+  return response;
+}
+
+/**
+ * A commit with generation -1 is refused while the group has members. The members the proxy
+ * knows may have expired at the broker without leaving (a session timeout sends no response the
+ * proxy could see), so before refusing such a commit the proxy asks the broker once.
+ */
+async function commitWithEmptyCheck(
+  deps: CommitDeps,
+  group: string,
+  identity: CommitIdentity | undefined,
+  writes: OffsetWrite[],
+): Promise<CommitOutcome> {
+  const request = { group, writes, requestId: randomUUID(), ...(identity ? { identity } : {}) };
+  const outcome = await deps.store.commit(request);
+  const anonymous =
+    identity !== undefined &&
+    identity.generationIdOrMemberEpoch < 0 &&
+    identity.memberId === '' &&
+    identity.groupInstanceId === null;
+  if (
+    outcome.status === 'fenced' &&
+    outcome.error === GuardError.UNKNOWN_MEMBER_ID &&
+    anonymous &&
+    deps.groupIsEmptyAtBroker &&
+    (await deps.groupIsEmptyAtBroker(group).catch(() => false))
+  ) {
+    await deps.store.updateGroup(group, { kind: 'empty' });
+    return deps.store.commit({ ...request, requestId: randomUUID() });
+  }
+  return outcome;
+}

@@ -1,0 +1,242 @@
+/**
+ * OffsetFetch answered from the store, as a broker answers it: no committed offset gives -1,
+ * leader epoch -1, metadata "" and NONE (also for a group that does not exist: OffsetFetch never
+ * says GROUP_ID_NOT_FOUND); null topics means every partition with a committed offset; v9 checks
+ * the member of KIP-848 groups. Errors sit where each version puts them: per group from v8, at
+ * the top level in v2-7, and copied into every requested partition in v0-1.
+ */
+import type { OffsetStore, PartitionOffset, TopicPartition } from '../../backends/store.js';
+import { ErrorCode } from '../../protocol/error-codes.js';
+import type { OffsetFetchRequest } from '../../protocol/messages/offset-fetch-request.js';
+import type {
+  OffsetFetchResponse,
+  OffsetFetchResponseGroup,
+  OffsetFetchResponseTopic,
+} from '../../protocol/messages/offset-fetch-response.js';
+import { storeFailureCode } from './kafka-errors.js';
+
+export interface FetchedGroup {
+  errorCode: number;
+  topics: OffsetFetchResponseTopic[];
+}
+
+export interface FetchDeps {
+  store: OffsetStore;
+  /**
+   * Offsets the broker holds for a group, for groups the proxy must not answer itself (they commit
+   * transactionally) and for `--fallback upstream`. Undefined when not available.
+   */
+  fetchFromBroker?: (
+    group: string,
+    topics: TopicPartition[] | null,
+    requireStable: boolean,
+  ) => Promise<FetchedGroup>;
+  /** With `--fallback upstream`: copy offsets the store has never seen from the broker, once. */
+  fallbackUpstream?: boolean;
+}
+
+interface GroupQuery {
+  groupId: string;
+  memberId: string | null;
+  memberEpoch: number;
+  /** Null: every partition with a committed offset. */
+  topics: { name: string; partitionIndexes: number[] }[] | null;
+}
+
+function queriesOf(req: OffsetFetchRequest, version: number): GroupQuery[] {
+  if (version >= 8) {
+    return req.groups.map((g) => ({
+      groupId: g.groupId,
+      memberId: version >= 9 ? g.memberId : null,
+      memberEpoch: version >= 9 ? g.memberEpoch : -1,
+      topics: g.topics,
+    }));
+  }
+  return [{ groupId: req.groupId, memberId: null, memberEpoch: -1, topics: req.topics }];
+}
+
+/** True when every group of the request commits transactionally, so the broker must answer it whole. */
+export async function allTransactional(
+  req: OffsetFetchRequest,
+  version: number,
+  store: OffsetStore,
+): Promise<boolean> {
+  const queries = queriesOf(req, version);
+  for (const q of queries) {
+    const state = await store.getGroup(q.groupId).catch(() => null);
+    if (!state?.transactional) return false;
+  }
+  return queries.length > 0;
+}
+
+export async function handleOffsetFetch(
+  req: OffsetFetchRequest,
+  version: number,
+  deps: FetchDeps,
+): Promise<OffsetFetchResponse> {
+  const requireStable = version >= 7 && req.requireStable;
+  const results = await Promise.all(
+    queriesOf(req, version).map((q) => fetchGroup(q, version, requireStable, deps)),
+  );
+
+  const response: OffsetFetchResponse = {
+    throttleTimeMs: 0,
+    topics: [],
+    errorCode: ErrorCode.NONE,
+    groups: [],
+  };
+  if (version >= 8) {
+    response.groups = results.map((r, i) => groupResult(queriesOf(req, version)[i]!.groupId, r, version));
+    return response;
+  }
+  const only = results[0]!;
+  if (version >= 2) {
+    response.errorCode = only.errorCode;
+    response.topics =
+      only.errorCode === ErrorCode.NONE ? only.topics.map((t) => trimForVersion(t, version)) : [];
+    return response;
+  }
+  // v0-1 have no group-level error: it goes into every requested partition.
+  if (only.errorCode !== ErrorCode.NONE) {
+    response.topics = (req.topics ?? []).map((t) => ({
+      name: t.name,
+      partitions: t.partitionIndexes.map((p) => ({
+        partitionIndex: p,
+        committedOffset: -1n,
+        committedLeaderEpoch: -1,
+        metadata: '',
+        errorCode: only.errorCode,
+      })),
+    }));
+    return response;
+  }
+  response.topics = only.topics.map((t) => trimForVersion(t, version));
+  return response;
+}
+
+function groupResult(groupId: string, r: FetchedGroup, version: number): OffsetFetchResponseGroup {
+  return {
+    groupId,
+    errorCode: r.errorCode,
+    // A group with an error comes back with no topics.
+    topics: r.errorCode === ErrorCode.NONE ? r.topics.map((t) => trimForVersion(t, version)) : [],
+  };
+}
+
+/** Leader epochs exist from v5; older versions must carry the default. */
+function trimForVersion(t: OffsetFetchResponseTopic, version: number): OffsetFetchResponseTopic {
+  if (version >= 5) return t;
+  return { name: t.name, partitions: t.partitions.map((p) => ({ ...p, committedLeaderEpoch: -1 })) };
+}
+
+async function fetchGroup(
+  q: GroupQuery,
+  version: number,
+  requireStable: boolean,
+  deps: FetchDeps,
+): Promise<FetchedGroup> {
+  const wanted: TopicPartition[] | null =
+    q.topics === null
+      ? null
+      : q.topics.flatMap((t) => t.partitionIndexes.map((partition) => ({ topic: t.name, partition })));
+  try {
+    const state = await deps.store.getGroup(q.groupId);
+    if (state?.transactional && deps.fetchFromBroker) {
+      return await deps.fetchFromBroker(q.groupId, wanted, requireStable);
+    }
+    // v9: the member of a KIP-848 group must be current; classic groups are not validated.
+    if (version >= 9 && (q.memberId !== null || q.memberEpoch >= 0) && state?.protocol === 'consumer') {
+      const member = state.members.find((m) => m.memberId === q.memberId);
+      if (!member) return { errorCode: ErrorCode.UNKNOWN_MEMBER_ID, topics: [] };
+      if (member.memberEpoch !== q.memberEpoch)
+        return { errorCode: ErrorCode.STALE_MEMBER_EPOCH, topics: [] };
+    }
+    let stored = await deps.store.fetch(q.groupId, wanted);
+    if (deps.fallbackUpstream && deps.fetchFromBroker) {
+      stored = await fillFromBroker(q.groupId, wanted, stored, requireStable, deps);
+    }
+    return { errorCode: ErrorCode.NONE, topics: assemble(q, stored) };
+  } catch (err) {
+    return { errorCode: storeFailureCode(err), topics: [] };
+  }
+}
+
+/** The requested partitions in request order (or every stored one), -1 where nothing is committed. */
+function assemble(q: GroupQuery, stored: PartitionOffset[]): OffsetFetchResponseTopic[] {
+  const byKey = new Map(stored.map((o) => [`${o.topic}\u0000${o.partition}`, o]));
+  const entry = (topic: string, partition: number) => {
+    const o = byKey.get(`${topic}\u0000${partition}`);
+    return {
+      partitionIndex: partition,
+      committedOffset: o ? o.offset : -1n,
+      committedLeaderEpoch: o ? o.leaderEpoch : -1,
+      metadata: o ? o.metadata : '',
+      errorCode: ErrorCode.NONE,
+    };
+  };
+  if (q.topics !== null) {
+    return q.topics.map((t) => ({
+      name: t.name,
+      partitions: t.partitionIndexes.map((p) => entry(t.name, p)),
+    }));
+  }
+  const topics = new Map<string, number[]>();
+  for (const o of stored) {
+    const list = topics.get(o.topic) ?? [];
+    list.push(o.partition);
+    topics.set(o.topic, list);
+  }
+  return [...topics.entries()]
+    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+    .map(([name, parts]) => ({ name, partitions: parts.sort((a, b) => a - b).map((p) => entry(name, p)) }));
+}
+
+/**
+ * `--fallback upstream`: partitions the store has never seen are read once from the broker and
+ * copied into the store (only where the store still has nothing, so a racing commit wins), so a
+ * group moves onto the proxy without losing its position.
+ */
+async function fillFromBroker(
+  group: string,
+  wanted: TopicPartition[] | null,
+  stored: PartitionOffset[],
+  requireStable: boolean,
+  deps: FetchDeps,
+): Promise<PartitionOffset[]> {
+  const have = new Set(stored.map((o) => `${o.topic}\u0000${o.partition}`));
+  let missing: TopicPartition[] | null;
+  if (wanted === null) {
+    if (stored.length > 0) return stored; // the group is known to the store already
+    missing = null;
+  } else {
+    missing = wanted.filter((tp) => !have.has(`${tp.topic}\u0000${tp.partition}`));
+    if (missing.length === 0) return stored;
+  }
+  const upstream = await deps.fetchFromBroker!(group, missing, requireStable);
+  if (upstream.errorCode !== ErrorCode.NONE) return stored;
+  const now = BigInt(Date.now());
+  const copies = upstream.topics.flatMap((t) =>
+    t.partitions
+      .filter((p) => p.errorCode === ErrorCode.NONE && p.committedOffset >= 0n)
+      .map((p) => ({
+        topic: t.name,
+        partition: p.partitionIndex,
+        offset: p.committedOffset,
+        leaderEpoch: p.committedLeaderEpoch,
+        metadata: p.metadata ?? '',
+        commitTimestamp: now,
+        expireTimestamp: -1n,
+        expectedOffset: -1n,
+      })),
+  );
+  if (copies.length === 0) return stored;
+  // One partition at a time: a partition committed meanwhile keeps its newer value.
+  for (const c of copies) {
+    await deps.store.commit({
+      group,
+      writes: [c],
+      requestId: `fallback-${group}-${c.topic}-${c.partition}-${now}`,
+    });
+  }
+  return deps.store.fetch(group, wanted);
+}

@@ -1,0 +1,136 @@
+/**
+ * The offset service: the proxy extension that answers OffsetCommit, OffsetFetch and OffsetDelete
+ * from the offset store, and watches the group APIs the broker still answers (JoinGroup,
+ * SyncGroup, Heartbeat, LeaveGroup, ConsumerGroupHeartbeat, TxnOffsetCommit, DeleteGroups).
+ */
+import type { OffsetStore, OffsetWrite } from '../../backends/store.js';
+import type { DeleteGroupsResponse } from '../../protocol/messages/delete-groups-response.js';
+import { ApiKey, getApiCodec } from '../../protocol/messages/index.js';
+import type { OffsetCommitRequest } from '../../protocol/messages/offset-commit-request.js';
+import type { OffsetDeleteRequest } from '../../protocol/messages/offset-delete-request.js';
+import type { OffsetFetchRequest } from '../../protocol/messages/offset-fetch-request.js';
+import type { ProxyExtension, RequestDecision, RequestInfo, VersionRange } from '../extension.js';
+import type { Logger } from '../logger.js';
+import type { BrokerLookups } from './broker-lookups.js';
+import type { GuardPolicy } from './guard-policy.js';
+import { afterDeleteGroups, MembershipRecorder, membershipUpdate, OBSERVED_APIS } from './membership.js';
+import { handleOffsetCommit } from './offset-commit.js';
+import type { CommitRefusal } from './offset-commit.js';
+import { handleOffsetFetch } from './offset-fetch.js';
+import { handleOffsetDelete } from './offset-delete.js';
+
+export interface OffsetServiceMetrics {
+  commitAccepted(group: string, partitions: number): void;
+  commitRefused(group: string, reason: CommitRefusal, partitions: number): void;
+  mirrored(ok: boolean): void;
+}
+
+export interface OffsetServiceOptions {
+  store: OffsetStore;
+  guards: GuardPolicy;
+  unknownTopics: 'allow' | 'reject';
+  fallbackUpstream: boolean;
+  mirrorCommits: boolean;
+  /** The proxy's own client of the cluster; null only in unit tests without a broker. */
+  lookups: BrokerLookups | null;
+  log: Logger;
+  metrics?: OffsetServiceMetrics;
+}
+
+const ANSWERED = new Set<number>([ApiKey.OffsetCommit, ApiKey.OffsetFetch, ApiKey.OffsetDelete]);
+
+export class OffsetService implements ProxyExtension {
+  readonly name = 'offsets';
+  readonly apiKeys: ReadonlySet<number> = new Set([...ANSWERED, ...OBSERVED_APIS]);
+  private readonly recorder: MembershipRecorder;
+
+  constructor(private readonly opts: OffsetServiceOptions) {
+    this.recorder = new MembershipRecorder(opts.store, opts.log);
+  }
+
+  interceptsRequest(apiKey: number): boolean {
+    return ANSWERED.has(apiKey);
+  }
+
+  observesResponse(apiKey: number): boolean {
+    return OBSERVED_APIS.has(apiKey);
+  }
+
+  /**
+   * The offset APIs are served in every version the codec knows, whatever the broker supports:
+   * OffsetCommit v0-1, removed in Kafka 4, work again for legacy clients.
+   */
+  advertisedVersions(apiKey: number): VersionRange | undefined {
+    if (!ANSWERED.has(apiKey)) return undefined;
+    return getApiCodec(apiKey)?.validVersions;
+  }
+
+  async handleRequest(info: RequestInfo, request: unknown): Promise<RequestDecision> {
+    const { store, lookups } = this.opts;
+    switch (info.apiKey) {
+      case ApiKey.OffsetCommit: {
+        const req = request as OffsetCommitRequest;
+        const body = await handleOffsetCommit(req, info.apiVersion, {
+          store,
+          guards: this.opts.guards,
+          ...(this.opts.unknownTopics === 'reject' && lookups
+            ? { topicExists: (t: string, p: number) => lookups.topicExists(t, p).catch(() => true) }
+            : {}),
+          ...(lookups ? { groupIsEmptyAtBroker: (g: string) => lookups.groupIsEmpty(g) } : {}),
+          onRefused: (g, reason, n) => this.opts.metrics?.commitRefused(g, reason, n),
+          onAccepted: (g, writes) => this.accepted(g, req, info.apiVersion, writes),
+        });
+        return { action: 'respond', body };
+      }
+      case ApiKey.OffsetFetch: {
+        const body = await handleOffsetFetch(request as OffsetFetchRequest, info.apiVersion, {
+          store,
+          fallbackUpstream: this.opts.fallbackUpstream,
+          ...(lookups ? { fetchFromBroker: (g, tps, stable) => lookups.fetchOffsets(g, tps, stable) } : {}),
+        });
+        return { action: 'respond', body };
+      }
+      case ApiKey.OffsetDelete:
+        return { action: 'respond', body: await handleOffsetDelete(request as OffsetDeleteRequest, store) };
+      default:
+        return { action: 'forward' };
+    }
+  }
+
+  private accepted(group: string, req: OffsetCommitRequest, version: number, writes: OffsetWrite[]): void {
+    this.opts.metrics?.commitAccepted(group, writes.length);
+    const lookups = this.opts.lookups;
+    if (!this.opts.mirrorCommits || !lookups) return;
+    // Asynchronous: the client's commit is acknowledged by the store, not by the broker.
+    lookups
+      .mirrorCommit(
+        group,
+        {
+          generationIdOrMemberEpoch: req.generationIdOrMemberEpoch,
+          memberId: req.memberId,
+          groupInstanceId: version >= 7 ? req.groupInstanceId : null,
+        },
+        writes,
+      )
+      .then(
+        (refused) => {
+          this.opts.metrics?.mirrored(refused === 0);
+          if (refused > 0)
+            this.opts.log.warn('broker refused a mirrored commit', { group, partitions: refused });
+        },
+        (err: unknown) => {
+          this.opts.metrics?.mirrored(false);
+          this.opts.log.warn('mirrored commit failed', { group, error: err });
+        },
+      );
+  }
+
+  async onResponse(info: RequestInfo, request: unknown, response: unknown): Promise<unknown> {
+    if (info.apiKey === ApiKey.DeleteGroups) {
+      return afterDeleteGroups(response as DeleteGroupsResponse, this.opts.store, this.recorder);
+    }
+    const observed = membershipUpdate(info.apiKey, info.apiVersion, request, response);
+    if (observed) await this.recorder.record(observed.group, observed.update);
+    return undefined;
+  }
+}

@@ -1,0 +1,43 @@
+// Starts the proxy with the offset service on a given store, in-process, for integration tests.
+import { parseHostPortList } from '../../proxy/broker-map.js';
+import type { ProxyConfig } from '../../proxy/config.js';
+import { loadConfig } from '../../proxy/config.js';
+import { createLogger, silentLogger } from '../../proxy/logger.js';
+import { createOffsetService } from '../../proxy/offsets/setup.js';
+import type { OffsetServiceHandle } from '../../proxy/offsets/setup.js';
+import type { OffsetStore } from '../../backends/store.js';
+import { startProxy } from './proxy.js';
+import type { RunningProxy } from './proxy.js';
+
+export interface OffsetProxy extends RunningProxy {
+  offsets: OffsetServiceHandle;
+  store: OffsetStore;
+}
+
+/**
+ * `flags` are the CLI's options (e.g. ['--commit-guard', 'cas']); the store is given directly so a
+ * test can read it. The store is not closed by stop(): the test owns it.
+ */
+export async function startOffsetProxy(
+  brokerBootstrap: string,
+  store: OffsetStore,
+  flags: string[] = [],
+): Promise<OffsetProxy> {
+  const config: ProxyConfig = loadConfig(['--bootstrap-server', brokerBootstrap, ...flags], {});
+  const log = process.env['KOP_TEST_LOG'] ? createLogger('debug') : silentLogger;
+  const offsets = createOffsetService(config, store, null, log);
+  const running = await startProxy(brokerBootstrap, {
+    bootstrapServers: parseHostPortList(brokerBootstrap),
+    extension: offsets.service,
+    log,
+  });
+  return {
+    ...running,
+    offsets,
+    store,
+    stop: async () => {
+      await running.stop();
+      offsets.cluster.close();
+    },
+  };
+}
