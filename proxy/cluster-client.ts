@@ -62,7 +62,8 @@ class BrokerChannel {
     const codec = getApiCodec(apiKey)?.validVersions;
     if (!broker || !codec) throw new ClusterRequestError(`the broker does not support api ${apiKey}`);
     const max = Math.min(broker.max, codec.max, atMost ?? Number.MAX_SAFE_INTEGER);
-    if (max < Math.max(broker.min, codec.min)) throw new ClusterRequestError(`no common version for api ${apiKey}`);
+    if (max < Math.max(broker.min, codec.min))
+      throw new ClusterRequestError(`no common version for api ${apiKey}`);
     return max;
   }
 
@@ -91,7 +92,9 @@ class BrokerChannel {
       // ApiVersions v0 works on every broker; it also proves the connection is up.
       this.send(ApiKey.ApiVersions, 0, {}).then((body) => {
         const response = body as ApiVersionsResponse;
-        this.versions = new Map(response.apiKeys.map((k) => [k.apiKey, { min: k.minVersion, max: k.maxVersion }]));
+        this.versions = new Map(
+          response.apiKeys.map((k) => [k.apiKey, { min: k.minVersion, max: k.maxVersion }]),
+        );
         resolve();
       }, reject);
     });
@@ -102,7 +105,10 @@ class BrokerChannel {
   async request(apiKey: number, body: BodyFor, atMost?: number): Promise<{ version: number; body: unknown }> {
     await this.connect();
     const version = this.versionFor(apiKey, atMost);
-    return { version, body: await this.send(apiKey, version, typeof body === 'function' ? body(version) : body) };
+    return {
+      version,
+      body: await this.send(apiKey, version, typeof body === 'function' ? body(version) : body),
+    };
   }
 
   async requestAt(apiKey: number, version: number, body: unknown): Promise<unknown> {
@@ -112,12 +118,17 @@ class BrokerChannel {
 
   private send(apiKey: number, apiVersion: number, body: unknown): Promise<unknown> {
     const socket = this.socket;
-    if (!socket || socket.destroyed) return Promise.reject(new ClusterRequestError(`not connected to ${this.describe()}`));
+    if (!socket || socket.destroyed)
+      return Promise.reject(new ClusterRequestError(`not connected to ${this.describe()}`));
     const correlationId = this.nextCorrelationId++ & 0x7fffffff;
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => {
         this.inFlight.delete(correlationId);
-        reject(new ClusterRequestError(`${this.describe()} did not answer api ${apiKey} within ${this.timeoutMs} ms`));
+        reject(
+          new ClusterRequestError(
+            `${this.describe()} did not answer api ${apiKey} within ${this.timeoutMs} ms`,
+          ),
+        );
       }, this.timeoutMs);
       this.inFlight.set(correlationId, { apiKey, apiVersion, resolve, reject, timer });
       try {
@@ -152,7 +163,9 @@ class BrokerChannel {
   private fail(err: Error): void {
     for (const p of this.inFlight.values()) {
       clearTimeout(p.timer);
-      p.reject(err instanceof ClusterRequestError ? err : new ClusterRequestError(err.message, { cause: err }));
+      p.reject(
+        err instanceof ClusterRequestError ? err : new ClusterRequestError(err.message, { cause: err }),
+      );
     }
     this.inFlight.clear();
     this.socket?.destroy();
@@ -209,7 +222,10 @@ export class ClusterClient {
       const r = await this.channel(address).request(apiKey, body, atMostVersion);
       return { version: r.version, body: r.body as T };
     }
-    const candidates = [...this.opts.bootstrapServers, ...this.opts.brokers.nodeIds().map((n) => this.opts.brokers.upstreamOf(n)!)];
+    const candidates = [
+      ...this.opts.bootstrapServers,
+      ...this.opts.brokers.nodeIds().map((n) => this.opts.brokers.upstreamOf(n)!),
+    ];
     let lastError: unknown;
     for (let i = 0; i < candidates.length; i++) {
       const address = candidates[this.bootstrapIndex++ % candidates.length]!;
@@ -246,18 +262,23 @@ export class ClusterClient {
 
   /** The node id of the group coordinator of `group`. */
   async coordinatorOf(group: string): Promise<number> {
-    const { version, body } = await this.request<FindCoordinatorResponse>('any', ApiKey.FindCoordinator, (v: number) =>
-      v >= 4
-        ? { ...defaultFindCoordinatorRequest(), keyType: 0, coordinatorKeys: [group] }
-        : { ...defaultFindCoordinatorRequest(), key: group, keyType: 0 },
+    const { version, body } = await this.request<FindCoordinatorResponse>(
+      'any',
+      ApiKey.FindCoordinator,
+      (v: number) =>
+        v >= 4
+          ? { ...defaultFindCoordinatorRequest(), keyType: 0, coordinatorKeys: [group] }
+          : { ...defaultFindCoordinatorRequest(), key: group, keyType: 0 },
     );
     if (version >= 4) {
       const c = body.coordinators[0];
-      if (!c || c.errorCode !== 0) throw new ClusterRequestError(`no coordinator for group ${group} (error ${c?.errorCode})`);
+      if (!c || c.errorCode !== 0)
+        throw new ClusterRequestError(`no coordinator for group ${group} (error ${c?.errorCode})`);
       this.opts.brokers.learn(c.nodeId, { host: c.host, port: c.port });
       return c.nodeId;
     }
-    if (body.errorCode !== 0) throw new ClusterRequestError(`no coordinator for group ${group} (error ${body.errorCode})`);
+    if (body.errorCode !== 0)
+      throw new ClusterRequestError(`no coordinator for group ${group} (error ${body.errorCode})`);
     this.opts.brokers.learn(body.nodeId, { host: body.host, port: body.port });
     return body.nodeId;
   }

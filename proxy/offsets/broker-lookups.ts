@@ -46,7 +46,9 @@ export class BrokerLookups {
     op: (nodeId: number) => Promise<{ result: T; retry: boolean }>,
   ): Promise<T> {
     let nodeId = await this.cluster.coordinatorOf(group);
-    let { result, retry } = await op(nodeId);
+    const first = await op(nodeId);
+    let result = first.result;
+    const retry = first.retry;
     if (retry) {
       await new Promise((r) => setTimeout(r, 200));
       nodeId = await this.cluster.coordinatorOf(group);
