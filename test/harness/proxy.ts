@@ -95,3 +95,25 @@ export async function spawnProxy(args: string[], env: NodeJS.ProcessEnv = {}): P
     },
   };
 }
+
+/**
+ * Builds the CLI (`npm run build`) unless dist/ is newer than every source file of the proxy and
+ * the protocol, so a CLI test never runs stale code.
+ */
+export async function ensureBuilt(): Promise<void> {
+  const fs = await import('node:fs');
+  const built = path.join(repo, 'dist/proxy/cli.js');
+  const newest = (dir: string): number => {
+    let max = 0;
+    for (const entry of fs.readdirSync(path.join(repo, dir), { withFileTypes: true, recursive: true })) {
+      if (entry.isFile() && entry.name.endsWith('.ts')) {
+        max = Math.max(max, fs.statSync(path.join(entry.parentPath, entry.name)).mtimeMs);
+      }
+    }
+    return max;
+  };
+  const builtAt = fs.existsSync(built) ? fs.statSync(built).mtimeMs : 0;
+  if (builtAt > Math.max(newest('proxy'), newest('protocol'), newest('backends'))) return;
+  const { execFileSync } = await import('node:child_process');
+  execFileSync('npm', ['run', 'build', '--silent'], { cwd: repo, stdio: 'pipe' });
+}
