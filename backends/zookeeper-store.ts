@@ -24,6 +24,7 @@
  * learn whether the commit applied, and a retry of an applied commit fails on it (NODE_EXISTS)
  * instead of applying twice.
  */
+import type { Socket } from 'node:net';
 import { createClient, Exception, State } from 'node-zookeeper-client';
 import type { Client, Stat, Transaction } from 'node-zookeeper-client';
 import { applyGroupUpdate, decideCommit } from './commit-guard.js';
@@ -102,6 +103,33 @@ interface Read {
 
 class Retry extends Error {}
 
+interface ConnectionManagerInternals {
+  socket?: Socket;
+  connect(): void;
+}
+
+/**
+ * Ends a client for good. `close()` only ends a connected session: on a client that is still
+ * connecting it writes to a socket that does not exist yet (a TypeError inside the library), and
+ * the client keeps reconnecting. So we also stop its reconnect loop and destroy its socket,
+ * reaching into the library's connection manager (pinned: node-zookeeper-client 1.1.x).
+ */
+function shutdown(client: Client): void {
+  const cm = (client as unknown as { connectionManager?: ConnectionManagerInternals }).connectionManager;
+  const connected = client.getState() === State.SYNC_CONNECTED;
+  try {
+    client.close();
+  } catch {
+    // see above
+  }
+  if (connected || cm === undefined) return;
+  cm.connect = () => undefined;
+  const kill = () => cm.socket?.destroy();
+  kill();
+  // A server lookup already scheduled (spinDelay) may still open one socket.
+  for (const ms of [300, 1000]) setTimeout(kill, ms).unref();
+}
+
 export class ZooKeeperStore implements OffsetStore {
   readonly kind = 'zookeeper';
   private client: Client;
@@ -140,7 +168,7 @@ export class ZooKeeperStore implements OffsetStore {
       // Session expiry is final for a client object: replace it. Nothing is lost: an operation
       // in flight fails, reads back its marker and retries on the new client.
       if (state === State.EXPIRED && this.client === client && !this.closed) {
-        client.close();
+        shutdown(client);
         this.client = this.newClient();
       }
     });
@@ -199,7 +227,7 @@ export class ZooKeeperStore implements OffsetStore {
           this.stalls = 0;
           const old = this.client;
           this.client = this.newClient();
-          old.close();
+          shutdown(old);
         }
       },
     );
@@ -530,7 +558,7 @@ export class ZooKeeperStore implements OffsetStore {
     if (this.closed) return;
     this.closed = true;
     clearInterval(this.sweeper);
-    this.client.close();
+    shutdown(this.client);
   }
 
   /** Removes request markers older than the TTL, in groups this process committed to. */
