@@ -22,6 +22,7 @@ import { ApiKey } from '../protocol/messages/index.js';
 import { defaultApiVersionsResponse } from '../protocol/messages/api-versions-response.js';
 import type { ProxyExtension, RequestInfo } from './extension.js';
 import type { Logger } from './logger.js';
+import type { AnsweredBy, ProxyObserver, RejectCause } from './observer.js';
 import { legacySaslRoundTrips } from './sasl-legacy.js';
 
 export interface ConnectionPolicy {
@@ -38,6 +39,7 @@ export interface ConnectionPolicy {
   /** The highest version the proxy can decode for an API it must decode, or undefined for opaque APIs. */
   decodableMax(apiKey: number): number | undefined;
   onClose?(conn: ProxyConnection): void;
+  observer: ProxyObserver;
 }
 
 interface Pending {
@@ -50,6 +52,9 @@ interface Pending {
   onResponse?: (frame: Buffer) => void;
   /** A raw legacy SASL token exchange, not a Kafka request. */
   raw?: boolean;
+  answeredBy: AnsweredBy;
+  /** performance.now() when the request arrived. */
+  started: number;
 }
 
 let nextId = 1;
@@ -73,7 +78,7 @@ export class ProxyConnection {
   constructor(
     private readonly client: Socket,
     private readonly upstream: Socket,
-    private readonly nodeId: number | null,
+    readonly nodeId: number | null,
     private readonly policy: ConnectionPolicy,
   ) {
     this.log = policy.log.child({ conn: this.id, node: nodeId });
@@ -102,10 +107,12 @@ export class ProxyConnection {
 
   private onClientData(chunk: Buffer): void {
     if (this.closed) return;
+    this.policy.observer.bytes('client_in', chunk.length);
     let frames: Buffer[];
     try {
       frames = this.requests.push(chunk);
     } catch (err) {
+      this.reject('too_large');
       this.close('bad request framing', err);
       return;
     }
@@ -114,6 +121,9 @@ export class ProxyConnection {
       try {
         this.onRequest(frame);
       } catch (err) {
+        if (err instanceof ProtocolError) {
+          this.reject(err.code === 'UNSUPPORTED_VERSION' ? 'unsupported_version' : 'malformed');
+        }
         this.close(err instanceof ProtocolError ? 'malformed request' : 'request handling failed', err);
         return;
       }
@@ -123,7 +133,15 @@ export class ProxyConnection {
   private onRequest(frame: Buffer): void {
     if (this.rawTokensLeft > 0) {
       this.rawTokensLeft--;
-      const p: Pending = { correlationId: -1, apiKey: -1, apiVersion: -1, out: null, raw: true };
+      const p: Pending = {
+        correlationId: -1,
+        apiKey: -1,
+        apiVersion: -1,
+        out: null,
+        raw: true,
+        answeredBy: 'broker',
+        started: performance.now(),
+      };
       p.onResponse = (resp) => this.complete(p, withSize(resp));
       this.enqueue(p);
       this.forward(frame, p);
@@ -137,10 +155,13 @@ export class ProxyConnection {
       apiKey: h.apiKey,
       apiVersion: h.apiVersion,
       out: null,
+      answeredBy: 'broker',
+      started: performance.now(),
     };
 
     if (h.apiKey === ApiKey.ApiVersions && h.apiVersion > this.policy.maxApiVersionsVersion) {
       // Answered as a broker does: a v0 body with UNSUPPORTED_VERSION, so the client retries lower.
+      p.answeredBy = 'proxy';
       this.enqueue(p);
       this.complete(p, [unsupportedApiVersionsResponse(h.correlationId, this.policy.maxApiVersionsVersion)]);
       return;
@@ -192,6 +213,7 @@ export class ProxyConnection {
         (decision) => {
           if (this.closed) return;
           if (decision.action === 'respond') {
+            p.answeredBy = 'proxy';
             this.complete(p, [encodeResponseFrame(h.apiKey, h.apiVersion, h.correlationId, decision.body)]);
           } else {
             this.forwardWithResponseHandling(frame, p, info, decoded.body, observed, coreRewrite);
@@ -270,6 +292,7 @@ export class ProxyConnection {
 
   private forward(frame: Buffer, p: Pending | null): void {
     if (p) this.forwarded.push(p);
+    this.policy.observer.bytes('broker_out', frame.length + 4);
     const ok = writeFrame(this.upstream, frame);
     if (!ok) this.pauseClient('upstream');
   }
@@ -278,10 +301,12 @@ export class ProxyConnection {
 
   private onUpstreamData(chunk: Buffer): void {
     if (this.closed) return;
+    this.policy.observer.bytes('broker_in', chunk.length);
     let frames: Buffer[];
     try {
       frames = this.responses.push(chunk);
     } catch (err) {
+      this.reject('broker_protocol');
       this.close('bad response framing from broker', err);
       return;
     }
@@ -324,11 +349,17 @@ export class ProxyConnection {
   private flush(): void {
     if (this.closed) return;
     let full = false;
+    const observer = this.policy.observer;
     while (this.pending.length > 0 && this.pending[0]!.out !== null) {
       const p = this.pending.shift()!;
+      let bytes = 0;
       for (const buf of p.out!) {
+        bytes += buf.length;
         if (!this.client.write(buf)) full = true;
       }
+      observer.bytes('client_out', bytes);
+      if (!p.raw)
+        observer.responded(p.apiKey, p.apiVersion, p.answeredBy, (performance.now() - p.started) / 1000);
     }
     // The client reads slower than the broker answers: stop reading the broker until it drains.
     if (full) this.upstream.pause();
@@ -344,6 +375,10 @@ export class ProxyConnection {
   private resumeClient(reason: 'upstream' | 'inflight'): void {
     if (!this.clientPausedFor.delete(reason)) return;
     if (this.clientPausedFor.size === 0 && !this.draining) this.client.resume();
+  }
+
+  private reject(cause: RejectCause): void {
+    this.policy.observer.frameRejected(cause);
   }
 
   // ---- lifecycle ---------------------------------------------------------------------------

@@ -18,6 +18,8 @@ import type { ConnectionPolicy } from './connection.js';
 import type { ProxyExtension } from './extension.js';
 import type { Logger } from './logger.js';
 import { silentLogger } from './logger.js';
+import { noopObserver } from './observer.js';
+import type { ProxyObserver } from './observer.js';
 import { connectUpstream, requestOnce } from './upstream-request.js';
 import type { UpstreamTls } from './upstream-request.js';
 
@@ -46,6 +48,7 @@ export interface ProxyOptions {
   shutdownTimeoutMs?: number;
   /** Deadline of the proxy's own requests to the cluster. */
   requestTimeoutMs?: number;
+  observer?: ProxyObserver;
 }
 
 export class KafkaProxy {
@@ -55,6 +58,7 @@ export class KafkaProxy {
   private readonly listening = new Map<number, Promise<void>>();
   private readonly connections = new Set<ProxyConnection>();
   private readonly versions: ApiVersionsPolicy;
+  private readonly observer: ProxyObserver;
   private readonly policy: ConnectionPolicy;
   private bootstrapIndex = 0;
   private stopping = false;
@@ -63,6 +67,7 @@ export class KafkaProxy {
 
   constructor(private readonly opts: ProxyOptions) {
     this.log = opts.log ?? silentLogger;
+    this.observer = opts.observer ?? noopObserver;
     this.listenPort = opts.listen.port;
     this.advertisedHost = opts.advertisedHost ?? defaultAdvertisedHost(opts.listen.host);
     this.brokers = new BrokerMap(opts.listen.port, opts.brokerPorts);
@@ -77,7 +82,11 @@ export class KafkaProxy {
       coreRewritesResponse: (apiKey, apiVersion) =>
         apiKey === ApiKey.ApiVersions || carriesBrokerAddresses(apiKey, apiVersion),
       rewriteResponse: (apiKey, _apiVersion, body) => this.rewriteResponse(apiKey, body),
-      onClose: (conn) => this.connections.delete(conn),
+      onClose: (conn) => {
+        this.connections.delete(conn);
+        this.observer.connectionClosed(conn.nodeId);
+      },
+      observer: this.observer,
     };
   }
 
@@ -215,10 +224,12 @@ export class KafkaProxy {
         }
         const conn = new ProxyConnection(client, upstream, nodeId, this.policy);
         this.connections.add(conn);
+        this.observer.connectionOpened(nodeId);
         client.resume();
       },
       (err: unknown) => {
         this.log.warn('no broker connection for client', { node: nodeId, error: err });
+        this.observer.upstreamConnectFailed(nodeId);
         client.destroy();
       },
     );
