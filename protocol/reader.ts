@@ -54,11 +54,13 @@ export class Reader {
     return this.buf[this.offset++]!;
   }
 
+  // Hot paths read bytes directly: Buffer#readInt*BE repeats the bounds checks `need` already did.
   int16(): number {
-    this.need(2);
-    const v = this.buf.readInt16BE(this.offset);
-    this.offset += 2;
-    return v;
+    const o = this.offset;
+    if (this.end - o < 2) this.need(2);
+    const b = this.buf;
+    this.offset = o + 2;
+    return ((b[o]! << 24) | (b[o + 1]! << 16)) >> 16;
   }
 
   uint16(): number {
@@ -69,10 +71,11 @@ export class Reader {
   }
 
   int32(): number {
-    this.need(4);
-    const v = this.buf.readInt32BE(this.offset);
-    this.offset += 4;
-    return v;
+    const o = this.offset;
+    if (this.end - o < 4) this.need(4);
+    const b = this.buf;
+    this.offset = o + 4;
+    return (b[o]! << 24) | (b[o + 1]! << 16) | (b[o + 2]! << 8) | b[o + 3]!;
   }
 
   uint32(): number {
@@ -83,10 +86,16 @@ export class Reader {
   }
 
   int64(): bigint {
-    this.need(8);
-    const v = this.buf.readBigInt64BE(this.offset);
-    this.offset += 8;
-    return v;
+    const o = this.offset;
+    if (this.end - o < 8) this.need(8);
+    const b = this.buf;
+    this.offset = o + 8;
+    const hi = (b[o]! << 24) | (b[o + 1]! << 16) | (b[o + 2]! << 8) | b[o + 3]!;
+    const lo = ((b[o + 4]! << 24) | (b[o + 5]! << 16) | (b[o + 6]! << 8) | b[o + 7]!) >>> 0;
+    // Small values (the common case: offsets, ids, -1) avoid BigInt shifting.
+    if ((hi === 0 && lo <= 0x7fffffff) || (hi === -1 && lo >= 0x80000000))
+      return BigInt(hi === 0 ? lo : lo - 0x100000000);
+    return (BigInt(hi) << 32n) | BigInt(lo);
   }
 
   float64(): number {
@@ -104,6 +113,14 @@ export class Reader {
 
   /** Unsigned 32-bit varint (at most 5 bytes), as used for compact lengths and tagged-field headers. */
   uvarint(): number {
+    // One-byte values (compact lengths of short strings/arrays, empty tag sections) dominate.
+    if (this.offset < this.end) {
+      const first = this.buf[this.offset]!;
+      if (first < 0x80) {
+        this.offset++;
+        return first;
+      }
+    }
     const buf = this.buf;
     let value = 0;
     let shift = 0;
@@ -181,9 +198,9 @@ export class Reader {
   }
 
   private utf8(n: number): string {
-    this.need(n);
     const start = this.offset;
-    this.offset += n;
+    if (this.end - start < n) this.need(n);
+    this.offset = start + n;
     return this.buf.toString('utf8', start, start + n);
   }
 
@@ -289,6 +306,18 @@ export class Reader {
     const at = this.offset;
     const n = this.uvarint();
     return n === 0 ? -1 : this.checkCount(n - 1, at);
+  }
+
+  /** `n` int32 values (an array body whose count was already read and checked). */
+  int32Array(n: number): number[] {
+    const o = this.offset;
+    if (this.end - o < 4 * n) this.need(4 * n);
+    const b = this.buf;
+    const out = new Array<number>(n);
+    for (let i = 0, p = o; i < n; i++, p += 4)
+      out[i] = (b[p]! << 24) | (b[p + 1]! << 16) | (b[p + 2]! << 8) | b[p + 3]!;
+    this.offset = o + 4 * n;
+    return out;
   }
 
   /** Reads a whole tagged-field section keeping every field as raw bytes (for headers and tools). */

@@ -67,9 +67,15 @@ export class Writer {
     this.offset = this.buf.writeUInt8(v, this.offset);
   }
 
+  // Hot paths write bytes directly (after their own range check): Buffer#writeInt*BE is slower.
   int16(v: number): void {
+    if (v !== (v << 16) >> 16) throw new RangeError(`int16 out of range: ${v}`);
     this.ensure(2);
-    this.offset = this.buf.writeInt16BE(v, this.offset);
+    const b = this.buf;
+    const o = this.offset;
+    b[o] = v >>> 8;
+    b[o + 1] = v;
+    this.offset = o + 2;
   }
 
   uint16(v: number): void {
@@ -78,8 +84,15 @@ export class Writer {
   }
 
   int32(v: number): void {
+    if (v !== (v | 0)) throw new RangeError(`int32 out of range: ${v}`);
     this.ensure(4);
-    this.offset = this.buf.writeInt32BE(v, this.offset);
+    const b = this.buf;
+    const o = this.offset;
+    b[o] = v >>> 24;
+    b[o + 1] = v >>> 16;
+    b[o + 2] = v >>> 8;
+    b[o + 3] = v;
+    this.offset = o + 4;
   }
 
   uint32(v: number): void {
@@ -89,6 +102,23 @@ export class Writer {
 
   int64(v: bigint): void {
     this.ensure(8);
+    // Offsets, ids and -1 fit in an int32: skip BigInt arithmetic for them.
+    if (v >= -0x80000000n && v <= 0x7fffffffn) {
+      const n = Number(v);
+      const b = this.buf;
+      const o = this.offset;
+      const hi = n < 0 ? 0xff : 0;
+      b[o] = hi;
+      b[o + 1] = hi;
+      b[o + 2] = hi;
+      b[o + 3] = hi;
+      b[o + 4] = n >>> 24;
+      b[o + 5] = n >>> 16;
+      b[o + 6] = n >>> 8;
+      b[o + 7] = n;
+      this.offset = o + 8;
+      return;
+    }
     this.offset = this.buf.writeBigInt64BE(v, this.offset);
   }
 
@@ -103,6 +133,11 @@ export class Writer {
   }
 
   uvarint(v: number): void {
+    if (v >= 0 && v < 0x80 && Number.isInteger(v)) {
+      this.ensure(1);
+      this.buf[this.offset++] = v;
+      return;
+    }
     if (!(v >= 0 && v <= 0xffffffff) || !Number.isInteger(v)) {
       throw new RangeError(`uvarint out of range: ${v}`);
     }
@@ -154,11 +189,19 @@ export class Writer {
 
   private utf8(v: string, byteLength: number): void {
     this.ensure(byteLength);
+    if (byteLength === v.length && byteLength < 48) {
+      // ASCII (byte length equals UTF-16 length only then): a plain loop beats Buffer#write for short strings.
+      const b = this.buf;
+      let o = this.offset;
+      for (let i = 0; i < byteLength; i++) b[o++] = v.charCodeAt(i);
+      this.offset = o;
+      return;
+    }
     this.offset += this.buf.write(v, this.offset, byteLength, 'utf8');
   }
 
   string(v: string): void {
-    const n = Buffer.byteLength(v, 'utf8');
+    const n = sizeOfUtf8(v);
     if (n > 0x7fff) throw new RangeError(`string of ${n} bytes is too long for an int16 length`);
     this.int16(n);
     this.utf8(v, n);
@@ -170,7 +213,7 @@ export class Writer {
   }
 
   compactString(v: string): void {
-    const n = Buffer.byteLength(v, 'utf8');
+    const n = sizeOfUtf8(v);
     if (n > 0x7fff) throw new RangeError(`string of ${n} bytes is too long`);
     this.uvarint(n + 1);
     this.utf8(v, n);
@@ -269,6 +312,13 @@ export function sizeOfVarlong(v: bigint): number {
 }
 
 export function sizeOfUtf8(v: string): number {
+  // Short ASCII strings (names, ids) are the common case: count them without calling into C++.
+  const len = v.length;
+  if (len < 48) {
+    let i = 0;
+    while (i < len && v.charCodeAt(i) < 0x80) i++;
+    if (i === len) return len;
+  }
   return Buffer.byteLength(v, 'utf8');
 }
 

@@ -260,11 +260,15 @@ export class MessageEmitter {
       pick(fc.nullable, `${r}.compactNullableArrayLength()`, `${r}.compactArrayLength()`),
       pick(fc.nullable, `${r}.nullableArrayLength()`, `${r}.arrayLength()`),
     );
-    const loop = [
-      `const a: ${this.tsType(el)}[] = [];`,
-      `for (let i = 0; i < n; i++) a.push(${elRead});`,
-      `${target} = a;`,
-    ];
+    // int32 lists (replica and node ids) are common enough for a dedicated Reader loop.
+    const loop =
+      el.kind === 'primitive' && el.name === 'int32'
+        ? [`${target} = ${r}.int32Array(n);`]
+        : [
+            `const a: ${this.tsType(el)}[] = [];`,
+            `for (let i = 0; i < n; i++) a.push(${elRead});`,
+            `${target} = a;`,
+          ];
     if (fc.nullable === 'false') return ['{', `  const n = ${len};`, ...indent(loop), '}'];
     return [
       '{',
@@ -515,6 +519,11 @@ export class MessageEmitter {
       if (fc.present === 'true' && read.length === 1) {
         // Always on the wire: read straight into a const.
         body.push(`const ${local}: ${this.fieldTsType(fc.f)}${read[0]!.slice(local.length)}`);
+        continue;
+      }
+      if (fc.present === 'true' && !fc.tagged) {
+        // Always on the wire but read by several statements: no default value to allocate first.
+        body.push(`let ${local}: ${this.fieldTsType(fc.f)};`, ...read);
         continue;
       }
       body.push(`let ${local}: ${this.fieldTsType(fc.f)} = ${this.defaultExpr(fc.f)};`);

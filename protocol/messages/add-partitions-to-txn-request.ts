@@ -208,12 +208,10 @@ export function isDefaultAddPartitionsToTxnTopic(m: AddPartitionsToTxnTopic): bo
 
 function readAddPartitionsToTxnTopic(r: Reader, version: number): AddPartitionsToTxnTopic {
   const f_name: string = (version >= 3 ? r.compactString() : r.string());
-  let f_partitions: number[] = [];
+  let f_partitions: number[];
   {
     const n = (version >= 3 ? r.compactArrayLength() : r.arrayLength());
-    const a: number[] = [];
-    for (let i = 0; i < n; i++) a.push(r.int32());
-    f_partitions = a;
+    f_partitions = r.int32Array(n);
   }
   const unknown = (version >= 3 ? r.rawTaggedFields() : undefined);
   const m: AddPartitionsToTxnTopic = {
@@ -284,7 +282,7 @@ function readAddPartitionsToTxnTransaction(r: Reader, version: number): AddParti
   const f_producerId: bigint = r.int64();
   const f_producerEpoch: number = r.int16();
   const f_verifyOnly: boolean = r.bool();
-  let f_topics: AddPartitionsToTxnTopic[] = [];
+  let f_topics: AddPartitionsToTxnTopic[];
   {
     const n = r.compactArrayLength();
     const a: AddPartitionsToTxnTopic[] = [];

@@ -180,7 +180,7 @@ export function isDefaultAddPartitionsToTxnTopicResult(m: AddPartitionsToTxnTopi
 
 function readAddPartitionsToTxnTopicResult(r: Reader, version: number): AddPartitionsToTxnTopicResult {
   const f_name: string = (version >= 3 ? r.compactString() : r.string());
-  let f_resultsByPartition: AddPartitionsToTxnPartitionResult[] = [];
+  let f_resultsByPartition: AddPartitionsToTxnPartitionResult[];
   {
     const n = (version >= 3 ? r.compactArrayLength() : r.arrayLength());
     const a: AddPartitionsToTxnPartitionResult[] = [];
@@ -290,7 +290,7 @@ export function isDefaultAddPartitionsToTxnResult(m: AddPartitionsToTxnResult): 
 
 function readAddPartitionsToTxnResult(r: Reader, version: number): AddPartitionsToTxnResult {
   const f_transactionalId: string = r.compactString();
-  let f_topicResults: AddPartitionsToTxnTopicResult[] = [];
+  let f_topicResults: AddPartitionsToTxnTopicResult[];
   {
     const n = r.compactArrayLength();
     const a: AddPartitionsToTxnTopicResult[] = [];

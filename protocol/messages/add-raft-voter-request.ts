@@ -59,7 +59,7 @@ function readAddRaftVoterRequest(r: Reader, version: number): AddRaftVoterReques
   const f_timeoutMs: number = r.int32();
   const f_voterId: number = r.int32();
   const f_voterDirectoryId: string = r.uuid();
-  let f_listeners: Listener[] = [];
+  let f_listeners: Listener[];
   {
     const n = r.compactArrayLength();
     const a: Listener[] = [];

@@ -63,7 +63,7 @@ export function isDefaultAlterClientQuotasRequest(m: AlterClientQuotasRequest): 
 }
 
 function readAlterClientQuotasRequest(r: Reader, version: number): AlterClientQuotasRequest {
-  let f_entries: EntryData[] = [];
+  let f_entries: EntryData[];
   {
     const n = (version >= 1 ? r.compactArrayLength() : r.arrayLength());
     const a: EntryData[] = [];
@@ -126,14 +126,14 @@ export function isDefaultEntryData(m: EntryData): boolean {
 }
 
 function readEntryData(r: Reader, version: number): EntryData {
-  let f_entity: EntityData[] = [];
+  let f_entity: EntityData[];
   {
     const n = (version >= 1 ? r.compactArrayLength() : r.arrayLength());
     const a: EntityData[] = [];
     for (let i = 0; i < n; i++) a.push(readEntityData(r, version));
     f_entity = a;
   }
-  let f_ops: OpData[] = [];
+  let f_ops: OpData[];
   {
     const n = (version >= 1 ? r.compactArrayLength() : r.arrayLength());
     const a: OpData[] = [];

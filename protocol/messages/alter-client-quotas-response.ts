@@ -54,7 +54,7 @@ export function isDefaultAlterClientQuotasResponse(m: AlterClientQuotasResponse)
 
 function readAlterClientQuotasResponse(r: Reader, version: number): AlterClientQuotasResponse {
   const f_throttleTimeMs: number = r.int32();
-  let f_entries: EntryData[] = [];
+  let f_entries: EntryData[];
   {
     const n = (version >= 1 ? r.compactArrayLength() : r.arrayLength());
     const a: EntryData[] = [];
@@ -120,7 +120,7 @@ export function isDefaultEntryData(m: EntryData): boolean {
 function readEntryData(r: Reader, version: number): EntryData {
   const f_errorCode: number = r.int16();
   const f_errorMessage: string | null = (version >= 1 ? r.compactNullableString() : r.nullableString());
-  let f_entity: EntityData[] = [];
+  let f_entity: EntityData[];
   {
     const n = (version >= 1 ? r.compactArrayLength() : r.arrayLength());
     const a: EntityData[] = [];

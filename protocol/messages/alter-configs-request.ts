@@ -53,7 +53,7 @@ export function isDefaultAlterConfigsRequest(m: AlterConfigsRequest): boolean {
 }
 
 function readAlterConfigsRequest(r: Reader, version: number): AlterConfigsRequest {
-  let f_resources: AlterConfigsResource[] = [];
+  let f_resources: AlterConfigsResource[];
   {
     const n = (version >= 2 ? r.compactArrayLength() : r.arrayLength());
     const a: AlterConfigsResource[] = [];
@@ -120,7 +120,7 @@ export function isDefaultAlterConfigsResource(m: AlterConfigsResource): boolean 
 function readAlterConfigsResource(r: Reader, version: number): AlterConfigsResource {
   const f_resourceType: number = r.int8();
   const f_resourceName: string = (version >= 2 ? r.compactString() : r.string());
-  let f_configs: AlterableConfig[] = [];
+  let f_configs: AlterableConfig[];
   {
     const n = (version >= 2 ? r.compactArrayLength() : r.arrayLength());
     const a: AlterableConfig[] = [];

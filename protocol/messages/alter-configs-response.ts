@@ -46,7 +46,7 @@ export function isDefaultAlterConfigsResponse(m: AlterConfigsResponse): boolean 
 
 function readAlterConfigsResponse(r: Reader, version: number): AlterConfigsResponse {
   const f_throttleTimeMs: number = r.int32();
-  let f_responses: AlterConfigsResourceResponse[] = [];
+  let f_responses: AlterConfigsResourceResponse[];
   {
     const n = (version >= 2 ? r.compactArrayLength() : r.arrayLength());
     const a: AlterConfigsResourceResponse[] = [];

@@ -52,7 +52,7 @@ export function isDefaultAlterPartitionReassignmentsRequest(m: AlterPartitionRea
 
 function readAlterPartitionReassignmentsRequest(r: Reader, version: number): AlterPartitionReassignmentsRequest {
   const f_timeoutMs: number = r.int32();
-  let f_topics: ReassignableTopic[] = [];
+  let f_topics: ReassignableTopic[];
   {
     const n = r.compactArrayLength();
     const a: ReassignableTopic[] = [];
@@ -107,7 +107,7 @@ export function isDefaultReassignableTopic(m: ReassignableTopic): boolean {
 
 function readReassignableTopic(r: Reader, version: number): ReassignableTopic {
   const f_name: string = r.compactString();
-  let f_partitions: ReassignablePartition[] = [];
+  let f_partitions: ReassignablePartition[];
   {
     const n = r.compactArrayLength();
     const a: ReassignablePartition[] = [];
@@ -162,15 +162,13 @@ export function isDefaultReassignablePartition(m: ReassignablePartition): boolea
 
 function readReassignablePartition(r: Reader, _version: number): ReassignablePartition {
   const f_partitionIndex: number = r.int32();
-  let f_replicas: number[] | null = null;
+  let f_replicas: number[] | null;
   {
     const n = r.compactNullableArrayLength();
     if (n < 0) {
       f_replicas = null;
     } else {
-      const a: number[] = [];
-      for (let i = 0; i < n; i++) a.push(r.int32());
-      f_replicas = a;
+      f_replicas = r.int32Array(n);
     }
   }
   const unknown = r.rawTaggedFields();

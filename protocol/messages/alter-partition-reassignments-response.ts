@@ -64,7 +64,7 @@ function readAlterPartitionReassignmentsResponse(r: Reader, version: number): Al
   const f_throttleTimeMs: number = r.int32();
   const f_errorCode: number = r.int16();
   const f_errorMessage: string | null = r.compactNullableString();
-  let f_responses: ReassignableTopicResponse[] = [];
+  let f_responses: ReassignableTopicResponse[];
   {
     const n = r.compactArrayLength();
     const a: ReassignableTopicResponse[] = [];
@@ -125,7 +125,7 @@ export function isDefaultReassignableTopicResponse(m: ReassignableTopicResponse)
 
 function readReassignableTopicResponse(r: Reader, version: number): ReassignableTopicResponse {
   const f_name: string = r.compactString();
-  let f_partitions: ReassignablePartitionResponse[] = [];
+  let f_partitions: ReassignablePartitionResponse[];
   {
     const n = r.compactArrayLength();
     const a: ReassignablePartitionResponse[] = [];

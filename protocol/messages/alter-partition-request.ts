@@ -77,7 +77,7 @@ export function isDefaultAlterPartitionRequest(m: AlterPartitionRequest): boolea
 function readAlterPartitionRequest(r: Reader, version: number): AlterPartitionRequest {
   const f_brokerId: number = r.int32();
   const f_brokerEpoch: bigint = r.int64();
-  let f_topics: TopicData[] = [];
+  let f_topics: TopicData[];
   {
     const n = r.compactArrayLength();
     const a: TopicData[] = [];
@@ -144,7 +144,7 @@ function readTopicData(r: Reader, version: number): TopicData {
   if (version >= 2) {
     f_topicId = r.uuid();
   }
-  let f_partitions: PartitionData[] = [];
+  let f_partitions: PartitionData[];
   {
     const n = r.compactArrayLength();
     const a: PartitionData[] = [];
@@ -223,9 +223,7 @@ function readPartitionData(r: Reader, version: number): PartitionData {
   if (version <= 2) {
     {
       const n = r.compactArrayLength();
-      const a: number[] = [];
-      for (let i = 0; i < n; i++) a.push(r.int32());
-      f_newIsr = a;
+      f_newIsr = r.int32Array(n);
     }
   }
   let f_newIsrWithEpochs: BrokerState[] = [];

@@ -69,7 +69,7 @@ export function isDefaultAlterPartitionResponse(m: AlterPartitionResponse): bool
 function readAlterPartitionResponse(r: Reader, version: number): AlterPartitionResponse {
   const f_throttleTimeMs: number = r.int32();
   const f_errorCode: number = r.int16();
-  let f_topics: TopicData[] = [];
+  let f_topics: TopicData[];
   {
     const n = r.compactArrayLength();
     const a: TopicData[] = [];
@@ -136,7 +136,7 @@ function readTopicData(r: Reader, version: number): TopicData {
   if (version >= 2) {
     f_topicId = r.uuid();
   }
-  let f_partitions: PartitionData[] = [];
+  let f_partitions: PartitionData[];
   {
     const n = r.compactArrayLength();
     const a: PartitionData[] = [];
@@ -215,12 +215,10 @@ function readPartitionData(r: Reader, version: number): PartitionData {
   const f_errorCode: number = r.int16();
   const f_leaderId: number = r.int32();
   const f_leaderEpoch: number = r.int32();
-  let f_isr: number[] = [];
+  let f_isr: number[];
   {
     const n = r.compactArrayLength();
-    const a: number[] = [];
-    for (let i = 0; i < n; i++) a.push(r.int32());
-    f_isr = a;
+    f_isr = r.int32Array(n);
   }
   let f_leaderRecoveryState: number = 0;
   if (version >= 1) {

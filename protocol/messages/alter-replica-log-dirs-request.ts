@@ -47,7 +47,7 @@ export function isDefaultAlterReplicaLogDirsRequest(m: AlterReplicaLogDirsReques
 }
 
 function readAlterReplicaLogDirsRequest(r: Reader, version: number): AlterReplicaLogDirsRequest {
-  let f_dirs: AlterReplicaLogDir[] = [];
+  let f_dirs: AlterReplicaLogDir[];
   {
     const n = (version >= 2 ? r.compactArrayLength() : r.arrayLength());
     const a: AlterReplicaLogDir[] = [];
@@ -107,7 +107,7 @@ export function isDefaultAlterReplicaLogDir(m: AlterReplicaLogDir): boolean {
 
 function readAlterReplicaLogDir(r: Reader, version: number): AlterReplicaLogDir {
   const f_path: string = (version >= 2 ? r.compactString() : r.string());
-  let f_topics: AlterReplicaLogDirTopic[] = [];
+  let f_topics: AlterReplicaLogDirTopic[];
   {
     const n = (version >= 2 ? r.compactArrayLength() : r.arrayLength());
     const a: AlterReplicaLogDirTopic[] = [];
@@ -174,12 +174,10 @@ export function isDefaultAlterReplicaLogDirTopic(m: AlterReplicaLogDirTopic): bo
 
 function readAlterReplicaLogDirTopic(r: Reader, version: number): AlterReplicaLogDirTopic {
   const f_name: string = (version >= 2 ? r.compactString() : r.string());
-  let f_partitions: number[] = [];
+  let f_partitions: number[];
   {
     const n = (version >= 2 ? r.compactArrayLength() : r.arrayLength());
-    const a: number[] = [];
-    for (let i = 0; i < n; i++) a.push(r.int32());
-    f_partitions = a;
+    f_partitions = r.int32Array(n);
   }
   const unknown = (version >= 2 ? r.rawTaggedFields() : undefined);
   const m: AlterReplicaLogDirTopic = {

@@ -52,7 +52,7 @@ export function isDefaultAlterReplicaLogDirsResponse(m: AlterReplicaLogDirsRespo
 
 function readAlterReplicaLogDirsResponse(r: Reader, version: number): AlterReplicaLogDirsResponse {
   const f_throttleTimeMs: number = r.int32();
-  let f_results: AlterReplicaLogDirTopicResult[] = [];
+  let f_results: AlterReplicaLogDirTopicResult[];
   {
     const n = (version >= 2 ? r.compactArrayLength() : r.arrayLength());
     const a: AlterReplicaLogDirTopicResult[] = [];
@@ -115,7 +115,7 @@ export function isDefaultAlterReplicaLogDirTopicResult(m: AlterReplicaLogDirTopi
 
 function readAlterReplicaLogDirTopicResult(r: Reader, version: number): AlterReplicaLogDirTopicResult {
   const f_topicName: string = (version >= 2 ? r.compactString() : r.string());
-  let f_partitions: AlterReplicaLogDirPartitionResult[] = [];
+  let f_partitions: AlterReplicaLogDirPartitionResult[];
   {
     const n = (version >= 2 ? r.compactArrayLength() : r.arrayLength());
     const a: AlterReplicaLogDirPartitionResult[] = [];

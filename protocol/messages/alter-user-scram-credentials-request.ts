@@ -57,14 +57,14 @@ export function isDefaultAlterUserScramCredentialsRequest(m: AlterUserScramCrede
 }
 
 function readAlterUserScramCredentialsRequest(r: Reader, version: number): AlterUserScramCredentialsRequest {
-  let f_deletions: ScramCredentialDeletion[] = [];
+  let f_deletions: ScramCredentialDeletion[];
   {
     const n = r.compactArrayLength();
     const a: ScramCredentialDeletion[] = [];
     for (let i = 0; i < n; i++) a.push(readScramCredentialDeletion(r, version));
     f_deletions = a;
   }
-  let f_upsertions: ScramCredentialUpsertion[] = [];
+  let f_upsertions: ScramCredentialUpsertion[];
   {
     const n = r.compactArrayLength();
     const a: ScramCredentialUpsertion[] = [];

@@ -44,7 +44,7 @@ export function isDefaultAlterUserScramCredentialsResponse(m: AlterUserScramCred
 
 function readAlterUserScramCredentialsResponse(r: Reader, version: number): AlterUserScramCredentialsResponse {
   const f_throttleTimeMs: number = r.int32();
-  let f_results: AlterUserScramCredentialsResult[] = [];
+  let f_results: AlterUserScramCredentialsResult[];
   {
     const n = r.compactArrayLength();
     const a: AlterUserScramCredentialsResult[] = [];

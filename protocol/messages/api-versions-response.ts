@@ -88,7 +88,7 @@ export function isDefaultApiVersionsResponse(m: ApiVersionsResponse): boolean {
 
 function readApiVersionsResponse(r: Reader, version: number): ApiVersionsResponse {
   const f_errorCode: number = r.int16();
-  let f_apiKeys: ApiVersion[] = [];
+  let f_apiKeys: ApiVersion[];
   {
     const n = (version >= 3 ? r.compactArrayLength() : r.arrayLength());
     const a: ApiVersion[] = [];

@@ -65,7 +65,7 @@ export function isDefaultAssignReplicasToDirsRequest(m: AssignReplicasToDirsRequ
 function readAssignReplicasToDirsRequest(r: Reader, version: number): AssignReplicasToDirsRequest {
   const f_brokerId: number = r.int32();
   const f_brokerEpoch: bigint = r.int64();
-  let f_directories: DirectoryData[] = [];
+  let f_directories: DirectoryData[];
   {
     const n = r.compactArrayLength();
     const a: DirectoryData[] = [];
@@ -123,7 +123,7 @@ export function isDefaultDirectoryData(m: DirectoryData): boolean {
 
 function readDirectoryData(r: Reader, version: number): DirectoryData {
   const f_id: string = r.uuid();
-  let f_topics: TopicData[] = [];
+  let f_topics: TopicData[];
   {
     const n = r.compactArrayLength();
     const a: TopicData[] = [];
@@ -178,7 +178,7 @@ export function isDefaultTopicData(m: TopicData): boolean {
 
 function readTopicData(r: Reader, version: number): TopicData {
   const f_topicId: string = r.uuid();
-  let f_partitions: PartitionData[] = [];
+  let f_partitions: PartitionData[];
   {
     const n = r.compactArrayLength();
     const a: PartitionData[] = [];

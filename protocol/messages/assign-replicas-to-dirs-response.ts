@@ -67,7 +67,7 @@ export function isDefaultAssignReplicasToDirsResponse(m: AssignReplicasToDirsRes
 function readAssignReplicasToDirsResponse(r: Reader, version: number): AssignReplicasToDirsResponse {
   const f_throttleTimeMs: number = r.int32();
   const f_errorCode: number = r.int16();
-  let f_directories: DirectoryData[] = [];
+  let f_directories: DirectoryData[];
   {
     const n = r.compactArrayLength();
     const a: DirectoryData[] = [];
@@ -125,7 +125,7 @@ export function isDefaultDirectoryData(m: DirectoryData): boolean {
 
 function readDirectoryData(r: Reader, version: number): DirectoryData {
   const f_id: string = r.uuid();
-  let f_topics: TopicData[] = [];
+  let f_topics: TopicData[];
   {
     const n = r.compactArrayLength();
     const a: TopicData[] = [];
@@ -180,7 +180,7 @@ export function isDefaultTopicData(m: TopicData): boolean {
 
 function readTopicData(r: Reader, version: number): TopicData {
   const f_topicId: string = r.uuid();
-  let f_partitions: PartitionData[] = [];
+  let f_partitions: PartitionData[];
   {
     const n = r.compactArrayLength();
     const a: PartitionData[] = [];

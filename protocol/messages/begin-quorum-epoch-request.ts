@@ -80,7 +80,7 @@ function readBeginQuorumEpochRequest(r: Reader, version: number): BeginQuorumEpo
   if (version >= 1) {
     f_voterId = r.int32();
   }
-  let f_topics: TopicData[] = [];
+  let f_topics: TopicData[];
   {
     const n = (version >= 1 ? r.compactArrayLength() : r.arrayLength());
     const a: TopicData[] = [];
@@ -180,7 +180,7 @@ export function isDefaultTopicData(m: TopicData): boolean {
 
 function readTopicData(r: Reader, version: number): TopicData {
   const f_topicName: string = (version >= 1 ? r.compactString() : r.string());
-  let f_partitions: PartitionData[] = [];
+  let f_partitions: PartitionData[];
   {
     const n = (version >= 1 ? r.compactArrayLength() : r.arrayLength());
     const a: PartitionData[] = [];

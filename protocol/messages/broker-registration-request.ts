@@ -88,14 +88,14 @@ function readBrokerRegistrationRequest(r: Reader, version: number): BrokerRegist
   const f_brokerId: number = r.int32();
   const f_clusterId: string = r.compactString();
   const f_incarnationId: string = r.uuid();
-  let f_listeners: Listener[] = [];
+  let f_listeners: Listener[];
   {
     const n = r.compactArrayLength();
     const a: Listener[] = [];
     for (let i = 0; i < n; i++) a.push(readListener(r, version));
     f_listeners = a;
   }
-  let f_features: Feature[] = [];
+  let f_features: Feature[];
   {
     const n = r.compactArrayLength();
     const a: Feature[] = [];

@@ -31,7 +31,7 @@ export function isDefaultConsumerGroupDescribeRequest(m: ConsumerGroupDescribeRe
 }
 
 function readConsumerGroupDescribeRequest(r: Reader, _version: number): ConsumerGroupDescribeRequest {
-  let f_groupIds: string[] = [];
+  let f_groupIds: string[];
   {
     const n = r.compactArrayLength();
     const a: string[] = [];

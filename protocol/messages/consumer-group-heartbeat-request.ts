@@ -79,7 +79,7 @@ function readConsumerGroupHeartbeatRequest(r: Reader, version: number): Consumer
   const f_instanceId: string | null = r.compactNullableString();
   const f_rackId: string | null = r.compactNullableString();
   const f_rebalanceTimeoutMs: number = r.int32();
-  let f_subscribedTopicNames: string[] | null = null;
+  let f_subscribedTopicNames: string[] | null;
   {
     const n = r.compactNullableArrayLength();
     if (n < 0) {
@@ -95,7 +95,7 @@ function readConsumerGroupHeartbeatRequest(r: Reader, version: number): Consumer
     f_subscribedTopicRegex = r.compactNullableString();
   }
   const f_serverAssignor: string | null = r.compactNullableString();
-  let f_topicPartitions: TopicPartitions[] | null = null;
+  let f_topicPartitions: TopicPartitions[] | null;
   {
     const n = r.compactNullableArrayLength();
     if (n < 0) {
@@ -210,12 +210,10 @@ export function isDefaultTopicPartitions(m: TopicPartitions): boolean {
 
 function readTopicPartitions(r: Reader, _version: number): TopicPartitions {
   const f_topicId: string = r.uuid();
-  let f_partitions: number[] = [];
+  let f_partitions: number[];
   {
     const n = r.compactArrayLength();
-    const a: number[] = [];
-    for (let i = 0; i < n; i++) a.push(r.int32());
-    f_partitions = a;
+    f_partitions = r.int32Array(n);
   }
   const unknown = r.rawTaggedFields();
   const m: TopicPartitions = {

@@ -42,7 +42,7 @@ export function isDefaultControlledShutdownResponse(m: ControlledShutdownRespons
 
 function readControlledShutdownResponse(r: Reader, version: number): ControlledShutdownResponse {
   const f_errorCode: number = r.int16();
-  let f_remainingPartitions: RemainingPartition[] = [];
+  let f_remainingPartitions: RemainingPartition[];
   {
     const n = (version >= 3 ? r.compactArrayLength() : r.arrayLength());
     const a: RemainingPartition[] = [];

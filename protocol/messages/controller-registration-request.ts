@@ -72,14 +72,14 @@ function readControllerRegistrationRequest(r: Reader, version: number): Controll
   const f_controllerId: number = r.int32();
   const f_incarnationId: string = r.uuid();
   const f_zkMigrationReady: boolean = r.bool();
-  let f_listeners: Listener[] = [];
+  let f_listeners: Listener[];
   {
     const n = r.compactArrayLength();
     const a: Listener[] = [];
     for (let i = 0; i < n; i++) a.push(readListener(r, version));
     f_listeners = a;
   }
-  let f_features: Feature[] = [];
+  let f_features: Feature[];
   {
     const n = r.compactArrayLength();
     const a: Feature[] = [];

@@ -47,7 +47,7 @@ export function isDefaultCreateAclsRequest(m: CreateAclsRequest): boolean {
 }
 
 function readCreateAclsRequest(r: Reader, version: number): CreateAclsRequest {
-  let f_creations: AclCreation[] = [];
+  let f_creations: AclCreation[];
   {
     const n = (version >= 2 ? r.compactArrayLength() : r.arrayLength());
     const a: AclCreation[] = [];

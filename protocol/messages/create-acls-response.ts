@@ -42,7 +42,7 @@ export function isDefaultCreateAclsResponse(m: CreateAclsResponse): boolean {
 
 function readCreateAclsResponse(r: Reader, version: number): CreateAclsResponse {
   const f_throttleTimeMs: number = r.int32();
-  let f_results: AclCreationResult[] = [];
+  let f_results: AclCreationResult[];
   {
     const n = (version >= 2 ? r.compactArrayLength() : r.arrayLength());
     const a: AclCreationResult[] = [];

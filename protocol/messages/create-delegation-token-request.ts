@@ -57,7 +57,7 @@ function readCreateDelegationTokenRequest(r: Reader, version: number): CreateDel
   if (version >= 3) {
     f_ownerPrincipalName = r.compactNullableString();
   }
-  let f_renewers: CreatableRenewers[] = [];
+  let f_renewers: CreatableRenewers[];
   {
     const n = (version >= 2 ? r.compactArrayLength() : r.arrayLength());
     const a: CreatableRenewers[] = [];

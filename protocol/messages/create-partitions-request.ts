@@ -55,7 +55,7 @@ export function isDefaultCreatePartitionsRequest(m: CreatePartitionsRequest): bo
 }
 
 function readCreatePartitionsRequest(r: Reader, version: number): CreatePartitionsRequest {
-  let f_topics: CreatePartitionsTopic[] = [];
+  let f_topics: CreatePartitionsTopic[];
   {
     const n = (version >= 2 ? r.compactArrayLength() : r.arrayLength());
     const a: CreatePartitionsTopic[] = [];
@@ -126,7 +126,7 @@ export function isDefaultCreatePartitionsTopic(m: CreatePartitionsTopic): boolea
 function readCreatePartitionsTopic(r: Reader, version: number): CreatePartitionsTopic {
   const f_name: string = (version >= 2 ? r.compactString() : r.string());
   const f_count: number = r.int32();
-  let f_assignments: CreatePartitionsAssignment[] | null = [];
+  let f_assignments: CreatePartitionsAssignment[] | null;
   {
     const n = (version >= 2 ? r.compactNullableArrayLength() : r.nullableArrayLength());
     if (n < 0) {
@@ -209,12 +209,10 @@ export function isDefaultCreatePartitionsAssignment(m: CreatePartitionsAssignmen
 }
 
 function readCreatePartitionsAssignment(r: Reader, version: number): CreatePartitionsAssignment {
-  let f_brokerIds: number[] = [];
+  let f_brokerIds: number[];
   {
     const n = (version >= 2 ? r.compactArrayLength() : r.arrayLength());
-    const a: number[] = [];
-    for (let i = 0; i < n; i++) a.push(r.int32());
-    f_brokerIds = a;
+    f_brokerIds = r.int32Array(n);
   }
   const unknown = (version >= 2 ? r.rawTaggedFields() : undefined);
   const m: CreatePartitionsAssignment = {

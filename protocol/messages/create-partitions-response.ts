@@ -44,7 +44,7 @@ export function isDefaultCreatePartitionsResponse(m: CreatePartitionsResponse): 
 
 function readCreatePartitionsResponse(r: Reader, version: number): CreatePartitionsResponse {
   const f_throttleTimeMs: number = r.int32();
-  let f_results: CreatePartitionsTopicResult[] = [];
+  let f_results: CreatePartitionsTopicResult[];
   {
     const n = (version >= 2 ? r.compactArrayLength() : r.arrayLength());
     const a: CreatePartitionsTopicResult[] = [];

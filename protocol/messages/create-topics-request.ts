@@ -71,7 +71,7 @@ export function isDefaultCreateTopicsRequest(m: CreateTopicsRequest): boolean {
 }
 
 function readCreateTopicsRequest(r: Reader, version: number): CreateTopicsRequest {
-  let f_topics: CreatableTopic[] = [];
+  let f_topics: CreatableTopic[];
   {
     const n = (version >= 5 ? r.compactArrayLength() : r.arrayLength());
     const a: CreatableTopic[] = [];
@@ -156,14 +156,14 @@ function readCreatableTopic(r: Reader, version: number): CreatableTopic {
   const f_name: string = (version >= 5 ? r.compactString() : r.string());
   const f_numPartitions: number = r.int32();
   const f_replicationFactor: number = r.int16();
-  let f_assignments: CreatableReplicaAssignment[] = [];
+  let f_assignments: CreatableReplicaAssignment[];
   {
     const n = (version >= 5 ? r.compactArrayLength() : r.arrayLength());
     const a: CreatableReplicaAssignment[] = [];
     for (let i = 0; i < n; i++) a.push(readCreatableReplicaAssignment(r, version));
     f_assignments = a;
   }
-  let f_configs: CreatableTopicConfig[] = [];
+  let f_configs: CreatableTopicConfig[];
   {
     const n = (version >= 5 ? r.compactArrayLength() : r.arrayLength());
     const a: CreatableTopicConfig[] = [];
@@ -253,12 +253,10 @@ export function isDefaultCreatableReplicaAssignment(m: CreatableReplicaAssignmen
 
 function readCreatableReplicaAssignment(r: Reader, version: number): CreatableReplicaAssignment {
   const f_partitionIndex: number = r.int32();
-  let f_brokerIds: number[] = [];
+  let f_brokerIds: number[];
   {
     const n = (version >= 5 ? r.compactArrayLength() : r.arrayLength());
-    const a: number[] = [];
-    for (let i = 0; i < n; i++) a.push(r.int32());
-    f_brokerIds = a;
+    f_brokerIds = r.int32Array(n);
   }
   const unknown = (version >= 5 ? r.rawTaggedFields() : undefined);
   const m: CreatableReplicaAssignment = {

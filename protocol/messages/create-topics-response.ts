@@ -73,7 +73,7 @@ function readCreateTopicsResponse(r: Reader, version: number): CreateTopicsRespo
   if (version >= 2) {
     f_throttleTimeMs = r.int32();
   }
-  let f_topics: CreatableTopicResult[] = [];
+  let f_topics: CreatableTopicResult[];
   {
     const n = (version >= 5 ? r.compactArrayLength() : r.arrayLength());
     const a: CreatableTopicResult[] = [];

@@ -47,7 +47,7 @@ export function isDefaultDeleteAclsRequest(m: DeleteAclsRequest): boolean {
 }
 
 function readDeleteAclsRequest(r: Reader, version: number): DeleteAclsRequest {
-  let f_filters: DeleteAclsFilter[] = [];
+  let f_filters: DeleteAclsFilter[];
   {
     const n = (version >= 2 ? r.compactArrayLength() : r.arrayLength());
     const a: DeleteAclsFilter[] = [];

@@ -68,7 +68,7 @@ export function isDefaultDeleteAclsResponse(m: DeleteAclsResponse): boolean {
 
 function readDeleteAclsResponse(r: Reader, version: number): DeleteAclsResponse {
   const f_throttleTimeMs: number = r.int32();
-  let f_filterResults: DeleteAclsFilterResult[] = [];
+  let f_filterResults: DeleteAclsFilterResult[];
   {
     const n = (version >= 2 ? r.compactArrayLength() : r.arrayLength());
     const a: DeleteAclsFilterResult[] = [];
@@ -134,7 +134,7 @@ export function isDefaultDeleteAclsFilterResult(m: DeleteAclsFilterResult): bool
 function readDeleteAclsFilterResult(r: Reader, version: number): DeleteAclsFilterResult {
   const f_errorCode: number = r.int16();
   const f_errorMessage: string | null = (version >= 2 ? r.compactNullableString() : r.nullableString());
-  let f_matchingAcls: DeleteAclsMatchingAcl[] = [];
+  let f_matchingAcls: DeleteAclsMatchingAcl[];
   {
     const n = (version >= 2 ? r.compactArrayLength() : r.arrayLength());
     const a: DeleteAclsMatchingAcl[] = [];

@@ -27,7 +27,7 @@ export function isDefaultDeleteGroupsRequest(m: DeleteGroupsRequest): boolean {
 }
 
 function readDeleteGroupsRequest(r: Reader, version: number): DeleteGroupsRequest {
-  let f_groupsNames: string[] = [];
+  let f_groupsNames: string[];
   {
     const n = (version >= 2 ? r.compactArrayLength() : r.arrayLength());
     const a: string[] = [];

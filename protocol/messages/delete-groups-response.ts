@@ -42,7 +42,7 @@ export function isDefaultDeleteGroupsResponse(m: DeleteGroupsResponse): boolean 
 
 function readDeleteGroupsResponse(r: Reader, version: number): DeleteGroupsResponse {
   const f_throttleTimeMs: number = r.int32();
-  let f_results: DeletableGroupResult[] = [];
+  let f_results: DeletableGroupResult[];
   {
     const n = (version >= 2 ? r.compactArrayLength() : r.arrayLength());
     const a: DeletableGroupResult[] = [];

@@ -51,7 +51,7 @@ export function isDefaultDeleteRecordsRequest(m: DeleteRecordsRequest): boolean 
 }
 
 function readDeleteRecordsRequest(r: Reader, version: number): DeleteRecordsRequest {
-  let f_topics: DeleteRecordsTopic[] = [];
+  let f_topics: DeleteRecordsTopic[];
   {
     const n = (version >= 2 ? r.compactArrayLength() : r.arrayLength());
     const a: DeleteRecordsTopic[] = [];
@@ -115,7 +115,7 @@ export function isDefaultDeleteRecordsTopic(m: DeleteRecordsTopic): boolean {
 
 function readDeleteRecordsTopic(r: Reader, version: number): DeleteRecordsTopic {
   const f_name: string = (version >= 2 ? r.compactString() : r.string());
-  let f_partitions: DeleteRecordsPartition[] = [];
+  let f_partitions: DeleteRecordsPartition[];
   {
     const n = (version >= 2 ? r.compactArrayLength() : r.arrayLength());
     const a: DeleteRecordsPartition[] = [];

@@ -54,7 +54,7 @@ export function isDefaultDeleteRecordsResponse(m: DeleteRecordsResponse): boolea
 
 function readDeleteRecordsResponse(r: Reader, version: number): DeleteRecordsResponse {
   const f_throttleTimeMs: number = r.int32();
-  let f_topics: DeleteRecordsTopicResult[] = [];
+  let f_topics: DeleteRecordsTopicResult[];
   {
     const n = (version >= 2 ? r.compactArrayLength() : r.arrayLength());
     const a: DeleteRecordsTopicResult[] = [];
@@ -117,7 +117,7 @@ export function isDefaultDeleteRecordsTopicResult(m: DeleteRecordsTopicResult): 
 
 function readDeleteRecordsTopicResult(r: Reader, version: number): DeleteRecordsTopicResult {
   const f_name: string = (version >= 2 ? r.compactString() : r.string());
-  let f_partitions: DeleteRecordsPartitionResult[] = [];
+  let f_partitions: DeleteRecordsPartitionResult[];
   {
     const n = (version >= 2 ? r.compactArrayLength() : r.arrayLength());
     const a: DeleteRecordsPartitionResult[] = [];

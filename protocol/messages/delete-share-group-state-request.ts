@@ -50,7 +50,7 @@ export function isDefaultDeleteShareGroupStateRequest(m: DeleteShareGroupStateRe
 
 function readDeleteShareGroupStateRequest(r: Reader, version: number): DeleteShareGroupStateRequest {
   const f_groupId: string = r.compactString();
-  let f_topics: DeleteStateData[] = [];
+  let f_topics: DeleteStateData[];
   {
     const n = r.compactArrayLength();
     const a: DeleteStateData[] = [];
@@ -105,7 +105,7 @@ export function isDefaultDeleteStateData(m: DeleteStateData): boolean {
 
 function readDeleteStateData(r: Reader, version: number): DeleteStateData {
   const f_topicId: string = r.uuid();
-  let f_partitions: PartitionData[] = [];
+  let f_partitions: PartitionData[];
   {
     const n = r.compactArrayLength();
     const a: PartitionData[] = [];

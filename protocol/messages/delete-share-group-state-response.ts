@@ -49,7 +49,7 @@ export function isDefaultDeleteShareGroupStateResponse(m: DeleteShareGroupStateR
 }
 
 function readDeleteShareGroupStateResponse(r: Reader, version: number): DeleteShareGroupStateResponse {
-  let f_results: DeleteStateResult[] = [];
+  let f_results: DeleteStateResult[];
   {
     const n = r.compactArrayLength();
     const a: DeleteStateResult[] = [];
@@ -101,7 +101,7 @@ export function isDefaultDeleteStateResult(m: DeleteStateResult): boolean {
 
 function readDeleteStateResult(r: Reader, version: number): DeleteStateResult {
   const f_topicId: string = r.uuid();
-  let f_partitions: PartitionResult[] = [];
+  let f_partitions: PartitionResult[];
   {
     const n = r.compactArrayLength();
     const a: PartitionResult[] = [];

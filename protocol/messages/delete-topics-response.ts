@@ -49,7 +49,7 @@ function readDeleteTopicsResponse(r: Reader, version: number): DeleteTopicsRespo
   if (version >= 1) {
     f_throttleTimeMs = r.int32();
   }
-  let f_responses: DeletableTopicResult[] = [];
+  let f_responses: DeletableTopicResult[];
   {
     const n = (version >= 4 ? r.compactArrayLength() : r.arrayLength());
     const a: DeletableTopicResult[] = [];

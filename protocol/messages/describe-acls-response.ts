@@ -70,7 +70,7 @@ function readDescribeAclsResponse(r: Reader, version: number): DescribeAclsRespo
   const f_throttleTimeMs: number = r.int32();
   const f_errorCode: number = r.int16();
   const f_errorMessage: string | null = (version >= 2 ? r.compactNullableString() : r.nullableString());
-  let f_resources: DescribeAclsResource[] = [];
+  let f_resources: DescribeAclsResource[];
   {
     const n = (version >= 2 ? r.compactArrayLength() : r.arrayLength());
     const a: DescribeAclsResource[] = [];
@@ -152,7 +152,7 @@ function readDescribeAclsResource(r: Reader, version: number): DescribeAclsResou
   if (version >= 1) {
     f_patternType = r.int8();
   }
-  let f_acls: AclDescription[] = [];
+  let f_acls: AclDescription[];
   {
     const n = (version >= 2 ? r.compactArrayLength() : r.arrayLength());
     const a: AclDescription[] = [];

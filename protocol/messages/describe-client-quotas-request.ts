@@ -43,7 +43,7 @@ export function isDefaultDescribeClientQuotasRequest(m: DescribeClientQuotasRequ
 }
 
 function readDescribeClientQuotasRequest(r: Reader, version: number): DescribeClientQuotasRequest {
-  let f_components: ComponentData[] = [];
+  let f_components: ComponentData[];
   {
     const n = (version >= 1 ? r.compactArrayLength() : r.arrayLength());
     const a: ComponentData[] = [];

@@ -72,7 +72,7 @@ function readDescribeClientQuotasResponse(r: Reader, version: number): DescribeC
   const f_throttleTimeMs: number = r.int32();
   const f_errorCode: number = r.int16();
   const f_errorMessage: string | null = (version >= 1 ? r.compactNullableString() : r.nullableString());
-  let f_entries: EntryData[] | null = [];
+  let f_entries: EntryData[] | null;
   {
     const n = (version >= 1 ? r.compactNullableArrayLength() : r.nullableArrayLength());
     if (n < 0) {
@@ -160,14 +160,14 @@ export function isDefaultEntryData(m: EntryData): boolean {
 }
 
 function readEntryData(r: Reader, version: number): EntryData {
-  let f_entity: EntityData[] = [];
+  let f_entity: EntityData[];
   {
     const n = (version >= 1 ? r.compactArrayLength() : r.arrayLength());
     const a: EntityData[] = [];
     for (let i = 0; i < n; i++) a.push(readEntityData(r, version));
     f_entity = a;
   }
-  let f_values: ValueData[] = [];
+  let f_values: ValueData[];
   {
     const n = (version >= 1 ? r.compactArrayLength() : r.arrayLength());
     const a: ValueData[] = [];

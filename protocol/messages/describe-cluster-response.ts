@@ -78,7 +78,7 @@ function readDescribeClusterResponse(r: Reader, version: number): DescribeCluste
   }
   const f_clusterId: string = r.compactString();
   const f_controllerId: number = r.int32();
-  let f_brokers: DescribeClusterBroker[] = [];
+  let f_brokers: DescribeClusterBroker[];
   {
     const n = r.compactArrayLength();
     const a: DescribeClusterBroker[] = [];

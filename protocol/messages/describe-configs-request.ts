@@ -47,7 +47,7 @@ export function isDefaultDescribeConfigsRequest(m: DescribeConfigsRequest): bool
 }
 
 function readDescribeConfigsRequest(r: Reader, version: number): DescribeConfigsRequest {
-  let f_resources: DescribeConfigsResource[] = [];
+  let f_resources: DescribeConfigsResource[];
   {
     const n = (version >= 4 ? r.compactArrayLength() : r.arrayLength());
     const a: DescribeConfigsResource[] = [];
@@ -136,7 +136,7 @@ export function isDefaultDescribeConfigsResource(m: DescribeConfigsResource): bo
 function readDescribeConfigsResource(r: Reader, version: number): DescribeConfigsResource {
   const f_resourceType: number = r.int8();
   const f_resourceName: string = (version >= 4 ? r.compactString() : r.string());
-  let f_configurationKeys: string[] | null = [];
+  let f_configurationKeys: string[] | null;
   {
     const n = (version >= 4 ? r.compactNullableArrayLength() : r.nullableArrayLength());
     if (n < 0) {

@@ -84,7 +84,7 @@ export function isDefaultDescribeConfigsResponse(m: DescribeConfigsResponse): bo
 
 function readDescribeConfigsResponse(r: Reader, version: number): DescribeConfigsResponse {
   const f_throttleTimeMs: number = r.int32();
-  let f_results: DescribeConfigsResult[] = [];
+  let f_results: DescribeConfigsResult[];
   {
     const n = (version >= 4 ? r.compactArrayLength() : r.arrayLength());
     const a: DescribeConfigsResult[] = [];
@@ -156,7 +156,7 @@ function readDescribeConfigsResult(r: Reader, version: number): DescribeConfigsR
   const f_errorMessage: string | null = (version >= 4 ? r.compactNullableString() : r.nullableString());
   const f_resourceType: number = r.int8();
   const f_resourceName: string = (version >= 4 ? r.compactString() : r.string());
-  let f_configs: DescribeConfigsResourceResult[] = [];
+  let f_configs: DescribeConfigsResourceResult[];
   {
     const n = (version >= 4 ? r.compactArrayLength() : r.arrayLength());
     const a: DescribeConfigsResourceResult[] = [];

@@ -37,7 +37,7 @@ export function isDefaultDescribeDelegationTokenRequest(m: DescribeDelegationTok
 }
 
 function readDescribeDelegationTokenRequest(r: Reader, version: number): DescribeDelegationTokenRequest {
-  let f_owners: DescribeDelegationTokenOwner[] | null = [];
+  let f_owners: DescribeDelegationTokenOwner[] | null;
   {
     const n = (version >= 2 ? r.compactNullableArrayLength() : r.nullableArrayLength());
     if (n < 0) {

@@ -72,7 +72,7 @@ export function isDefaultDescribeDelegationTokenResponse(m: DescribeDelegationTo
 
 function readDescribeDelegationTokenResponse(r: Reader, version: number): DescribeDelegationTokenResponse {
   const f_errorCode: number = r.int16();
-  let f_tokens: DescribedDelegationToken[] = [];
+  let f_tokens: DescribedDelegationToken[];
   {
     const n = (version >= 2 ? r.compactArrayLength() : r.arrayLength());
     const a: DescribedDelegationToken[] = [];
@@ -169,7 +169,7 @@ function readDescribedDelegationToken(r: Reader, version: number): DescribedDele
   const f_maxTimestamp: bigint = r.int64();
   const f_tokenId: string = (version >= 2 ? r.compactString() : r.string());
   const f_hmac: Buffer = (version >= 2 ? r.compactBytes() : r.bytes());
-  let f_renewers: DescribedDelegationTokenRenewer[] = [];
+  let f_renewers: DescribedDelegationTokenRenewer[];
   {
     const n = (version >= 2 ? r.compactArrayLength() : r.arrayLength());
     const a: DescribedDelegationTokenRenewer[] = [];

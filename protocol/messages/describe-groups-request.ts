@@ -31,7 +31,7 @@ export function isDefaultDescribeGroupsRequest(m: DescribeGroupsRequest): boolea
 }
 
 function readDescribeGroupsRequest(r: Reader, version: number): DescribeGroupsRequest {
-  let f_groups: string[] = [];
+  let f_groups: string[];
   {
     const n = (version >= 5 ? r.compactArrayLength() : r.arrayLength());
     const a: string[] = [];

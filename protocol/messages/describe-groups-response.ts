@@ -73,7 +73,7 @@ function readDescribeGroupsResponse(r: Reader, version: number): DescribeGroupsR
   if (version >= 1) {
     f_throttleTimeMs = r.int32();
   }
-  let f_groups: DescribedGroup[] = [];
+  let f_groups: DescribedGroup[];
   {
     const n = (version >= 5 ? r.compactArrayLength() : r.arrayLength());
     const a: DescribedGroup[] = [];
@@ -154,7 +154,7 @@ function readDescribedGroup(r: Reader, version: number): DescribedGroup {
   const f_groupState: string = (version >= 5 ? r.compactString() : r.string());
   const f_protocolType: string = (version >= 5 ? r.compactString() : r.string());
   const f_protocolData: string = (version >= 5 ? r.compactString() : r.string());
-  let f_members: DescribedGroupMember[] = [];
+  let f_members: DescribedGroupMember[];
   {
     const n = (version >= 5 ? r.compactArrayLength() : r.arrayLength());
     const a: DescribedGroupMember[] = [];

@@ -37,7 +37,7 @@ export function isDefaultDescribeLogDirsRequest(m: DescribeLogDirsRequest): bool
 }
 
 function readDescribeLogDirsRequest(r: Reader, version: number): DescribeLogDirsRequest {
-  let f_topics: DescribableLogDirTopic[] | null = [];
+  let f_topics: DescribableLogDirTopic[] | null;
   {
     const n = (version >= 2 ? r.compactNullableArrayLength() : r.nullableArrayLength());
     if (n < 0) {
@@ -113,12 +113,10 @@ export function isDefaultDescribableLogDirTopic(m: DescribableLogDirTopic): bool
 
 function readDescribableLogDirTopic(r: Reader, version: number): DescribableLogDirTopic {
   const f_topic: string = (version >= 2 ? r.compactString() : r.string());
-  let f_partitions: number[] = [];
+  let f_partitions: number[];
   {
     const n = (version >= 2 ? r.compactArrayLength() : r.arrayLength());
-    const a: number[] = [];
-    for (let i = 0; i < n; i++) a.push(r.int32());
-    f_partitions = a;
+    f_partitions = r.int32Array(n);
   }
   const unknown = (version >= 2 ? r.rawTaggedFields() : undefined);
   const m: DescribableLogDirTopic = {

@@ -80,7 +80,7 @@ function readDescribeLogDirsResponse(r: Reader, version: number): DescribeLogDir
   if (version >= 3) {
     f_errorCode = r.int16();
   }
-  let f_results: DescribeLogDirsResult[] = [];
+  let f_results: DescribeLogDirsResult[];
   {
     const n = (version >= 2 ? r.compactArrayLength() : r.arrayLength());
     const a: DescribeLogDirsResult[] = [];
@@ -157,7 +157,7 @@ export function isDefaultDescribeLogDirsResult(m: DescribeLogDirsResult): boolea
 function readDescribeLogDirsResult(r: Reader, version: number): DescribeLogDirsResult {
   const f_errorCode: number = r.int16();
   const f_logDir: string = (version >= 2 ? r.compactString() : r.string());
-  let f_topics: DescribeLogDirsTopic[] = [];
+  let f_topics: DescribeLogDirsTopic[];
   {
     const n = (version >= 2 ? r.compactArrayLength() : r.arrayLength());
     const a: DescribeLogDirsTopic[] = [];
@@ -249,7 +249,7 @@ export function isDefaultDescribeLogDirsTopic(m: DescribeLogDirsTopic): boolean 
 
 function readDescribeLogDirsTopic(r: Reader, version: number): DescribeLogDirsTopic {
   const f_name: string = (version >= 2 ? r.compactString() : r.string());
-  let f_partitions: DescribeLogDirsPartition[] = [];
+  let f_partitions: DescribeLogDirsPartition[];
   {
     const n = (version >= 2 ? r.compactArrayLength() : r.arrayLength());
     const a: DescribeLogDirsPartition[] = [];

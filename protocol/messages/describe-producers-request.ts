@@ -37,7 +37,7 @@ export function isDefaultDescribeProducersRequest(m: DescribeProducersRequest): 
 }
 
 function readDescribeProducersRequest(r: Reader, version: number): DescribeProducersRequest {
-  let f_topics: TopicRequest[] = [];
+  let f_topics: TopicRequest[];
   {
     const n = r.compactArrayLength();
     const a: TopicRequest[] = [];
@@ -89,12 +89,10 @@ export function isDefaultTopicRequest(m: TopicRequest): boolean {
 
 function readTopicRequest(r: Reader, _version: number): TopicRequest {
   const f_name: string = r.compactString();
-  let f_partitionIndexes: number[] = [];
+  let f_partitionIndexes: number[];
   {
     const n = r.compactArrayLength();
-    const a: number[] = [];
-    for (let i = 0; i < n; i++) a.push(r.int32());
-    f_partitionIndexes = a;
+    f_partitionIndexes = r.int32Array(n);
   }
   const unknown = r.rawTaggedFields();
   const m: TopicRequest = {

@@ -74,7 +74,7 @@ export function isDefaultDescribeProducersResponse(m: DescribeProducersResponse)
 
 function readDescribeProducersResponse(r: Reader, version: number): DescribeProducersResponse {
   const f_throttleTimeMs: number = r.int32();
-  let f_topics: TopicResponse[] = [];
+  let f_topics: TopicResponse[];
   {
     const n = r.compactArrayLength();
     const a: TopicResponse[] = [];
@@ -129,7 +129,7 @@ export function isDefaultTopicResponse(m: TopicResponse): boolean {
 
 function readTopicResponse(r: Reader, version: number): TopicResponse {
   const f_name: string = r.compactString();
-  let f_partitions: PartitionResponse[] = [];
+  let f_partitions: PartitionResponse[];
   {
     const n = r.compactArrayLength();
     const a: PartitionResponse[] = [];
@@ -190,7 +190,7 @@ function readPartitionResponse(r: Reader, version: number): PartitionResponse {
   const f_partitionIndex: number = r.int32();
   const f_errorCode: number = r.int16();
   const f_errorMessage: string | null = r.compactNullableString();
-  let f_activeProducers: ProducerState[] = [];
+  let f_activeProducers: ProducerState[];
   {
     const n = r.compactArrayLength();
     const a: ProducerState[] = [];

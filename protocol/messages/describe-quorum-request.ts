@@ -45,7 +45,7 @@ export function isDefaultDescribeQuorumRequest(m: DescribeQuorumRequest): boolea
 }
 
 function readDescribeQuorumRequest(r: Reader, version: number): DescribeQuorumRequest {
-  let f_topics: TopicData[] = [];
+  let f_topics: TopicData[];
   {
     const n = r.compactArrayLength();
     const a: TopicData[] = [];
@@ -97,7 +97,7 @@ export function isDefaultTopicData(m: TopicData): boolean {
 
 function readTopicData(r: Reader, version: number): TopicData {
   const f_topicName: string = r.compactString();
-  let f_partitions: PartitionData[] = [];
+  let f_partitions: PartitionData[];
   {
     const n = r.compactArrayLength();
     const a: PartitionData[] = [];

@@ -114,7 +114,7 @@ function readDescribeQuorumResponse(r: Reader, version: number): DescribeQuorumR
   if (version >= 2) {
     f_errorMessage = r.compactNullableString();
   }
-  let f_topics: TopicData[] = [];
+  let f_topics: TopicData[];
   {
     const n = r.compactArrayLength();
     const a: TopicData[] = [];
@@ -284,7 +284,7 @@ export function isDefaultTopicData(m: TopicData): boolean {
 
 function readTopicData(r: Reader, version: number): TopicData {
   const f_topicName: string = r.compactString();
-  let f_partitions: PartitionData[] = [];
+  let f_partitions: PartitionData[];
   {
     const n = r.compactArrayLength();
     const a: PartitionData[] = [];
@@ -359,14 +359,14 @@ function readPartitionData(r: Reader, version: number): PartitionData {
   const f_leaderId: number = r.int32();
   const f_leaderEpoch: number = r.int32();
   const f_highWatermark: bigint = r.int64();
-  let f_currentVoters: ReplicaState[] = [];
+  let f_currentVoters: ReplicaState[];
   {
     const n = r.compactArrayLength();
     const a: ReplicaState[] = [];
     for (let i = 0; i < n; i++) a.push(readReplicaState(r, version));
     f_currentVoters = a;
   }
-  let f_observers: ReplicaState[] = [];
+  let f_observers: ReplicaState[];
   {
     const n = r.compactArrayLength();
     const a: ReplicaState[] = [];
@@ -453,7 +453,7 @@ export function isDefaultNode(m: Node): boolean {
 
 function readNode(r: Reader, version: number): Node {
   const f_nodeId: number = r.int32();
-  let f_listeners: Listener[] = [];
+  let f_listeners: Listener[];
   {
     const n = r.compactArrayLength();
     const a: Listener[] = [];

@@ -53,7 +53,7 @@ export function isDefaultDescribeTopicPartitionsRequest(m: DescribeTopicPartitio
 }
 
 function readDescribeTopicPartitionsRequest(r: Reader, version: number): DescribeTopicPartitionsRequest {
-  let f_topics: TopicRequest[] = [];
+  let f_topics: TopicRequest[];
   {
     const n = r.compactArrayLength();
     const a: TopicRequest[] = [];

@@ -88,7 +88,7 @@ export function isDefaultDescribeTopicPartitionsResponse(m: DescribeTopicPartiti
 
 function readDescribeTopicPartitionsResponse(r: Reader, version: number): DescribeTopicPartitionsResponse {
   const f_throttleTimeMs: number = r.int32();
-  let f_topics: DescribeTopicPartitionsResponseTopic[] = [];
+  let f_topics: DescribeTopicPartitionsResponseTopic[];
   {
     const n = r.compactArrayLength();
     const a: DescribeTopicPartitionsResponseTopic[] = [];
@@ -163,7 +163,7 @@ function readDescribeTopicPartitionsResponseTopic(r: Reader, version: number): D
   const f_name: string | null = r.compactNullableString();
   const f_topicId: string = r.uuid();
   const f_isInternal: boolean = r.bool();
-  let f_partitions: DescribeTopicPartitionsResponsePartition[] = [];
+  let f_partitions: DescribeTopicPartitionsResponsePartition[];
   {
     const n = r.compactArrayLength();
     const a: DescribeTopicPartitionsResponsePartition[] = [];
@@ -248,48 +248,38 @@ function readDescribeTopicPartitionsResponsePartition(r: Reader, _version: numbe
   const f_partitionIndex: number = r.int32();
   const f_leaderId: number = r.int32();
   const f_leaderEpoch: number = r.int32();
-  let f_replicaNodes: number[] = [];
+  let f_replicaNodes: number[];
   {
     const n = r.compactArrayLength();
-    const a: number[] = [];
-    for (let i = 0; i < n; i++) a.push(r.int32());
-    f_replicaNodes = a;
+    f_replicaNodes = r.int32Array(n);
   }
-  let f_isrNodes: number[] = [];
+  let f_isrNodes: number[];
   {
     const n = r.compactArrayLength();
-    const a: number[] = [];
-    for (let i = 0; i < n; i++) a.push(r.int32());
-    f_isrNodes = a;
+    f_isrNodes = r.int32Array(n);
   }
-  let f_eligibleLeaderReplicas: number[] | null = null;
+  let f_eligibleLeaderReplicas: number[] | null;
   {
     const n = r.compactNullableArrayLength();
     if (n < 0) {
       f_eligibleLeaderReplicas = null;
     } else {
-      const a: number[] = [];
-      for (let i = 0; i < n; i++) a.push(r.int32());
-      f_eligibleLeaderReplicas = a;
+      f_eligibleLeaderReplicas = r.int32Array(n);
     }
   }
-  let f_lastKnownElr: number[] | null = null;
+  let f_lastKnownElr: number[] | null;
   {
     const n = r.compactNullableArrayLength();
     if (n < 0) {
       f_lastKnownElr = null;
     } else {
-      const a: number[] = [];
-      for (let i = 0; i < n; i++) a.push(r.int32());
-      f_lastKnownElr = a;
+      f_lastKnownElr = r.int32Array(n);
     }
   }
-  let f_offlineReplicas: number[] = [];
+  let f_offlineReplicas: number[];
   {
     const n = r.compactArrayLength();
-    const a: number[] = [];
-    for (let i = 0; i < n; i++) a.push(r.int32());
-    f_offlineReplicas = a;
+    f_offlineReplicas = r.int32Array(n);
   }
   const unknown = r.rawTaggedFields();
   const m: DescribeTopicPartitionsResponsePartition = {

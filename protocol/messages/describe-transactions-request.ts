@@ -27,7 +27,7 @@ export function isDefaultDescribeTransactionsRequest(m: DescribeTransactionsRequ
 }
 
 function readDescribeTransactionsRequest(r: Reader, _version: number): DescribeTransactionsRequest {
-  let f_transactionalIds: string[] = [];
+  let f_transactionalIds: string[];
   {
     const n = r.compactArrayLength();
     const a: string[] = [];

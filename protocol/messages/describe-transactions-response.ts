@@ -64,7 +64,7 @@ export function isDefaultDescribeTransactionsResponse(m: DescribeTransactionsRes
 
 function readDescribeTransactionsResponse(r: Reader, version: number): DescribeTransactionsResponse {
   const f_throttleTimeMs: number = r.int32();
-  let f_transactionStates: TransactionState[] = [];
+  let f_transactionStates: TransactionState[];
   {
     const n = r.compactArrayLength();
     const a: TransactionState[] = [];
@@ -137,7 +137,7 @@ function readTransactionState(r: Reader, version: number): TransactionState {
   const f_transactionStartTimeMs: bigint = r.int64();
   const f_producerId: bigint = r.int64();
   const f_producerEpoch: number = r.int16();
-  let f_topics: TopicData[] = [];
+  let f_topics: TopicData[];
   {
     const n = r.compactArrayLength();
     const a: TopicData[] = [];
@@ -210,12 +210,10 @@ export function isDefaultTopicData(m: TopicData): boolean {
 
 function readTopicData(r: Reader, _version: number): TopicData {
   const f_topic: string = r.compactString();
-  let f_partitions: number[] = [];
+  let f_partitions: number[];
   {
     const n = r.compactArrayLength();
-    const a: number[] = [];
-    for (let i = 0; i < n; i++) a.push(r.int32());
-    f_partitions = a;
+    f_partitions = r.int32Array(n);
   }
   const unknown = r.rawTaggedFields();
   const m: TopicData = {

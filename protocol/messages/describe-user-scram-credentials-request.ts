@@ -35,7 +35,7 @@ export function isDefaultDescribeUserScramCredentialsRequest(m: DescribeUserScra
 }
 
 function readDescribeUserScramCredentialsRequest(r: Reader, version: number): DescribeUserScramCredentialsRequest {
-  let f_users: UserName[] | null = [];
+  let f_users: UserName[] | null;
   {
     const n = r.compactNullableArrayLength();
     if (n < 0) {

@@ -66,7 +66,7 @@ function readDescribeUserScramCredentialsResponse(r: Reader, version: number): D
   const f_throttleTimeMs: number = r.int32();
   const f_errorCode: number = r.int16();
   const f_errorMessage: string | null = r.compactNullableString();
-  let f_results: DescribeUserScramCredentialsResult[] = [];
+  let f_results: DescribeUserScramCredentialsResult[];
   {
     const n = r.compactArrayLength();
     const a: DescribeUserScramCredentialsResult[] = [];
@@ -133,7 +133,7 @@ function readDescribeUserScramCredentialsResult(r: Reader, version: number): Des
   const f_user: string = r.compactString();
   const f_errorCode: number = r.int16();
   const f_errorMessage: string | null = r.compactNullableString();
-  let f_credentialInfos: CredentialInfo[] = [];
+  let f_credentialInfos: CredentialInfo[];
   {
     const n = r.compactArrayLength();
     const a: CredentialInfo[] = [];

@@ -49,7 +49,7 @@ function readElectLeadersRequest(r: Reader, version: number): ElectLeadersReques
   if (version >= 1) {
     f_electionType = r.int8();
   }
-  let f_topicPartitions: TopicPartitions[] | null = [];
+  let f_topicPartitions: TopicPartitions[] | null;
   {
     const n = (version >= 2 ? r.compactNullableArrayLength() : r.nullableArrayLength());
     if (n < 0) {
@@ -138,12 +138,10 @@ export function isDefaultTopicPartitions(m: TopicPartitions): boolean {
 
 function readTopicPartitions(r: Reader, version: number): TopicPartitions {
   const f_topic: string = (version >= 2 ? r.compactString() : r.string());
-  let f_partitions: number[] = [];
+  let f_partitions: number[];
   {
     const n = (version >= 2 ? r.compactArrayLength() : r.arrayLength());
-    const a: number[] = [];
-    for (let i = 0; i < n; i++) a.push(r.int32());
-    f_partitions = a;
+    f_partitions = r.int32Array(n);
   }
   const unknown = (version >= 2 ? r.rawTaggedFields() : undefined);
   const m: TopicPartitions = {

@@ -62,7 +62,7 @@ function readElectLeadersResponse(r: Reader, version: number): ElectLeadersRespo
   if (version >= 1) {
     f_errorCode = r.int16();
   }
-  let f_replicaElectionResults: ReplicaElectionResult[] = [];
+  let f_replicaElectionResults: ReplicaElectionResult[];
   {
     const n = (version >= 2 ? r.compactArrayLength() : r.arrayLength());
     const a: ReplicaElectionResult[] = [];
@@ -134,7 +134,7 @@ export function isDefaultReplicaElectionResult(m: ReplicaElectionResult): boolea
 
 function readReplicaElectionResult(r: Reader, version: number): ReplicaElectionResult {
   const f_topic: string = (version >= 2 ? r.compactString() : r.string());
-  let f_partitionResult: PartitionResult[] = [];
+  let f_partitionResult: PartitionResult[];
   {
     const n = (version >= 2 ? r.compactArrayLength() : r.arrayLength());
     const a: PartitionResult[] = [];

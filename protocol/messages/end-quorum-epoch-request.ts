@@ -84,7 +84,7 @@ export function isDefaultEndQuorumEpochRequest(m: EndQuorumEpochRequest): boolea
 
 function readEndQuorumEpochRequest(r: Reader, version: number): EndQuorumEpochRequest {
   const f_clusterId: string | null = (version >= 1 ? r.compactNullableString() : r.nullableString());
-  let f_topics: TopicData[] = [];
+  let f_topics: TopicData[];
   {
     const n = (version >= 1 ? r.compactArrayLength() : r.arrayLength());
     const a: TopicData[] = [];
@@ -177,7 +177,7 @@ export function isDefaultTopicData(m: TopicData): boolean {
 
 function readTopicData(r: Reader, version: number): TopicData {
   const f_topicName: string = (version >= 1 ? r.compactString() : r.string());
-  let f_partitions: PartitionData[] = [];
+  let f_partitions: PartitionData[];
   {
     const n = (version >= 1 ? r.compactArrayLength() : r.arrayLength());
     const a: PartitionData[] = [];
@@ -256,9 +256,7 @@ function readPartitionData(r: Reader, version: number): PartitionData {
   if (version <= 0) {
     {
       const n = r.arrayLength();
-      const a: number[] = [];
-      for (let i = 0; i < n; i++) a.push(r.int32());
-      f_preferredSuccessors = a;
+      f_preferredSuccessors = r.int32Array(n);
     }
   }
   let f_preferredCandidates: ReplicaInfo[] = [];

@@ -72,7 +72,7 @@ export function isDefaultEndQuorumEpochResponse(m: EndQuorumEpochResponse): bool
 
 function readEndQuorumEpochResponse(r: Reader, version: number): EndQuorumEpochResponse {
   const f_errorCode: number = r.int16();
-  let f_topics: TopicData[] = [];
+  let f_topics: TopicData[];
   {
     const n = (version >= 1 ? r.compactArrayLength() : r.arrayLength());
     const a: TopicData[] = [];
@@ -196,7 +196,7 @@ export function isDefaultTopicData(m: TopicData): boolean {
 
 function readTopicData(r: Reader, version: number): TopicData {
   const f_topicName: string = (version >= 1 ? r.compactString() : r.string());
-  let f_partitions: PartitionData[] = [];
+  let f_partitions: PartitionData[];
   {
     const n = (version >= 1 ? r.compactArrayLength() : r.arrayLength());
     const a: PartitionData[] = [];

@@ -149,7 +149,7 @@ function readFetchRequest(r: Reader, version: number): FetchRequest {
   if (version >= 7) {
     f_sessionEpoch = r.int32();
   }
-  let f_topics: FetchTopic[] = [];
+  let f_topics: FetchTopic[];
   {
     const n = (version >= 12 ? r.compactArrayLength() : r.arrayLength());
     const a: FetchTopic[] = [];
@@ -409,7 +409,7 @@ function readFetchTopic(r: Reader, version: number): FetchTopic {
   if (version >= 13) {
     f_topicId = r.uuid();
   }
-  let f_partitions: FetchPartition[] = [];
+  let f_partitions: FetchPartition[];
   {
     const n = (version >= 12 ? r.compactArrayLength() : r.arrayLength());
     const a: FetchPartition[] = [];
@@ -627,12 +627,10 @@ function readForgottenTopic(r: Reader, version: number): ForgottenTopic {
   if (version >= 13) {
     f_topicId = r.uuid();
   }
-  let f_partitions: number[] = [];
+  let f_partitions: number[];
   {
     const n = (version >= 12 ? r.compactArrayLength() : r.arrayLength());
-    const a: number[] = [];
-    for (let i = 0; i < n; i++) a.push(r.int32());
-    f_partitions = a;
+    f_partitions = r.int32Array(n);
   }
   const unknown = (version >= 12 ? r.rawTaggedFields() : undefined);
   const m: ForgottenTopic = {

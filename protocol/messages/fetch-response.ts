@@ -149,7 +149,7 @@ function readFetchResponse(r: Reader, version: number): FetchResponse {
   if (version >= 7) {
     f_sessionId = r.int32();
   }
-  let f_responses: FetchableTopicResponse[] = [];
+  let f_responses: FetchableTopicResponse[];
   {
     const n = (version >= 12 ? r.compactArrayLength() : r.arrayLength());
     const a: FetchableTopicResponse[] = [];
@@ -302,7 +302,7 @@ function readFetchableTopicResponse(r: Reader, version: number): FetchableTopicR
   if (version >= 13) {
     f_topicId = r.uuid();
   }
-  let f_partitions: PartitionData[] = [];
+  let f_partitions: PartitionData[];
   {
     const n = (version >= 12 ? r.compactArrayLength() : r.arrayLength());
     const a: PartitionData[] = [];

@@ -78,7 +78,7 @@ function readFetchSnapshotRequest(r: Reader, version: number): FetchSnapshotRequ
   let f_clusterId: string | null = null;
   const f_replicaId: number = r.int32();
   const f_maxBytes: number = r.int32();
-  let f_topics: TopicSnapshot[] = [];
+  let f_topics: TopicSnapshot[];
   {
     const n = r.compactArrayLength();
     const a: TopicSnapshot[] = [];
@@ -172,7 +172,7 @@ export function isDefaultTopicSnapshot(m: TopicSnapshot): boolean {
 
 function readTopicSnapshot(r: Reader, version: number): TopicSnapshot {
   const f_name: string = r.compactString();
-  let f_partitions: PartitionSnapshot[] = [];
+  let f_partitions: PartitionSnapshot[];
   {
     const n = r.compactArrayLength();
     const a: PartitionSnapshot[] = [];

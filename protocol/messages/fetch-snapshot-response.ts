@@ -103,7 +103,7 @@ export function isDefaultFetchSnapshotResponse(m: FetchSnapshotResponse): boolea
 function readFetchSnapshotResponse(r: Reader, version: number): FetchSnapshotResponse {
   const f_throttleTimeMs: number = r.int32();
   const f_errorCode: number = r.int16();
-  let f_topics: TopicSnapshot[] = [];
+  let f_topics: TopicSnapshot[];
   {
     const n = r.compactArrayLength();
     const a: TopicSnapshot[] = [];
@@ -220,7 +220,7 @@ export function isDefaultTopicSnapshot(m: TopicSnapshot): boolean {
 
 function readTopicSnapshot(r: Reader, version: number): TopicSnapshot {
   const f_name: string = r.compactString();
-  let f_partitions: PartitionSnapshot[] = [];
+  let f_partitions: PartitionSnapshot[];
   {
     const n = r.compactArrayLength();
     const a: PartitionSnapshot[] = [];

@@ -63,7 +63,7 @@ function readGetTelemetrySubscriptionsResponse(r: Reader, _version: number): Get
   const f_errorCode: number = r.int16();
   const f_clientInstanceId: string = r.uuid();
   const f_subscriptionId: number = r.int32();
-  let f_acceptedCompressionTypes: number[] = [];
+  let f_acceptedCompressionTypes: number[];
   {
     const n = r.compactArrayLength();
     const a: number[] = [];
@@ -73,7 +73,7 @@ function readGetTelemetrySubscriptionsResponse(r: Reader, _version: number): Get
   const f_pushIntervalMs: number = r.int32();
   const f_telemetryMaxBytes: number = r.int32();
   const f_deltaTemporality: boolean = r.bool();
-  let f_requestedMetrics: string[] = [];
+  let f_requestedMetrics: string[];
   {
     const n = r.compactArrayLength();
     const a: string[] = [];

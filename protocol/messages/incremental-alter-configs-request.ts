@@ -55,7 +55,7 @@ export function isDefaultIncrementalAlterConfigsRequest(m: IncrementalAlterConfi
 }
 
 function readIncrementalAlterConfigsRequest(r: Reader, version: number): IncrementalAlterConfigsRequest {
-  let f_resources: AlterConfigsResource[] = [];
+  let f_resources: AlterConfigsResource[];
   {
     const n = (version >= 1 ? r.compactArrayLength() : r.arrayLength());
     const a: AlterConfigsResource[] = [];
@@ -122,7 +122,7 @@ export function isDefaultAlterConfigsResource(m: AlterConfigsResource): boolean 
 function readAlterConfigsResource(r: Reader, version: number): AlterConfigsResource {
   const f_resourceType: number = r.int8();
   const f_resourceName: string = (version >= 1 ? r.compactString() : r.string());
-  let f_configs: AlterableConfig[] = [];
+  let f_configs: AlterableConfig[];
   {
     const n = (version >= 1 ? r.compactArrayLength() : r.arrayLength());
     const a: AlterableConfig[] = [];

@@ -46,7 +46,7 @@ export function isDefaultIncrementalAlterConfigsResponse(m: IncrementalAlterConf
 
 function readIncrementalAlterConfigsResponse(r: Reader, version: number): IncrementalAlterConfigsResponse {
   const f_throttleTimeMs: number = r.int32();
-  let f_responses: AlterConfigsResourceResponse[] = [];
+  let f_responses: AlterConfigsResourceResponse[];
   {
     const n = (version >= 1 ? r.compactArrayLength() : r.arrayLength());
     const a: AlterConfigsResourceResponse[] = [];

@@ -54,7 +54,7 @@ export function isDefaultInitializeShareGroupStateRequest(m: InitializeShareGrou
 
 function readInitializeShareGroupStateRequest(r: Reader, version: number): InitializeShareGroupStateRequest {
   const f_groupId: string = r.compactString();
-  let f_topics: InitializeStateData[] = [];
+  let f_topics: InitializeStateData[];
   {
     const n = r.compactArrayLength();
     const a: InitializeStateData[] = [];
@@ -109,7 +109,7 @@ export function isDefaultInitializeStateData(m: InitializeStateData): boolean {
 
 function readInitializeStateData(r: Reader, version: number): InitializeStateData {
   const f_topicId: string = r.uuid();
-  let f_partitions: PartitionData[] = [];
+  let f_partitions: PartitionData[];
   {
     const n = r.compactArrayLength();
     const a: PartitionData[] = [];

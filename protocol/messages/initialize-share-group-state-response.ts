@@ -49,7 +49,7 @@ export function isDefaultInitializeShareGroupStateResponse(m: InitializeShareGro
 }
 
 function readInitializeShareGroupStateResponse(r: Reader, version: number): InitializeShareGroupStateResponse {
-  let f_results: InitializeStateResult[] = [];
+  let f_results: InitializeStateResult[];
   {
     const n = r.compactArrayLength();
     const a: InitializeStateResult[] = [];
@@ -101,7 +101,7 @@ export function isDefaultInitializeStateResult(m: InitializeStateResult): boolea
 
 function readInitializeStateResult(r: Reader, version: number): InitializeStateResult {
   const f_topicId: string = r.uuid();
-  let f_partitions: PartitionResult[] = [];
+  let f_partitions: PartitionResult[];
   {
     const n = r.compactArrayLength();
     const a: PartitionResult[] = [];

@@ -77,7 +77,7 @@ function readJoinGroupRequest(r: Reader, version: number): JoinGroupRequest {
     f_groupInstanceId = (version >= 6 ? r.compactNullableString() : r.nullableString());
   }
   const f_protocolType: string = (version >= 6 ? r.compactString() : r.string());
-  let f_protocols: JoinGroupRequestProtocol[] = [];
+  let f_protocols: JoinGroupRequestProtocol[];
   {
     const n = (version >= 6 ? r.compactArrayLength() : r.arrayLength());
     const a: JoinGroupRequestProtocol[] = [];

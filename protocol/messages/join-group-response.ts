@@ -88,7 +88,7 @@ function readJoinGroupResponse(r: Reader, version: number): JoinGroupResponse {
     f_skipAssignment = r.bool();
   }
   const f_memberId: string = (version >= 6 ? r.compactString() : r.string());
-  let f_members: JoinGroupResponseMember[] = [];
+  let f_members: JoinGroupResponseMember[];
   {
     const n = (version >= 6 ? r.compactArrayLength() : r.arrayLength());
     const a: JoinGroupResponseMember[] = [];

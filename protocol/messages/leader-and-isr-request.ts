@@ -141,7 +141,7 @@ function readLeaderAndIsrRequest(r: Reader, version: number): LeaderAndIsrReques
       f_topicStates = a;
     }
   }
-  let f_liveLeaders: LeaderAndIsrLiveLeader[] = [];
+  let f_liveLeaders: LeaderAndIsrLiveLeader[];
   {
     const n = (version >= 4 ? r.compactArrayLength() : r.arrayLength());
     const a: LeaderAndIsrLiveLeader[] = [];
@@ -301,37 +301,29 @@ function readLeaderAndIsrPartitionState(r: Reader, version: number): LeaderAndIs
   const f_controllerEpoch: number = r.int32();
   const f_leader: number = r.int32();
   const f_leaderEpoch: number = r.int32();
-  let f_isr: number[] = [];
+  let f_isr: number[];
   {
     const n = (version >= 4 ? r.compactArrayLength() : r.arrayLength());
-    const a: number[] = [];
-    for (let i = 0; i < n; i++) a.push(r.int32());
-    f_isr = a;
+    f_isr = r.int32Array(n);
   }
   const f_partitionEpoch: number = r.int32();
-  let f_replicas: number[] = [];
+  let f_replicas: number[];
   {
     const n = (version >= 4 ? r.compactArrayLength() : r.arrayLength());
-    const a: number[] = [];
-    for (let i = 0; i < n; i++) a.push(r.int32());
-    f_replicas = a;
+    f_replicas = r.int32Array(n);
   }
   let f_addingReplicas: number[] = [];
   if (version >= 3) {
     {
       const n = (version >= 4 ? r.compactArrayLength() : r.arrayLength());
-      const a: number[] = [];
-      for (let i = 0; i < n; i++) a.push(r.int32());
-      f_addingReplicas = a;
+      f_addingReplicas = r.int32Array(n);
     }
   }
   let f_removingReplicas: number[] = [];
   if (version >= 3) {
     {
       const n = (version >= 4 ? r.compactArrayLength() : r.arrayLength());
-      const a: number[] = [];
-      for (let i = 0; i < n; i++) a.push(r.int32());
-      f_removingReplicas = a;
+      f_removingReplicas = r.int32Array(n);
     }
   }
   let f_isNew: boolean = false;
@@ -498,7 +490,7 @@ function readLeaderAndIsrTopicState(r: Reader, version: number): LeaderAndIsrTop
   if (version >= 5) {
     f_topicId = r.uuid();
   }
-  let f_partitionStates: LeaderAndIsrPartitionState[] = [];
+  let f_partitionStates: LeaderAndIsrPartitionState[];
   {
     const n = (version >= 4 ? r.compactArrayLength() : r.arrayLength());
     const a: LeaderAndIsrPartitionState[] = [];

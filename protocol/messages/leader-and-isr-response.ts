@@ -217,7 +217,7 @@ export function isDefaultLeaderAndIsrTopicError(m: LeaderAndIsrTopicError): bool
 
 function readLeaderAndIsrTopicError(r: Reader, version: number): LeaderAndIsrTopicError {
   const f_topicId: string = r.uuid();
-  let f_partitionErrors: LeaderAndIsrPartitionError[] = [];
+  let f_partitionErrors: LeaderAndIsrPartitionError[];
   {
     const n = r.compactArrayLength();
     const a: LeaderAndIsrPartitionError[] = [];

@@ -45,7 +45,7 @@ export function isDefaultListClientMetricsResourcesResponse(m: ListClientMetrics
 function readListClientMetricsResourcesResponse(r: Reader, version: number): ListClientMetricsResourcesResponse {
   const f_throttleTimeMs: number = r.int32();
   const f_errorCode: number = r.int16();
-  let f_clientMetricsResources: ClientMetricsResource[] = [];
+  let f_clientMetricsResources: ClientMetricsResource[];
   {
     const n = r.compactArrayLength();
     const a: ClientMetricsResource[] = [];

@@ -54,7 +54,7 @@ function readListGroupsResponse(r: Reader, version: number): ListGroupsResponse 
     f_throttleTimeMs = r.int32();
   }
   const f_errorCode: number = r.int16();
-  let f_groups: ListedGroup[] = [];
+  let f_groups: ListedGroup[];
   {
     const n = (version >= 3 ? r.compactArrayLength() : r.arrayLength());
     const a: ListedGroup[] = [];

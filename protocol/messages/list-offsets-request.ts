@@ -68,7 +68,7 @@ function readListOffsetsRequest(r: Reader, version: number): ListOffsetsRequest 
   if (version >= 2) {
     f_isolationLevel = r.int8();
   }
-  let f_topics: ListOffsetsTopic[] = [];
+  let f_topics: ListOffsetsTopic[];
   {
     const n = (version >= 6 ? r.compactArrayLength() : r.arrayLength());
     const a: ListOffsetsTopic[] = [];
@@ -151,7 +151,7 @@ export function isDefaultListOffsetsTopic(m: ListOffsetsTopic): boolean {
 
 function readListOffsetsTopic(r: Reader, version: number): ListOffsetsTopic {
   const f_name: string = (version >= 6 ? r.compactString() : r.string());
-  let f_partitions: ListOffsetsPartition[] = [];
+  let f_partitions: ListOffsetsPartition[];
   {
     const n = (version >= 6 ? r.compactArrayLength() : r.arrayLength());
     const a: ListOffsetsPartition[] = [];

@@ -63,7 +63,7 @@ function readListOffsetsResponse(r: Reader, version: number): ListOffsetsRespons
   if (version >= 2) {
     f_throttleTimeMs = r.int32();
   }
-  let f_topics: ListOffsetsTopicResponse[] = [];
+  let f_topics: ListOffsetsTopicResponse[];
   {
     const n = (version >= 6 ? r.compactArrayLength() : r.arrayLength());
     const a: ListOffsetsTopicResponse[] = [];
@@ -130,7 +130,7 @@ export function isDefaultListOffsetsTopicResponse(m: ListOffsetsTopicResponse): 
 
 function readListOffsetsTopicResponse(r: Reader, version: number): ListOffsetsTopicResponse {
   const f_name: string = (version >= 6 ? r.compactString() : r.string());
-  let f_partitions: ListOffsetsPartitionResponse[] = [];
+  let f_partitions: ListOffsetsPartitionResponse[];
   {
     const n = (version >= 6 ? r.compactArrayLength() : r.arrayLength());
     const a: ListOffsetsPartitionResponse[] = [];

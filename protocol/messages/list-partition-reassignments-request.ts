@@ -42,7 +42,7 @@ export function isDefaultListPartitionReassignmentsRequest(m: ListPartitionReass
 
 function readListPartitionReassignmentsRequest(r: Reader, version: number): ListPartitionReassignmentsRequest {
   const f_timeoutMs: number = r.int32();
-  let f_topics: ListPartitionReassignmentsTopics[] | null = null;
+  let f_topics: ListPartitionReassignmentsTopics[] | null;
   {
     const n = r.compactNullableArrayLength();
     if (n < 0) {
@@ -109,12 +109,10 @@ export function isDefaultListPartitionReassignmentsTopics(m: ListPartitionReassi
 
 function readListPartitionReassignmentsTopics(r: Reader, _version: number): ListPartitionReassignmentsTopics {
   const f_name: string = r.compactString();
-  let f_partitionIndexes: number[] = [];
+  let f_partitionIndexes: number[];
   {
     const n = r.compactArrayLength();
-    const a: number[] = [];
-    for (let i = 0; i < n; i++) a.push(r.int32());
-    f_partitionIndexes = a;
+    f_partitionIndexes = r.int32Array(n);
   }
   const unknown = r.rawTaggedFields();
   const m: ListPartitionReassignmentsTopics = {

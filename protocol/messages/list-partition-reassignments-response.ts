@@ -66,7 +66,7 @@ function readListPartitionReassignmentsResponse(r: Reader, version: number): Lis
   const f_throttleTimeMs: number = r.int32();
   const f_errorCode: number = r.int16();
   const f_errorMessage: string | null = r.compactNullableString();
-  let f_topics: OngoingTopicReassignment[] = [];
+  let f_topics: OngoingTopicReassignment[];
   {
     const n = r.compactArrayLength();
     const a: OngoingTopicReassignment[] = [];
@@ -127,7 +127,7 @@ export function isDefaultOngoingTopicReassignment(m: OngoingTopicReassignment): 
 
 function readOngoingTopicReassignment(r: Reader, version: number): OngoingTopicReassignment {
   const f_name: string = r.compactString();
-  let f_partitions: OngoingPartitionReassignment[] = [];
+  let f_partitions: OngoingPartitionReassignment[];
   {
     const n = r.compactArrayLength();
     const a: OngoingPartitionReassignment[] = [];
@@ -186,26 +186,20 @@ export function isDefaultOngoingPartitionReassignment(m: OngoingPartitionReassig
 
 function readOngoingPartitionReassignment(r: Reader, _version: number): OngoingPartitionReassignment {
   const f_partitionIndex: number = r.int32();
-  let f_replicas: number[] = [];
+  let f_replicas: number[];
   {
     const n = r.compactArrayLength();
-    const a: number[] = [];
-    for (let i = 0; i < n; i++) a.push(r.int32());
-    f_replicas = a;
+    f_replicas = r.int32Array(n);
   }
-  let f_addingReplicas: number[] = [];
+  let f_addingReplicas: number[];
   {
     const n = r.compactArrayLength();
-    const a: number[] = [];
-    for (let i = 0; i < n; i++) a.push(r.int32());
-    f_addingReplicas = a;
+    f_addingReplicas = r.int32Array(n);
   }
-  let f_removingReplicas: number[] = [];
+  let f_removingReplicas: number[];
   {
     const n = r.compactArrayLength();
-    const a: number[] = [];
-    for (let i = 0; i < n; i++) a.push(r.int32());
-    f_removingReplicas = a;
+    f_removingReplicas = r.int32Array(n);
   }
   const unknown = r.rawTaggedFields();
   const m: OngoingPartitionReassignment = {

@@ -35,14 +35,14 @@ export function isDefaultListTransactionsRequest(m: ListTransactionsRequest): bo
 }
 
 function readListTransactionsRequest(r: Reader, version: number): ListTransactionsRequest {
-  let f_stateFilters: string[] = [];
+  let f_stateFilters: string[];
   {
     const n = r.compactArrayLength();
     const a: string[] = [];
     for (let i = 0; i < n; i++) a.push(r.compactString());
     f_stateFilters = a;
   }
-  let f_producerIdFilters: bigint[] = [];
+  let f_producerIdFilters: bigint[];
   {
     const n = r.compactArrayLength();
     const a: bigint[] = [];

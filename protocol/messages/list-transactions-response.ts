@@ -53,14 +53,14 @@ export function isDefaultListTransactionsResponse(m: ListTransactionsResponse): 
 function readListTransactionsResponse(r: Reader, version: number): ListTransactionsResponse {
   const f_throttleTimeMs: number = r.int32();
   const f_errorCode: number = r.int16();
-  let f_unknownStateFilters: string[] = [];
+  let f_unknownStateFilters: string[];
   {
     const n = r.compactArrayLength();
     const a: string[] = [];
     for (let i = 0; i < n; i++) a.push(r.compactString());
     f_unknownStateFilters = a;
   }
-  let f_transactionStates: TransactionState[] = [];
+  let f_transactionStates: TransactionState[];
   {
     const n = r.compactArrayLength();
     const a: TransactionState[] = [];

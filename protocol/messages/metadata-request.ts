@@ -49,7 +49,7 @@ export function isDefaultMetadataRequest(m: MetadataRequest): boolean {
 }
 
 function readMetadataRequest(r: Reader, version: number): MetadataRequest {
-  let f_topics: MetadataRequestTopic[] | null = [];
+  let f_topics: MetadataRequestTopic[] | null;
   {
     const n = (version >= 9 ? (version >= 1 ? r.compactNullableArrayLength() : r.compactArrayLength()) : (version >= 1 ? r.nullableArrayLength() : r.arrayLength()));
     if (n < 0) {

@@ -103,7 +103,7 @@ function readMetadataResponse(r: Reader, version: number): MetadataResponse {
   if (version >= 3) {
     f_throttleTimeMs = r.int32();
   }
-  let f_brokers: MetadataResponseBroker[] = [];
+  let f_brokers: MetadataResponseBroker[];
   {
     const n = (version >= 9 ? r.compactArrayLength() : r.arrayLength());
     const a: MetadataResponseBroker[] = [];
@@ -118,7 +118,7 @@ function readMetadataResponse(r: Reader, version: number): MetadataResponse {
   if (version >= 1) {
     f_controllerId = r.int32();
   }
-  let f_topics: MetadataResponseTopic[] = [];
+  let f_topics: MetadataResponseTopic[];
   {
     const n = (version >= 9 ? r.compactArrayLength() : r.arrayLength());
     const a: MetadataResponseTopic[] = [];
@@ -320,7 +320,7 @@ function readMetadataResponseTopic(r: Reader, version: number): MetadataResponse
   if (version >= 1) {
     f_isInternal = r.bool();
   }
-  let f_partitions: MetadataResponsePartition[] = [];
+  let f_partitions: MetadataResponsePartition[];
   {
     const n = (version >= 9 ? r.compactArrayLength() : r.arrayLength());
     const a: MetadataResponsePartition[] = [];
@@ -445,27 +445,21 @@ function readMetadataResponsePartition(r: Reader, version: number): MetadataResp
   if (version >= 7) {
     f_leaderEpoch = r.int32();
   }
-  let f_replicaNodes: number[] = [];
+  let f_replicaNodes: number[];
   {
     const n = (version >= 9 ? r.compactArrayLength() : r.arrayLength());
-    const a: number[] = [];
-    for (let i = 0; i < n; i++) a.push(r.int32());
-    f_replicaNodes = a;
+    f_replicaNodes = r.int32Array(n);
   }
-  let f_isrNodes: number[] = [];
+  let f_isrNodes: number[];
   {
     const n = (version >= 9 ? r.compactArrayLength() : r.arrayLength());
-    const a: number[] = [];
-    for (let i = 0; i < n; i++) a.push(r.int32());
-    f_isrNodes = a;
+    f_isrNodes = r.int32Array(n);
   }
   let f_offlineReplicas: number[] = [];
   if (version >= 5) {
     {
       const n = (version >= 9 ? r.compactArrayLength() : r.arrayLength());
-      const a: number[] = [];
-      for (let i = 0; i < n; i++) a.push(r.int32());
-      f_offlineReplicas = a;
+      f_offlineReplicas = r.int32Array(n);
     }
   }
   const unknown = (version >= 9 ? r.rawTaggedFields() : undefined);

@@ -90,7 +90,7 @@ function readOffsetCommitRequest(r: Reader, version: number): OffsetCommitReques
   if (version >= 2 && version <= 4) {
     f_retentionTimeMs = r.int64();
   }
-  let f_topics: OffsetCommitRequestTopic[] = [];
+  let f_topics: OffsetCommitRequestTopic[];
   {
     const n = (version >= 8 ? r.compactArrayLength() : r.arrayLength());
     const a: OffsetCommitRequestTopic[] = [];
@@ -195,7 +195,7 @@ export function isDefaultOffsetCommitRequestTopic(m: OffsetCommitRequestTopic): 
 
 function readOffsetCommitRequestTopic(r: Reader, version: number): OffsetCommitRequestTopic {
   const f_name: string = (version >= 8 ? r.compactString() : r.string());
-  let f_partitions: OffsetCommitRequestPartition[] = [];
+  let f_partitions: OffsetCommitRequestPartition[];
   {
     const n = (version >= 8 ? r.compactArrayLength() : r.arrayLength());
     const a: OffsetCommitRequestPartition[] = [];

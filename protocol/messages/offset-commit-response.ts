@@ -55,7 +55,7 @@ function readOffsetCommitResponse(r: Reader, version: number): OffsetCommitRespo
   if (version >= 3) {
     f_throttleTimeMs = r.int32();
   }
-  let f_topics: OffsetCommitResponseTopic[] = [];
+  let f_topics: OffsetCommitResponseTopic[];
   {
     const n = (version >= 8 ? r.compactArrayLength() : r.arrayLength());
     const a: OffsetCommitResponseTopic[] = [];
@@ -122,7 +122,7 @@ export function isDefaultOffsetCommitResponseTopic(m: OffsetCommitResponseTopic)
 
 function readOffsetCommitResponseTopic(r: Reader, version: number): OffsetCommitResponseTopic {
   const f_name: string = (version >= 8 ? r.compactString() : r.string());
-  let f_partitions: OffsetCommitResponsePartition[] = [];
+  let f_partitions: OffsetCommitResponsePartition[];
   {
     const n = (version >= 8 ? r.compactArrayLength() : r.arrayLength());
     const a: OffsetCommitResponsePartition[] = [];

@@ -42,7 +42,7 @@ export function isDefaultOffsetDeleteRequest(m: OffsetDeleteRequest): boolean {
 
 function readOffsetDeleteRequest(r: Reader, version: number): OffsetDeleteRequest {
   const f_groupId: string = r.string();
-  let f_topics: OffsetDeleteRequestTopic[] = [];
+  let f_topics: OffsetDeleteRequestTopic[];
   {
     const n = r.arrayLength();
     const a: OffsetDeleteRequestTopic[] = [];
@@ -92,7 +92,7 @@ export function isDefaultOffsetDeleteRequestTopic(m: OffsetDeleteRequestTopic): 
 
 function readOffsetDeleteRequestTopic(r: Reader, version: number): OffsetDeleteRequestTopic {
   const f_name: string = r.string();
-  let f_partitions: OffsetDeleteRequestPartition[] = [];
+  let f_partitions: OffsetDeleteRequestPartition[];
   {
     const n = r.arrayLength();
     const a: OffsetDeleteRequestPartition[] = [];

@@ -49,7 +49,7 @@ export function isDefaultOffsetDeleteResponse(m: OffsetDeleteResponse): boolean 
 function readOffsetDeleteResponse(r: Reader, version: number): OffsetDeleteResponse {
   const f_errorCode: number = r.int16();
   const f_throttleTimeMs: number = r.int32();
-  let f_topics: OffsetDeleteResponseTopic[] = [];
+  let f_topics: OffsetDeleteResponseTopic[];
   {
     const n = r.arrayLength();
     const a: OffsetDeleteResponseTopic[] = [];
@@ -102,7 +102,7 @@ export function isDefaultOffsetDeleteResponseTopic(m: OffsetDeleteResponseTopic)
 
 function readOffsetDeleteResponseTopic(r: Reader, version: number): OffsetDeleteResponseTopic {
   const f_name: string = r.string();
-  let f_partitions: OffsetDeleteResponsePartition[] = [];
+  let f_partitions: OffsetDeleteResponsePartition[];
   {
     const n = r.arrayLength();
     const a: OffsetDeleteResponsePartition[] = [];

@@ -237,12 +237,10 @@ export function isDefaultOffsetFetchRequestTopic(m: OffsetFetchRequestTopic): bo
 
 function readOffsetFetchRequestTopic(r: Reader, version: number): OffsetFetchRequestTopic {
   const f_name: string = (version >= 6 ? r.compactString() : r.string());
-  let f_partitionIndexes: number[] = [];
+  let f_partitionIndexes: number[];
   {
     const n = (version >= 6 ? r.compactArrayLength() : r.arrayLength());
-    const a: number[] = [];
-    for (let i = 0; i < n; i++) a.push(r.int32());
-    f_partitionIndexes = a;
+    f_partitionIndexes = r.int32Array(n);
   }
   const unknown = (version >= 6 ? r.rawTaggedFields() : undefined);
   const m: OffsetFetchRequestTopic = {
@@ -316,7 +314,7 @@ function readOffsetFetchRequestGroup(r: Reader, version: number): OffsetFetchReq
   if (version >= 9) {
     f_memberEpoch = r.int32();
   }
-  let f_topics: OffsetFetchRequestTopics[] | null = [];
+  let f_topics: OffsetFetchRequestTopics[] | null;
   {
     const n = r.compactNullableArrayLength();
     if (n < 0) {
@@ -397,12 +395,10 @@ export function isDefaultOffsetFetchRequestTopics(m: OffsetFetchRequestTopics): 
 
 function readOffsetFetchRequestTopics(r: Reader, _version: number): OffsetFetchRequestTopics {
   const f_name: string = r.compactString();
-  let f_partitionIndexes: number[] = [];
+  let f_partitionIndexes: number[];
   {
     const n = r.compactArrayLength();
-    const a: number[] = [];
-    for (let i = 0; i < n; i++) a.push(r.int32());
-    f_partitionIndexes = a;
+    f_partitionIndexes = r.int32Array(n);
   }
   const unknown = r.rawTaggedFields();
   const m: OffsetFetchRequestTopics = {

@@ -221,7 +221,7 @@ export function isDefaultOffsetFetchResponseTopic(m: OffsetFetchResponseTopic): 
 
 function readOffsetFetchResponseTopic(r: Reader, version: number): OffsetFetchResponseTopic {
   const f_name: string = (version >= 6 ? r.compactString() : r.string());
-  let f_partitions: OffsetFetchResponsePartition[] = [];
+  let f_partitions: OffsetFetchResponsePartition[];
   {
     const n = (version >= 6 ? r.compactArrayLength() : r.arrayLength());
     const a: OffsetFetchResponsePartition[] = [];
@@ -362,7 +362,7 @@ export function isDefaultOffsetFetchResponseGroup(m: OffsetFetchResponseGroup): 
 
 function readOffsetFetchResponseGroup(r: Reader, version: number): OffsetFetchResponseGroup {
   const f_groupId: string = r.compactString();
-  let f_topics: OffsetFetchResponseTopics[] = [];
+  let f_topics: OffsetFetchResponseTopics[];
   {
     const n = r.compactArrayLength();
     const a: OffsetFetchResponseTopics[] = [];
@@ -421,7 +421,7 @@ export function isDefaultOffsetFetchResponseTopics(m: OffsetFetchResponseTopics)
 
 function readOffsetFetchResponseTopics(r: Reader, version: number): OffsetFetchResponseTopics {
   const f_name: string = r.compactString();
-  let f_partitions: OffsetFetchResponsePartitions[] = [];
+  let f_partitions: OffsetFetchResponsePartitions[];
   {
     const n = r.compactArrayLength();
     const a: OffsetFetchResponsePartitions[] = [];

@@ -57,7 +57,7 @@ function readOffsetForLeaderEpochRequest(r: Reader, version: number): OffsetForL
   if (version >= 3) {
     f_replicaId = r.int32();
   }
-  let f_topics: OffsetForLeaderTopic[] = [];
+  let f_topics: OffsetForLeaderTopic[];
   {
     const n = (version >= 4 ? r.compactArrayLength() : r.arrayLength());
     const a: OffsetForLeaderTopic[] = [];
@@ -124,7 +124,7 @@ export function isDefaultOffsetForLeaderTopic(m: OffsetForLeaderTopic): boolean 
 
 function readOffsetForLeaderTopic(r: Reader, version: number): OffsetForLeaderTopic {
   const f_topic: string = (version >= 4 ? r.compactString() : r.string());
-  let f_partitions: OffsetForLeaderPartition[] = [];
+  let f_partitions: OffsetForLeaderPartition[];
   {
     const n = (version >= 4 ? r.compactArrayLength() : r.arrayLength());
     const a: OffsetForLeaderPartition[] = [];

@@ -59,7 +59,7 @@ function readOffsetForLeaderEpochResponse(r: Reader, version: number): OffsetFor
   if (version >= 2) {
     f_throttleTimeMs = r.int32();
   }
-  let f_topics: OffsetForLeaderTopicResult[] = [];
+  let f_topics: OffsetForLeaderTopicResult[];
   {
     const n = (version >= 4 ? r.compactArrayLength() : r.arrayLength());
     const a: OffsetForLeaderTopicResult[] = [];
@@ -126,7 +126,7 @@ export function isDefaultOffsetForLeaderTopicResult(m: OffsetForLeaderTopicResul
 
 function readOffsetForLeaderTopicResult(r: Reader, version: number): OffsetForLeaderTopicResult {
   const f_topic: string = (version >= 4 ? r.compactString() : r.string());
-  let f_partitions: EpochEndOffset[] = [];
+  let f_partitions: EpochEndOffset[];
   {
     const n = (version >= 4 ? r.compactArrayLength() : r.arrayLength());
     const a: EpochEndOffset[] = [];

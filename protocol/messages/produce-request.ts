@@ -65,7 +65,7 @@ function readProduceRequest(r: Reader, version: number): ProduceRequest {
   }
   const f_acks: number = r.int16();
   const f_timeoutMs: number = r.int32();
-  let f_topicData: TopicProduceData[] = [];
+  let f_topicData: TopicProduceData[];
   {
     const n = (version >= 9 ? r.compactArrayLength() : r.arrayLength());
     const a: TopicProduceData[] = [];
@@ -144,7 +144,7 @@ export function isDefaultTopicProduceData(m: TopicProduceData): boolean {
 
 function readTopicProduceData(r: Reader, version: number): TopicProduceData {
   const f_name: string = (version >= 9 ? r.compactString() : r.string());
-  let f_partitionData: PartitionProduceData[] = [];
+  let f_partitionData: PartitionProduceData[];
   {
     const n = (version >= 9 ? r.compactArrayLength() : r.arrayLength());
     const a: PartitionProduceData[] = [];

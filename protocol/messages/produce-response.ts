@@ -101,7 +101,7 @@ export function isDefaultProduceResponse(m: ProduceResponse): boolean {
 }
 
 function readProduceResponse(r: Reader, version: number): ProduceResponse {
-  let f_responses: TopicProduceResponse[] = [];
+  let f_responses: TopicProduceResponse[];
   {
     const n = (version >= 9 ? r.compactArrayLength() : r.arrayLength());
     const a: TopicProduceResponse[] = [];
@@ -233,7 +233,7 @@ export function isDefaultTopicProduceResponse(m: TopicProduceResponse): boolean 
 
 function readTopicProduceResponse(r: Reader, version: number): TopicProduceResponse {
   const f_name: string = (version >= 9 ? r.compactString() : r.string());
-  let f_partitionResponses: PartitionProduceResponse[] = [];
+  let f_partitionResponses: PartitionProduceResponse[];
   {
     const n = (version >= 9 ? r.compactArrayLength() : r.arrayLength());
     const a: PartitionProduceResponse[] = [];

@@ -52,7 +52,7 @@ export function isDefaultReadShareGroupStateRequest(m: ReadShareGroupStateReques
 
 function readReadShareGroupStateRequest(r: Reader, version: number): ReadShareGroupStateRequest {
   const f_groupId: string = r.compactString();
-  let f_topics: ReadStateData[] = [];
+  let f_topics: ReadStateData[];
   {
     const n = r.compactArrayLength();
     const a: ReadStateData[] = [];
@@ -107,7 +107,7 @@ export function isDefaultReadStateData(m: ReadStateData): boolean {
 
 function readReadStateData(r: Reader, version: number): ReadStateData {
   const f_topicId: string = r.uuid();
-  let f_partitions: PartitionData[] = [];
+  let f_partitions: PartitionData[];
   {
     const n = r.compactArrayLength();
     const a: PartitionData[] = [];

@@ -69,7 +69,7 @@ export function isDefaultReadShareGroupStateResponse(m: ReadShareGroupStateRespo
 }
 
 function readReadShareGroupStateResponse(r: Reader, version: number): ReadShareGroupStateResponse {
-  let f_results: ReadStateResult[] = [];
+  let f_results: ReadStateResult[];
   {
     const n = r.compactArrayLength();
     const a: ReadStateResult[] = [];
@@ -121,7 +121,7 @@ export function isDefaultReadStateResult(m: ReadStateResult): boolean {
 
 function readReadStateResult(r: Reader, version: number): ReadStateResult {
   const f_topicId: string = r.uuid();
-  let f_partitions: PartitionResult[] = [];
+  let f_partitions: PartitionResult[];
   {
     const n = r.compactArrayLength();
     const a: PartitionResult[] = [];
@@ -188,7 +188,7 @@ function readPartitionResult(r: Reader, version: number): PartitionResult {
   const f_errorMessage: string | null = r.compactNullableString();
   const f_stateEpoch: number = r.int32();
   const f_startOffset: bigint = r.int64();
-  let f_stateBatches: StateBatch[] = [];
+  let f_stateBatches: StateBatch[];
   {
     const n = r.compactArrayLength();
     const a: StateBatch[] = [];

@@ -52,7 +52,7 @@ export function isDefaultReadShareGroupStateSummaryRequest(m: ReadShareGroupStat
 
 function readReadShareGroupStateSummaryRequest(r: Reader, version: number): ReadShareGroupStateSummaryRequest {
   const f_groupId: string = r.compactString();
-  let f_topics: ReadStateSummaryData[] = [];
+  let f_topics: ReadStateSummaryData[];
   {
     const n = r.compactArrayLength();
     const a: ReadStateSummaryData[] = [];
@@ -107,7 +107,7 @@ export function isDefaultReadStateSummaryData(m: ReadStateSummaryData): boolean 
 
 function readReadStateSummaryData(r: Reader, version: number): ReadStateSummaryData {
   const f_topicId: string = r.uuid();
-  let f_partitions: PartitionData[] = [];
+  let f_partitions: PartitionData[];
   {
     const n = r.compactArrayLength();
     const a: PartitionData[] = [];

@@ -53,7 +53,7 @@ export function isDefaultReadShareGroupStateSummaryResponse(m: ReadShareGroupSta
 }
 
 function readReadShareGroupStateSummaryResponse(r: Reader, version: number): ReadShareGroupStateSummaryResponse {
-  let f_results: ReadStateSummaryResult[] = [];
+  let f_results: ReadStateSummaryResult[];
   {
     const n = r.compactArrayLength();
     const a: ReadStateSummaryResult[] = [];
@@ -105,7 +105,7 @@ export function isDefaultReadStateSummaryResult(m: ReadStateSummaryResult): bool
 
 function readReadStateSummaryResult(r: Reader, version: number): ReadStateSummaryResult {
   const f_topicId: string = r.uuid();
-  let f_partitions: PartitionResult[] = [];
+  let f_partitions: PartitionResult[];
   {
     const n = r.compactArrayLength();
     const a: PartitionResult[] = [];

@@ -28,7 +28,7 @@ export function isDefaultSaslHandshakeResponse(m: SaslHandshakeResponse): boolea
 
 function readSaslHandshakeResponse(r: Reader, _version: number): SaslHandshakeResponse {
   const f_errorCode: number = r.int16();
-  let f_mechanisms: string[] = [];
+  let f_mechanisms: string[];
   {
     const n = r.arrayLength();
     const a: string[] = [];

@@ -74,7 +74,7 @@ function readShareAcknowledgeRequest(r: Reader, version: number): ShareAcknowled
   const f_groupId: string | null = r.compactNullableString();
   const f_memberId: string | null = r.compactNullableString();
   const f_shareSessionEpoch: number = r.int32();
-  let f_topics: AcknowledgeTopic[] = [];
+  let f_topics: AcknowledgeTopic[];
   {
     const n = r.compactArrayLength();
     const a: AcknowledgeTopic[] = [];
@@ -135,7 +135,7 @@ export function isDefaultAcknowledgeTopic(m: AcknowledgeTopic): boolean {
 
 function readAcknowledgeTopic(r: Reader, version: number): AcknowledgeTopic {
   const f_topicId: string = r.uuid();
-  let f_partitions: AcknowledgePartition[] = [];
+  let f_partitions: AcknowledgePartition[];
   {
     const n = r.compactArrayLength();
     const a: AcknowledgePartition[] = [];
@@ -190,7 +190,7 @@ export function isDefaultAcknowledgePartition(m: AcknowledgePartition): boolean 
 
 function readAcknowledgePartition(r: Reader, version: number): AcknowledgePartition {
   const f_partitionIndex: number = r.int32();
-  let f_acknowledgementBatches: AcknowledgementBatch[] = [];
+  let f_acknowledgementBatches: AcknowledgementBatch[];
   {
     const n = r.compactArrayLength();
     const a: AcknowledgementBatch[] = [];
@@ -248,7 +248,7 @@ export function isDefaultAcknowledgementBatch(m: AcknowledgementBatch): boolean 
 function readAcknowledgementBatch(r: Reader, _version: number): AcknowledgementBatch {
   const f_firstOffset: bigint = r.int64();
   const f_lastOffset: bigint = r.int64();
-  let f_acknowledgeTypes: number[] = [];
+  let f_acknowledgeTypes: number[];
   {
     const n = r.compactArrayLength();
     const a: number[] = [];

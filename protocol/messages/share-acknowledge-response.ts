@@ -94,14 +94,14 @@ function readShareAcknowledgeResponse(r: Reader, version: number): ShareAcknowle
   const f_throttleTimeMs: number = r.int32();
   const f_errorCode: number = r.int16();
   const f_errorMessage: string | null = r.compactNullableString();
-  let f_responses: ShareAcknowledgeTopicResponse[] = [];
+  let f_responses: ShareAcknowledgeTopicResponse[];
   {
     const n = r.compactArrayLength();
     const a: ShareAcknowledgeTopicResponse[] = [];
     for (let i = 0; i < n; i++) a.push(readShareAcknowledgeTopicResponse(r, version));
     f_responses = a;
   }
-  let f_nodeEndpoints: NodeEndpoint[] = [];
+  let f_nodeEndpoints: NodeEndpoint[];
   {
     const n = r.compactArrayLength();
     const a: NodeEndpoint[] = [];
@@ -175,7 +175,7 @@ export function isDefaultShareAcknowledgeTopicResponse(m: ShareAcknowledgeTopicR
 
 function readShareAcknowledgeTopicResponse(r: Reader, version: number): ShareAcknowledgeTopicResponse {
   const f_topicId: string = r.uuid();
-  let f_partitions: PartitionData[] = [];
+  let f_partitions: PartitionData[];
   {
     const n = r.compactArrayLength();
     const a: PartitionData[] = [];

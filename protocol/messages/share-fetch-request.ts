@@ -105,14 +105,14 @@ function readShareFetchRequest(r: Reader, version: number): ShareFetchRequest {
   const f_maxWaitMs: number = r.int32();
   const f_minBytes: number = r.int32();
   const f_maxBytes: number = r.int32();
-  let f_topics: FetchTopic[] = [];
+  let f_topics: FetchTopic[];
   {
     const n = r.compactArrayLength();
     const a: FetchTopic[] = [];
     for (let i = 0; i < n; i++) a.push(readFetchTopic(r, version));
     f_topics = a;
   }
-  let f_forgottenTopicsData: ForgottenTopic[] = [];
+  let f_forgottenTopicsData: ForgottenTopic[];
   {
     const n = r.compactArrayLength();
     const a: ForgottenTopic[] = [];
@@ -195,7 +195,7 @@ export function isDefaultFetchTopic(m: FetchTopic): boolean {
 
 function readFetchTopic(r: Reader, version: number): FetchTopic {
   const f_topicId: string = r.uuid();
-  let f_partitions: FetchPartition[] = [];
+  let f_partitions: FetchPartition[];
   {
     const n = r.compactArrayLength();
     const a: FetchPartition[] = [];
@@ -253,7 +253,7 @@ export function isDefaultFetchPartition(m: FetchPartition): boolean {
 function readFetchPartition(r: Reader, version: number): FetchPartition {
   const f_partitionIndex: number = r.int32();
   const f_partitionMaxBytes: number = r.int32();
-  let f_acknowledgementBatches: AcknowledgementBatch[] = [];
+  let f_acknowledgementBatches: AcknowledgementBatch[];
   {
     const n = r.compactArrayLength();
     const a: AcknowledgementBatch[] = [];
@@ -314,7 +314,7 @@ export function isDefaultAcknowledgementBatch(m: AcknowledgementBatch): boolean 
 function readAcknowledgementBatch(r: Reader, _version: number): AcknowledgementBatch {
   const f_firstOffset: bigint = r.int64();
   const f_lastOffset: bigint = r.int64();
-  let f_acknowledgeTypes: number[] = [];
+  let f_acknowledgeTypes: number[];
   {
     const n = r.compactArrayLength();
     const a: number[] = [];
@@ -372,12 +372,10 @@ export function isDefaultForgottenTopic(m: ForgottenTopic): boolean {
 
 function readForgottenTopic(r: Reader, _version: number): ForgottenTopic {
   const f_topicId: string = r.uuid();
-  let f_partitions: number[] = [];
+  let f_partitions: number[];
   {
     const n = r.compactArrayLength();
-    const a: number[] = [];
-    for (let i = 0; i < n; i++) a.push(r.int32());
-    f_partitions = a;
+    f_partitions = r.int32Array(n);
   }
   const unknown = r.rawTaggedFields();
   const m: ForgottenTopic = {

@@ -114,14 +114,14 @@ function readShareFetchResponse(r: Reader, version: number): ShareFetchResponse 
   const f_throttleTimeMs: number = r.int32();
   const f_errorCode: number = r.int16();
   const f_errorMessage: string | null = r.compactNullableString();
-  let f_responses: ShareFetchableTopicResponse[] = [];
+  let f_responses: ShareFetchableTopicResponse[];
   {
     const n = r.compactArrayLength();
     const a: ShareFetchableTopicResponse[] = [];
     for (let i = 0; i < n; i++) a.push(readShareFetchableTopicResponse(r, version));
     f_responses = a;
   }
-  let f_nodeEndpoints: NodeEndpoint[] = [];
+  let f_nodeEndpoints: NodeEndpoint[];
   {
     const n = r.compactArrayLength();
     const a: NodeEndpoint[] = [];
@@ -195,7 +195,7 @@ export function isDefaultShareFetchableTopicResponse(m: ShareFetchableTopicRespo
 
 function readShareFetchableTopicResponse(r: Reader, version: number): ShareFetchableTopicResponse {
   const f_topicId: string = r.uuid();
-  let f_partitions: PartitionData[] = [];
+  let f_partitions: PartitionData[];
   {
     const n = r.compactArrayLength();
     const a: PartitionData[] = [];
@@ -268,7 +268,7 @@ function readPartitionData(r: Reader, version: number): PartitionData {
   const f_acknowledgeErrorMessage: string | null = r.compactNullableString();
   const f_currentLeader: LeaderIdAndEpoch = readLeaderIdAndEpoch(r, version);
   const f_records: Buffer | null = r.compactNullableBytes();
-  let f_acquiredRecords: AcquiredRecords[] = [];
+  let f_acquiredRecords: AcquiredRecords[];
   {
     const n = r.compactArrayLength();
     const a: AcquiredRecords[] = [];

@@ -31,7 +31,7 @@ export function isDefaultShareGroupDescribeRequest(m: ShareGroupDescribeRequest)
 }
 
 function readShareGroupDescribeRequest(r: Reader, _version: number): ShareGroupDescribeRequest {
-  let f_groupIds: string[] = [];
+  let f_groupIds: string[];
   {
     const n = r.compactArrayLength();
     const a: string[] = [];

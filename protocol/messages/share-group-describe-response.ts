@@ -96,7 +96,7 @@ export function isDefaultShareGroupDescribeResponse(m: ShareGroupDescribeRespons
 
 function readShareGroupDescribeResponse(r: Reader, version: number): ShareGroupDescribeResponse {
   const f_throttleTimeMs: number = r.int32();
-  let f_groups: DescribedGroup[] = [];
+  let f_groups: DescribedGroup[];
   {
     const n = r.compactArrayLength();
     const a: DescribedGroup[] = [];
@@ -154,12 +154,10 @@ export function isDefaultTopicPartitions(m: TopicPartitions): boolean {
 function readTopicPartitions(r: Reader, _version: number): TopicPartitions {
   const f_topicId: string = r.uuid();
   const f_topicName: string = r.compactString();
-  let f_partitions: number[] = [];
+  let f_partitions: number[];
   {
     const n = r.compactArrayLength();
-    const a: number[] = [];
-    for (let i = 0; i < n; i++) a.push(r.int32());
-    f_partitions = a;
+    f_partitions = r.int32Array(n);
   }
   const unknown = r.rawTaggedFields();
   const m: TopicPartitions = {
@@ -209,7 +207,7 @@ export function isDefaultAssignment(m: Assignment): boolean {
 }
 
 function readAssignment(r: Reader, version: number): Assignment {
-  let f_topicPartitions: TopicPartitions[] = [];
+  let f_topicPartitions: TopicPartitions[];
   {
     const n = r.compactArrayLength();
     const a: TopicPartitions[] = [];
@@ -281,7 +279,7 @@ function readDescribedGroup(r: Reader, version: number): DescribedGroup {
   const f_groupEpoch: number = r.int32();
   const f_assignmentEpoch: number = r.int32();
   const f_assignorName: string = r.compactString();
-  let f_members: Member[] = [];
+  let f_members: Member[];
   {
     const n = r.compactArrayLength();
     const a: Member[] = [];
@@ -372,7 +370,7 @@ function readMember(r: Reader, version: number): Member {
   const f_memberEpoch: number = r.int32();
   const f_clientId: string = r.compactString();
   const f_clientHost: string = r.compactString();
-  let f_subscribedTopicNames: string[] = [];
+  let f_subscribedTopicNames: string[];
   {
     const n = r.compactArrayLength();
     const a: string[] = [];

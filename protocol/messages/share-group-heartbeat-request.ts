@@ -47,7 +47,7 @@ function readShareGroupHeartbeatRequest(r: Reader, _version: number): ShareGroup
   const f_memberId: string = r.compactString();
   const f_memberEpoch: number = r.int32();
   const f_rackId: string | null = r.compactNullableString();
-  let f_subscribedTopicNames: string[] | null = null;
+  let f_subscribedTopicNames: string[] | null;
   {
     const n = r.compactNullableArrayLength();
     if (n < 0) {

@@ -134,12 +134,10 @@ export function isDefaultTopicPartitions(m: TopicPartitions): boolean {
 
 function readTopicPartitions(r: Reader, _version: number): TopicPartitions {
   const f_topicId: string = r.uuid();
-  let f_partitions: number[] = [];
+  let f_partitions: number[];
   {
     const n = r.compactArrayLength();
-    const a: number[] = [];
-    for (let i = 0; i < n; i++) a.push(r.int32());
-    f_partitions = a;
+    f_partitions = r.int32Array(n);
   }
   const unknown = r.rawTaggedFields();
   const m: TopicPartitions = {
@@ -186,7 +184,7 @@ export function isDefaultAssignment(m: Assignment): boolean {
 }
 
 function readAssignment(r: Reader, version: number): Assignment {
-  let f_topicPartitions: TopicPartitions[] = [];
+  let f_topicPartitions: TopicPartitions[];
   {
     const n = r.compactArrayLength();
     const a: TopicPartitions[] = [];

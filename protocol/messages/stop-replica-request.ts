@@ -298,12 +298,10 @@ export function isDefaultStopReplicaTopicV1(m: StopReplicaTopicV1): boolean {
 
 function readStopReplicaTopicV1(r: Reader, version: number): StopReplicaTopicV1 {
   const f_name: string = (version >= 2 ? r.compactString() : r.string());
-  let f_partitionIndexes: number[] = [];
+  let f_partitionIndexes: number[];
   {
     const n = (version >= 2 ? r.compactArrayLength() : r.arrayLength());
-    const a: number[] = [];
-    for (let i = 0; i < n; i++) a.push(r.int32());
-    f_partitionIndexes = a;
+    f_partitionIndexes = r.int32Array(n);
   }
   const unknown = (version >= 2 ? r.rawTaggedFields() : undefined);
   const m: StopReplicaTopicV1 = {
@@ -365,7 +363,7 @@ export function isDefaultStopReplicaTopicState(m: StopReplicaTopicState): boolea
 
 function readStopReplicaTopicState(r: Reader, version: number): StopReplicaTopicState {
   const f_topicName: string = r.compactString();
-  let f_partitionStates: StopReplicaPartitionState[] = [];
+  let f_partitionStates: StopReplicaPartitionState[];
   {
     const n = r.compactArrayLength();
     const a: StopReplicaPartitionState[] = [];

@@ -44,7 +44,7 @@ export function isDefaultStopReplicaResponse(m: StopReplicaResponse): boolean {
 
 function readStopReplicaResponse(r: Reader, version: number): StopReplicaResponse {
   const f_errorCode: number = r.int16();
-  let f_partitionErrors: StopReplicaPartitionError[] = [];
+  let f_partitionErrors: StopReplicaPartitionError[];
   {
     const n = (version >= 2 ? r.compactArrayLength() : r.arrayLength());
     const a: StopReplicaPartitionError[] = [];

@@ -76,7 +76,7 @@ function readSyncGroupRequest(r: Reader, version: number): SyncGroupRequest {
   if (version >= 5) {
     f_protocolName = r.compactNullableString();
   }
-  let f_assignments: SyncGroupRequestAssignment[] = [];
+  let f_assignments: SyncGroupRequestAssignment[];
   {
     const n = (version >= 4 ? r.compactArrayLength() : r.arrayLength());
     const a: SyncGroupRequestAssignment[] = [];

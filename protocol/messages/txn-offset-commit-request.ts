@@ -95,7 +95,7 @@ function readTxnOffsetCommitRequest(r: Reader, version: number): TxnOffsetCommit
   if (version >= 3) {
     f_groupInstanceId = r.compactNullableString();
   }
-  let f_topics: TxnOffsetCommitRequestTopic[] = [];
+  let f_topics: TxnOffsetCommitRequestTopic[];
   {
     const n = (version >= 3 ? r.compactArrayLength() : r.arrayLength());
     const a: TxnOffsetCommitRequestTopic[] = [];
@@ -202,7 +202,7 @@ export function isDefaultTxnOffsetCommitRequestTopic(m: TxnOffsetCommitRequestTo
 
 function readTxnOffsetCommitRequestTopic(r: Reader, version: number): TxnOffsetCommitRequestTopic {
   const f_name: string = (version >= 3 ? r.compactString() : r.string());
-  let f_partitions: TxnOffsetCommitRequestPartition[] = [];
+  let f_partitions: TxnOffsetCommitRequestPartition[];
   {
     const n = (version >= 3 ? r.compactArrayLength() : r.arrayLength());
     const a: TxnOffsetCommitRequestPartition[] = [];

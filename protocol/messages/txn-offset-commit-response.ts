@@ -52,7 +52,7 @@ export function isDefaultTxnOffsetCommitResponse(m: TxnOffsetCommitResponse): bo
 
 function readTxnOffsetCommitResponse(r: Reader, version: number): TxnOffsetCommitResponse {
   const f_throttleTimeMs: number = r.int32();
-  let f_topics: TxnOffsetCommitResponseTopic[] = [];
+  let f_topics: TxnOffsetCommitResponseTopic[];
   {
     const n = (version >= 3 ? r.compactArrayLength() : r.arrayLength());
     const a: TxnOffsetCommitResponseTopic[] = [];
@@ -115,7 +115,7 @@ export function isDefaultTxnOffsetCommitResponseTopic(m: TxnOffsetCommitResponse
 
 function readTxnOffsetCommitResponseTopic(r: Reader, version: number): TxnOffsetCommitResponseTopic {
   const f_name: string = (version >= 3 ? r.compactString() : r.string());
-  let f_partitions: TxnOffsetCommitResponsePartition[] = [];
+  let f_partitions: TxnOffsetCommitResponsePartition[];
   {
     const n = (version >= 3 ? r.compactArrayLength() : r.arrayLength());
     const a: TxnOffsetCommitResponsePartition[] = [];

@@ -50,7 +50,7 @@ export function isDefaultUpdateFeaturesRequest(m: UpdateFeaturesRequest): boolea
 
 function readUpdateFeaturesRequest(r: Reader, version: number): UpdateFeaturesRequest {
   const f_timeoutMs: number = r.int32();
-  let f_featureUpdates: FeatureUpdateKey[] = [];
+  let f_featureUpdates: FeatureUpdateKey[];
   {
     const n = r.compactArrayLength();
     const a: FeatureUpdateKey[] = [];

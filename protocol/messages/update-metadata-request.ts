@@ -150,7 +150,7 @@ function readUpdateMetadataRequest(r: Reader, version: number): UpdateMetadataRe
       f_topicStates = a;
     }
   }
-  let f_liveBrokers: UpdateMetadataBroker[] = [];
+  let f_liveBrokers: UpdateMetadataBroker[];
   {
     const n = (version >= 6 ? r.compactArrayLength() : r.arrayLength());
     const a: UpdateMetadataBroker[] = [];
@@ -336,28 +336,22 @@ function readUpdateMetadataPartitionState(r: Reader, version: number): UpdateMet
   const f_controllerEpoch: number = r.int32();
   const f_leader: number = r.int32();
   const f_leaderEpoch: number = r.int32();
-  let f_isr: number[] = [];
+  let f_isr: number[];
   {
     const n = (version >= 6 ? r.compactArrayLength() : r.arrayLength());
-    const a: number[] = [];
-    for (let i = 0; i < n; i++) a.push(r.int32());
-    f_isr = a;
+    f_isr = r.int32Array(n);
   }
   const f_zkVersion: number = r.int32();
-  let f_replicas: number[] = [];
+  let f_replicas: number[];
   {
     const n = (version >= 6 ? r.compactArrayLength() : r.arrayLength());
-    const a: number[] = [];
-    for (let i = 0; i < n; i++) a.push(r.int32());
-    f_replicas = a;
+    f_replicas = r.int32Array(n);
   }
   let f_offlineReplicas: number[] = [];
   if (version >= 4) {
     {
       const n = (version >= 6 ? r.compactArrayLength() : r.arrayLength());
-      const a: number[] = [];
-      for (let i = 0; i < n; i++) a.push(r.int32());
-      f_offlineReplicas = a;
+      f_offlineReplicas = r.int32Array(n);
     }
   }
   const unknown = (version >= 6 ? r.rawTaggedFields() : undefined);
@@ -479,7 +473,7 @@ function readUpdateMetadataTopicState(r: Reader, version: number): UpdateMetadat
   if (version >= 7) {
     f_topicId = r.uuid();
   }
-  let f_partitionStates: UpdateMetadataPartitionState[] = [];
+  let f_partitionStates: UpdateMetadataPartitionState[];
   {
     const n = (version >= 6 ? r.compactArrayLength() : r.arrayLength());
     const a: UpdateMetadataPartitionState[] = [];

@@ -73,7 +73,7 @@ function readUpdateRaftVoterRequest(r: Reader, version: number): UpdateRaftVoter
   const f_currentLeaderEpoch: number = r.int32();
   const f_voterId: number = r.int32();
   const f_voterDirectoryId: string = r.uuid();
-  let f_listeners: Listener[] = [];
+  let f_listeners: Listener[];
   {
     const n = r.compactArrayLength();
     const a: Listener[] = [];

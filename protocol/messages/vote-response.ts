@@ -74,7 +74,7 @@ export function isDefaultVoteResponse(m: VoteResponse): boolean {
 
 function readVoteResponse(r: Reader, version: number): VoteResponse {
   const f_errorCode: number = r.int16();
-  let f_topics: TopicData[] = [];
+  let f_topics: TopicData[];
   {
     const n = r.compactArrayLength();
     const a: TopicData[] = [];
@@ -188,7 +188,7 @@ export function isDefaultTopicData(m: TopicData): boolean {
 
 function readTopicData(r: Reader, version: number): TopicData {
   const f_topicName: string = r.compactString();
-  let f_partitions: PartitionData[] = [];
+  let f_partitions: PartitionData[];
   {
     const n = r.compactArrayLength();
     const a: PartitionData[] = [];

@@ -72,7 +72,7 @@ export function isDefaultWriteShareGroupStateRequest(m: WriteShareGroupStateRequ
 
 function readWriteShareGroupStateRequest(r: Reader, version: number): WriteShareGroupStateRequest {
   const f_groupId: string = r.compactString();
-  let f_topics: WriteStateData[] = [];
+  let f_topics: WriteStateData[];
   {
     const n = r.compactArrayLength();
     const a: WriteStateData[] = [];
@@ -127,7 +127,7 @@ export function isDefaultWriteStateData(m: WriteStateData): boolean {
 
 function readWriteStateData(r: Reader, version: number): WriteStateData {
   const f_topicId: string = r.uuid();
-  let f_partitions: PartitionData[] = [];
+  let f_partitions: PartitionData[];
   {
     const n = r.compactArrayLength();
     const a: PartitionData[] = [];
@@ -191,7 +191,7 @@ function readPartitionData(r: Reader, version: number): PartitionData {
   const f_stateEpoch: number = r.int32();
   const f_leaderEpoch: number = r.int32();
   const f_startOffset: bigint = r.int64();
-  let f_stateBatches: StateBatch[] = [];
+  let f_stateBatches: StateBatch[];
   {
     const n = r.compactArrayLength();
     const a: StateBatch[] = [];

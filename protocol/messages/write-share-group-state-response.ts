@@ -49,7 +49,7 @@ export function isDefaultWriteShareGroupStateResponse(m: WriteShareGroupStateRes
 }
 
 function readWriteShareGroupStateResponse(r: Reader, version: number): WriteShareGroupStateResponse {
-  let f_results: WriteStateResult[] = [];
+  let f_results: WriteStateResult[];
   {
     const n = r.compactArrayLength();
     const a: WriteStateResult[] = [];
@@ -101,7 +101,7 @@ export function isDefaultWriteStateResult(m: WriteStateResult): boolean {
 
 function readWriteStateResult(r: Reader, version: number): WriteStateResult {
   const f_topicId: string = r.uuid();
-  let f_partitions: PartitionResult[] = [];
+  let f_partitions: PartitionResult[];
   {
     const n = r.compactArrayLength();
     const a: PartitionResult[] = [];

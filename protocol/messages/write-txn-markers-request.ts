@@ -53,7 +53,7 @@ export function isDefaultWriteTxnMarkersRequest(m: WriteTxnMarkersRequest): bool
 }
 
 function readWriteTxnMarkersRequest(r: Reader, version: number): WriteTxnMarkersRequest {
-  let f_markers: WritableTxnMarker[] = [];
+  let f_markers: WritableTxnMarker[];
   {
     const n = (version >= 1 ? r.compactArrayLength() : r.arrayLength());
     const a: WritableTxnMarker[] = [];
@@ -121,7 +121,7 @@ function readWritableTxnMarker(r: Reader, version: number): WritableTxnMarker {
   const f_producerId: bigint = r.int64();
   const f_producerEpoch: number = r.int16();
   const f_transactionResult: boolean = r.bool();
-  let f_topics: WritableTxnMarkerTopic[] = [];
+  let f_topics: WritableTxnMarkerTopic[];
   {
     const n = (version >= 1 ? r.compactArrayLength() : r.arrayLength());
     const a: WritableTxnMarkerTopic[] = [];
@@ -194,12 +194,10 @@ export function isDefaultWritableTxnMarkerTopic(m: WritableTxnMarkerTopic): bool
 
 function readWritableTxnMarkerTopic(r: Reader, version: number): WritableTxnMarkerTopic {
   const f_name: string = (version >= 1 ? r.compactString() : r.string());
-  let f_partitionIndexes: number[] = [];
+  let f_partitionIndexes: number[];
   {
     const n = (version >= 1 ? r.compactArrayLength() : r.arrayLength());
-    const a: number[] = [];
-    for (let i = 0; i < n; i++) a.push(r.int32());
-    f_partitionIndexes = a;
+    f_partitionIndexes = r.int32Array(n);
   }
   const unknown = (version >= 1 ? r.rawTaggedFields() : undefined);
   const m: WritableTxnMarkerTopic = {

@@ -57,7 +57,7 @@ export function isDefaultWriteTxnMarkersResponse(m: WriteTxnMarkersResponse): bo
 }
 
 function readWriteTxnMarkersResponse(r: Reader, version: number): WriteTxnMarkersResponse {
-  let f_markers: WritableTxnMarkerResult[] = [];
+  let f_markers: WritableTxnMarkerResult[];
   {
     const n = (version >= 1 ? r.compactArrayLength() : r.arrayLength());
     const a: WritableTxnMarkerResult[] = [];
@@ -117,7 +117,7 @@ export function isDefaultWritableTxnMarkerResult(m: WritableTxnMarkerResult): bo
 
 function readWritableTxnMarkerResult(r: Reader, version: number): WritableTxnMarkerResult {
   const f_producerId: bigint = r.int64();
-  let f_topics: WritableTxnMarkerTopicResult[] = [];
+  let f_topics: WritableTxnMarkerTopicResult[];
   {
     const n = (version >= 1 ? r.compactArrayLength() : r.arrayLength());
     const a: WritableTxnMarkerTopicResult[] = [];
@@ -180,7 +180,7 @@ export function isDefaultWritableTxnMarkerTopicResult(m: WritableTxnMarkerTopicR
 
 function readWritableTxnMarkerTopicResult(r: Reader, version: number): WritableTxnMarkerTopicResult {
   const f_name: string = (version >= 1 ? r.compactString() : r.string());
-  let f_partitions: WritableTxnMarkerPartitionResult[] = [];
+  let f_partitions: WritableTxnMarkerPartitionResult[];
   {
     const n = (version >= 1 ? r.compactArrayLength() : r.arrayLength());
     const a: WritableTxnMarkerPartitionResult[] = [];
