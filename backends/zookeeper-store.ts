@@ -302,6 +302,7 @@ export class ZooKeeperStore implements OffsetStore {
   commit(request: CommitRequest): Promise<CommitOutcome> {
     const { group } = request;
     const marker = this.markerPath(group, request.requestId);
+    let checkMeta = false;
     return this.run('commit', async () => {
       const client = await this.connected();
       // Applied before (a resend, or our own attempt whose answer was lost)?
@@ -309,15 +310,24 @@ export class ZooKeeperStore implements OffsetStore {
       if (prior !== null)
         return decodeOutcome(JSON.parse(prior.data?.toString('utf8') ?? '') as EncodedOutcome);
 
-      const stateRead = await this.read(client, this.statePath(group));
+      // One round of pipelined reads: the state, every partition's offset znode, and (only on a
+      // retry that met a surprise) whether each metadata znode exists.
+      const [stateRead, reads, metaFound] = await Promise.all([
+        this.read(client, this.statePath(group)),
+        Promise.all(request.writes.map((w) => this.read(client, this.offsetPath(group, w)))),
+        checkMeta
+          ? Promise.all(
+              request.writes.map((w) =>
+                call<Stat | null>((cb) => client.exists(this.metaPath(group, w), cb)),
+              ),
+            )
+          : null,
+      ]);
       const state = this.parseState(group, stateRead);
-      const reads = await Promise.all(
-        request.writes.map((w) => this.read(client, this.offsetPath(group, w))),
-      );
-      // Whether each metadata znode exists (an offset written by a Kafka 0.8 consumer has none).
-      const metaExists = await Promise.all(
-        request.writes.map((w) => call<Stat | null>((cb) => client.exists(this.metaPath(group, w), cb))),
-      );
+      // A metadata znode exists exactly where an offset znode does (written and removed together),
+      // except beside offsets a Kafka 0.8 consumer wrote, or after a deleteOffsets cut short: the
+      // multi then fails with NO_NODE/NODE_EXISTS and the retry checks each one.
+      const metaExists = metaFound ?? reads.map((r) => r !== null);
       const { outcome, newState } = decideCommit(state, request, (tp) => {
         const i = request.writes.findIndex((w) => w.topic === tp.topic && w.partition === tp.partition);
         const r = reads[i];
@@ -387,6 +397,7 @@ export class ZooKeeperStore implements OffsetStore {
         if (c === Exception.BAD_VERSION || c === Exception.NODE_EXISTS || c === Exception.NO_NODE) {
           // Something changed under us (or the parents went away): judge again from fresh reads.
           if (c === Exception.NO_NODE) this.knownDirs.clear();
+          checkMeta = true;
           throw new Retry();
         }
         // CONNECTION_LOSS / SESSION_EXPIRED: the retry reads the marker back first.
