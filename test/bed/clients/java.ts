@@ -24,19 +24,23 @@ import {
 } from './types.js';
 
 const DRIVER_SOURCE = fileURLToPath(new URL('../java/Driver.java', import.meta.url));
-const CACHE_ROOT = path.join(
+export const BED_CLIENT_CACHE = path.join(
   process.env['XDG_CACHE_HOME'] ?? path.join(os.homedir(), '.cache'),
   'kafka-offset-proxy',
-  'java-driver',
 );
+const CACHE_ROOT = path.join(BED_CLIENT_CACHE, 'java-driver');
 
 // Short-lived JVMs: C1 only, the smallest GC, and the JDK's class-data archive.
+// JVM log messages (e.g. a class-data archive that no longer matches) go to stderr, never into the
+// stdout the helpers parse.
 export const FAST_JVM_FLAGS = [
   '-XX:TieredStopAtLevel=1',
   '-XX:+UseSerialGC',
   '-XX:-UsePerfData',
   '-Xshare:auto',
   '-Xmx256m',
+  '-Xlog:disable',
+  '-Xlog:all=warning:stderr',
 ];
 
 // The driver needs kafka-clients and its runtime dependencies only. Leaving out the broker's jars

@@ -6,11 +6,12 @@
 // Options changed too: 4.x deprecates --producer-props / --consumer.config / --messages in favour of
 // --command-property / --command-config / --num-records, so the arguments depend on the version.
 
+import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 
-import { FAST_JVM_FLAGS } from './java.js';
+import { BED_CLIENT_CACHE, FAST_JVM_FLAGS } from './java.js';
 import { assertSucceeded, runProgram, tail, type RunResult } from './run.js';
 import type { ClientTarget } from './types.js';
 
@@ -89,6 +90,21 @@ function clientConfigFile(target: ClientTarget): string | undefined {
   return file;
 }
 
+// Each tool's JVM loads a few thousand classes from ~90 jars. The first run of a tool (per classpath)
+// records them in a class-data-sharing archive outside the repository; later runs map it and need
+// about half the CPU, which counts on a shared 2-core machine.
+const TOOLS_CDS_DIR = path.join(BED_CLIENT_CACHE, 'tools-cds');
+
+function archiveFor(classpath: string, mainClass: string): string {
+  const hash = createHash('sha256')
+    .update(classpath)
+    .update('\0')
+    .update(mainClass)
+    .digest('hex')
+    .slice(0, 16);
+  return path.join(TOOLS_CDS_DIR, `${mainClass.split('.').pop()}-${hash}.jsa`);
+}
+
 async function runTool(
   classpath: string,
   tool: KafkaTool,
@@ -96,14 +112,25 @@ async function runTool(
   args: (configFile: string | undefined) => string[],
   timeoutMs = 90_000,
 ): Promise<RunResult> {
+  const mainClass = toolMainClass(classpath, tool);
+  const archive = archiveFor(classpath, mainClass);
+  const recording = !fs.existsSync(archive);
+  const scratchArchive = `${archive}.${process.pid}-${Date.now()}.tmp`;
+  if (recording) fs.mkdirSync(TOOLS_CDS_DIR, { recursive: true });
+  const cds = recording
+    ? [`-XX:ArchiveClassesAtExit=${scratchArchive}`]
+    : [`-XX:SharedArchiveFile=${archive}`];
   const configFile = clientConfigFile(target);
   try {
-    const argv = [...FAST_JVM_FLAGS, '-cp', classpath, toolMainClass(classpath, tool), ...args(configFile)];
+    const argv = [...FAST_JVM_FLAGS, ...cds, '-cp', classpath, mainClass, ...args(configFile)];
     const result = await runProgram('java', argv, { timeoutMs });
     assertSucceeded(tool, result);
+    // Atomic: a concurrent run maps either the whole archive or none.
+    if (recording && fs.existsSync(scratchArchive)) fs.renameSync(scratchArchive, archive);
     return result;
   } finally {
     if (configFile) fs.rmSync(path.dirname(configFile), { recursive: true, force: true });
+    fs.rmSync(scratchArchive, { force: true });
   }
 }
 
