@@ -274,6 +274,35 @@ async function liveBrokerIds(port: number, sasl: boolean): Promise<number[]> {
   }
 }
 
+/**
+ * Makes the group coordinator ready before the first test needs it: the first FindCoordinator creates
+ * __consumer_offsets, and its partitions then load for a moment (COORDINATOR_LOAD_IN_PROGRESS). Forty
+ * group ids cover all 5 offsets partitions with near certainty; DescribeGroups succeeds for each
+ * only once the partition owning it has loaded.
+ */
+async function groupCoordinatorReady(port: number, sasl: boolean): Promise<boolean> {
+  const kafka = new Kafka({
+    clientId: 'kop-bed-readiness',
+    brokers: [`${HOST}:${port}`],
+    logLevel: logLevel.NOTHING,
+    connectionTimeout: 1500,
+    requestTimeout: 5000,
+    retry: { retries: 0 },
+    ...(sasl ? { sasl: saslOptions('plain') } : {}),
+  });
+  const admin = kafka.admin({ retry: { retries: 0 } });
+  try {
+    await admin.connect();
+    await admin.describeCluster(); // loads the metadata kafkajs needs to find coordinators
+    const groupIds = Array.from({ length: 40 }, (_, i) => `kop-bed-warmup-${i}`);
+    // kafkajs throws on a group-level error such as COORDINATOR_LOAD_IN_PROGRESS.
+    const { groups } = await admin.describeGroups(groupIds);
+    return groups.length === groupIds.length;
+  } finally {
+    await admin.disconnect().catch(() => undefined);
+  }
+}
+
 function tcpAnswers(port: number): Promise<boolean> {
   return new Promise((resolve) => {
     const socket = net.connect({ host: HOST, port });
@@ -395,6 +424,14 @@ export async function startKafka(opts: StartKafkaOptions = {}): Promise<KafkaClu
   try {
     for (const node of nodes) launch(node.nodeId);
     await Promise.all(nodes.map((node) => waitReady(node.nodeId, 120_000)));
+    await waitUntil(
+      `the group coordinator of Kafka ${version} to load`,
+      () => groupCoordinatorReady(nodes[0]!.internal, sasl),
+      {
+        timeoutMs: 60_000,
+        intervalMs: 200,
+      },
+    );
   } catch (error) {
     await stopAll();
     throw error;

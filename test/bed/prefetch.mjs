@@ -8,5 +8,7 @@ for (const version of [bed.KAFKA_VERSION, bed.KAFKA_COMPAT_VERSION]) {
   const t0 = Date.now();
   const classpath = await bed.kafkaClasspath(version);
   const jars = classpath.split(':').length;
-  console.log(`Kafka ${version}: ${jars} jars (${((Date.now() - t0) / 1000).toFixed(1)} s), cached in ${bed.bedCacheDir()}`);
+  console.log(
+    `Kafka ${version}: ${jars} jars (${((Date.now() - t0) / 1000).toFixed(1)} s), cached in ${bed.bedCacheDir()}`,
+  );
 }

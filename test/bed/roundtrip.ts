@@ -44,7 +44,9 @@ export async function roundTrip(kafka: Kafka, topic: string, values: string[]): 
         60_000,
       );
       // A crashed consumer stops silently otherwise: fail with its error instead of the timeout.
+      // Retriable crashes (restart: true) are followed by a restart of the consumer.
       consumer.on(consumer.events.CRASH, ({ payload }) => {
+        if (payload.restart) return;
         clearTimeout(timer);
         reject(payload.error);
       });
