@@ -8,6 +8,11 @@ import { KafkaProxy } from './server.js';
 import type { ProxyOptions } from './server.js';
 
 export async function main(argv: string[]): Promise<void> {
+  if (argv[0] === 'offsets') {
+    const { offsetsMain } = await import('./admin/offsets-cli.js');
+    process.exitCode = await offsetsMain(argv.slice(1));
+    return;
+  }
   if (argv.includes('--help') || argv.includes('-h')) {
     console.log(usage());
     return;

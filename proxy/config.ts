@@ -70,6 +70,40 @@ export const OPTIONS: readonly OptionSpec[] = [
   },
   { name: 'config', kind: 'string', help: 'YAML file with any of these options (flag names as keys).' },
   {
+    name: 'http-token',
+    kind: 'string',
+    help: 'Bearer token required by /metrics and the admin routes of the HTTP endpoint (/healthz and /readyz stay open).',
+  },
+  {
+    name: 'lag-interval-ms',
+    kind: 'int',
+    default: '30000',
+    help: 'How often consumer lag is computed for the groups in the store; 0 turns lag metrics off.',
+  },
+  {
+    name: 'lag-groups-include',
+    kind: 'string',
+    help: 'Groups whose lag is exported: names or * patterns, comma separated (default: all).',
+  },
+  {
+    name: 'lag-groups-exclude',
+    kind: 'string',
+    help: 'Groups whose lag is not exported: names or * patterns, comma separated; wins over include.',
+  },
+  {
+    name: 'lag-max-groups',
+    kind: 'int',
+    default: '500',
+    help: 'At most this many groups (first by name) get lag series, to bound metric cardinality.',
+  },
+  {
+    name: 'metrics-api-versions',
+    kind: 'bool',
+    default: 'true',
+    help: 'Label kop_requests_total with the API version; false exports version="" (fewer series).',
+  },
+
+  {
     name: 'max-frame-size',
     kind: 'int',
     default: String(100 * 1024 * 1024),
@@ -167,6 +201,9 @@ export interface ProxyConfig {
   store: string | undefined;
   dataDir: string;
   http: HostPort | undefined;
+  httpToken: string | undefined;
+  lag: { intervalMs: number; include: string[]; exclude: string[]; maxGroups: number };
+  metricsApiVersions: boolean;
   maxFrameSize: number;
   maxInFlight: number;
   requestTimeoutMs: number;
@@ -281,6 +318,17 @@ export function loadConfig(argv: readonly string[], env: NodeJS.ProcessEnv = pro
       throw new Error('expected true or false');
     })!;
 
+  const nonEmpty = (name: string): string | undefined =>
+    value(name, (t) => {
+      if (t === '') throw new Error('must not be empty');
+      return t;
+    });
+  const patternList = (name: string): string[] =>
+    (get(name) ?? '')
+      .split(',')
+      .map((p) => p.trim())
+      .filter(Boolean);
+
   const bootstrapServers = value('bootstrap-server', parseHostPortList);
   if (!bootstrapServers) throw new ConfigError('bootstrap-server', null, 'required');
 
@@ -314,6 +362,14 @@ export function loadConfig(argv: readonly string[], env: NodeJS.ProcessEnv = pro
     store: get('store'),
     dataDir: get('data-dir')!,
     http: value('http', parseHostPort),
+    httpToken: nonEmpty('http-token'),
+    lag: {
+      intervalMs: int('lag-interval-ms', 0),
+      include: patternList('lag-groups-include'),
+      exclude: patternList('lag-groups-exclude'),
+      maxGroups: int('lag-max-groups', 1),
+    },
+    metricsApiVersions: bool('metrics-api-versions'),
     maxFrameSize: int('max-frame-size', 1024),
     maxInFlight: int('max-in-flight', 1),
     requestTimeoutMs: int('request-timeout-ms', 1),
@@ -358,6 +414,8 @@ function parsePortMap(text: string): Map<number, number> {
 export function usage(): string {
   const lines = [
     'Usage: kafka-offset-proxy --bootstrap-server host:port[,host:port...] [options]',
+    '',
+    '       kafka-offset-proxy offsets <export|import|get|set|delete> ...   (see: kafka-offset-proxy offsets --help)',
     '',
     'Options (each also as environment variable KOP_<NAME> or as a key of the --config YAML file;',
     'flags win over the environment, which wins over the file):',

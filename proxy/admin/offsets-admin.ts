@@ -1,0 +1,279 @@
+/**
+ * Operator actions on stored offsets, shared by the `offsets` CLI and the admin HTTP API: read a
+ * group's offsets, set one with an optional expected value (compare-and-set), delete, and move
+ * offsets between the cluster and a store as JSON lines.
+ */
+import type { OffsetStore, PartitionOffset, TopicPartition } from '../../backends/store.js';
+import { ErrorCode } from '../../protocol/error-codes.js';
+import { ApiKey } from '../../protocol/messages/index.js';
+import { defaultListGroupsRequest } from '../../protocol/messages/list-groups-request.js';
+import type { ListGroupsResponse } from '../../protocol/messages/list-groups-response.js';
+import type { ClusterClient } from '../cluster-client.js';
+import type { BrokerLookups } from '../offsets/broker-lookups.js';
+
+/** One line of an export: one partition's committed offset. */
+export interface OffsetLine {
+  group: string;
+  topic: string;
+  partition: number;
+  offset: string;
+  leaderEpoch: number;
+  metadata: string;
+  commitTimestamp: string;
+}
+
+export class AdminError extends Error {
+  constructor(
+    message: string,
+    /** Process exit code for the CLI, HTTP status family for the API. */
+    readonly kind: 'bad-input' | 'conflict' | 'unavailable',
+  ) {
+    super(message);
+    this.name = 'AdminError';
+  }
+}
+
+export function toLine(group: string, o: PartitionOffset): OffsetLine {
+  return {
+    group,
+    topic: o.topic,
+    partition: o.partition,
+    offset: o.offset.toString(),
+    leaderEpoch: o.leaderEpoch,
+    metadata: o.metadata,
+    commitTimestamp: o.commitTimestamp.toString(),
+  };
+}
+
+function compareLines(a: OffsetLine, b: OffsetLine): number {
+  if (a.group !== b.group) return a.group < b.group ? -1 : 1;
+  if (a.topic !== b.topic) return a.topic < b.topic ? -1 : 1;
+  return a.partition - b.partition;
+}
+
+/** Sorted, so that export → import → export gives the same file. */
+export function sortLines(lines: OffsetLine[]): OffsetLine[] {
+  return lines.sort(compareLines);
+}
+
+export async function getOffsets(store: OffsetStore, group: string, topic?: string): Promise<OffsetLine[]> {
+  const offsets = await store.fetch(group, null);
+  return sortLines(
+    offsets.filter((o) => topic === undefined || o.topic === topic).map((o) => toLine(group, o)),
+  );
+}
+
+export interface SetOffset {
+  group: string;
+  topic: string;
+  partition: number;
+  offset: bigint;
+  /** Compare-and-set: the offset must currently be this (-1 = none). */
+  expected?: bigint;
+  metadata?: string;
+}
+
+/**
+ * Sets one offset like an admin tool's commit (no member identity). With `expected`, it is a
+ * compare-and-set; a mismatch throws AdminError('conflict') and changes nothing.
+ */
+export async function setOffset(store: OffsetStore, s: SetOffset): Promise<void> {
+  if (s.offset < -1n) throw new AdminError(`offset must be >= 0, got ${s.offset}`, 'bad-input');
+  const outcome = await store.commit({
+    group: s.group,
+    requestId: `admin-set-${s.group}-${s.topic}-${s.partition}-${Date.now()}-${Math.random()}`,
+    writes: [
+      {
+        topic: s.topic,
+        partition: s.partition,
+        offset: s.offset,
+        leaderEpoch: -1,
+        metadata: s.metadata ?? '',
+        commitTimestamp: BigInt(Date.now()),
+        expireTimestamp: -1n,
+        ...(s.expected !== undefined ? { expectedOffset: s.expected } : {}),
+      },
+    ],
+  });
+  if (outcome.status === 'cas-mismatch') {
+    const m = outcome.mismatches[0]!;
+    throw new AdminError(
+      `${s.group} ${s.topic}-${s.partition}: expected offset ${m.expected}, but it is ${m.actual}; nothing changed`,
+      'conflict',
+    );
+  }
+  if (outcome.status === 'fenced')
+    throw new AdminError(`refused by the commit guard (error ${outcome.error})`, 'conflict');
+}
+
+export async function deleteOffsets(
+  store: OffsetStore,
+  group: string,
+  partitions?: TopicPartition[],
+): Promise<void> {
+  if (partitions === undefined) await store.deleteGroup(group);
+  else await store.deleteOffsets(group, partitions);
+}
+
+/** Every stored offset of the groups (all groups when none are named). */
+export async function exportFromStore(store: OffsetStore, groups?: string[]): Promise<OffsetLine[]> {
+  const names = groups && groups.length > 0 ? groups : await store.listGroups();
+  const lines: OffsetLine[] = [];
+  for (const group of names) lines.push(...(await getOffsets(store, group)));
+  return sortLines(lines);
+}
+
+/** Writes the lines into the store unconditionally, keeping their commit timestamps. */
+export async function importToStore(store: OffsetStore, lines: OffsetLine[]): Promise<number> {
+  const byGroup = new Map<string, OffsetLine[]>();
+  for (const l of lines) byGroup.set(l.group, [...(byGroup.get(l.group) ?? []), l]);
+  for (const [group, ls] of byGroup) {
+    const outcome = await store.commit({
+      group,
+      requestId: `admin-import-${group}-${Date.now()}-${Math.random()}`,
+      writes: ls.map((l) => ({
+        topic: l.topic,
+        partition: l.partition,
+        offset: BigInt(l.offset),
+        leaderEpoch: l.leaderEpoch,
+        metadata: l.metadata,
+        commitTimestamp: BigInt(l.commitTimestamp),
+        expireTimestamp: -1n,
+      })),
+    });
+    if (outcome.status !== 'ok')
+      throw new AdminError(`import of group ${group} refused (${outcome.status})`, 'conflict');
+  }
+  return lines.length;
+}
+
+/** Groups every broker coordinates (ListGroups is per broker). */
+export async function listClusterGroups(cluster: ClusterClient): Promise<string[]> {
+  const md = await cluster.metadata([]);
+  const names = new Set<string>();
+  for (const b of md.brokers) {
+    const { body } = await cluster.request<ListGroupsResponse>(
+      b.nodeId,
+      ApiKey.ListGroups,
+      defaultListGroupsRequest(),
+      4,
+    );
+    if (body.errorCode !== ErrorCode.NONE)
+      throw new AdminError(
+        `ListGroups on broker ${b.nodeId} failed (error ${body.errorCode})`,
+        'unavailable',
+      );
+    for (const g of body.groups) names.add(g.groupId);
+  }
+  return [...names].sort();
+}
+
+/** The offsets the cluster's group coordinators hold, for a move onto a store. */
+export async function exportFromCluster(
+  cluster: ClusterClient,
+  lookups: BrokerLookups,
+  groups?: string[],
+): Promise<OffsetLine[]> {
+  const names = groups && groups.length > 0 ? groups : await listClusterGroups(cluster);
+  const lines: OffsetLine[] = [];
+  const now = BigInt(Date.now());
+  for (const group of names) {
+    const fetched = await lookups.fetchOffsets(group, null, false);
+    if (fetched.errorCode !== ErrorCode.NONE) {
+      throw new AdminError(
+        `OffsetFetch of group ${group} failed (error ${fetched.errorCode})`,
+        'unavailable',
+      );
+    }
+    for (const t of fetched.topics) {
+      for (const p of t.partitions) {
+        if (p.committedOffset < 0n) continue;
+        lines.push(
+          toLine(group, {
+            topic: t.name,
+            partition: p.partitionIndex,
+            offset: p.committedOffset,
+            leaderEpoch: p.committedLeaderEpoch,
+            metadata: p.metadata ?? '',
+            commitTimestamp: now,
+            expireTimestamp: -1n,
+          }),
+        );
+      }
+    }
+  }
+  return sortLines(lines);
+}
+
+/** Commits the lines at the cluster's coordinators, as an admin tool does (the group must be empty there). */
+export async function importToCluster(lookups: BrokerLookups, lines: OffsetLine[]): Promise<number> {
+  const byGroup = new Map<string, OffsetLine[]>();
+  for (const l of lines) byGroup.set(l.group, [...(byGroup.get(l.group) ?? []), l]);
+  for (const [group, ls] of byGroup) {
+    const refused = await lookups.mirrorCommit(
+      group,
+      { generationIdOrMemberEpoch: -1, memberId: '', groupInstanceId: null },
+      ls.map((l) => ({
+        topic: l.topic,
+        partition: l.partition,
+        offset: BigInt(l.offset),
+        leaderEpoch: l.leaderEpoch,
+        metadata: l.metadata,
+        commitTimestamp: BigInt(l.commitTimestamp),
+        expireTimestamp: -1n,
+      })),
+    );
+    if (refused > 0)
+      throw new AdminError(
+        `the cluster refused ${refused} partitions of group ${group} (is it empty?)`,
+        'conflict',
+      );
+  }
+  return lines.length;
+}
+
+/** Parses JSON lines, naming the first bad line. */
+export function parseLines(text: string): OffsetLine[] {
+  const out: OffsetLine[] = [];
+  const rows = text.split('\n');
+  for (let i = 0; i < rows.length; i++) {
+    const row = rows[i]!.trim();
+    if (row === '') continue;
+    let v: unknown;
+    try {
+      v = JSON.parse(row);
+    } catch {
+      throw new AdminError(`line ${i + 1}: not JSON`, 'bad-input');
+    }
+    const l = v as Partial<OffsetLine>;
+    const ok =
+      typeof l.group === 'string' &&
+      typeof l.topic === 'string' &&
+      Number.isInteger(l.partition) &&
+      (l.partition as number) >= 0 &&
+      typeof l.offset === 'string' &&
+      /^-?\d+$/.test(l.offset);
+    if (!ok)
+      throw new AdminError(
+        `line ${i + 1}: needs group, topic, partition (>= 0) and offset (a decimal string)`,
+        'bad-input',
+      );
+    out.push({
+      group: l.group!,
+      topic: l.topic!,
+      partition: l.partition!,
+      offset: l.offset!,
+      leaderEpoch: typeof l.leaderEpoch === 'number' ? l.leaderEpoch : -1,
+      metadata: typeof l.metadata === 'string' ? l.metadata : '',
+      commitTimestamp:
+        typeof l.commitTimestamp === 'string' && /^\d+$/.test(l.commitTimestamp)
+          ? l.commitTimestamp
+          : String(Date.now()),
+    });
+  }
+  return out;
+}
+
+export function formatLines(lines: OffsetLine[]): string {
+  return lines.map((l) => JSON.stringify(l)).join('\n') + (lines.length > 0 ? '\n' : '');
+}
