@@ -1,0 +1,136 @@
+// Unchanged clients commit and fetch offsets through the proxy: the Java client (classic and the
+// KIP-848 consumer protocol), kafkajs, librdkafka (kcat and Python) and Kafka's own tools. The
+// offsets live in the proxy's store (read here directly), the broker holds none for the group,
+// and a restarted consumer resumes exactly there.
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, inject, test } from 'vitest';
+import { EmbeddedStore } from '../../backends/embedded-store.js';
+import type { BedClient, ClientTarget } from '../bed/clients/types.js';
+import { javaClient } from '../bed/clients/java.js';
+import type { JavaClient } from '../bed/clients/java.js';
+import { createTopics, fetchCommittedOffsets, kafkajsClient } from '../bed/clients/kafkajs.js';
+import { describeConsumerGroup, resetConsumerGroupOffsets } from '../bed/clients/kafka-tools.js';
+import { kcatClient } from '../bed/clients/kcat.js';
+import { pythonClient } from '../bed/clients/python.js';
+import { commitStopResume, expectExactlyRecords, uniqueName } from '../bed/clients/scenarios.js';
+import { startOffsetProxy } from '../harness/offset-proxy.js';
+import type { OffsetProxy } from '../harness/offset-proxy.js';
+
+describe('clients committing through the proxy (embedded store)', () => {
+  const brokerBootstrap = inject('kafkaBootstrap');
+  const classpath = inject('kafkaClasspath');
+  let dir: string;
+  let store: EmbeddedStore;
+  let proxy: OffsetProxy;
+  let target: ClientTarget;
+  let classic: JavaClient;
+  let kip848: JavaClient;
+
+  beforeAll(async () => {
+    dir = mkdtempSync(path.join(os.tmpdir(), 'kop-clients-'));
+    store = new EmbeddedStore({ dataDir: dir });
+    proxy = await startOffsetProxy(brokerBootstrap, store);
+    target = { bootstrap: proxy.bootstrap };
+    classic = await javaClient(classpath, { protocol: 'classic' });
+    kip848 = await javaClient(classpath, { protocol: 'consumer' });
+  });
+  afterAll(async () => {
+    await proxy?.stop();
+    await store?.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  /** The group's offsets are in the store (1,010 records consumed in all) and not at the broker. */
+  async function expectOffsetsInStoreOnly(group: string, topic: string): Promise<void> {
+    const stored = await store.fetch(group, null);
+    expect(stored.reduce((sum, o) => sum + Number(o.offset), 0)).toBe(1010);
+    const atBroker = await fetchCommittedOffsets({ bootstrap: brokerBootstrap }, group, topic);
+    expect(atBroker).toEqual([]);
+  }
+
+  const clients: [string, () => BedClient][] = [
+    ['Java, classic protocol', () => classic],
+    ['Java, consumer protocol (KIP-848)', () => kip848],
+    ['kafkajs', () => kafkajsClient],
+    ['kcat (librdkafka)', () => kcatClient],
+    ['Python confluent-kafka (librdkafka)', () => pythonClient],
+  ];
+  for (const [name, client] of clients) {
+    test(`${name}: commits land in the store and a new consumer resumes exactly there`, async () => {
+      const report = await commitStopResume(client(), target, { admin: { bootstrap: brokerBootstrap } });
+      await expectOffsetsInStoreOnly(report.group, report.topic);
+    });
+  }
+
+  test('KIP-848 members are recorded with their epochs from ConsumerGroupHeartbeat', async () => {
+    const topic = uniqueName('kip848-state');
+    await createTopics({ bootstrap: brokerBootstrap }, [{ topic, partitions: 2 }]);
+    await kip848.produce(target, { topic, count: 20 });
+    const group = `${topic}-g`;
+    const consumed = await kip848.consume(target, { topic, group, max: 20 });
+    expectExactlyRecords(consumed.records, 0, 20);
+    const state = await store.getGroup(group);
+    expect(state?.protocol).toBe('consumer');
+  });
+
+  test('kafka-consumer-groups --describe and --reset-offsets through the proxy act on the store', async () => {
+    const topic = uniqueName('tools');
+    const group = `${topic}-g`;
+    await createTopics({ bootstrap: brokerBootstrap }, [{ topic, partitions: 2 }]);
+    await kafkajsClient.produce(target, { topic, count: 100 });
+    const consumed = await kafkajsClient.consume(target, { topic, group, max: 60 });
+    expect(consumed.records).toHaveLength(60);
+
+    const rows = await describeConsumerGroup(classpath, target, group);
+    const stored = await store.fetch(group, null);
+    expect(rows.map((r) => [r.partition, r.currentOffset]).sort()).toEqual(
+      stored.map((o) => [o.partition, Number(o.offset)]).sort(),
+    );
+    expect(rows.reduce((sum, r) => sum + (r.lag ?? 0), 0)).toBe(40);
+
+    const reset = await resetConsumerGroupOffsets(classpath, target, { group, topic, to: 'earliest' });
+    expect(reset.map((r) => r.offset)).toEqual([0, 0]);
+    const after = await store.fetch(group, null);
+    expect(after.map((o) => o.offset)).toEqual([0n, 0n]);
+    const again = await kafkajsClient.consume(target, { topic, group, max: 100 });
+    expectExactlyRecords(again.records, 0, 100);
+  });
+
+  test('exactly-once read-process-write through the proxy: transactional offsets stay with the broker', async () => {
+    const input = uniqueName('eos-in');
+    const output = `${input}-out`;
+    const group = `${input}-group`;
+    await createTopics({ bootstrap: brokerBootstrap }, [
+      { topic: input, partitions: 2 },
+      { topic: output, partitions: 2 },
+    ]);
+    await classic.produce(target, { topic: input, count: 200, transactionalId: `${input}-producer` });
+    const result = await classic.transform(target, {
+      input,
+      output,
+      group,
+      transactionalId: `${input}-transform`,
+      max: 200,
+      abortFirst: true,
+    });
+    expect(result.timedOut).toBe(false);
+    // Read back through the proxy: the group is transactional, so its OffsetFetch is the broker's.
+    expect(result.committed.reduce((sum, o) => sum + o.offset, 0)).toBe(200);
+    expect((await store.getGroup(group))?.transactional).toBe(true);
+    const atBroker = await fetchCommittedOffsets({ bootstrap: brokerBootstrap }, group, input);
+    expect(atBroker.reduce((sum, o) => sum + o.offset, 0)).toBe(200);
+    const read = await classic.consume(target, {
+      topic: output,
+      group: `${output}-reader`,
+      max: 200,
+      isolation: 'read_committed',
+    });
+    expectExactlyRecords(
+      read.records.map((r) => ({ ...r, value: r.value?.toLowerCase() ?? null })),
+      0,
+      200,
+    );
+  });
+});
