@@ -26,3 +26,30 @@ describe(`bed: single Kafka ${KAFKA_COMPAT_VERSION} broker`, () => {
     );
   });
 });
+
+describe(`bed: Kafka ${KAFKA_COMPAT_VERSION} with SASL_PLAINTEXT`, () => {
+  let cluster: KafkaCluster;
+  beforeAll(async () => {
+    cluster = await startKafka({ version: KAFKA_COMPAT_VERSION, sasl: true });
+  });
+  afterAll(async () => {
+    await cluster?.stop();
+  });
+
+  it('accepts a SCRAM-SHA-512 login of the admin and rejects a wrong password', async () => {
+    const [admin] = cluster.sasl!.users;
+    const ok = kafkaClient(cluster.bootstrap, {
+      sasl: { mechanism: 'scram-sha-512', username: admin!.username, password: admin!.password },
+    }).admin();
+    await ok.connect();
+    expect((await ok.describeCluster()).brokers).toHaveLength(1);
+    await ok.disconnect();
+
+    const bad = kafkaClient(cluster.bootstrap, {
+      sasl: { mechanism: 'scram-sha-512', username: admin!.username, password: 'wrong' },
+      retry: { retries: 0 },
+    }).admin();
+    await expect(bad.connect()).rejects.toThrow(/SASL|[Aa]uthentication/);
+    await bad.disconnect().catch(() => undefined);
+  });
+});
