@@ -3,6 +3,11 @@ import type { TaggedField } from './reader.js';
 
 const EMPTY = Buffer.alloc(0);
 
+/** Kept out of line so the hot primitives stay small enough to inline. */
+function outOfRange(type: string, v: unknown): never {
+  throw new RangeError(`${type} out of range: ${String(v)}`);
+}
+
 /**
  * Growable output buffer for Kafka encodings. One `Buffer.allocUnsafe` region that doubles when full;
  * `toBuffer()` hands the bytes over and forgets them, so memory given to a caller (and maybe still
@@ -84,7 +89,7 @@ export class Writer {
   }
 
   int32(v: number): void {
-    if (v !== (v | 0)) throw new RangeError(`int32 out of range: ${v}`);
+    if (v !== (v | 0)) outOfRange('int32', v);
     this.ensure(4);
     const b = this.buf;
     const o = this.offset;
@@ -98,6 +103,24 @@ export class Writer {
   uint32(v: number): void {
     this.ensure(4);
     this.offset = this.buf.writeUInt32BE(v, this.offset);
+  }
+
+  /** The elements of an int32 list (its length already written). */
+  int32Array(a: readonly number[]): void {
+    const n = a.length;
+    this.ensure(4 * n);
+    const b = this.buf;
+    let o = this.offset;
+    for (let i = 0; i < n; i++) {
+      const v = a[i]!;
+      if (v !== (v | 0)) outOfRange('int32', v);
+      b[o] = v >>> 24;
+      b[o + 1] = v >>> 16;
+      b[o + 2] = v >>> 8;
+      b[o + 3] = v;
+      o += 4;
+    }
+    this.offset = o;
   }
 
   int64(v: bigint): void {

@@ -350,7 +350,10 @@ export class MessageEmitter {
         ? [`write${el.name}(w, e, version);`]
         : this.writePrimitive((el as { name: string }).name, 'e', 'false', fc.flexible);
     const writeLen = ifElse(fc.flexible, ['w.uvarint(a.length + 1);'], ['w.int32(a.length);']);
-    const body = [...writeLen, 'for (const e of a) {', ...indent(elWrite), '}'];
+    const body =
+      el.kind === 'primitive' && el.name === 'int32'
+        ? [...writeLen, 'w.int32Array(a);']
+        : [...writeLen, 'for (const e of a) {', ...indent(elWrite), '}'];
     return both((nl) =>
       nl
         ? [

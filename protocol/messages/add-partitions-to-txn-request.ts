@@ -235,9 +235,7 @@ function writeAddPartitionsToTxnTopic(w: Writer, m: AddPartitionsToTxnTopic, ver
     } else {
       w.int32(a.length);
     }
-    for (const e of a) {
-      w.int32(e);
-    }
+    w.int32Array(a);
   }
   if (version >= 3) {
     w.rawTaggedFields(m._unknownTaggedFields);

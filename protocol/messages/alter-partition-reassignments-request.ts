@@ -188,9 +188,7 @@ function writeReassignablePartition(w: Writer, m: ReassignablePartition, _versio
       w.uvarint(0);
     } else {
       w.uvarint(a.length + 1);
-      for (const e of a) {
-        w.int32(e);
-      }
+      w.int32Array(a);
     }
   }
   w.rawTaggedFields(m._unknownTaggedFields);

@@ -260,9 +260,7 @@ function writePartitionData(w: Writer, m: PartitionData, version: number): void 
     {
       const a = m.newIsr;
       w.uvarint(a.length + 1);
-      for (const e of a) {
-        w.int32(e);
-      }
+      w.int32Array(a);
     }
   } else {
     if (!(m.newIsr !== null && m.newIsr.length === 0)) throw unsupportedField('PartitionData', 'NewIsr', version);

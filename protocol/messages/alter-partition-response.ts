@@ -247,9 +247,7 @@ function writePartitionData(w: Writer, m: PartitionData, version: number): void 
   {
     const a = m.isr;
     w.uvarint(a.length + 1);
-    for (const e of a) {
-      w.int32(e);
-    }
+    w.int32Array(a);
   }
   if (version >= 1) {
     w.int8(m.leaderRecoveryState);

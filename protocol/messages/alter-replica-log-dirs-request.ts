@@ -201,9 +201,7 @@ function writeAlterReplicaLogDirTopic(w: Writer, m: AlterReplicaLogDirTopic, ver
     } else {
       w.int32(a.length);
     }
-    for (const e of a) {
-      w.int32(e);
-    }
+    w.int32Array(a);
   }
   if (version >= 2) {
     w.rawTaggedFields(m._unknownTaggedFields);

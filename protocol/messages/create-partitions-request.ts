@@ -230,9 +230,7 @@ function writeCreatePartitionsAssignment(w: Writer, m: CreatePartitionsAssignmen
     } else {
       w.int32(a.length);
     }
-    for (const e of a) {
-      w.int32(e);
-    }
+    w.int32Array(a);
   }
   if (version >= 2) {
     w.rawTaggedFields(m._unknownTaggedFields);

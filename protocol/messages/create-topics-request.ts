@@ -276,9 +276,7 @@ function writeCreatableReplicaAssignment(w: Writer, m: CreatableReplicaAssignmen
     } else {
       w.int32(a.length);
     }
-    for (const e of a) {
-      w.int32(e);
-    }
+    w.int32Array(a);
   }
   if (version >= 5) {
     w.rawTaggedFields(m._unknownTaggedFields);

@@ -140,9 +140,7 @@ function writeDescribableLogDirTopic(w: Writer, m: DescribableLogDirTopic, versi
     } else {
       w.int32(a.length);
     }
-    for (const e of a) {
-      w.int32(e);
-    }
+    w.int32Array(a);
   }
   if (version >= 2) {
     w.rawTaggedFields(m._unknownTaggedFields);

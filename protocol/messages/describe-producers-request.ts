@@ -108,9 +108,7 @@ function writeTopicRequest(w: Writer, m: TopicRequest, _version: number): void {
   {
     const a = m.partitionIndexes;
     w.uvarint(a.length + 1);
-    for (const e of a) {
-      w.int32(e);
-    }
+    w.int32Array(a);
   }
   w.rawTaggedFields(m._unknownTaggedFields);
 }

@@ -305,16 +305,12 @@ function writeDescribeTopicPartitionsResponsePartition(w: Writer, m: DescribeTop
   {
     const a = m.replicaNodes;
     w.uvarint(a.length + 1);
-    for (const e of a) {
-      w.int32(e);
-    }
+    w.int32Array(a);
   }
   {
     const a = m.isrNodes;
     w.uvarint(a.length + 1);
-    for (const e of a) {
-      w.int32(e);
-    }
+    w.int32Array(a);
   }
   {
     const a = m.eligibleLeaderReplicas;
@@ -322,9 +318,7 @@ function writeDescribeTopicPartitionsResponsePartition(w: Writer, m: DescribeTop
       w.uvarint(0);
     } else {
       w.uvarint(a.length + 1);
-      for (const e of a) {
-        w.int32(e);
-      }
+      w.int32Array(a);
     }
   }
   {
@@ -333,17 +327,13 @@ function writeDescribeTopicPartitionsResponsePartition(w: Writer, m: DescribeTop
       w.uvarint(0);
     } else {
       w.uvarint(a.length + 1);
-      for (const e of a) {
-        w.int32(e);
-      }
+      w.int32Array(a);
     }
   }
   {
     const a = m.offlineReplicas;
     w.uvarint(a.length + 1);
-    for (const e of a) {
-      w.int32(e);
-    }
+    w.int32Array(a);
   }
   w.rawTaggedFields(m._unknownTaggedFields);
 }

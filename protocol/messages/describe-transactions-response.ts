@@ -229,9 +229,7 @@ function writeTopicData(w: Writer, m: TopicData, _version: number): void {
   {
     const a = m.partitions;
     w.uvarint(a.length + 1);
-    for (const e of a) {
-      w.int32(e);
-    }
+    w.int32Array(a);
   }
   w.rawTaggedFields(m._unknownTaggedFields);
 }

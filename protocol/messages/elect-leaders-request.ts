@@ -165,9 +165,7 @@ function writeTopicPartitions(w: Writer, m: TopicPartitions, version: number): v
     } else {
       w.int32(a.length);
     }
-    for (const e of a) {
-      w.int32(e);
-    }
+    w.int32Array(a);
   }
   if (version >= 2) {
     w.rawTaggedFields(m._unknownTaggedFields);

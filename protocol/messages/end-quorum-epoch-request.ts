@@ -288,9 +288,7 @@ function writePartitionData(w: Writer, m: PartitionData, version: number): void 
     {
       const a = m.preferredSuccessors;
       w.int32(a.length);
-      for (const e of a) {
-        w.int32(e);
-      }
+      w.int32Array(a);
     }
   }
   if (version >= 1) {

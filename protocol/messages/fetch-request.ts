@@ -660,9 +660,7 @@ function writeForgottenTopic(w: Writer, m: ForgottenTopic, version: number): voi
     } else {
       w.int32(a.length);
     }
-    for (const e of a) {
-      w.int32(e);
-    }
+    w.int32Array(a);
   }
   if (version >= 12) {
     w.rawTaggedFields(m._unknownTaggedFields);

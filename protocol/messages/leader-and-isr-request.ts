@@ -368,9 +368,7 @@ function writeLeaderAndIsrPartitionState(w: Writer, m: LeaderAndIsrPartitionStat
     } else {
       w.int32(a.length);
     }
-    for (const e of a) {
-      w.int32(e);
-    }
+    w.int32Array(a);
   }
   w.int32(m.partitionEpoch);
   {
@@ -380,9 +378,7 @@ function writeLeaderAndIsrPartitionState(w: Writer, m: LeaderAndIsrPartitionStat
     } else {
       w.int32(a.length);
     }
-    for (const e of a) {
-      w.int32(e);
-    }
+    w.int32Array(a);
   }
   if (version >= 3) {
     {
@@ -392,9 +388,7 @@ function writeLeaderAndIsrPartitionState(w: Writer, m: LeaderAndIsrPartitionStat
       } else {
         w.int32(a.length);
       }
-      for (const e of a) {
-        w.int32(e);
-      }
+      w.int32Array(a);
     }
   }
   if (version >= 3) {
@@ -405,9 +399,7 @@ function writeLeaderAndIsrPartitionState(w: Writer, m: LeaderAndIsrPartitionStat
       } else {
         w.int32(a.length);
       }
-      for (const e of a) {
-        w.int32(e);
-      }
+      w.int32Array(a);
     }
   }
   if (version >= 1) {

@@ -128,9 +128,7 @@ function writeListPartitionReassignmentsTopics(w: Writer, m: ListPartitionReassi
   {
     const a = m.partitionIndexes;
     w.uvarint(a.length + 1);
-    for (const e of a) {
-      w.int32(e);
-    }
+    w.int32Array(a);
   }
   w.rawTaggedFields(m._unknownTaggedFields);
 }

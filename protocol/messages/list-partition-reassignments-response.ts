@@ -217,23 +217,17 @@ function writeOngoingPartitionReassignment(w: Writer, m: OngoingPartitionReassig
   {
     const a = m.replicas;
     w.uvarint(a.length + 1);
-    for (const e of a) {
-      w.int32(e);
-    }
+    w.int32Array(a);
   }
   {
     const a = m.addingReplicas;
     w.uvarint(a.length + 1);
-    for (const e of a) {
-      w.int32(e);
-    }
+    w.int32Array(a);
   }
   {
     const a = m.removingReplicas;
     w.uvarint(a.length + 1);
-    for (const e of a) {
-      w.int32(e);
-    }
+    w.int32Array(a);
   }
   w.rawTaggedFields(m._unknownTaggedFields);
 }

@@ -490,9 +490,7 @@ function writeMetadataResponsePartition(w: Writer, m: MetadataResponsePartition,
     } else {
       w.int32(a.length);
     }
-    for (const e of a) {
-      w.int32(e);
-    }
+    w.int32Array(a);
   }
   {
     const a = m.isrNodes;
@@ -501,9 +499,7 @@ function writeMetadataResponsePartition(w: Writer, m: MetadataResponsePartition,
     } else {
       w.int32(a.length);
     }
-    for (const e of a) {
-      w.int32(e);
-    }
+    w.int32Array(a);
   }
   if (version >= 5) {
     {
@@ -513,9 +509,7 @@ function writeMetadataResponsePartition(w: Writer, m: MetadataResponsePartition,
       } else {
         w.int32(a.length);
       }
-      for (const e of a) {
-        w.int32(e);
-      }
+      w.int32Array(a);
     }
   }
   if (version >= 9) {

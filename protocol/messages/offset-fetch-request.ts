@@ -264,9 +264,7 @@ function writeOffsetFetchRequestTopic(w: Writer, m: OffsetFetchRequestTopic, ver
     } else {
       w.int32(a.length);
     }
-    for (const e of a) {
-      w.int32(e);
-    }
+    w.int32Array(a);
   }
   if (version >= 6) {
     w.rawTaggedFields(m._unknownTaggedFields);
@@ -414,9 +412,7 @@ function writeOffsetFetchRequestTopics(w: Writer, m: OffsetFetchRequestTopics, _
   {
     const a = m.partitionIndexes;
     w.uvarint(a.length + 1);
-    for (const e of a) {
-      w.int32(e);
-    }
+    w.int32Array(a);
   }
   w.rawTaggedFields(m._unknownTaggedFields);
 }

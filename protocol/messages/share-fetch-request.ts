@@ -391,9 +391,7 @@ function writeForgottenTopic(w: Writer, m: ForgottenTopic, _version: number): vo
   {
     const a = m.partitions;
     w.uvarint(a.length + 1);
-    for (const e of a) {
-      w.int32(e);
-    }
+    w.int32Array(a);
   }
   w.rawTaggedFields(m._unknownTaggedFields);
 }

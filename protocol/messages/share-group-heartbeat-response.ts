@@ -153,9 +153,7 @@ function writeTopicPartitions(w: Writer, m: TopicPartitions, _version: number): 
   {
     const a = m.partitions;
     w.uvarint(a.length + 1);
-    for (const e of a) {
-      w.int32(e);
-    }
+    w.int32Array(a);
   }
   w.rawTaggedFields(m._unknownTaggedFields);
 }

@@ -325,9 +325,7 @@ function writeStopReplicaTopicV1(w: Writer, m: StopReplicaTopicV1, version: numb
     } else {
       w.int32(a.length);
     }
-    for (const e of a) {
-      w.int32(e);
-    }
+    w.int32Array(a);
   }
   if (version >= 2) {
     w.rawTaggedFields(m._unknownTaggedFields);

@@ -385,9 +385,7 @@ function writeUpdateMetadataPartitionState(w: Writer, m: UpdateMetadataPartition
     } else {
       w.int32(a.length);
     }
-    for (const e of a) {
-      w.int32(e);
-    }
+    w.int32Array(a);
   }
   w.int32(m.zkVersion);
   {
@@ -397,9 +395,7 @@ function writeUpdateMetadataPartitionState(w: Writer, m: UpdateMetadataPartition
     } else {
       w.int32(a.length);
     }
-    for (const e of a) {
-      w.int32(e);
-    }
+    w.int32Array(a);
   }
   if (version >= 4) {
     {
@@ -409,9 +405,7 @@ function writeUpdateMetadataPartitionState(w: Writer, m: UpdateMetadataPartition
       } else {
         w.int32(a.length);
       }
-      for (const e of a) {
-        w.int32(e);
-      }
+      w.int32Array(a);
     }
   }
   if (version >= 6) {

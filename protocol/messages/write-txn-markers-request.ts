@@ -221,9 +221,7 @@ function writeWritableTxnMarkerTopic(w: Writer, m: WritableTxnMarkerTopic, versi
     } else {
       w.int32(a.length);
     }
-    for (const e of a) {
-      w.int32(e);
-    }
+    w.int32Array(a);
   }
   if (version >= 1) {
     w.rawTaggedFields(m._unknownTaggedFields);
