@@ -46,6 +46,8 @@ declare module 'node-zookeeper-client' {
     connect(): void;
     close(): void;
     getState(): State;
+    getSessionId(): Buffer;
+    getSessionPassword(): Buffer;
     create(path: string, data: Buffer | null, callback: Cb<string>): void;
     remove(path: string, version: number, callback: Cb): void;
     setData(path: string, data: Buffer | null, version: number, callback: Cb<Stat>): void;
@@ -61,6 +63,13 @@ declare module 'node-zookeeper-client' {
 
   export function createClient(
     connectionString: string,
-    options?: { sessionTimeout?: number; spinDelay?: number; retries?: number },
+    options?: {
+      sessionTimeout?: number;
+      spinDelay?: number;
+      retries?: number;
+      /** Join an existing session (tests use it to end another client's session). */
+      sessionId?: Buffer;
+      sessionPassword?: Buffer;
+    },
   ): Client;
 }

@@ -1,5 +1,7 @@
 // The Redis store against a real redis-server (AOF, appendfsync always): the shared contract,
 // then what only a real server shows: resends, corrupt keys, a killed and restarted server.
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runStoreContract } from '../../backends/contract.js';
@@ -7,6 +9,8 @@ import { StoreCorruptError, StoreUnavailableError } from '../../backends/errors.
 import { RedisStore } from '../../backends/redis-store.js';
 import { parseRedisUrl } from '../../backends/redis-url.js';
 import type { OffsetWrite } from '../../backends/store.js';
+import { freePort } from '../bed/ports.js';
+import { makeRunDir, removeRunDir, spawnManaged, waitUntil } from '../bed/process.js';
 import { startRedis } from '../bed/redis.js';
 import type { RedisServer } from '../bed/redis.js';
 
@@ -124,6 +128,57 @@ describe('redis store on a real server', () => {
       expect(await store.fetch('waiting', null)).toHaveLength(1);
     } finally {
       await store.close();
+    }
+  });
+
+  it('finds the primary through Sentinel (redis+sentinel://)', async () => {
+    const dir = makeRunDir('redis-sentinel');
+    const port = await freePort();
+    const conf = join(dir, 'sentinel.conf');
+    writeFileSync(
+      conf,
+      [
+        `port ${port}`,
+        'bind 127.0.0.1',
+        'daemonize no',
+        `dir ${dir}`,
+        `sentinel monitor mymaster ${server.host} ${server.port} 1`,
+        '',
+      ].join('\n'),
+    );
+    const sentinel = spawnManaged({
+      name: `redis-sentinel :${port}`,
+      command: 'redis-server',
+      args: [conf, '--sentinel'],
+      logFile: join(dir, 'sentinel.log'),
+      cwd: dir,
+    });
+    const probe = new Redis({ port, host: '127.0.0.1', lazyConnect: true, maxRetriesPerRequest: 0 });
+    probe.on('error', () => undefined);
+    const store = new RedisStore(`redis+sentinel://127.0.0.1:${port}/mymaster`, { operationTimeoutMs: 3000 });
+    try {
+      await waitUntil(
+        'sentinel to know mymaster',
+        async () => {
+          try {
+            return Array.isArray(await probe.call('SENTINEL', 'get-master-addr-by-name', 'mymaster'));
+          } catch {
+            return false;
+          }
+        },
+        { timeoutMs: 20_000, intervalMs: 100, proc: sentinel },
+      );
+      expect(await store.commit({ group: 'via-sentinel', writes: [w(0, 77n)], requestId: 's1' })).toEqual({
+        status: 'ok',
+      });
+      const direct = new RedisStore(server.url);
+      expect((await direct.fetch('via-sentinel', null))[0]?.offset).toBe(77n);
+      await direct.close();
+    } finally {
+      probe.disconnect();
+      await store.close();
+      await sentinel.kill();
+      removeRunDir(dir);
     }
   });
 

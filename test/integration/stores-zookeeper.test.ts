@@ -184,6 +184,54 @@ describe('zookeeper store on a real server', () => {
     expect(() => parseZooKeeperUrl('zk://a:1//x')).toThrow(/chroot/);
   });
 
+  it('session expired: the store makes a new client and commits go on, nothing lost', async () => {
+    const store = new ZooKeeperStore(`zk://${zk.connectString}/expiry`, {
+      operationTimeoutMs: 5000,
+      sessionTimeoutMs: 4000,
+    });
+    try {
+      expect(await store.commit({ group: 'exp', writes: [w(0, 1n)], requestId: 'e1' })).toEqual({
+        status: 'ok',
+      });
+      const first = (store as unknown as { client: Client }).client;
+      let expired = false;
+      first.on('state', (st: { getName(): string }) => (expired ||= st.getName() === 'EXPIRED'));
+      // A commit in flight while the session is being ended still succeeds (retried on a new client).
+      const during = store.commit({ group: 'exp', writes: [w(0, 2n), w(1, 2n)], requestId: 'e2' });
+      // End the store's session from outside: join it from another connection, then close it. The
+      // store's client may win the session back before the close lands, so repeat until it expires.
+      for (let attempt = 0; attempt < 20 && !expired; attempt++) {
+        const thief = createClient(zk.connectString, {
+          sessionId: first.getSessionId(),
+          sessionPassword: first.getSessionPassword(),
+        });
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(resolve, 2000);
+          thief.once('connected', () => {
+            clearTimeout(timer);
+            resolve();
+          });
+          thief.connect();
+        });
+        try {
+          thief.close();
+        } catch {
+          // close() of a client that never connected throws inside the library
+        }
+        await new Promise((r) => setTimeout(r, 300));
+      }
+      expect(expired).toBe(true);
+      expect(await during).toEqual({ status: 'ok' });
+      expect(await store.commit({ group: 'exp', writes: [w(0, 8n), w(1, 8n)], requestId: 'e8' })).toEqual({
+        status: 'ok',
+      });
+      expect((store as unknown as { client: Client }).client).not.toBe(first);
+      expect((await store.fetch('exp', null)).map((o) => o.offset)).toEqual([8n, 8n]);
+    } finally {
+      await store.close();
+    }
+  });
+
   it('ZooKeeper restarted: StoreUnavailableError within the deadline, then recovery with nothing acknowledged lost', async () => {
     const deadline = 1500;
     const store = new ZooKeeperStore(`zk://${zk.connectString}/restart`, {
