@@ -12,6 +12,10 @@ import { defaultOffsetCommitRequest } from '../../protocol/messages/offset-commi
 import type { OffsetCommitResponse } from '../../protocol/messages/offset-commit-response.js';
 import { defaultOffsetFetchRequest } from '../../protocol/messages/offset-fetch-request.js';
 import type { OffsetFetchResponse } from '../../protocol/messages/offset-fetch-response.js';
+import { defaultConsumerGroupDescribeRequest } from '../../protocol/messages/consumer-group-describe-request.js';
+import type { ConsumerGroupDescribeResponse } from '../../protocol/messages/consumer-group-describe-response.js';
+import { defaultHeartbeatRequest } from '../../protocol/messages/heartbeat-request.js';
+import type { HeartbeatResponse } from '../../protocol/messages/heartbeat-response.js';
 import type { ClusterClient } from '../cluster-client.js';
 import type { FetchedGroup } from './offset-fetch.js';
 
@@ -109,6 +113,51 @@ export class BrokerLookups {
         result: g.errorCode === ErrorCode.NONE && (g.groupState === 'Empty' || g.groupState === 'Dead'),
         retry: false,
       };
+    });
+  }
+
+  /**
+   * Asks the broker whether a classic-group member of this generation is current: a Heartbeat
+   * with its identity is validated exactly as a commit would be (NONE or REBALANCE_IN_PROGRESS:
+   * current; ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID: not). It also counts as a
+   * heartbeat for the member, which is harmless.
+   */
+  async classicMemberStatus(
+    group: string,
+    generationId: number,
+    memberId: string,
+    groupInstanceId: string | null,
+  ): Promise<number> {
+    return this.atCoordinator(group, async (nodeId) => {
+      const { body } = await this.cluster.request<HeartbeatResponse>(
+        nodeId,
+        ApiKey.Heartbeat,
+        (v: number) => ({
+          ...defaultHeartbeatRequest(),
+          groupId: group,
+          generationId,
+          memberId,
+          groupInstanceId: v >= 3 ? groupInstanceId : null,
+        }),
+      );
+      return { result: body.errorCode, retry: RETRY_COORDINATOR.has(body.errorCode) };
+    });
+  }
+
+  /** The current epoch of a KIP-848 member at the broker, or null when the broker does not know it. */
+  async consumerMemberEpoch(group: string, memberId: string): Promise<number | null> {
+    return this.atCoordinator(group, async (nodeId) => {
+      const { body } = await this.cluster.request<ConsumerGroupDescribeResponse>(
+        nodeId,
+        ApiKey.ConsumerGroupDescribe,
+        {
+          ...defaultConsumerGroupDescribeRequest(),
+          groupIds: [group],
+        },
+      );
+      const g = body.groups[0];
+      if (!g || RETRY_COORDINATOR.has(g.errorCode)) return { result: null, retry: true };
+      return { result: g.members.find((m) => m.memberId === memberId)?.memberEpoch ?? null, retry: false };
     });
   }
 

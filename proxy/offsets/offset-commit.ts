@@ -5,7 +5,13 @@
  * error field in any version: a group-level error is copied onto every partition.
  */
 import { randomUUID } from 'node:crypto';
-import type { CommitIdentity, CommitOutcome, OffsetStore, OffsetWrite } from '../../backends/store.js';
+import type {
+  CommitIdentity,
+  CommitOutcome,
+  GroupUpdate,
+  OffsetStore,
+  OffsetWrite,
+} from '../../backends/store.js';
 import { GuardError } from '../../backends/store.js';
 import { ErrorCode } from '../../protocol/error-codes.js';
 import type { OffsetCommitRequest } from '../../protocol/messages/offset-commit-request.js';
@@ -26,6 +32,13 @@ export interface CommitDeps {
    * assign()/admin commit (generation -1) because of members the proxy saw earlier.
    */
   groupIsEmptyAtBroker?: (group: string) => Promise<boolean>;
+  /**
+   * Asks the broker about a member the store refused (the store may have missed a JoinGroup or a
+   * heartbeat while it was down, or another proxy instance may have failed to record it). Returns
+   * the update that brings the store up to date when the broker says the member is current, or
+   * the broker's own refusal code.
+   */
+  verifyMemberAtBroker?: (group: string, identity: CommitIdentity) => Promise<GroupUpdate[] | number>;
   now?: () => bigint;
   /** Called once per partition refused, and once per accepted request with the partition count. */
   onRefused?: (group: string, reason: CommitRefusal, partitions: number) => void;
@@ -163,15 +176,31 @@ async function commitWithEmptyCheck(
     identity.generationIdOrMemberEpoch < 0 &&
     identity.memberId === '' &&
     identity.groupInstanceId === null;
-  if (
-    outcome.status === 'fenced' &&
-    outcome.error === GuardError.UNKNOWN_MEMBER_ID &&
-    anonymous &&
-    deps.groupIsEmptyAtBroker &&
-    (await deps.groupIsEmptyAtBroker(group).catch(() => false))
-  ) {
-    await deps.store.updateGroup(group, { kind: 'empty' });
-    return deps.store.commit({ ...request, requestId: randomUUID() });
+  if (outcome.status !== 'fenced' || identity === undefined) return outcome;
+  if (anonymous) {
+    if (
+      outcome.error === GuardError.UNKNOWN_MEMBER_ID &&
+      deps.groupIsEmptyAtBroker &&
+      (await deps.groupIsEmptyAtBroker(group).catch(() => false))
+    ) {
+      await deps.store.updateGroup(group, { kind: 'empty' });
+      return deps.store.commit({ ...request, requestId: randomUUID() });
+    }
+    return outcome;
   }
-  return outcome;
+  // The store refused a member the broker may know: the broker decides.
+  const recheck: number[] = [
+    GuardError.UNKNOWN_MEMBER_ID,
+    GuardError.ILLEGAL_GENERATION,
+    GuardError.STALE_MEMBER_EPOCH,
+    GuardError.GROUP_ID_NOT_FOUND,
+  ];
+  if (!deps.verifyMemberAtBroker || !recheck.includes(outcome.error)) return outcome;
+  const verdict = await deps.verifyMemberAtBroker(group, identity).catch(() => null);
+  if (verdict === null) return outcome;
+  // Refused by the broker too: the store's code stands, since it follows the commit's version
+  // rules (a Heartbeat's code does not, e.g. for a group the broker does not know).
+  if (typeof verdict === 'number') return outcome;
+  for (const update of verdict) await deps.store.updateGroup(group, update);
+  return deps.store.commit({ ...request, requestId: randomUUID() });
 }

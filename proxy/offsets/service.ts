@@ -3,7 +3,8 @@
  * from the offset store, and watches the group APIs the broker still answers (JoinGroup,
  * SyncGroup, Heartbeat, LeaveGroup, ConsumerGroupHeartbeat, TxnOffsetCommit, DeleteGroups).
  */
-import type { OffsetStore, OffsetWrite } from '../../backends/store.js';
+import { GuardError } from '../../backends/store.js';
+import type { CommitIdentity, GroupUpdate, OffsetStore, OffsetWrite } from '../../backends/store.js';
 import type { DeleteGroupsResponse } from '../../protocol/messages/delete-groups-response.js';
 import { ApiKey, getApiCodec } from '../../protocol/messages/index.js';
 import type { OffsetCommitRequest } from '../../protocol/messages/offset-commit-request.js';
@@ -18,6 +19,47 @@ import { handleOffsetCommit } from './offset-commit.js';
 import type { CommitRefusal } from './offset-commit.js';
 import { handleOffsetFetch } from './offset-fetch.js';
 import { handleOffsetDelete } from './offset-delete.js';
+
+/**
+ * The broker's word on a member the store refused: the updates that bring the store up to date
+ * when the member is current, or the broker's refusal code. REBALANCE_IN_PROGRESS is passed on as
+ * a refusal: the Heartbeat cannot tell PreparingRebalance (commits accepted) from
+ * CompletingRebalance (refused), and a rejoin is always safe.
+ */
+async function verifyMember(
+  store: OffsetStore,
+  lookups: BrokerLookups,
+  group: string,
+  id: CommitIdentity,
+): Promise<GroupUpdate[] | number> {
+  const state = await store.getGroup(group);
+  const kip848 = async (): Promise<GroupUpdate[] | number> => {
+    const epoch = await lookups.consumerMemberEpoch(group, id.memberId);
+    if (epoch === null) return GuardError.UNKNOWN_MEMBER_ID;
+    if (epoch !== id.generationIdOrMemberEpoch) return GuardError.STALE_MEMBER_EPOCH;
+    return [{ kind: 'member-epoch', memberId: id.memberId, memberEpoch: epoch }];
+  };
+  if (state?.protocol === 'consumer') return kip848();
+  const code = await lookups.classicMemberStatus(
+    group,
+    id.generationIdOrMemberEpoch,
+    id.memberId,
+    id.groupInstanceId,
+  );
+  if (code === 0) {
+    return [
+      {
+        kind: 'joined',
+        generationId: id.generationIdOrMemberEpoch,
+        memberId: id.memberId,
+        groupInstanceId: id.groupInstanceId,
+      },
+      { kind: 'synced', generationId: id.generationIdOrMemberEpoch, memberId: id.memberId },
+    ];
+  }
+  if (code === GuardError.UNKNOWN_MEMBER_ID && state === null && id.requestVersion >= 9) return kip848();
+  return code;
+}
 
 export interface OffsetServiceMetrics {
   commitAccepted(group: string, partitions: number): void;
@@ -76,7 +118,12 @@ export class OffsetService implements ProxyExtension {
           ...(this.opts.unknownTopics === 'reject' && lookups
             ? { topicExists: (t: string, p: number) => lookups.topicExists(t, p).catch(() => true) }
             : {}),
-          ...(lookups ? { groupIsEmptyAtBroker: (g: string) => lookups.groupIsEmpty(g) } : {}),
+          ...(lookups
+            ? {
+                groupIsEmptyAtBroker: (g: string) => lookups.groupIsEmpty(g),
+                verifyMemberAtBroker: (g: string, id: CommitIdentity) => verifyMember(store, lookups, g, id),
+              }
+            : {}),
           onRefused: (g, reason, n) => this.opts.metrics?.commitRefused(g, reason, n),
           onAccepted: (g, writes) => this.accepted(g, req, info.apiVersion, writes),
         });
