@@ -13,6 +13,7 @@ import {
   peekRequestHeader,
 } from './frames.js';
 import type { ApiVersionsResponse } from './messages/api-versions-response.js';
+import { ApiKey } from './messages/index.js';
 import type { MetadataRequest } from './messages/metadata-request.js';
 import type { OffsetCommitRequest } from './messages/offset-commit-request.js';
 import type { ProduceRequest } from './messages/produce-request.js';
@@ -147,9 +148,10 @@ describe('hand-built flexible frames', () => {
   });
 
   it('ApiVersions v3 response uses response header v0 and decodes its tagged field', () => {
-    const d = decodeResponseFrame(apiVersionsV3Response, 18, 3);
+    // An API key literal types the body (checked by tsc): no cast needed.
+    const d = decodeResponseFrame(apiVersionsV3Response, ApiKey.ApiVersions, 3);
     expect(d.header).toEqual({ correlationId: 1 });
-    const body = d.body as ApiVersionsResponse;
+    const body: ApiVersionsResponse = d.body;
     expect(body.apiKeys).toEqual([{ apiKey: 0, minVersion: 0, maxVersion: 11 }]);
     expect(body.finalizedFeaturesEpoch).toBe(5n);
     const frame = encodeResponseFrame(18, 3, 1, body);

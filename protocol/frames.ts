@@ -16,7 +16,7 @@ import {
 } from './headers.js';
 import type { RequestHeader, ResponseHeader } from './headers.js';
 import { ApiKey, getApiCodec } from './messages/index.js';
-import type { ApiCodec } from './messages/index.js';
+import type { ApiCodec, RequestBody, ResponseBody } from './messages/index.js';
 import { Reader } from './reader.js';
 import { Writer } from './writer.js';
 
@@ -126,17 +126,20 @@ export function decodeRequestFrame(frame: Buffer): DecodedRequestFrame {
   }
 }
 
-/** Decodes a response frame; the API key and version come from the request it answers. */
-export function decodeResponseFrame(
+/**
+ * Decodes a response frame; the API key and version come from the request it answers. With an API
+ * key literal (e.g. `ApiKey.OffsetFetch`) the body is typed; with a plain number it is `unknown`.
+ */
+export function decodeResponseFrame<K extends number>(
   frame: Buffer,
-  apiKey: number,
+  apiKey: K,
   apiVersion: number,
-): { header: ResponseHeader; body: unknown } {
+): { header: ResponseHeader; body: ResponseBody<K> } {
   const codec = codecFor(apiKey, apiVersion);
   try {
     const r = new Reader(frame);
     const header = decodeResponseHeader(r, responseHeaderVersion(apiKey, apiVersion));
-    const body = codec.decodeResponse(r, apiVersion);
+    const body = codec.decodeResponse(r, apiVersion) as ResponseBody<K>;
     r.expectEnd();
     return { header, body };
   } catch (e) {
@@ -163,7 +166,10 @@ export function encodeResponseFrame(
 }
 
 /** [int32 size][request header][body]; the header version follows from header.apiKey/apiVersion. */
-export function encodeRequestFrame(header: RequestHeader, body: unknown): Buffer {
+export function encodeRequestFrame<K extends number>(
+  header: RequestHeader & { apiKey: K },
+  body: RequestBody<K>,
+): Buffer {
   const codec = codecFor(header.apiKey, header.apiVersion);
   const hv = requestHeaderVersion(header.apiKey, header.apiVersion);
   const size = sizeOfRequestHeader(header, hv) + codec.sizeOfRequest(body, header.apiVersion);

@@ -3,7 +3,7 @@
  * their version is not the API version: it is chosen from the API key and version below.
  */
 import { ProtocolError } from './errors.js';
-import { ApiKey, getApiCodec } from './messages/index.js';
+import { requestHeaderVersion, responseHeaderVersion } from './messages/index.js';
 import type { Reader, TaggedField } from './reader.js';
 import { sizeOfRawTaggedFields, sizeOfUtf8 } from './writer.js';
 import type { Writer } from './writer.js';
@@ -23,29 +23,8 @@ export interface ResponseHeader {
   _unknownTaggedFields?: TaggedField[];
 }
 
-function isFlexible(apiKey: number, apiVersion: number): boolean {
-  const c = getApiCodec(apiKey);
-  return c !== undefined && c.firstFlexibleVersion !== null && apiVersion >= c.firstFlexibleVersion;
-}
-
-/**
- * Request header version: 2 for flexible API versions, else 1; 0 only for ControlledShutdown v0
- * (its original client predates the client id). Unknown API keys get 1: the proxy never decodes
- * their bodies and v1 is all it needs to read the correlation id.
- */
-export function requestHeaderVersion(apiKey: number, apiVersion: number): number {
-  if (apiKey === ApiKey.ControlledShutdown && apiVersion === 0) return 0;
-  return isFlexible(apiKey, apiVersion) ? 2 : 1;
-}
-
-/**
- * Response header version: 1 for flexible API versions, else 0. ApiVersions responses always use v0
- * so that a client can parse the answer before it knows which versions the broker supports.
- */
-export function responseHeaderVersion(apiKey: number, apiVersion: number): number {
-  if (apiKey === ApiKey.ApiVersions) return 0;
-  return isFlexible(apiKey, apiVersion) ? 1 : 0;
-}
+// Which header version an API version uses is part of the generated registry.
+export { requestHeaderVersion, responseHeaderVersion };
 
 export function decodeRequestHeader(r: Reader, headerVersion: number): RequestHeader {
   checkHeaderVersion('request', headerVersion, 2, r.offset);

@@ -37,5 +37,12 @@ export {
 } from './frames.js';
 export type { DecodedRequestFrame, PeekedRequestHeader } from './frames.js';
 export { ApiKey, apiCodecs, getApiCodec, isFlexibleVersion } from './messages/index.js';
-export type { ApiCodec, ApiKeyName } from './messages/index.js';
+export type {
+  ApiCodec,
+  ApiKeyName,
+  RequestBody,
+  RequestBodyByApiKey,
+  ResponseBody,
+  ResponseBodyByApiKey,
+} from './messages/index.js';
 export { EMPTY_BUFFER, ZERO_UUID } from './generated-support.js';

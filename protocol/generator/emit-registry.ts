@@ -17,9 +17,18 @@ export function emitRegistry(specs: MessageSpec[]): string {
     byKey.set(s.apiKey!, e);
   }
   const keys = [...byKey.keys()].sort((a, b) => a - b);
+  const keyOf = (api: string): number => {
+    const spec = specs.find((x) => x.name === `${api}Request`);
+    if (spec === undefined) throw new SpecError(`no ${api}Request spec: header version rules need it`);
+    return spec.apiKey!;
+  };
+  const controlledShutdown = keyOf('ControlledShutdown');
+  const apiVersions = keyOf('ApiVersions');
   const imports: string[] = [];
   const entries: string[] = [];
   const names: string[] = [];
+  const requestMap: string[] = [];
+  const responseMap: string[] = [];
   for (const key of keys) {
     const { request, response } = byKey.get(key)!;
     if (!request || !response) throw new SpecError(`api key ${key} lacks a request or a response spec`);
@@ -37,7 +46,10 @@ export function emitRegistry(specs: MessageSpec[]): string {
       imports.push(
         `import { decode${m.name}, encode${m.name}, sizeOf${m.name} } from './${kebabName(m.name)}.js';`,
       );
+      imports.push(`import type { ${m.name} } from './${kebabName(m.name)}.js';`);
     }
+    requestMap.push(`  ${key}: ${request.name};`);
+    responseMap.push(`  ${key}: ${response.name};`);
     const flex = isEmpty(request.flexibleVersions) ? 'null' : String(request.flexibleVersions.min);
     const dep = isEmpty(request.deprecatedVersions)
       ? 'null'
@@ -96,6 +108,21 @@ ${names.join('\n')}
 } as const;
 export type ApiKeyName = keyof typeof ApiKey;
 
+/** Request body type by API key, e.g. \`RequestBodyByApiKey[8]\` is OffsetCommitRequest. */
+export interface RequestBodyByApiKey {
+${requestMap.join('\n')}
+}
+
+/** Response body type by API key. */
+export interface ResponseBodyByApiKey {
+${responseMap.join('\n')}
+}
+
+/** The request body type for an API key literal (\`unknown\` for a plain number). */
+export type RequestBody<K extends number> = K extends keyof RequestBodyByApiKey ? RequestBodyByApiKey[K] : unknown;
+/** The response body type for an API key literal (\`unknown\` for a plain number). */
+export type ResponseBody<K extends number> = K extends keyof ResponseBodyByApiKey ? ResponseBodyByApiKey[K] : unknown;
+
 export const apiCodecs: ReadonlyMap<number, ApiCodec> = new Map<number, ApiCodec>([
 ${entries.join('\n')}
 ]);
@@ -108,6 +135,25 @@ export function getApiCodec(apiKey: number): ApiCodec | undefined {
 export function isFlexibleVersion(apiKey: number, apiVersion: number): boolean {
   const c = apiCodecs.get(apiKey);
   return c !== undefined && c.firstFlexibleVersion !== null && apiVersion >= c.firstFlexibleVersion;
+}
+
+/**
+ * Request header version: 2 for flexible API versions, else 1; 0 only for ControlledShutdown v0
+ * (its original client predates the client id). Unknown API keys get 1: the proxy never decodes
+ * their bodies, and the first 8 bytes (api key, version, correlation id) are the same in all.
+ */
+export function requestHeaderVersion(apiKey: number, apiVersion: number): number {
+  if (apiKey === ${controlledShutdown} && apiVersion === 0) return 0;
+  return isFlexibleVersion(apiKey, apiVersion) ? 2 : 1;
+}
+
+/**
+ * Response header version: 1 for flexible API versions, else 0. ApiVersions responses always use
+ * v0, so a client can read the answer before it knows which versions the broker supports.
+ */
+export function responseHeaderVersion(apiKey: number, apiVersion: number): number {
+  if (apiKey === ${apiVersions}) return 0;
+  return isFlexibleVersion(apiKey, apiVersion) ? 1 : 0;
 }
 `;
 }
