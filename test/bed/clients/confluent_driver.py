@@ -22,12 +22,34 @@ def emit(obj):
     sys.stdout.flush()
 
 
+class ClientFailed(Exception):
+    pass
+
+
+# librdkafka retries failed authentication forever (it may be a transient broker-side problem);
+# the driver gives up at once instead, so a test sees the reason, not a timeout. Unreachable brokers
+# are waited for: tests restart brokers and proxies under running clients.
+FATAL_CODES = {KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED}
+client_errors = []
+
+
+def on_error(err):
+    if err.fatal() or err.code() in FATAL_CODES:
+        client_errors.append(err)
+
+
+def check_client_errors():
+    if client_errors:
+        raise ClientFailed(str(client_errors[0]))
+
+
 def common(args):
     conf = {
         "bootstrap.servers": args.bootstrap,
         "client.id": "bed-python",
         "reconnect.backoff.ms": 50,
         "reconnect.backoff.max.ms": 1000,
+        "error_cb": on_error,
     }
     if args.sasl_mechanism:
         conf.update(
@@ -76,7 +98,12 @@ def produce(args):
             except BufferError:
                 producer.poll(0.05)  # local queue full: let deliveries drain
         producer.poll(0)
-    remaining = producer.flush(60)
+        check_client_errors()
+    deadline = time.time() + 60
+    remaining = len(producer)
+    while remaining and time.time() < deadline:
+        remaining = producer.flush(0.2)
+        check_client_errors()
     if remaining:
         failures.append("%d records not delivered within 60 s" % remaining)
     if failures:
@@ -104,7 +131,9 @@ def consume(args):
     try:
         while count < args.max and time.time() < deadline:
             processed = {}
-            for msg in consumer.consume(num_messages=500, timeout=0.1):
+            batch = consumer.consume(num_messages=500, timeout=0.1)
+            check_client_errors()
+            for msg in batch:
                 if msg.error():
                     if msg.error().code() == KafkaError._PARTITION_EOF:
                         continue
