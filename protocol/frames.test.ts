@@ -159,6 +159,37 @@ describe('hand-built flexible frames', () => {
     expect(frame.subarray(4).equals(apiVersionsV3Response)).toBe(true);
   });
 
+  it('known and unknown tagged fields interleave in tag order and re-encode byte-exact', () => {
+    const frame = annotated(`
+      00000001                # correlation id (header v0)
+      0000 01 00000000        # error code, no ApiKeys, throttle 0
+      04                      # four tagged fields
+      01 08 0000000000000007  # tag 1 FinalizedFeaturesEpoch = 7 (known)
+      03 01 01                # tag 3 ZkMigrationReady = true (known)
+      05 02 abcd              # tag 5 (unknown to this codec)
+      09 00                   # tag 9 (unknown), empty`);
+    const { body } = decodeResponseFrame(frame, ApiKey.ApiVersions, 3);
+    expect(body.finalizedFeaturesEpoch).toBe(7n);
+    expect(body.zkMigrationReady).toBe(true);
+    expect(body._unknownTaggedFields?.map((f) => f.tag)).toEqual([5, 9]);
+    expect(encodeResponseFrame(ApiKey.ApiVersions, 3, 1, body).subarray(4).equals(frame)).toBe(true);
+  });
+
+  it('a known tagged field whose payload is longer than its value is malformed', () => {
+    const frame = annotated(`
+      00000001 0000 01 00000000
+      01                         # one tagged field
+      01 09 0000000000000007 ff  # tag 1 (int64) claims 9 bytes`);
+    let err: unknown;
+    try {
+      decodeResponseFrame(frame, ApiKey.ApiVersions, 3);
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toBeInstanceOf(ProtocolError);
+    expect((err as ProtocolError).code).toBe('TRAILING_BYTES');
+  });
+
   it('OffsetCommit v8 request with an unknown tagged field kept byte-exact', () => {
     const frame = annotated(`
       0008 0008 00000002 ffff 00      # header v2: OffsetCommit v8, corr 2, null client id, no tags
