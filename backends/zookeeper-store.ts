@@ -44,7 +44,12 @@ import type {
 export interface ZooKeeperStoreOptions {
   operationTimeoutMs?: number;
   sessionTimeoutMs?: number;
-  /** How long request markers are kept (default 10 minutes). */
+  /**
+   * How long request markers are kept (default 2 minutes). Shorter than the other stores' 10:
+   * markers are znodes in one directory per group, and a getChildren of it must stay far below
+   * ZooKeeper's 1 MB jute.maxbuffer. Our own read-back after a lost connection happens within the
+   * commit's deadline, well inside this.
+   */
   requestTtlMs?: number;
 }
 
@@ -140,8 +145,8 @@ export class ZooKeeperStore implements OffsetStore {
   private readonly requestTtlMs: number;
   /** Parent znodes known to exist (cleared when a multi says otherwise). */
   private readonly knownDirs = new Set<string>();
-  /** Groups with request markers to sweep. */
-  private readonly markedGroups = new Set<string>();
+  /** Markers this process created, oldest first, to remove once older than the TTL. */
+  private readonly markers: { path: string; at: number }[] = [];
   private readonly sweeper: NodeJS.Timeout;
   private closed = false;
   private stalls = 0;
@@ -152,9 +157,12 @@ export class ZooKeeperStore implements OffsetStore {
     this.root = chroot;
     this.timeoutMs = opts.operationTimeoutMs ?? 5000;
     this.sessionTimeoutMs = opts.sessionTimeoutMs ?? 10_000;
-    this.requestTtlMs = opts.requestTtlMs ?? 600_000;
+    this.requestTtlMs = opts.requestTtlMs ?? 120_000;
     this.client = this.newClient();
-    this.sweeper = setInterval(() => void this.sweepMarkers().catch(() => undefined), 60_000);
+    this.sweeper = setInterval(
+      () => void this.sweepMarkers().catch(() => undefined),
+      Math.max(1000, Math.min(10_000, this.requestTtlMs / 4)),
+    );
     this.sweeper.unref();
   }
 
@@ -403,7 +411,7 @@ export class ZooKeeperStore implements OffsetStore {
         // CONNECTION_LOSS / SESSION_EXPIRED: the retry reads the marker back first.
         throw err;
       }
-      this.markedGroups.add(group);
+      this.markers.push({ path: marker, at: Date.now() });
       return outcome;
     });
   }
@@ -572,19 +580,20 @@ export class ZooKeeperStore implements OffsetStore {
     shutdown(this.client);
   }
 
-  /** Removes request markers older than the TTL, in groups this process committed to. */
+  /**
+   * Removes the request markers this process created that are older than the TTL. Markers of a
+   * process that died stay behind (a few znodes per crash); deleteGroup removes them with the group.
+   */
   private async sweepMarkers(): Promise<void> {
     if (this.closed || this.client.getState() !== State.SYNC_CONNECTED) return;
     const client = this.client;
-    const cutoff = BigInt(Date.now() - this.requestTtlMs);
-    for (const group of [...this.markedGroups]) {
-      const dir = `${this.groupPath(group)}/kop-requests`;
-      for (const id of await this.children(client, dir)) {
-        const r = await this.read(client, `${dir}/${id}`);
-        if (r !== null && r.stat.ctime.readBigInt64BE(0) < cutoff)
-          await this.removeIfThere(client, `${dir}/${id}`);
-      }
-      if ((await this.children(client, dir)).length === 0) this.markedGroups.delete(group);
-    }
+    const cutoff = Date.now() - this.requestTtlMs;
+    const due: string[] = [];
+    while (this.markers.length > 0 && this.markers[0]!.at < cutoff) due.push(this.markers.shift()!.path);
+    const results = await Promise.allSettled(due.map((path) => this.removeIfThere(client, path)));
+    // Keep what could not be removed (connection trouble) for the next sweep.
+    results.forEach((r, i) => {
+      if (r.status === 'rejected') this.markers.unshift({ path: due[i]!, at: 0 });
+    });
   }
 }

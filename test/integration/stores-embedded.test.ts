@@ -81,6 +81,33 @@ describe('embedded store', () => {
     }
   });
 
+  it('forgets request outcomes after their TTL', async () => {
+    const store = new EmbeddedStore({ dataDir: join(root, 'ttl'), requestTtlMs: 300 });
+    const w = (offset: bigint) => ({
+      topic: 't',
+      partition: 0,
+      offset,
+      leaderEpoch: -1,
+      metadata: '',
+      commitTimestamp: 0n,
+      expireTimestamp: -1n,
+    });
+    try {
+      await store.commit({ group: 'g', writes: [w(1n)], requestId: 'r1' });
+      await store.commit({ group: 'g', writes: [w(2n)], requestId: 'r2' });
+      // Within the TTL a repeat is answered, not applied.
+      await store.commit({ group: 'g', writes: [w(1n)], requestId: 'r1' });
+      expect((await store.fetch('g', null))[0]?.offset).toBe(2n);
+      await new Promise((r) => setTimeout(r, 400));
+      await (store as unknown as { sweepRequests(): Promise<void> }).sweepRequests();
+      // After it, the same id is a new request.
+      await store.commit({ group: 'g', writes: [w(1n)], requestId: 'r1' });
+      expect((await store.fetch('g', null))[0]?.offset).toBe(1n);
+    } finally {
+      await store.close();
+    }
+  });
+
   it('a corrupt record fails that group only, with StoreCorruptError', async () => {
     const dir = join(root, 'corrupt');
     const store = new EmbeddedStore({ dataDir: dir });

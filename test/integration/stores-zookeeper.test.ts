@@ -184,6 +184,23 @@ describe('zookeeper store on a real server', () => {
     expect(() => parseZooKeeperUrl('zk://a:1//x')).toThrow(/chroot/);
   });
 
+  it('removes request markers after their TTL', async () => {
+    const store = new ZooKeeperStore(`zk://${zk.connectString}/markers`, { requestTtlMs: 1000 });
+    try {
+      for (let i = 1n; i <= 3n; i++)
+        await store.commit({ group: 'mk', writes: [w(0, i)], requestId: `m${i}` });
+      const list = () => p<string[]>((cb) => raw.getChildren('/markers/consumers/mk/kop-requests', cb));
+      expect((await list()).sort()).toEqual(['m1', 'm2', 'm3']);
+      await new Promise((r) => setTimeout(r, 1100));
+      await store.commit({ group: 'mk', writes: [w(0, 4n)], requestId: 'm4' });
+      await (store as unknown as { sweepMarkers(): Promise<void> }).sweepMarkers();
+      expect(await list()).toEqual(['m4']);
+      expect((await store.fetch('mk', null))[0]?.offset).toBe(4n);
+    } finally {
+      await store.close();
+    }
+  });
+
   it('session expired: the store makes a new client and commits go on, nothing lost', async () => {
     const store = new ZooKeeperStore(`zk://${zk.connectString}/expiry`, {
       operationTimeoutMs: 5000,
