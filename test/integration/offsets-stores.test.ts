@@ -17,10 +17,10 @@ function zkGet(connect: string, path: string): Promise<string> {
   const client = zookeeper.createClient(connect);
   return new Promise((resolve, reject) => {
     client.once('connected', () => {
-      client.getData(path, (err: Error | null, data: Buffer) => {
+      client.getData(path, (err, data) => {
         client.close();
         if (err) reject(err);
-        else resolve(data.toString('utf8'));
+        else resolve(data?.toString('utf8') ?? '');
       });
     });
     client.connect();
