@@ -1,3 +1,4 @@
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { FrameTooLargeError, ProtocolError } from './errors.js';
 import { FrameSplitter } from './frame-splitter.js';
@@ -107,5 +108,29 @@ describe('FrameSplitter', () => {
     for (let i = 0; i < f.length; i += 1000) out.push(...s.push(f.subarray(i, i + 1000)));
     expect(out).toHaveLength(1);
     expect(out[0]!.equals(big)).toBe(true);
+  });
+
+  it('any payloads cut into any chunks come out whole and in order', () => {
+    fc.assert(
+      fc.property(
+        fc.array(fc.uint8Array({ maxLength: 40 }), { maxLength: 8 }),
+        fc.array(fc.integer({ min: 1, max: 50 }), { minLength: 1, maxLength: 20 }),
+        (raw, sizes) => {
+          const ps = raw.map((a) => Buffer.from(a));
+          const all = Buffer.concat(ps.map(frame));
+          const s = new FrameSplitter({ maxFrameSize: 64 });
+          const out: Buffer[] = [];
+          let at = 0;
+          for (let i = 0; at < all.length; i++) {
+            const n = sizes[i % sizes.length]!;
+            out.push(...s.push(all.subarray(at, at + n)));
+            at += n;
+          }
+          expect(hexes(out)).toEqual(hexes(ps));
+          expect(s.bufferedBytes).toBe(0);
+        },
+      ),
+      { numRuns: 300 },
+    );
   });
 });
