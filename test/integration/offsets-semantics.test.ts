@@ -275,6 +275,57 @@ describe('offset APIs answered by the proxy (embedded store)', () => {
     });
   });
 
+  test("a zombie: a member's commit with the generation it had before a rebalance is refused", async () => {
+    const group = uniqueName('zombie');
+    const kafka = new Kafka({
+      brokers: [proxy.bootstrap],
+      logLevel: logLevel.NOTHING,
+      clientId: 'zombie-test',
+    });
+    const stable = async (members: number, newerThan: number) => {
+      const deadline = Date.now() + 45_000;
+      while (Date.now() < deadline) {
+        const st = await store.getGroup(group);
+        if (st?.state === 'Stable' && st.members.length === members && st.generationId > newerThan) return st;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      throw new Error(`group never reached ${members} Stable members`);
+    };
+    const a = kafka.consumer({ groupId: group, sessionTimeout: 10_000, heartbeatInterval: 300 });
+    const b = kafka.consumer({ groupId: group, sessionTimeout: 10_000, heartbeatInterval: 300 });
+    try {
+      await a.connect();
+      await a.subscribe({ topic, fromBeginning: true });
+      await a.run({ eachMessage: async () => {} });
+      const before = await stable(1, 0);
+      const zombie = { generation: before.generationId, memberId: before.members[0]!.memberId };
+      await b.connect();
+      await b.subscribe({ topic, fromBeginning: true });
+      await b.run({ eachMessage: async () => {} });
+      const after = await stable(2, before.generationId);
+      expect(after.members.map((m) => m.memberId)).toContain(zombie.memberId);
+      const p = [{ partition: 0, offset: 999n }];
+      expect(await commit(client, 8, { group, topic, partitions: p, ...zombie })).toEqual([
+        E.ILLEGAL_GENERATION,
+      ]);
+      expect(await commit(client, 9, { group, topic, partitions: p, ...zombie })).toEqual([
+        E.ILLEGAL_GENERATION,
+      ]);
+      expect((await store.fetch(group, [{ topic, partition: 0 }])).map((o) => o.offset)).not.toContain(999n);
+      expect(
+        await commit(client, 8, {
+          group,
+          topic,
+          partitions: p,
+          generation: after.generationId,
+          memberId: zombie.memberId,
+        }),
+      ).toEqual([E.NONE]);
+    } finally {
+      await Promise.allSettled([a.disconnect(), b.disconnect()]);
+    }
+  });
+
   test("OffsetDelete: unknown group, then deletion of an empty group's offsets", async () => {
     const group = uniqueName('del');
     const del = (correlationId: number) =>
