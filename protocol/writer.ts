@@ -18,6 +18,7 @@ export class Writer {
   private buf: Buffer;
   offset = 0;
   private fixed = false;
+  private capacityHint = 0;
 
   constructor(initialCapacity = 256) {
     this.buf = Buffer.allocUnsafe(Math.max(16, initialCapacity));
@@ -40,7 +41,7 @@ export class Writer {
         this.offset,
       );
     }
-    let cap = Math.max(16, this.buf.length * 2);
+    let cap = Math.max(16, this.buf.length * 2, this.capacityHint);
     while (cap < this.offset + n) cap *= 2;
     const next = Buffer.allocUnsafe(cap);
     this.buf.copy(next, 0, 0, this.offset);
@@ -57,7 +58,9 @@ export class Writer {
         this.offset,
       );
     }
-    this.buf = this.fixed ? EMPTY : Buffer.allocUnsafe(Math.max(16, Math.min(this.buf.length, 64 * 1024)));
+    // Allocate the next buffer lazily (many writers are used once), sized like this one up to 64 KiB.
+    if (!this.fixed) this.capacityHint = Math.min(this.buf.length, 64 * 1024);
+    this.buf = EMPTY;
     this.offset = 0;
     return out;
   }
