@@ -5,6 +5,7 @@
  *                                         commit and expire timestamps; bigints as decimal strings)
  *   groups   group → GroupState
  *   requests [group, requestId] → { at, r }   (recent commit outcomes, for idempotent resends)
+ *   request-times [at, group, requestId] → 1  (the same, by time, so expiry reads only what expires)
  *
  * A commit is one LMDB write transaction: the guard reads the group state and the current
  * offsets and writes every partition inside it, so it is all-or-none and serialised against
@@ -55,6 +56,7 @@ export class EmbeddedStore implements OffsetStore {
   private readonly offsets: Database<StoredValue, [string, string, number]>;
   private readonly groups: Database<GroupState, string>;
   private readonly requests: Database<{ at: number; r: EncodedOutcome }, [string, string]>;
+  private readonly requestTimes: Database<1, [number, string, string]>;
   private readonly timeoutMs: number;
   private readonly requestTtlMs: number;
   private readonly sweeper: NodeJS.Timeout;
@@ -67,7 +69,8 @@ export class EmbeddedStore implements OffsetStore {
     this.offsets = this.root.openDB({ name: 'offsets' });
     this.groups = this.root.openDB({ name: 'groups' });
     this.requests = this.root.openDB({ name: 'requests' });
-    this.sweeper = setInterval(() => void this.sweepRequests().catch(() => undefined), 60_000);
+    this.requestTimes = this.root.openDB({ name: 'request-times' });
+    this.sweeper = setInterval(() => void this.sweepRequests().catch(() => undefined), 10_000);
     this.sweeper.unref();
   }
 
@@ -122,7 +125,9 @@ export class EmbeddedStore implements OffsetStore {
             });
           }
         }
-        void this.requests.put([group, request.requestId], { at: Date.now(), r: encodeOutcome(outcome) });
+        const at = Date.now();
+        void this.requests.put([group, request.requestId], { at, r: encodeOutcome(outcome) });
+        void this.requestTimes.put([at, group, request.requestId], 1);
         return outcome;
       });
       // Belt and braces: with overlappingSync off the commit already synced; this costs nothing then.
@@ -213,8 +218,11 @@ export class EmbeddedStore implements OffsetStore {
     if (this.closed) return;
     const cutoff = Date.now() - this.requestTtlMs;
     await this.root.transaction(() => {
-      for (const { key, value } of this.requests.getRange({}))
-        if (value.at < cutoff) void this.requests.remove(key);
+      // Bounded per sweep so one sweep never holds the writer long; sweeps run every 10 s.
+      for (const key of this.requestTimes.getKeys({ end: [cutoff] as never, limit: 20_000 })) {
+        void this.requests.remove([key[1], key[2]]);
+        void this.requestTimes.remove(key);
+      }
     });
   }
 }
