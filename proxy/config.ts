@@ -421,8 +421,9 @@ export function usage(): string {
     'flags win over the environment, which wins over the file):',
   ];
   for (const o of OPTIONS) {
+    const values = o.values ? ` One of: ${o.values.join(', ')}.` : '';
     const def = o.default !== undefined ? ` (default ${o.default})` : '';
-    lines.push(`  --${o.name.padEnd(26)} ${o.help}${def}`);
+    lines.push(`  --${o.name.padEnd(26)} ${o.help}${values}${def}`);
   }
   return lines.join('\n');
 }
