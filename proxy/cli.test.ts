@@ -1,0 +1,75 @@
+import { readFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+import { optionsMarkdown, redactUrl, startupSummary } from './cli.js';
+import { loadConfig, OPTIONS, usage } from './config.js';
+
+const docFile = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../docs/configuration.md');
+const BEGIN = /<!-- options:begin[^>]*-->\n/;
+const END = '<!-- options:end -->';
+
+describe('configuration documentation', () => {
+  it('docs/configuration.md lists exactly the options of OPTIONS, as generated', () => {
+    const doc = readFileSync(docFile, 'utf8');
+    const begin = BEGIN.exec(doc);
+    const end = doc.indexOf(END);
+    expect(begin, 'options:begin marker').not.toBeNull();
+    expect(end).toBeGreaterThan(begin!.index);
+    const current = doc.slice(begin!.index + begin![0].length, end).trim();
+    const expected = optionsMarkdown();
+    if (current !== expected && process.env['KOP_UPDATE_DOCS'] === '1') {
+      writeFileSync(
+        docFile,
+        doc.slice(0, begin!.index + begin![0].length) + expected + '\n' + doc.slice(end),
+      );
+      return;
+    }
+    expect(current, 'run with KOP_UPDATE_DOCS=1 to regenerate').toBe(expected);
+    for (const o of OPTIONS) expect(current).toContain(`\`--${o.name}\``);
+  });
+
+  it('--help lists every option with its default and allowed values', () => {
+    const text = usage();
+    for (const o of OPTIONS) {
+      const line = text.split('\n').find((l) => l.trimStart().startsWith(`--${o.name} `));
+      expect(line, o.name).toBeDefined();
+      if (o.default !== undefined) expect(line).toContain(`(default ${o.default})`);
+      for (const v of o.values ?? []) expect(line).toContain(v);
+    }
+  });
+});
+
+describe('startup log', () => {
+  it('masks passwords in store URLs', () => {
+    expect(redactUrl('redis://:hunter2@redis:6379/0')).toBe('redis://:***@redis:6379/0');
+    expect(redactUrl('rediss://app:p@ss@redis:6380')).not.toContain('p@ss');
+    expect(redactUrl('redis+cluster://u:pw1@a:1,u:pw2@b:2')).toBe('redis+cluster://u:***@a:1,u:***@b:2');
+    expect(redactUrl('zk://zk1:2181,zk2:2181/kop')).toBe('zk://zk1:2181,zk2:2181/kop');
+  });
+
+  it('shows the effective configuration without the token or store password', () => {
+    const config = loadConfig(
+      ['--bootstrap-server', 'k:9092', '--http', '127.0.0.1:9464', '--lag-groups-exclude', 'tmp-*,test'],
+      { KOP_HTTP_TOKEN: 'tok-very-secret', KOP_STORE: 'redis://:hunter2@r:6379' },
+    );
+    const summary = startupSummary(config);
+    const text = JSON.stringify(summary);
+    expect(text).not.toContain('tok-very-secret');
+    expect(text).not.toContain('hunter2');
+    expect(summary).toMatchObject({
+      bootstrapServers: ['k:9092'],
+      http: '127.0.0.1:9464',
+      httpToken: 'set',
+      store: 'redis://:***@r:6379',
+      lag: { intervalMs: 30000, include: [], exclude: ['tmp-*', 'test'], maxGroups: 500 },
+      commitGuard: 'fence',
+      mirrorCommits: false,
+    });
+    // Every config field is shown (a new option must be added to the summary too).
+    for (const key of Object.keys(config)) {
+      const shown = key === 'dataDir' ? 'store' : key;
+      expect(summary, key).toHaveProperty(shown);
+    }
+  });
+});
