@@ -5,10 +5,10 @@
 
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
+import { bedCacheDir } from '../kafka.js';
 import { assertSucceeded, jsonLines, runProgram, tail } from './run.js';
 import {
   DEFAULT_CONSUME_TIMEOUT_MS,
@@ -24,10 +24,8 @@ import {
 } from './types.js';
 
 const DRIVER_SOURCE = fileURLToPath(new URL('../java/Driver.java', import.meta.url));
-export const BED_CLIENT_CACHE = path.join(
-  process.env['XDG_CACHE_HOME'] ?? path.join(os.homedir(), '.cache'),
-  'kafka-offset-proxy',
-);
+/** The bed's cache outside the repository (KOP_CACHE_DIR, default ~/.cache/kafka-offset-proxy). */
+export const BED_CLIENT_CACHE = bedCacheDir();
 const CACHE_ROOT = path.join(BED_CLIENT_CACHE, 'java-driver');
 
 // Short-lived JVMs: C1 only, the smallest GC, and the JDK's class-data archive.
