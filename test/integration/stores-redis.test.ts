@@ -131,6 +131,56 @@ describe('redis store on a real server', () => {
     }
   });
 
+  it('WAIT with a live replica: the commit is acknowledged once the replica has it', async () => {
+    const dir = makeRunDir('redis-replica');
+    const port = await freePort();
+    const replica = spawnManaged({
+      name: `redis replica :${port}`,
+      command: 'redis-server',
+      args: [
+        '--port',
+        String(port),
+        '--bind',
+        '127.0.0.1',
+        '--dir',
+        dir,
+        '--save',
+        '',
+        '--replicaof',
+        server.host,
+        String(server.port),
+      ],
+      logFile: join(dir, 'replica.log'),
+      cwd: dir,
+    });
+    const probe = new Redis({ port, host: '127.0.0.1', maxRetriesPerRequest: 0 });
+    probe.on('error', () => undefined);
+    const store = new RedisStore(`${server.url}?wait=1&waitTimeoutMs=5000`, { operationTimeoutMs: 8000 });
+    try {
+      await waitUntil(
+        'the replica to sync',
+        async () => {
+          try {
+            return String(await probe.info('replication')).includes('master_link_status:up');
+          } catch {
+            return false;
+          }
+        },
+        { timeoutMs: 30_000, intervalMs: 100, proc: replica },
+      );
+      expect(await store.commit({ group: 'replicated', writes: [w(0, 5n)], requestId: 'rep-1' })).toEqual({
+        status: 'ok',
+      });
+      // Acknowledged after WAIT: the replica already holds it.
+      expect(await probe.hget('kop:{g:replicated}:offsets', 't:0')).toBe('5|1|1|-1|m');
+    } finally {
+      probe.disconnect();
+      await store.close();
+      await replica.kill();
+      removeRunDir(dir);
+    }
+  });
+
   it('finds the primary through Sentinel (redis+sentinel://)', async () => {
     const dir = makeRunDir('redis-sentinel');
     const port = await freePort();
