@@ -50,41 +50,44 @@ describe.concurrent('Java client against the broker', () => {
     expect(c.committed.reduce((sum, o) => sum + o.offset, 0)).toBe(300);
   });
 
-  test('transactional read-process-write commits offsets with the transaction; aborted work is invisible', async () => {
-    const input = uniqueName('java-eos-in');
-    const output = `${input}-out`;
-    await createTopics(target, [
-      { topic: input, partitions: 2 },
-      { topic: output, partitions: 2 },
-    ]);
-    await classic.produce(target, { topic: input, count: 200, transactionalId: `${input}-producer` });
-    const result = await classic.transform(target, {
-      input,
-      output,
-      group: `${input}-group`,
-      transactionalId: `${input}-transform`,
-      max: 200,
-      abortFirst: true,
+  for (const protocol of ['classic', 'consumer'] as const) {
+    test(`${protocol} protocol: transactional read-process-write commits offsets with the transaction; aborted work is invisible`, async () => {
+      const client = protocol === 'classic' ? classic : consumer;
+      const input = uniqueName(`java-eos-${protocol}`);
+      const output = `${input}-out`;
+      await createTopics(target, [
+        { topic: input, partitions: 2 },
+        { topic: output, partitions: 2 },
+      ]);
+      await client.produce(target, { topic: input, count: 200, transactionalId: `${input}-producer` });
+      const result = await client.transform(target, {
+        input,
+        output,
+        group: `${input}-group`,
+        transactionalId: `${input}-transform`,
+        max: 200,
+        abortFirst: true,
+      });
+      expect(result.timedOut).toBe(false);
+      expect(result.aborted).toBe(1);
+      // Offsets of the input, committed inside the transactions: one past each partition's last record.
+      expect(result.committed.reduce((sum, o) => sum + o.offset, 0)).toBe(200);
+      const read = await client.consume(target, {
+        topic: output,
+        group: `${output}-reader`,
+        max: 200,
+        isolation: 'read_committed',
+      });
+      expect(read.timedOut).toBe(false);
+      // Each input record transformed exactly once, although the first batch was processed twice.
+      expect(read.records.every((r) => r.value?.startsWith('VALUE-'))).toBe(true);
+      expectExactlyRecords(
+        read.records.map((r) => ({ ...r, value: r.value?.toLowerCase() ?? null })),
+        0,
+        200,
+      );
     });
-    expect(result.timedOut).toBe(false);
-    expect(result.aborted).toBe(1);
-    // Offsets of the input, committed inside the transactions: one past each partition's last record.
-    expect(result.committed.reduce((sum, o) => sum + o.offset, 0)).toBe(200);
-    const read = await classic.consume(target, {
-      topic: output,
-      group: `${output}-reader`,
-      max: 200,
-      isolation: 'read_committed',
-    });
-    expect(read.timedOut).toBe(false);
-    // Each input record transformed exactly once, although the first batch was processed twice.
-    expect(read.records.every((r) => r.value?.startsWith('VALUE-'))).toBe(true);
-    expectExactlyRecords(
-      read.records.map((r) => ({ ...r, value: r.value?.toLowerCase() ?? null })),
-      0,
-      200,
-    );
-  });
+  }
 
   test('admin: describe cluster and the group offsets of a consumer', async () => {
     const cluster = await classic.describeCluster(target);
