@@ -138,6 +138,31 @@ export function runStoreContract(name: string, makeStore: () => Promise<OffsetSt
       ]);
     });
 
+    it('a request naming one partition twice: the last write wins', async () => {
+      const g = uniqueGroup('dup');
+      expect(
+        await store.commit({
+          group: g,
+          writes: [write('t', 0, 1n), write('t', 1, 5n), write('t', 0, 2n, { metadata: 'second' })],
+          requestId: rid(),
+        }),
+      ).toEqual({
+        status: 'ok',
+      });
+      expect(sortOffsets(await store.fetch(g, null))).toEqual([
+        write('t', 0, 2n, { metadata: 'second' }),
+        write('t', 1, 5n),
+      ]);
+      expect(
+        await store.commit({
+          group: g,
+          writes: [write('t', 0, 3n, { expectedOffset: 2n }), write('t', 0, 4n, { expectedOffset: 2n })],
+          requestId: rid(),
+        }),
+      ).toEqual({ status: 'ok' });
+      expect((await store.fetch(g, [{ topic: 't', partition: 0 }]))[0]?.offset).toBe(4n);
+    });
+
     it('writes all partitions or none: one CAS mismatch writes nothing', async () => {
       const g = uniqueGroup('aon');
       expect(await store.commit({ group: g, writes: [write('t', 0, 5n)], requestId: rid() })).toEqual({

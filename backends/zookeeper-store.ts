@@ -345,9 +345,20 @@ export class ZooKeeperStore implements OffsetStore {
 
       if (stateRead !== null && stateRead.stat.version === 0)
         await this.bumpFromZero(client, this.statePath(group), stateRead);
-      for (const [i, w] of request.writes.entries()) {
+      // A request naming one partition twice: the last write wins (as in the other stores), and
+      // the multi must touch each znode once (a second create would fail NODE_EXISTS forever).
+      const tpKey = (w: TopicPartition) => `${w.topic}\u0000${w.partition}`;
+      const last = new Map<string, number>();
+      const casAny = new Set<string>();
+      request.writes.forEach((w, i) => {
+        last.set(tpKey(w), i);
+        if (w.expectedOffset !== undefined) casAny.add(tpKey(w));
+      });
+      const applied = [...last.values()].sort((a, b) => a - b);
+      for (const i of applied) {
+        const w = request.writes[i]!;
         const r = reads[i];
-        if (r && r.stat.version === 0 && w.expectedOffset !== undefined)
+        if (r && r.stat.version === 0 && casAny.has(tpKey(w)))
           await this.bumpFromZero(client, this.offsetPath(group, w), r);
       }
       const topics = new Set(request.writes.map((w) => encodeSegment(w.topic)));
@@ -367,7 +378,8 @@ export class ZooKeeperStore implements OffsetStore {
       } else {
         tx.check(this.statePath(group), stateRead.stat.version);
       }
-      for (const [i, w] of request.writes.entries()) {
+      for (const i of applied) {
+        const w = request.writes[i]!;
         const offsetData = Buffer.from(String(w.offset));
         const meta = Buffer.from(
           JSON.stringify({
@@ -387,11 +399,7 @@ export class ZooKeeperStore implements OffsetStore {
             tx.setData(this.metaPath(group, w), meta, -1); // left over from a deleted offset
           else tx.create(this.metaPath(group, w), meta);
         } else {
-          tx.setData(
-            this.offsetPath(group, w),
-            offsetData,
-            w.expectedOffset === undefined ? -1 : r.stat.version,
-          );
+          tx.setData(this.offsetPath(group, w), offsetData, casAny.has(tpKey(w)) ? r.stat.version : -1);
           if (metaExists[i]) tx.setData(this.metaPath(group, w), meta, -1);
           else tx.create(this.metaPath(group, w), meta);
         }
