@@ -109,7 +109,28 @@ async function compileInto(dir: string, classpath: string): Promise<CompiledDriv
       fs.rmSync(scratch, { recursive: true, force: true });
     }
   }
+  pruneStaleBuilds(dir);
   return { jar, cdsFlags: await cdsArchive(dir, [jar, classpath].join(path.delimiter)) };
+}
+
+const WEEK_MS = 7 * 24 * 3600_000;
+
+/** Every edit of Driver.java makes a new build directory; drop those unused for a week. */
+function pruneStaleBuilds(current: string): void {
+  for (const entry of fs.readdirSync(CACHE_ROOT)) {
+    const dir = path.join(CACHE_ROOT, entry);
+    if (dir === current) continue;
+    try {
+      // A build's jar is read by every run, so its access time says when it was last used; a
+      // scratch directory (tmp-*) older than a day belongs to a compile that died.
+      const jar = path.join(dir, 'driver.jar');
+      const lastUsed = fs.existsSync(jar) ? fs.statSync(jar).atimeMs : fs.statSync(dir).mtimeMs;
+      const maxAge = entry.startsWith('tmp-') ? WEEK_MS / 7 : WEEK_MS;
+      if (Date.now() - lastUsed > maxAge) fs.rmSync(dir, { recursive: true, force: true });
+    } catch {
+      // removed concurrently
+    }
+  }
 }
 
 /** Records (once) the archive at its final path: it is only valid for the exact classpath it was made with. */
