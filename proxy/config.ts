@@ -179,6 +179,13 @@ export const OPTIONS: readonly OptionSpec[] = [
     help: 'upstream: partitions the store has never seen are read once from the broker (migration from broker-kept offsets); none: they have no offset.',
   },
   {
+    name: 'authorize',
+    kind: 'enum',
+    values: ['broker', 'off'],
+    default: 'broker',
+    help: "broker: offsets are committed, fetched or deleted only where the cluster's ACLs allow the client's principal (asked of the broker on the client's own connection); off: no checks.",
+  },
+  {
     name: 'mirror-commits',
     kind: 'bool',
     default: 'false',
@@ -219,6 +226,7 @@ export interface ProxyConfig {
   unknownTopics: 'allow' | 'reject';
   fallback: 'none' | 'upstream';
   mirrorCommits: boolean;
+  authorize: 'broker' | 'off';
 }
 
 const byName = new Map(OPTIONS.map((o) => [o.name, o]));
@@ -393,6 +401,7 @@ export function loadConfig(argv: readonly string[], env: NodeJS.ProcessEnv = pro
     unknownTopics: oneOf<'allow' | 'reject'>('unknown-topics'),
     fallback: oneOf<'none' | 'upstream'>('fallback'),
     mirrorCommits: bool('mirror-commits'),
+    authorize: oneOf<'broker' | 'off'>('authorize'),
   };
 }
 

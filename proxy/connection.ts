@@ -13,6 +13,7 @@ import { ProtocolError } from '../protocol/errors.js';
 import {
   decodeRequestFrame,
   decodeResponseFrame,
+  encodeRequestFrame,
   encodeResponseFrame,
   peekCorrelationId,
   peekProduceAcks,
@@ -52,6 +53,8 @@ interface Pending {
   onResponse?: (frame: Buffer) => void;
   /** A raw legacy SASL token exchange, not a Kafka request. */
   raw?: boolean;
+  /** A request of the proxy's own (askBroker): its response never goes to the client. */
+  onLost?: (err: Error) => void;
   answeredBy: AnsweredBy;
   /** performance.now() when the request arrived. */
   started: number;
@@ -69,6 +72,7 @@ export class ProxyConnection {
   /** The subset sent to the broker, in sending order: the broker answers in that order. */
   private readonly forwarded: Pending[] = [];
   private rawTokensLeft = 0;
+  private nextInternalId = -1;
   private pendingSaslMechanism: string | null = null;
   private closed = false;
   private draining = false;
@@ -203,6 +207,7 @@ export class ProxyConnection {
       clientId: decoded?.header.clientId ?? null,
       nodeId: this.nodeId,
       principal: null,
+      askBroker: (apiKey, apiVersion, body) => this.askBroker(apiKey, apiVersion, body),
     };
     if (h.apiKey === ApiKey.SaslHandshake && h.apiVersion === 0 && decoded) {
       this.pendingSaslMechanism = (decoded.body as { mechanism: string }).mechanism;
@@ -397,9 +402,46 @@ export class ProxyConnection {
     this.close('proxy shutting down');
   }
 
+  /**
+   * Sends a request of the proxy's own on this connection's broker connection, so the broker
+   * answers it for the client's authenticated principal (authorization probes). Negative
+   * correlation ids keep it apart from the client's requests; its response is consumed here.
+   */
+  askBroker(apiKey: number, apiVersion: number, body: unknown): Promise<unknown> {
+    if (this.closed) return Promise.reject(new Error('connection closed'));
+    const correlationId = this.nextInternalId;
+    this.nextInternalId = this.nextInternalId <= -0x7ffffff0 ? -1 : this.nextInternalId - 1;
+    return new Promise((resolve, reject) => {
+      const p: Pending = {
+        correlationId,
+        apiKey,
+        apiVersion,
+        out: null,
+        answeredBy: 'proxy',
+        started: performance.now(),
+        onLost: reject,
+      };
+      p.onResponse = (frame) => {
+        try {
+          resolve(decodeResponseFrame(frame, apiKey, apiVersion).body);
+        } catch (err) {
+          reject(err as Error);
+        }
+      };
+      this.forwarded.push(p);
+      const frame = encodeRequestFrame(
+        { apiKey, apiVersion, correlationId, clientId: 'kafka-offset-proxy' },
+        body,
+      );
+      this.policy.observer.bytes('broker_out', frame.length);
+      if (!this.upstream.write(frame)) this.pauseClient('upstream');
+    });
+  }
+
   close(reason: string, detail?: unknown): void {
     if (this.closed) return;
     this.closed = true;
+    for (const p of this.forwarded) p.onLost?.(new Error(`connection closed: ${reason}`));
     const quiet = reason.endsWith('closed') || reason.endsWith('ended') || reason === 'proxy shutting down';
     if (quiet) this.log.debug('connection closed', { reason });
     else this.log.warn('connection closed', { reason, error: detail });

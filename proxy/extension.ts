@@ -19,6 +19,12 @@ export interface RequestInfo {
   nodeId: number | null;
   /** SASL principal the client authenticated as at the broker ("User:name"), when known. */
   principal: string | null;
+  /**
+   * Sends a request of the proxy's own to the broker on this client's connection, so the broker
+   * answers it as it would answer the client (same principal, same ACLs). Resolves with the
+   * decoded response body.
+   */
+  askBroker?: (apiKey: number, apiVersion: number, body: unknown) => Promise<unknown>;
 }
 
 export type RequestDecision =

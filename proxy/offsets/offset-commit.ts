@@ -20,13 +20,15 @@ import type { GuardPolicy } from './guard-policy.js';
 import { parseCasMetadata } from './guard-policy.js';
 import { CAS_MISMATCH, MAX_METADATA_LENGTH, storeFailureCode } from './kafka-errors.js';
 
-export type CommitRefusal = 'fence' | 'cas' | 'unknown_topic' | 'too_large' | 'store_down';
+export type CommitRefusal = 'fence' | 'cas' | 'unknown_topic' | 'too_large' | 'store_down' | 'unauthorized';
 
 export interface CommitDeps {
   store: OffsetStore;
   guards: GuardPolicy;
   /** Undefined when unknown topics are allowed (the default, for mirroring). */
   topicExists?: (topic: string, partition: number) => Promise<boolean>;
+  /** Topics the client's principal may not READ at the broker (checked first, as the broker does). */
+  deniedTopics?: ReadonlySet<string>;
   /**
    * Asks the broker whether the group still has live members; used before refusing an
    * assign()/admin commit (generation -1) because of members the proxy saw earlier.
@@ -76,6 +78,11 @@ export async function handleOffsetCommit(
       const set = (code: number): void => {
         response.topics[ti]!.partitions[pi]!.errorCode = code;
       };
+      if (deps.deniedTopics?.has(topic.name)) {
+        set(ErrorCode.TOPIC_AUTHORIZATION_FAILED);
+        deps.onRefused?.(group, 'unauthorized', 1);
+        continue;
+      }
       if (deps.topicExists && !(await deps.topicExists(topic.name, p.partitionIndex))) {
         set(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION);
         deps.onRefused?.(group, 'unknown_topic', 1);

@@ -8,13 +8,17 @@ import type { OffsetStore } from '../../backends/store.js';
 import { ErrorCode } from '../../protocol/error-codes.js';
 import type { OffsetDeleteRequest } from '../../protocol/messages/offset-delete-request.js';
 import type { OffsetDeleteResponse } from '../../protocol/messages/offset-delete-response.js';
+import type { Decision } from './authorizer.js';
 import { storeFailureCode } from './kafka-errors.js';
 
 export async function handleOffsetDelete(
   req: OffsetDeleteRequest,
   store: OffsetStore,
+  auth?: Decision,
 ): Promise<OffsetDeleteResponse> {
   const fail = (errorCode: number): OffsetDeleteResponse => ({ errorCode, throttleTimeMs: 0, topics: [] });
+  if (auth && auth.groupError !== ErrorCode.NONE) return fail(auth.groupError);
+  const denied = auth?.deniedTopics ?? new Set<string>();
   if (req.groupId === '') return fail(ErrorCode.INVALID_GROUP_ID);
   try {
     const [state, offsets] = await Promise.all([store.getGroup(req.groupId), store.fetch(req.groupId, null)]);
@@ -23,7 +27,9 @@ export async function handleOffsetDelete(
     if (!live) {
       await store.deleteOffsets(
         req.groupId,
-        req.topics.flatMap((t) => t.partitions.map((p) => ({ topic: t.name, partition: p.partitionIndex }))),
+        req.topics
+          .filter((t) => !denied.has(t.name))
+          .flatMap((t) => t.partitions.map((p) => ({ topic: t.name, partition: p.partitionIndex }))),
       );
     }
     return {
@@ -33,7 +39,11 @@ export async function handleOffsetDelete(
         name: t.name,
         partitions: t.partitions.map((p) => ({
           partitionIndex: p.partitionIndex,
-          errorCode: live ? ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC : ErrorCode.NONE,
+          errorCode: denied.has(t.name)
+            ? ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            : live
+              ? ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
+              : ErrorCode.NONE,
         })),
       })),
     };

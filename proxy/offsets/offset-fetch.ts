@@ -13,6 +13,7 @@ import type {
   OffsetFetchResponseGroup,
   OffsetFetchResponseTopic,
 } from '../../protocol/messages/offset-fetch-response.js';
+import type { Decision } from './authorizer.js';
 import { storeFailureCode } from './kafka-errors.js';
 
 export interface FetchedGroup {
@@ -33,6 +34,8 @@ export interface FetchDeps {
   ) => Promise<FetchedGroup>;
   /** With `--fallback upstream`: copy offsets the store has never seen from the broker, once. */
   fallbackUpstream?: boolean;
+  /** DESCRIBE on the group and its topics at the broker, for the client's principal. */
+  authorize?: (group: string, topics: string[]) => Promise<Decision>;
 }
 
 interface GroupQuery {
@@ -140,25 +143,64 @@ async function fetchGroup(
       ? null
       : q.topics.flatMap((t) => t.partitionIndexes.map((partition) => ({ topic: t.name, partition })));
   try {
-    const state = await deps.store.getGroup(q.groupId);
-    if (state?.transactional && deps.fetchFromBroker) {
-      return await deps.fetchFromBroker(q.groupId, wanted, requireStable);
+    let denied: ReadonlySet<string> = new Set();
+    if (deps.authorize && q.topics !== null) {
+      const decision = await deps.authorize(
+        q.groupId,
+        q.topics.map((t) => t.name),
+      );
+      if (decision.groupError !== ErrorCode.NONE) return { errorCode: decision.groupError, topics: [] };
+      denied = decision.deniedTopics;
     }
-    // v9: the member of a KIP-848 group must be current; classic groups are not validated.
-    if (version >= 9 && (q.memberId !== null || q.memberEpoch >= 0) && state?.protocol === 'consumer') {
-      const member = state.members.find((m) => m.memberId === q.memberId);
-      if (!member) return { errorCode: ErrorCode.UNKNOWN_MEMBER_ID, topics: [] };
-      if (member.memberEpoch !== q.memberEpoch)
-        return { errorCode: ErrorCode.STALE_MEMBER_EPOCH, topics: [] };
+    const result = await fetchAuthorized(q, version, requireStable, wanted, deps);
+    if (result.errorCode !== ErrorCode.NONE) return result;
+    if (deps.authorize && q.topics === null) {
+      // All topics: the ones the principal may not DESCRIBE are left out, as the broker does.
+      const decision = await deps.authorize(q.groupId, [...new Set(result.topics.map((t) => t.name))]);
+      if (decision.groupError !== ErrorCode.NONE) return { errorCode: decision.groupError, topics: [] };
+      return {
+        errorCode: ErrorCode.NONE,
+        topics: result.topics.filter((t) => !decision.deniedTopics.has(t.name)),
+      };
     }
-    let stored = await deps.store.fetch(q.groupId, wanted);
-    if (deps.fallbackUpstream && deps.fetchFromBroker) {
-      stored = await fillFromBroker(q.groupId, wanted, stored, requireStable, deps);
+    for (const t of result.topics) {
+      if (!denied.has(t.name)) continue;
+      t.partitions = t.partitions.map((p) => ({
+        ...p,
+        committedOffset: -1n,
+        committedLeaderEpoch: -1,
+        metadata: '',
+        errorCode: ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+      }));
     }
-    return { errorCode: ErrorCode.NONE, topics: assemble(q, stored) };
+    return result;
   } catch (err) {
     return { errorCode: storeFailureCode(err), topics: [] };
   }
+}
+
+async function fetchAuthorized(
+  q: GroupQuery,
+  version: number,
+  requireStable: boolean,
+  wanted: TopicPartition[] | null,
+  deps: FetchDeps,
+): Promise<FetchedGroup> {
+  const state = await deps.store.getGroup(q.groupId);
+  if (state?.transactional && deps.fetchFromBroker) {
+    return deps.fetchFromBroker(q.groupId, wanted, requireStable);
+  }
+  // v9: the member of a KIP-848 group must be current; classic groups are not validated.
+  if (version >= 9 && (q.memberId !== null || q.memberEpoch >= 0) && state?.protocol === 'consumer') {
+    const member = state.members.find((m) => m.memberId === q.memberId);
+    if (!member) return { errorCode: ErrorCode.UNKNOWN_MEMBER_ID, topics: [] };
+    if (member.memberEpoch !== q.memberEpoch) return { errorCode: ErrorCode.STALE_MEMBER_EPOCH, topics: [] };
+  }
+  let stored = await deps.store.fetch(q.groupId, wanted);
+  if (deps.fallbackUpstream && deps.fetchFromBroker) {
+    stored = await fillFromBroker(q.groupId, wanted, stored, requireStable, deps);
+  }
+  return { errorCode: ErrorCode.NONE, topics: assemble(q, stored) };
 }
 
 /** The requested partitions in request order (or every stored one), -1 where nothing is committed. */

@@ -8,10 +8,12 @@ import type { CommitIdentity, GroupUpdate, OffsetStore, OffsetWrite } from '../.
 import type { DeleteGroupsResponse } from '../../protocol/messages/delete-groups-response.js';
 import { ApiKey, getApiCodec } from '../../protocol/messages/index.js';
 import type { OffsetCommitRequest } from '../../protocol/messages/offset-commit-request.js';
+import type { OffsetCommitResponse } from '../../protocol/messages/offset-commit-response.js';
 import type { OffsetDeleteRequest } from '../../protocol/messages/offset-delete-request.js';
 import type { OffsetFetchRequest } from '../../protocol/messages/offset-fetch-request.js';
 import type { ProxyExtension, RequestDecision, RequestInfo, VersionRange } from '../extension.js';
 import type { Logger } from '../logger.js';
+import type { BrokerAuthorizer } from './authorizer.js';
 import type { BrokerLookups } from './broker-lookups.js';
 import type { GuardPolicy } from './guard-policy.js';
 import { afterDeleteGroups, MembershipRecorder, membershipUpdate, OBSERVED_APIS } from './membership.js';
@@ -61,6 +63,21 @@ async function verifyMember(
   return code;
 }
 
+function countPartitions(req: OffsetCommitRequest): number {
+  return req.topics.reduce((n, t) => n + t.partitions.length, 0);
+}
+
+/** An OffsetCommit answer with `errorCode` on every partition (no version has a top-level error). */
+function commitRefusedWhole(req: OffsetCommitRequest, errorCode: number): OffsetCommitResponse {
+  return {
+    throttleTimeMs: 0,
+    topics: req.topics.map((t) => ({
+      name: t.name,
+      partitions: t.partitions.map((p) => ({ partitionIndex: p.partitionIndex, errorCode })),
+    })),
+  };
+}
+
 export interface OffsetServiceMetrics {
   commitAccepted(group: string, partitions: number): void;
   commitRefused(group: string, reason: CommitRefusal, partitions: number): void;
@@ -77,6 +94,8 @@ export interface OffsetServiceOptions {
   lookups: BrokerLookups | null;
   log: Logger;
   metrics?: OffsetServiceMetrics;
+  /** Checks the cluster's ACLs for each client (the default); null: no checks (`--authorize off`). */
+  authorizer: BrokerAuthorizer | null;
 }
 
 const ANSWERED = new Set<number>([ApiKey.OffsetCommit, ApiKey.OffsetFetch, ApiKey.OffsetDelete]);
@@ -112,7 +131,20 @@ export class OffsetService implements ProxyExtension {
     switch (info.apiKey) {
       case ApiKey.OffsetCommit: {
         const req = request as OffsetCommitRequest;
+        const auth = this.opts.authorizer
+          ? await this.opts.authorizer.authorize(
+              info,
+              'read',
+              req.groupId,
+              req.topics.map((t) => t.name),
+            )
+          : null;
+        if (auth && auth.groupError !== 0) {
+          this.opts.metrics?.commitRefused(req.groupId, 'unauthorized', countPartitions(req));
+          return { action: 'respond', body: commitRefusedWhole(req, auth.groupError) };
+        }
         const body = await handleOffsetCommit(req, info.apiVersion, {
+          ...(auth ? { deniedTopics: auth.deniedTopics } : {}),
           store,
           guards: this.opts.guards,
           ...(this.opts.unknownTopics === 'reject' && lookups
@@ -130,15 +162,31 @@ export class OffsetService implements ProxyExtension {
         return { action: 'respond', body };
       }
       case ApiKey.OffsetFetch: {
+        const authorizer = this.opts.authorizer;
         const body = await handleOffsetFetch(request as OffsetFetchRequest, info.apiVersion, {
           store,
+          ...(authorizer
+            ? {
+                authorize: (g: string, topics: string[]) => authorizer.authorize(info, 'describe', g, topics),
+              }
+            : {}),
           fallbackUpstream: this.opts.fallbackUpstream,
           ...(lookups ? { fetchFromBroker: (g, tps, stable) => lookups.fetchOffsets(g, tps, stable) } : {}),
         });
         return { action: 'respond', body };
       }
-      case ApiKey.OffsetDelete:
-        return { action: 'respond', body: await handleOffsetDelete(request as OffsetDeleteRequest, store) };
+      case ApiKey.OffsetDelete: {
+        const req = request as OffsetDeleteRequest;
+        const auth = this.opts.authorizer
+          ? await this.opts.authorizer.authorize(
+              info,
+              'delete',
+              req.groupId,
+              req.topics.map((t) => t.name),
+            )
+          : null;
+        return { action: 'respond', body: await handleOffsetDelete(req, store, auth ?? undefined) };
+      }
       default:
         return { action: 'forward' };
     }

@@ -5,6 +5,7 @@ import { ClusterClient } from '../cluster-client.js';
 import type { ProxyConfig } from '../config.js';
 import type { Logger } from '../logger.js';
 import type { UpstreamTls } from '../upstream-request.js';
+import { BrokerAuthorizer } from './authorizer.js';
 import { BrokerLookups } from './broker-lookups.js';
 import { GuardPolicy } from './guard-policy.js';
 import { OffsetService } from './service.js';
@@ -45,6 +46,7 @@ export function createOffsetService(
     fallbackUpstream: config.fallback === 'upstream',
     mirrorCommits: config.mirrorCommits,
     lookups,
+    authorizer: config.authorize === 'broker' ? new BrokerAuthorizer() : null,
     log: log.child({ component: 'offsets' }),
     ...(metrics ? { metrics } : {}),
   });

@@ -1,0 +1,214 @@
+/**
+ * No widening of access: a client may commit, fetch or delete offsets through the proxy only where
+ * the cluster's ACLs let its principal do so at the broker (READ on the group and the topic for
+ * OffsetCommit, DESCRIBE for OffsetFetch, DELETE on the group and READ on the topic for
+ * OffsetDelete).
+ *
+ * The proxy does not evaluate ACLs itself; it asks the broker, on the client's own authenticated
+ * connection, with requests that cannot change anything: an OffsetCommit or OffsetFetch naming
+ * partition 2147483647 of each topic (the broker authorizes group and topics first, then finds no
+ * such partition and writes nothing), and an OffsetDelete with no partitions. Answers are cached
+ * per connection (one principal) for a short time. When the broker's answer does not decide the
+ * question, the request is refused with a retriable error.
+ */
+import { ErrorCode } from '../../protocol/error-codes.js';
+import { ApiKey } from '../../protocol/messages/index.js';
+import { defaultOffsetCommitRequest } from '../../protocol/messages/offset-commit-request.js';
+import type { OffsetCommitResponse } from '../../protocol/messages/offset-commit-response.js';
+import { defaultOffsetDeleteRequest } from '../../protocol/messages/offset-delete-request.js';
+import type { OffsetDeleteResponse } from '../../protocol/messages/offset-delete-response.js';
+import { defaultOffsetFetchRequest } from '../../protocol/messages/offset-fetch-request.js';
+import type { OffsetFetchResponse } from '../../protocol/messages/offset-fetch-response.js';
+import type { RequestInfo } from '../extension.js';
+
+export type Operation = 'read' | 'describe' | 'delete';
+
+/** Where the answer is a refusal: of the whole group, or of some topics. */
+export interface Decision {
+  /** Non-zero: every partition (or the group) is refused with this code. */
+  groupError: number;
+  /** Topics refused with TOPIC_AUTHORIZATION_FAILED (29). */
+  deniedTopics: ReadonlySet<string>;
+}
+
+export const ALLOWED: Decision = { groupError: ErrorCode.NONE, deniedTopics: new Set() };
+
+/** A partition no topic has: probes name it so the broker authorizes and then finds nothing to do. */
+const PROBE_PARTITION = 2147483647;
+/** Versions every supported broker (Kafka 3.x and 4.x) accepts. */
+const COMMIT_PROBE_VERSION = 2;
+const FETCH_PROBE_VERSION = 2;
+const DELETE_PROBE_VERSION = 0;
+
+type Verdict = 'allowed' | 'denied' | 'undecided';
+
+export class BrokerAuthorizer {
+  private readonly cache = new Map<string, { verdict: Verdict; at: number }>();
+
+  constructor(
+    private readonly ttlMs = 30_000,
+    private readonly maxEntries = 100_000,
+  ) {}
+
+  private cached(key: string): Verdict | undefined {
+    const hit = this.cache.get(key);
+    if (!hit) return undefined;
+    if (Date.now() - hit.at > this.ttlMs) {
+      this.cache.delete(key);
+      return undefined;
+    }
+    return hit.verdict;
+  }
+
+  private remember(key: string, verdict: Verdict): void {
+    if (verdict === 'undecided') return;
+    if (this.cache.size >= this.maxEntries) this.cache.clear();
+    this.cache.set(key, { verdict, at: Date.now() });
+  }
+
+  /** Decides `op` on `group` and `topics` for the client of `info`. */
+  async authorize(
+    info: RequestInfo,
+    op: Operation,
+    group: string,
+    topics: readonly string[],
+  ): Promise<Decision> {
+    const ask = info.askBroker;
+    if (!ask) return ALLOWED;
+    const base = `${info.connectionId}\u0000`;
+    const groupKey = `${base}${op}\u0000g\u0000${group}`;
+    // Topics: READ for commits and deletes, DESCRIBE for fetches.
+    const topicOp = op === 'describe' ? 'describe' : 'read';
+    const topicKey = (t: string) => `${base}${topicOp}\u0000t\u0000${group}\u0000${t}`;
+
+    let groupVerdict = this.cached(groupKey);
+    if (op === 'delete' && groupVerdict === undefined) {
+      groupVerdict = await this.probeDelete(ask, group);
+      this.remember(groupKey, groupVerdict);
+    }
+    const missing = [...new Set(topics)].filter((t) => this.cached(topicKey(t)) === undefined);
+    if (groupVerdict === undefined || missing.length > 0) {
+      const probe =
+        topicOp === 'describe'
+          ? await this.probeFetch(ask, group, missing)
+          : await this.probeCommit(ask, group, missing);
+      // For a delete the group verdict is DELETE's (above), not the probe's READ.
+      if (op !== 'delete') {
+        groupVerdict = probe.group;
+        this.remember(groupKey, probe.group);
+      }
+      for (const [t, v] of probe.topics) this.remember(topicKey(t), v);
+    }
+    if (groupVerdict === 'denied')
+      return { groupError: ErrorCode.GROUP_AUTHORIZATION_FAILED, deniedTopics: new Set() };
+    if (groupVerdict !== 'allowed')
+      return { groupError: ErrorCode.COORDINATOR_NOT_AVAILABLE, deniedTopics: new Set() };
+    const denied = new Set<string>();
+    for (const t of topics) {
+      const v = this.cached(topicKey(t));
+      if (v === 'denied') denied.add(t);
+      else if (v !== 'allowed')
+        return { groupError: ErrorCode.COORDINATOR_NOT_AVAILABLE, deniedTopics: new Set() };
+    }
+    return { groupError: ErrorCode.NONE, deniedTopics: denied };
+  }
+
+  private async probeCommit(
+    ask: NonNullable<RequestInfo['askBroker']>,
+    group: string,
+    topics: string[],
+  ): Promise<{ group: Verdict; topics: Map<string, Verdict> }> {
+    // With no topic the broker answers at once without looking at the group: probe with a name
+    // no ACL is likely to grant, only to learn the group's verdict.
+    const probeTopics = topics.length > 0 ? topics : ['__kafka_offset_proxy_probe'];
+    try {
+      const r = (await ask(ApiKey.OffsetCommit, COMMIT_PROBE_VERSION, {
+        ...defaultOffsetCommitRequest(),
+        groupId: group,
+        generationIdOrMemberEpoch: -1,
+        memberId: '',
+        retentionTimeMs: -1n,
+        topics: probeTopics.map((name) => ({
+          name,
+          partitions: [
+            {
+              partitionIndex: PROBE_PARTITION,
+              committedOffset: 0n,
+              committedLeaderEpoch: -1,
+              commitTimestamp: -1n,
+              committedMetadata: '',
+            },
+          ],
+        })),
+      })) as OffsetCommitResponse;
+      const codes = new Map(r.topics.map((t) => [t.name, t.partitions[0]?.errorCode ?? -1]));
+      if ([...codes.values()].some((c) => c === ErrorCode.GROUP_AUTHORIZATION_FAILED)) {
+        return { group: 'denied', topics: new Map() };
+      }
+      const verdicts = new Map<string, Verdict>();
+      for (const t of topics) {
+        const c = codes.get(t);
+        verdicts.set(
+          t,
+          c === ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            ? 'denied'
+            : c === ErrorCode.UNKNOWN_TOPIC_OR_PARTITION || c === ErrorCode.NONE
+              ? 'allowed'
+              : 'undecided',
+        );
+      }
+      return { group: 'allowed', topics: verdicts };
+    } catch {
+      return { group: 'undecided', topics: new Map() };
+    }
+  }
+
+  private async probeFetch(
+    ask: NonNullable<RequestInfo['askBroker']>,
+    group: string,
+    topics: string[],
+  ): Promise<{ group: Verdict; topics: Map<string, Verdict> }> {
+    try {
+      const r = (await ask(ApiKey.OffsetFetch, FETCH_PROBE_VERSION, {
+        ...defaultOffsetFetchRequest(),
+        groupId: group,
+        topics: topics.map((name) => ({ name, partitionIndexes: [PROBE_PARTITION] })),
+      })) as OffsetFetchResponse;
+      if (r.errorCode === ErrorCode.GROUP_AUTHORIZATION_FAILED) return { group: 'denied', topics: new Map() };
+      // Any other group-level error comes after the group was authorized (e.g. NOT_COORDINATOR),
+      // but then the broker lists no topics: their verdict stays open.
+      if (r.errorCode !== ErrorCode.NONE) return { group: 'allowed', topics: new Map() };
+      const codes = new Map(r.topics.map((t) => [t.name, t.partitions[0]?.errorCode ?? -1]));
+      const verdicts = new Map<string, Verdict>();
+      for (const t of topics) {
+        const c = codes.get(t);
+        verdicts.set(
+          t,
+          c === ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            ? 'denied'
+            : c === ErrorCode.NONE
+              ? 'allowed'
+              : 'undecided',
+        );
+      }
+      return { group: 'allowed', topics: verdicts };
+    } catch {
+      return { group: 'undecided', topics: new Map() };
+    }
+  }
+
+  private async probeDelete(ask: NonNullable<RequestInfo['askBroker']>, group: string): Promise<Verdict> {
+    try {
+      const r = (await ask(ApiKey.OffsetDelete, DELETE_PROBE_VERSION, {
+        ...defaultOffsetDeleteRequest(),
+        groupId: group,
+        topics: [],
+      })) as OffsetDeleteResponse;
+      // The broker checks DELETE on the group before anything else: any other answer (NONE,
+      // GROUP_ID_NOT_FOUND, NOT_COORDINATOR, ...) comes after the group was authorized.
+      return r.errorCode === ErrorCode.GROUP_AUTHORIZATION_FAILED ? 'denied' : 'allowed';
+    } catch {
+      return 'undecided';
+    }
+  }
+}
