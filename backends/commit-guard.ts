@@ -1,7 +1,7 @@
 /**
  * The commit fence and the membership merge, as pure functions. Memory, embedded and ZooKeeper
- * stores call them inside their atomic step; the Redis store runs a Lua transcription of
- * `checkCommit` (redis-scripts.ts), and the shared contract suite keeps the two equivalent.
+ * stores call them inside their atomic step; the Redis store runs Lua transcriptions of both
+ * (redis-scripts.ts), and the shared contract suite keeps them equivalent: change both together.
  *
  * The order of checks follows the broker's group coordinator (docs offset-semantics.md).
  */

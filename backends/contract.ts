@@ -482,7 +482,7 @@ export function runStoreContract(name: string, makeStore: () => Promise<OffsetSt
           });
           expect(outcome).toEqual(outcomeOf(checkCommit(expectedState, id)));
         }),
-        { numRuns: 25 },
+        { numRuns: 60 },
       );
     });
 
@@ -653,6 +653,24 @@ export function runStoreContract(name: string, makeStore: () => Promise<OffsetSt
           requestId: rid(),
         }),
       ).toEqual(outcomeOf(GuardError.UNKNOWN_MEMBER_ID));
+    });
+
+    it('never moves a member epoch back, nor a generation', async () => {
+      const g = uniqueGroup('epoch');
+      await store.updateGroup(g, { kind: 'member-epoch', memberId: 'm', memberEpoch: 5 });
+      await other.updateGroup(g, { kind: 'member-epoch', memberId: 'm', memberEpoch: 3 });
+      expect((await store.getGroup(g))?.members).toEqual([
+        { memberId: 'm', groupInstanceId: null, memberEpoch: 5 },
+      ]);
+      const c = uniqueGroup('gen');
+      await store.updateGroup(c, { kind: 'joined', generationId: 4, memberId: 'a', groupInstanceId: null });
+      await other.updateGroup(c, { kind: 'joined', generationId: 3, memberId: 'b', groupInstanceId: null });
+      await other.updateGroup(c, { kind: 'synced', generationId: 3, memberId: 'b' });
+      expect(normalizeState(await store.getGroup(c))).toMatchObject({
+        generationId: 4,
+        state: 'CompletingRebalance',
+        members: [{ memberId: 'a' }],
+      });
     });
 
     it('records the transactional flag', async () => {

@@ -118,17 +118,115 @@ return outcome
 `;
 
 /**
- * Compare-and-set of the group record, for membership updates: the merge itself is
- * commit-guard.ts `applyGroupUpdate`, run in the proxy; this script makes "read, merge, write"
- * atomic by writing only if the record is still what the merge started from. Every update is
- * idempotent, so a resend of this script after a reconnect is harmless.
+ * A membership update: a transcription of commit-guard.ts `applyGroupUpdate` (the contract's
+ * property test applies random update histories through both and compares). Monotonic (older
+ * generations ignored, state only advances within a generation, member epochs only grow) and
+ * idempotent, so a resend after a reconnect is harmless.
  *
- * KEYS[1] state; ARGV[1] expected JSON ("" = absent); ARGV[2] new JSON.
- * Returns 1 when written, else the current record ("" when absent) to merge again.
+ * KEYS[1] state; ARGV[1] the GroupUpdate as JSON. The record is written back as JSON built by
+ * hand: cjson would encode an empty member list as {} instead of [].
  */
-export const STATE_CAS_LUA = `
-local cur = redis.call('GET', KEYS[1]) or ''
-if cur ~= ARGV[1] then return cur end
-redis.call('SET', KEYS[1], ARGV[2])
+export const UPDATE_GROUP_LUA = `
+local s
+local raw = redis.call('GET', KEYS[1])
+if raw then
+  local ok, decoded = pcall(cjson.decode, raw)
+  if not ok or type(decoded) ~= 'table' or type(decoded.members) ~= 'table' then
+    return redis.error_reply('KOPCORRUPT group state is not a group record')
+  end
+  s = decoded
+else
+  s = { protocol = cjson.null, generationId = -1, state = 'Empty', members = {}, transactional = false }
+end
+local u = cjson.decode(ARGV[1])
+local RANK = { Empty = 0, CompletingRebalance = 1, Stable = 2, PreparingRebalance = 3 }
+
+local function atGeneration(g)
+  if g < s.generationId then return false end
+  if g > s.generationId then
+    s.generationId = g
+    s.state = 'Empty'
+    s.members = {}
+  end
+  s.protocol = 'classic'
+  return true
+end
+local function union(m)
+  for _, x in ipairs(s.members) do
+    if x.memberId == m.memberId then
+      if x.groupInstanceId == cjson.null and m.groupInstanceId ~= cjson.null and m.groupInstanceId ~= nil then
+        x.groupInstanceId = m.groupInstanceId
+      end
+      return
+    end
+  end
+  local gi = m.groupInstanceId
+  if gi == nil then gi = cjson.null end
+  table.insert(s.members, { memberId = m.memberId, groupInstanceId = gi })
+end
+local function advance(state)
+  if RANK[state] > RANK[s.state] then s.state = state end
+end
+local function without(pred)
+  local kept = {}
+  for _, x in ipairs(s.members) do
+    if not pred(x) then table.insert(kept, x) end
+  end
+  s.members = kept
+end
+
+if u.kind == 'joined' then
+  if atGeneration(u.generationId) then
+    if type(u.members) == 'table' then
+      for _, m in ipairs(u.members) do union(m) end
+    end
+    union({ memberId = u.memberId, groupInstanceId = u.groupInstanceId })
+    advance('CompletingRebalance')
+  end
+elseif u.kind == 'synced' then
+  if atGeneration(u.generationId) then
+    union({ memberId = u.memberId, groupInstanceId = cjson.null })
+    advance('Stable')
+  end
+elseif u.kind == 'rebalancing' then
+  if atGeneration(u.generationId) then s.state = 'PreparingRebalance' end
+elseif u.kind == 'left' then
+  local gone = {}
+  for _, id in ipairs(u.memberIds) do gone[id] = true end
+  without(function(x) return gone[x.memberId] == true end)
+  if #s.members == 0 then s.state = 'Empty' end
+elseif u.kind == 'member-epoch' then
+  local found = nil
+  for _, x in ipairs(s.members) do
+    if x.memberId == u.memberId then found = x end
+  end
+  if u.memberEpoch < 0 then
+    without(function(x) return x.memberId == u.memberId end)
+  elseif found == nil then
+    table.insert(s.members, { memberId = u.memberId, groupInstanceId = cjson.null, memberEpoch = u.memberEpoch })
+  else
+    local cur = found.memberEpoch
+    if cur == nil or cur == cjson.null then cur = -1 end
+    if u.memberEpoch > cur then found.memberEpoch = u.memberEpoch else found.memberEpoch = cur end
+  end
+  s.protocol = 'consumer'
+  if #s.members == 0 then s.state = 'Empty' else s.state = 'Stable' end
+elseif u.kind == 'empty' then
+  s.members = {}
+  s.state = 'Empty'
+elseif u.kind == 'transactional' then
+  s.transactional = true
+else
+  return redis.error_reply('unknown group update ' .. tostring(u.kind))
+end
+
+local parts = {}
+for _, m in ipairs(s.members) do
+  local e = ''
+  if m.memberEpoch ~= nil and m.memberEpoch ~= cjson.null then e = ',"memberEpoch":' .. string.format('%d', m.memberEpoch) end
+  table.insert(parts, '{"memberId":' .. cjson.encode(m.memberId) .. ',"groupInstanceId":' .. cjson.encode(m.groupInstanceId) .. e .. '}')
+end
+redis.call('SET', KEYS[1], '{"protocol":' .. cjson.encode(s.protocol) .. ',"generationId":' .. string.format('%d', s.generationId)
+  .. ',"state":' .. cjson.encode(s.state) .. ',"members":[' .. table.concat(parts, ',') .. '],"transactional":' .. tostring(s.transactional == true) .. '}')
 return 1
 `;

@@ -11,11 +11,10 @@
  */
 import { Redis, Cluster } from 'ioredis';
 import type { RedisOptions } from 'ioredis';
-import { applyGroupUpdate } from './commit-guard.js';
 import { StoreCorruptError, StoreUnavailableError, withDeadline } from './errors.js';
 import { decodeOutcome, parseDecimal } from './outcome-codec.js';
 import type { EncodedOutcome } from './outcome-codec.js';
-import { COMMIT_LUA, STATE_CAS_LUA } from './redis-scripts.js';
+import { COMMIT_LUA, UPDATE_GROUP_LUA } from './redis-scripts.js';
 import { parseRedisUrl } from './redis-url.js';
 import type { RedisTarget } from './redis-url.js';
 import type {
@@ -30,7 +29,7 @@ import type {
 
 interface ScriptClient {
   kopCommit(...args: (string | number)[]): Promise<string>;
-  kopStateCas(key: string, expected: string, next: string): Promise<number | string>;
+  kopUpdateGroup(key: string, update: string): Promise<number>;
 }
 
 export interface RedisStoreOptions {
@@ -90,7 +89,7 @@ export class RedisStore implements OffsetStore {
     // Errors surface through the commands; an unhandled 'error' event would crash the process.
     this.client.on('error', () => undefined);
     this.client.defineCommand('kopCommit', { numberOfKeys: 3, lua: COMMIT_LUA });
-    this.client.defineCommand('kopStateCas', { numberOfKeys: 1, lua: STATE_CAS_LUA });
+    this.client.defineCommand('kopUpdateGroup', { numberOfKeys: 1, lua: UPDATE_GROUP_LUA });
   }
 
   private key(group: string, suffix: string): string {
@@ -260,18 +259,7 @@ export class RedisStore implements OffsetStore {
 
   updateGroup(group: string, update: GroupUpdate): Promise<void> {
     return this.run('updateGroup', group, async () => {
-      const key = this.key(group, 'state');
-      let raw = (await this.client.get(key)) ?? '';
-      // Optimistic merge: retried until the record did not change under us (bounded by the deadline).
-      for (let attempt = 0; !this.closed && attempt < 1000; attempt++) {
-        const next = JSON.stringify(applyGroupUpdate(this.parseState(group, raw), update));
-        const answer = await this.scripts.kopStateCas(key, raw, next);
-        if (answer === 1) return;
-        raw = String(answer);
-      }
-      throw new StoreUnavailableError(
-        `redis store: updateGroup: group ${JSON.stringify(group)} kept changing`,
-      );
+      await this.scripts.kopUpdateGroup(this.key(group, 'state'), JSON.stringify(update));
     });
   }
 
