@@ -1,0 +1,42 @@
+# kafka-offset-proxy: multi-stage build on node:20-slim, runs as the unprivileged `node` user.
+#
+#   docker build -t kafka-offset-proxy .
+#   docker run --rm -p 19092-19100:19092-19100 -p 9464:9464 \
+#     -e KOP_BOOTSTRAP_SERVER=kafka:9092 -e KOP_ADVERTISED_HOST=localhost kafka-offset-proxy
+#
+# Every option is also an environment variable (docs/configuration.md).
+
+FROM node:20-slim AS build
+WORKDIR /app
+COPY package.json package-lock.json tsconfig.json tsconfig.build.json ./
+COPY bin ./bin
+COPY protocol ./protocol
+COPY backends ./backends
+COPY proxy ./proxy
+# `npm ci` runs the prepare script, which compiles to dist/. lmdb ships prebuilt binaries for
+# glibc x64/arm64, so no compiler is needed.
+RUN npm ci --no-audit --no-fund \
+ && npm prune --omit=dev --no-audit --no-fund \
+ && npm cache clean --force
+
+FROM node:20-slim
+ENV NODE_ENV=production \
+    KOP_LISTEN=0.0.0.0:19092 \
+    KOP_HTTP=0.0.0.0:9464 \
+    KOP_DATA_DIR=/data
+WORKDIR /app
+COPY --from=build /app/package.json ./
+COPY --from=build /app/node_modules ./node_modules
+COPY --from=build /app/dist ./dist
+COPY --from=build /app/bin ./bin
+COPY --from=build /app/protocol/spec ./protocol/spec
+COPY NOTICE ./
+# The embedded store's directory must be writable by the runtime user.
+RUN mkdir -p /data && chown node:node /data
+USER node
+VOLUME /data
+# 19092: bootstrap listener; broker N is served on 19092 + 1 + N. 9464: metrics and health.
+EXPOSE 19092-19100 9464
+HEALTHCHECK --interval=10s --timeout=3s --start-period=20s --retries=3 \
+  CMD ["node", "-e", "fetch('http://127.0.0.1:9464/healthz').then(r => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
+ENTRYPOINT ["node", "/app/bin/kafka-offset-proxy.js"]
