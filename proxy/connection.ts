@@ -15,7 +15,6 @@ import {
   decodeResponseFrame,
   encodeRequestFrame,
   encodeResponseFrame,
-  peekCorrelationId,
   peekProduceAcks,
   peekRequestHeader,
 } from '../protocol/frames.js';
@@ -24,6 +23,8 @@ import { defaultApiVersionsResponse } from '../protocol/messages/api-versions-re
 import type { ProxyExtension, RequestInfo } from './extension.js';
 import type { Logger } from './logger.js';
 import type { AnsweredBy, ProxyObserver, RejectCause } from './observer.js';
+import { ResponseReader } from './response-reader.js';
+import type { FrameRoute } from './response-reader.js';
 import { legacySaslRoundTrips } from './sasl-legacy.js';
 
 export interface ConnectionPolicy {
@@ -34,7 +35,8 @@ export interface ConnectionPolicy {
   /** True when the response of (apiKey, apiVersion) must be decoded by the core (addresses, ApiVersions). */
   coreRewritesResponse(apiKey: number, apiVersion: number): boolean;
   /** Rewrites a decoded response body in place (addresses, ApiVersions ranges); may await new listeners. */
-  rewriteResponse(apiKey: number, apiVersion: number, body: unknown): Promise<void>;
+  /** Resolves true when it changed the body (a Fetch without NodeEndpoints stays as the broker wrote it). */
+  rewriteResponse(apiKey: number, apiVersion: number, body: unknown): Promise<boolean>;
   /** The highest ApiVersions request version the proxy can answer. */
   maxApiVersionsVersion: number;
   /** The highest version the proxy can decode for an API it must decode, or undefined for opaque APIs. */
@@ -53,6 +55,8 @@ interface Pending {
   onResponse?: (frame: Buffer) => void;
   /** A raw legacy SASL token exchange, not a Kafka request. */
   raw?: boolean;
+  /** The response goes to the client as the broker wrote it, so it may be streamed. */
+  passThrough?: boolean;
   /** A request of the proxy's own (askBroker): its response never goes to the client. */
   onLost?: (err: Error) => void;
   answeredBy: AnsweredBy;
@@ -66,7 +70,9 @@ export class ProxyConnection {
   readonly id = `c${nextId++}`;
   private readonly log: Logger;
   private readonly requests: FrameSplitter;
-  private readonly responses: FrameSplitter;
+  private readonly responses: ResponseReader;
+  /** The forwarded request whose response is being streamed to the client right now. */
+  private streaming: Pending | null = null;
   /** Client requests in arrival order, waiting for their response to be sent. */
   private readonly pending: Pending[] = [];
   /** The subset sent to the broker, in sending order: the broker answers in that order. */
@@ -87,7 +93,11 @@ export class ProxyConnection {
   ) {
     this.log = policy.log.child({ conn: this.id, node: nodeId });
     this.requests = new FrameSplitter({ maxFrameSize: policy.maxFrameSize });
-    this.responses = new FrameSplitter({ maxFrameSize: policy.maxFrameSize });
+    this.responses = new ResponseReader(policy.maxFrameSize, {
+      route: (size, correlationId) => this.routeResponse(size, correlationId),
+      stream: (bytes, end) => this.streamResponse(bytes, end),
+      whole: (payload) => this.wholeResponse(payload),
+    });
 
     client.setNoDelay(true);
     upstream.setNoDelay(true);
@@ -241,6 +251,7 @@ export class ProxyConnection {
   ): void {
     const sasl = p.apiKey === ApiKey.SaslHandshake && p.apiVersion === 0;
     if (!observed && !coreRewrite && !sasl) {
+      p.passThrough = true;
       p.onResponse = (resp) => this.complete(p, withSize(resp));
     } else {
       p.onResponse = (resp) => {
@@ -268,8 +279,7 @@ export class ProxyConnection {
       this.startLegacySasl((body as { errorCode: number }).errorCode);
     }
     if (coreRewrite) {
-      await this.policy.rewriteResponse(p.apiKey, p.apiVersion, response);
-      changed = true;
+      changed = await this.policy.rewriteResponse(p.apiKey, p.apiVersion, response);
     }
     if (observed && this.policy.extension?.onResponse) {
       const replaced = await this.policy.extension.onResponse(info, request, response);
@@ -307,37 +317,57 @@ export class ProxyConnection {
   private onUpstreamData(chunk: Buffer): void {
     if (this.closed) return;
     this.policy.observer.bytes('broker_in', chunk.length);
-    let frames: Buffer[];
-    try {
-      frames = this.responses.push(chunk);
-    } catch (err) {
-      this.reject('broker_protocol');
-      this.close('bad response framing from broker', err);
-      return;
-    }
     this.client.cork();
     try {
-      for (const frame of frames) {
-        const p = this.forwarded.shift();
-        if (!p) {
-          this.close('broker sent a response nobody asked for');
-          return;
-        }
-        if (!p.raw) {
-          const correlationId = peekCorrelationId(frame);
-          if (correlationId !== p.correlationId) {
-            this.close('broker answered out of order', { expected: p.correlationId, got: correlationId });
-            return;
-          }
-        }
-        p.onResponse?.(frame);
-        if (this.closed) return;
-      }
+      this.responses.push(chunk);
     } catch (err) {
-      this.close('malformed response from broker', err);
+      if (err instanceof ProtocolError) this.reject('broker_protocol');
+      this.close(err instanceof ProtocolError ? 'bad response from broker' : 'response handling failed', err);
     } finally {
       this.client.uncork();
     }
+  }
+
+  /**
+   * Matches a response to the oldest forwarded request (a broker answers in order) and decides:
+   * stream it when it goes to the client unchanged and nothing before it is still waiting;
+   * otherwise take it whole.
+   */
+  private routeResponse(size: number, correlationId: number | null): FrameRoute {
+    const p = this.forwarded[0];
+    if (!p) throw new ProtocolError('UNSOLICITED', 'the broker sent a response nobody asked for', 0);
+    if (!p.raw && correlationId !== p.correlationId) {
+      throw new ProtocolError(
+        'OUT_OF_ORDER',
+        `the broker answered correlation id ${correlationId}, expected ${p.correlationId} (${size} bytes)`,
+        0,
+      );
+    }
+    if (p.passThrough && this.pending[0] === p) {
+      this.forwarded.shift();
+      this.streaming = p;
+      return 'stream';
+    }
+    return 'whole';
+  }
+
+  private streamResponse(bytes: Buffer, end: boolean): void {
+    if (this.closed) return;
+    const observer = this.policy.observer;
+    observer.bytes('client_out', bytes.length);
+    if (!this.client.write(bytes)) this.upstream.pause();
+    if (!end) return;
+    const p = this.streaming!;
+    this.streaming = null;
+    this.pending.shift();
+    observer.responded(p.apiKey, p.apiVersion, p.answeredBy, (performance.now() - p.started) / 1000);
+    this.flush();
+  }
+
+  private wholeResponse(payload: Buffer): void {
+    if (this.closed) return;
+    const p = this.forwarded.shift()!;
+    p.onResponse?.(payload);
   }
 
   private enqueue(p: Pending): void {

@@ -152,10 +152,11 @@ export class KafkaProxy {
     this.log.info('stopped');
   }
 
-  private async rewriteResponse(apiKey: number, body: unknown): Promise<void> {
+  /** Resolves true when the body was changed (so it must be re-encoded). */
+  private async rewriteResponse(apiKey: number, body: unknown): Promise<boolean> {
     if (apiKey === ApiKey.ApiVersions) {
       this.versions.apply(body as ApiVersionsResponse);
-      return;
+      return true;
     }
     const nodes: number[] = [];
     rewriteBrokerAddresses(apiKey, body, (nodeId, upstream) => {
@@ -164,7 +165,9 @@ export class KafkaProxy {
       return { host: this.advertisedHost, port: this.brokers.localPort(nodeId) };
     });
     // The client may connect as soon as it reads the response: the listener must exist first.
-    if (nodes.length > 0) await Promise.all(nodes.map((n) => this.ensureListener(n)));
+    if (nodes.length === 0) return false;
+    await Promise.all(nodes.map((n) => this.ensureListener(n)));
+    return true;
   }
 
   private ensureListener(nodeId: number): Promise<void> {
