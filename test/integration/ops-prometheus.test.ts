@@ -222,4 +222,26 @@ describe('Prometheus scraping the proxy', () => {
     await new Promise((resolve) => setTimeout(resolve, 4_000));
     expect(await query(`kafka_consumergroup_lag_sum{consumergroup="${excluded}"}`)).toEqual([]);
   });
+
+  test('every query of the Grafana dashboard is valid PromQL and finds data', async () => {
+    const dashboard = JSON.parse(
+      fs.readFileSync(
+        new URL('../../deploy/grafana/dashboards/kafka-offset-proxy.json', import.meta.url),
+        'utf8',
+      ),
+    ) as { panels: { title: string; targets?: { expr: string }[] }[] };
+    const exprs = dashboard.panels.flatMap((p) =>
+      (p.targets ?? []).map((t) => ({ title: p.title, expr: t.expr })),
+    );
+    expect(exprs.length).toBeGreaterThan(10);
+    let withData = 0;
+    for (const { title, expr } of exprs) {
+      const promql = expr.replaceAll('$__rate_interval', '10s').replaceAll('$group', '.*');
+      const result = await query(promql); // throws on a syntax error
+      if (result.length > 0) withData++;
+      else console.log(`dashboard panel "${title}" has no data yet: ${promql}`);
+    }
+    // Refusals, rejected frames and connect failures may legitimately be 0-rate, not absent.
+    expect(withData).toBe(exprs.length);
+  });
 });
