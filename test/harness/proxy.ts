@@ -2,7 +2,9 @@
 // bootstrap port whose broker ports (port + 1 + node id) are free too.
 import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
 import net from 'node:net';
+import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseHostPortList } from '../../proxy/broker-map.js';
@@ -66,9 +68,14 @@ export interface ProxyProcess {
 /** Runs the built CLI (`bin/kafka-offset-proxy.js`, needs `npm run build`) as a child process. */
 export async function spawnProxy(args: string[], env: NodeJS.ProcessEnv = {}): Promise<ProxyProcess> {
   const port = await freePortRange();
+  // The embedded store's default directory is relative to the working directory: a test gets its own.
+  const dataDir =
+    args.includes('--data-dir') || env['KOP_DATA_DIR'] !== undefined
+      ? []
+      : ['--data-dir', mkdtempSync(path.join(os.tmpdir(), 'kop-cli-data-'))];
   const child = spawn(
     process.execPath,
-    [path.join(repo, 'bin/kafka-offset-proxy.js'), '--listen', `127.0.0.1:${port}`, ...args],
+    [path.join(repo, 'bin/kafka-offset-proxy.js'), '--listen', `127.0.0.1:${port}`, ...dataDir, ...args],
     { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] },
   );
   let out = '';
