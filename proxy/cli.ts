@@ -168,6 +168,7 @@ export function startupSummary(config: ProxyConfig): Record<string, unknown> {
     unknownTopics: config.unknownTopics,
     fallback: config.fallback,
     mirrorCommits: config.mirrorCommits,
+    authorize: config.authorize,
     logLevel: config.logLevel,
   };
 }
