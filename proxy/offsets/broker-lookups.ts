@@ -199,8 +199,28 @@ export class BrokerLookups {
     identity: { generationIdOrMemberEpoch: number; memberId: string; groupInstanceId: string | null },
     writes: OffsetWrite[],
   ): Promise<number> {
+    const refused = await this.commitAtBroker(group, identity, writes);
+    if (refused.memberGone && identity.generationIdOrMemberEpoch >= 0) {
+      // The copy raced the member's departure (a consumer commits, then leaves at once): once the
+      // group is empty the broker takes the same offsets as an admin-style commit.
+      const anonymous = { generationIdOrMemberEpoch: -1, memberId: '', groupInstanceId: null };
+      return (await this.commitAtBroker(group, anonymous, writes)).count;
+    }
+    return refused.count;
+  }
+
+  private async commitAtBroker(
+    group: string,
+    identity: { generationIdOrMemberEpoch: number; memberId: string; groupInstanceId: string | null },
+    writes: OffsetWrite[],
+  ): Promise<{ count: number; memberGone: boolean }> {
     const byTopic = new Map<string, OffsetWrite[]>();
     for (const w of writes) byTopic.set(w.topic, [...(byTopic.get(w.topic) ?? []), w]);
+    const gone: number[] = [
+      ErrorCode.UNKNOWN_MEMBER_ID,
+      ErrorCode.ILLEGAL_GENERATION,
+      ErrorCode.STALE_MEMBER_EPOCH,
+    ];
     return this.atCoordinator(group, async (nodeId) => {
       const { body } = await this.cluster.request<OffsetCommitResponse>(
         nodeId,
@@ -225,7 +245,10 @@ export class BrokerLookups {
       );
       const codes = body.topics.flatMap((t) => t.partitions.map((p) => p.errorCode));
       return {
-        result: codes.filter((c) => c !== ErrorCode.NONE).length,
+        result: {
+          count: codes.filter((c) => c !== ErrorCode.NONE).length,
+          memberGone: codes.length > 0 && codes.every((c) => gone.includes(c)),
+        },
         retry: codes.some((c) => RETRY_COORDINATOR.has(c)),
       };
     });

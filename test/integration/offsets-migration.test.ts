@@ -89,6 +89,31 @@ describe('migration onto the proxy', () => {
     }
   });
 
+  test('--mirror-commits: the broker gets a copy of every accepted commit, so leaving the proxy is instant', async () => {
+    const topic = uniqueName('mirror');
+    const group = `${topic}-g`;
+    await createTopics({ bootstrap: brokerBootstrap }, [{ topic, partitions: 2 }]);
+    const store = new EmbeddedStore({ dataDir: path.join(dir, 'mirror') });
+    const proxy = await startOffsetProxy(brokerBootstrap, store, ['--mirror-commits']);
+    try {
+      await kafkajsClient.produce({ bootstrap: proxy.bootstrap }, { topic, count: 200 });
+      const first = await kafkajsClient.consume({ bootstrap: proxy.bootstrap }, { topic, group, max: 150 });
+      const deadline = Date.now() + 15_000;
+      let atBroker = await fetchCommittedOffsets({ bootstrap: brokerBootstrap }, group, topic);
+      while (atBroker.reduce((s, o) => s + o.offset, 0) !== 150 && Date.now() < deadline) {
+        await new Promise((r) => setTimeout(r, 200));
+        atBroker = await fetchCommittedOffsets({ bootstrap: brokerBootstrap }, group, topic);
+      }
+      expect(atBroker).toEqual(first.committed);
+      // Back to the broker directly: the group resumes where it was on the proxy.
+      const second = await kafkajsClient.consume({ bootstrap: brokerBootstrap }, { topic, group, max: 50 });
+      expectExactlyRecords([...first.records, ...second.records], 0, 200);
+    } finally {
+      await proxy.stop();
+      await store.close();
+    }
+  });
+
   test('offsets export --from cluster, import into the store, export again: the same file', async () => {
     const { topic, group, first } = await groupAtBroker(300, 120);
     const dataDir = path.join(dir, 'cli-store');
