@@ -1,0 +1,312 @@
+// Issue #7, hostile input: fuzzing a LIVE proxy (in-process, offset service on the memory store,
+// in front of the bed's broker). Valid requests built with the codec are mutated (bit flips, edge
+// integers, truncation, trailing bytes, wrong sizes, api keys and versions), and fast-check
+// generates garbage frames; each goes on its own connection, some pipelined several to one. After
+// every round: the proxy still serves a control connection correct Metadata and
+// OffsetCommit/OffsetFetch answers, every fuzz connection was answered or closed (none left
+// hanging once its client is gone), answers kept request order, and RSS stays bounded.
+//
+// KOP_FUZZ_FRAMES (default 5000) sets the number of fuzz connections, KOP_FUZZ_SEED the
+// fast-check seed (printed, so a failure can be replayed); test/reliability/fuzz-long.sh runs
+// a million.
+import fc from 'fast-check';
+import { afterAll, beforeAll, describe, expect, inject, test } from 'vitest';
+import { openStore } from '../../backends/open-store.js';
+import type { OffsetStore } from '../../backends/store.js';
+import { FrameSplitter } from '../../protocol/frame-splitter.js';
+import { decodeResponseFrame, peekCorrelationId } from '../../protocol/frames.js';
+import { ApiKey } from '../../protocol/messages/index.js';
+import type { ApiVersionsResponse } from '../../protocol/messages/api-versions-response.js';
+import type { MetadataResponse } from '../../protocol/messages/metadata-response.js';
+import { createTopics } from '../bed/clients/kafkajs.js';
+import { uniqueName } from '../bed/clients/scenarios.js';
+import { startOffsetProxy } from '../harness/offset-proxy.js';
+import type { OffsetProxy } from '../harness/offset-proxy.js';
+import { RawClient, apiVersionsRequest, metadataRequestBody } from '../harness/raw-client.js';
+import { commitOnce, fetchOnce, sleep } from '../reliability/commit-checker.js';
+import { garbageFrame, mutate, seedFrames } from '../reliability/fuzz-frames.js';
+import type { Seed, VersionRanges } from '../reliability/fuzz-frames.js';
+
+const FRAMES = Number(process.env['KOP_FUZZ_FRAMES'] ?? 5000);
+const SEED = Number(process.env['KOP_FUZZ_SEED'] ?? Math.floor(Math.random() * 0x7fffffff));
+const CONCURRENCY = Number(process.env['KOP_FUZZ_CONCURRENCY'] ?? 24);
+/** How long a fuzz connection may stay open, unanswered, before its client gives up and ends it. */
+const QUIET_MS = 5_000;
+/** The same, when no whole frame was sent (nothing can be answered, only closed). */
+const INCOMPLETE_QUIET_MS = 500;
+/** After the client ended its side, the proxy must have closed the pair within this. */
+const CLOSE_MS = 3_000;
+/** Allowed RSS growth from the first round's peak to the last rounds' peak. */
+const RSS_GROWTH_LIMIT = Number(process.env['KOP_FUZZ_RSS_GROWTH_MB'] ?? 96) * 1024 * 1024;
+
+const brokerBootstrap = inject('kafkaBootstrap');
+
+interface Probe {
+  frames: Buffer[];
+  how: string;
+}
+
+type Outcome = 'closed' | 'answered' | 'ended-by-client';
+
+interface RunStats {
+  probes: number;
+  bytes: number;
+  closed: number;
+  answered: number;
+  endedByClient: number;
+  responses: number;
+  slowest: number;
+}
+
+/** The correlation ids of the whole frames in `bytes`, in order, and whether framing failed. */
+function expectedFrames(bytes: Buffer): { ids: (number | null)[]; apiKeys: number[]; framingError: boolean } {
+  const splitter = new FrameSplitter({ maxFrameSize: 100 * 1024 * 1024 });
+  try {
+    const frames = splitter.push(bytes);
+    return {
+      ids: frames.map((f) => (f.length >= 8 ? f.readInt32BE(4) : null)),
+      apiKeys: frames.map((f) => (f.length >= 2 ? f.readInt16BE(0) : -1)),
+      framingError: false,
+    };
+  } catch {
+    return { ids: [], apiKeys: [], framingError: true };
+  }
+}
+
+function isSubsequence(got: number[], of: (number | null)[]): boolean {
+  let i = 0;
+  for (const id of got) {
+    while (i < of.length && of[i] !== id) i++;
+    if (i >= of.length) return false;
+    i++;
+  }
+  return true;
+}
+
+/**
+ * Sends the probe's bytes on a fresh connection and waits until the proxy closes it, answers every
+ * whole frame, or stays quiet for QUIET_MS (then the client ends its side, and the proxy must close
+ * within CLOSE_MS). Throws on anything the proxy must not do.
+ */
+async function runProbe(bootstrap: string, probe: Probe): Promise<{ outcome: Outcome; responses: number }> {
+  const bytes = Buffer.concat(probe.frames);
+  const expected = expectedFrames(bytes);
+  const client = await RawClient.connect(bootstrap);
+  const responses: Buffer[] = [];
+  try {
+    client.write(bytes);
+    const want = expected.ids.length;
+    // Only whole frames can be answered; bytes of an incomplete one are simply waited for.
+    const deadline = Date.now() + (want > 0 && !expected.framingError ? QUIET_MS : INCOMPLETE_QUIET_MS);
+    let outcome: Outcome | null = null;
+    while (outcome === null) {
+      try {
+        responses.push(...(await client.read(1, Math.max(1, deadline - Date.now()))));
+        if (!expected.framingError && want > 0 && responses.length >= want) outcome = 'answered';
+      } catch {
+        if (client.hasClosed) outcome = 'closed';
+        else {
+          // Quiet: the frame is incomplete, needs no answer (acks=0), or the broker holds it.
+          client.socket.end();
+          if (!(await client.closesWithin(CLOSE_MS))) {
+            throw new Error(`proxy kept the connection open ${CLOSE_MS} ms after the client ended it`);
+          }
+          outcome = 'ended-by-client';
+        }
+      }
+    }
+    // Answers come in request order, one per request at most, with the requests' correlation ids
+    // (not checked after a SaslHandshake: a v0 handshake switches the connection to raw tokens).
+    if (!expected.apiKeys.includes(ApiKey.SaslHandshake)) {
+      const got = responses.map((r) => peekCorrelationId(r));
+      if (got.length > expected.ids.length || !isSubsequence(got, expected.ids)) {
+        throw new Error(
+          `answers ${JSON.stringify(got)} are not in the order of requests ${JSON.stringify(expected.ids)}`,
+        );
+      }
+    }
+    return { outcome, responses: responses.length };
+  } catch (err) {
+    throw new Error(
+      `${probe.how}: ${(err as Error).message}\nbytes: ${bytes.subarray(0, 256).toString('hex')}`,
+    );
+  } finally {
+    client.close();
+  }
+}
+
+/** Runs `probes` with CONCURRENCY connections at a time. */
+async function runAll(bootstrap: string, probes: Probe[], stats: RunStats): Promise<void> {
+  let next = 0;
+  const worker = async () => {
+    while (next < probes.length) {
+      const probe = probes[next++]!;
+      const t0 = Date.now();
+      const r = await runProbe(bootstrap, probe);
+      stats.slowest = Math.max(stats.slowest, Date.now() - t0);
+      stats.probes++;
+      stats.bytes += probe.frames.reduce((s, f) => s + f.length, 0);
+      stats.responses += r.responses;
+      if (r.outcome === 'closed') stats.closed++;
+      else if (r.outcome === 'answered') stats.answered++;
+      else stats.endedByClient++;
+    }
+  };
+  await Promise.all(Array.from({ length: CONCURRENCY }, worker));
+}
+
+describe('fuzzing a live proxy', () => {
+  let store: OffsetStore;
+  let proxy: OffsetProxy;
+  let control: RawClient;
+  let topic: string;
+  let seeds: Seed[];
+  const controlGroup = uniqueName('fuzz-control');
+  let controlOffset = 0n;
+  let correlation = 1;
+
+  async function controlCheck(): Promise<void> {
+    const md = await control.request<MetadataResponse>(
+      ApiKey.Metadata,
+      12,
+      correlation++,
+      metadataRequestBody([topic]),
+    );
+    expect(md.brokers.length).toBeGreaterThan(0);
+    for (const b of md.brokers) expect(b.port).toBe(proxy.port + 1 + b.nodeId);
+    expect(md.topics[0]?.errorCode).toBe(0);
+    expect(md.topics[0]?.partitions.length).toBe(2);
+    controlOffset++;
+    expect(await commitOnce(control, controlGroup, topic, 2, controlOffset)).toEqual([0, 0]);
+    const fetched = await fetchOnce(control, controlGroup, topic, 2);
+    expect(fetched.errorCode).toBe(0);
+    expect([...fetched.offsets.values()]).toEqual([controlOffset, controlOffset]);
+  }
+
+  beforeAll(async () => {
+    store = await openStore('memory://');
+    proxy = await startOffsetProxy(brokerBootstrap, store);
+    topic = uniqueName('fuzz');
+    await createTopics({ bootstrap: brokerBootstrap }, [{ topic, partitions: 2 }]);
+    control = await RawClient.connect(proxy.bootstrap);
+    control.write(apiVersionsRequest(3, correlation++));
+    const [frame] = await control.read(1);
+    const versions = decodeResponseFrame(frame!, ApiKey.ApiVersions, 3).body as ApiVersionsResponse;
+    const advertised: VersionRanges = new Map(
+      versions.apiKeys.map((k) => [k.apiKey, { min: k.minVersion, max: k.maxVersion }]),
+    );
+    seeds = seedFrames(advertised, topic, [uniqueName('fuzz-g'), uniqueName('fuzz-g')]);
+    await controlCheck();
+  });
+  afterAll(async () => {
+    control?.close();
+    await proxy?.stop();
+    await store?.close();
+  });
+
+  test('every seed request, unmutated, is answered on its own connection and all of them pipelined in one write', async () => {
+    expect(seeds.length).toBeGreaterThan(40);
+    const unanswered: string[] = [];
+    for (const s of seeds) {
+      const how = `api ${s.apiKey} v${s.apiVersion}`;
+      const r = await runProbe(proxy.bootstrap, { frames: [s.frame], how });
+      if (r.outcome !== 'answered') unanswered.push(`${how}: ${r.outcome}`);
+    }
+    expect(unanswered).toEqual([]);
+    // Pipelined: every answer arrives, in order (acks=1 Produce: every seed gets an answer).
+    const r = await runProbe(proxy.bootstrap, {
+      frames: seeds.map((s) => s.frame),
+      how: 'all seeds pipelined',
+    });
+    expect(r).toEqual({ outcome: 'answered', responses: seeds.length });
+    await controlCheck();
+  });
+
+  test(`${FRAMES} mutated and garbage frames (seed ${SEED}): the proxy stays up, correct, and bounded`, async () => {
+    console.log(`[fuzz] KOP_FUZZ_SEED=${SEED} KOP_FUZZ_FRAMES=${FRAMES}`);
+    const rng = fc.sample(fc.integer({ min: 0, max: 0x7fffffff }), { seed: SEED, numRuns: 1 })[0]!;
+    let state = rng >>> 0 || 1;
+    // xorshift32: fast, deterministic from the seed.
+    const rnd = (n: number) => {
+      state ^= state << 13;
+      state >>>= 0;
+      state ^= state >>> 17;
+      state ^= state << 5;
+      state >>>= 0;
+      return n <= 1 ? 0 : state % n;
+    };
+    const garbageStream = (count: number, round: number) =>
+      fc.sample(garbageFrame, { seed: SEED + round, numRuns: count });
+
+    const stats: RunStats = {
+      probes: 0,
+      bytes: 0,
+      closed: 0,
+      answered: 0,
+      endedByClient: 0,
+      responses: 0,
+      slowest: 0,
+    };
+    const rounds = Math.max(4, Math.ceil(FRAMES / 500));
+    const perRound = Math.ceil(FRAMES / rounds);
+    const rss: number[] = [];
+    const t0 = Date.now();
+    for (let round = 0; round < rounds; round++) {
+      const garbage = garbageStream(Math.ceil(perRound / 4), round);
+      const probes: Probe[] = [];
+      for (let i = 0; i < perRound; i++) {
+        const kind = i % 8;
+        if (kind < 2) {
+          const g = garbage[(i >> 2) % garbage.length]!;
+          probes.push({ frames: [g.bytes], how: g.how });
+        } else if (kind === 7) {
+          // A pipeline: valid seeds with a mutated or garbage frame somewhere among them.
+          const n = 2 + rnd(5);
+          const frames: Buffer[] = [];
+          const hows: string[] = [];
+          const bad = rnd(n);
+          for (let j = 0; j < n; j++) {
+            const seed = seeds[rnd(seeds.length)]!;
+            if (j === bad) {
+              const m = mutate(seed.frame, rnd);
+              frames.push(m.bytes);
+              hows.push(`api ${seed.apiKey} v${seed.apiVersion} ${m.how}`);
+            } else {
+              frames.push(seed.frame);
+              hows.push(`api ${seed.apiKey} v${seed.apiVersion}`);
+            }
+          }
+          probes.push({ frames, how: `pipeline [${hows.join(', ')}]` });
+        } else {
+          const seed = seeds[rnd(seeds.length)]!;
+          const m = mutate(seed.frame, rnd);
+          probes.push({ frames: [m.bytes], how: `api ${seed.apiKey} v${seed.apiVersion} ${m.how}` });
+        }
+      }
+      await runAll(proxy.bootstrap, probes, stats);
+      await controlCheck();
+      rss.push(process.memoryUsage().rss);
+    }
+    const seconds = (Date.now() - t0) / 1000;
+    // No connection pair outlives its client: only the control connection is left.
+    const deadline = Date.now() + 5_000;
+    while (proxy.proxy.connectionCount > 1 && Date.now() < deadline) await sleep(50);
+    expect(proxy.proxy.connectionCount).toBe(1);
+
+    const mb = (n: number) => (n / 1024 / 1024).toFixed(0);
+    console.log(
+      `[fuzz] ${stats.probes} connections, ${stats.bytes} bytes in ${seconds.toFixed(1)} s: ` +
+        `${stats.closed} closed by the proxy, ${stats.answered} answered (${stats.responses} responses), ` +
+        `${stats.endedByClient} quiet until the client ended them; slowest ${stats.slowest} ms; ` +
+        `RSS by round (MB): ${rss.map(mb).join(' ')}`,
+    );
+    expect(stats.probes).toBe(rounds * perRound);
+    // Both outcomes happen: the fuzzer reaches the decoders, not only the framing checks.
+    expect(stats.closed).toBeGreaterThan(stats.probes / 10);
+    expect(stats.answered).toBeGreaterThan(stats.probes / 10);
+    // Memory: the peak of the last half of the rounds is within a fixed margin of the first round's.
+    const firstPeak = rss[0]!;
+    const lastPeak = Math.max(...rss.slice(Math.floor(rss.length / 2)));
+    expect(lastPeak - firstPeak).toBeLessThan(RSS_GROWTH_LIMIT);
+  });
+});
