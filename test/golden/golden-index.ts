@@ -1,7 +1,8 @@
 // The shape of test/golden/frames/index.json, written by record/record.ts and read by the test.
 
 export interface GoldenEntry {
-  /** kafkajs, java-classic, java-consumer (the Java client of the broker's version), kcat, python, kafka-tools. */
+  /** kafkajs, kafkajs-admin, java-classic, java-consumer (the Java client of the broker's version), kcat,
+   *  kcat-acks0, python, kafka-tools (ConsumerGroupCommand of the broker's version). */
   client: string;
   /** The broker's Kafka version. */
   broker: string;
@@ -25,5 +26,7 @@ export interface GoldenIndex {
   recordedWith: string;
   /** Records produced to each topic of the recording (committed offsets lie in 0..count). */
   producedPerTopic: Record<string, number>;
+  /** The offset kafka-tools (reset) and kafkajs-admin (setOffsets) commit; consumers commit the record count. */
+  adminCommitOffset: number;
   entries: GoldenEntry[];
 }

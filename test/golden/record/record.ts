@@ -16,7 +16,7 @@ import { fileURLToPath } from 'node:url';
 import { Kafka, logLevel } from 'kafkajs';
 
 import { decodeRequestFrame, decodeResponseFrame } from '../../../protocol/frames.js';
-import { getApiCodec } from '../../../protocol/messages/index.js';
+import { ApiKey, getApiCodec } from '../../../protocol/messages/index.js';
 import { KAFKA_COMPAT_VERSION, KAFKA_VERSION, startKafka } from '../../bed/kafka.js';
 import type { KafkaCluster } from '../../bed/kafka.js';
 import { FAST_JVM_FLAGS, javaClient } from '../../bed/clients/java.js';
@@ -36,6 +36,8 @@ const INDEX_FILE = path.join(FRAMES_DIR, 'index.json');
 /** Records every producer writes per topic (small, so Fetch responses stay small). */
 const RECORDS = 3;
 const MAX_RESPONSE = 64 * 1024;
+/** What kafka-tools (--reset-offsets --to-offset) and kafkajs-admin (setOffsets) commit. */
+const ADMIN_COMMIT_OFFSET = 1;
 
 interface Candidate extends RecordedPair {
   broker: string;
@@ -73,14 +75,30 @@ function hasRecords(v: unknown): boolean {
   return false;
 }
 
-function classify(pair: RecordedPair, broker: string, advertised: string): Candidate {
+/** True if every offset the request commits is the topic's record count (a consumer's final commit). */
+function commitsEverything(body: unknown, produced: Record<string, number>): boolean {
+  const topics = (body as { topics: { name: string; partitions: { committedOffset: bigint }[] }[] }).topics;
+  return topics.every((t) =>
+    t.partitions.every((p) => produced[t.name] !== undefined && p.committedOffset === BigInt(produced[t.name]!)),
+  );
+}
+
+function classify(
+  pair: RecordedPair,
+  broker: string,
+  advertised: string,
+  produced: Record<string, number>,
+): Candidate {
   const c: Candidate = { ...pair, broker, advertised, errorFree: true, interesting: true, decodes: true };
   try {
-    decodeRequestFrame(pair.request);
+    const request = decodeRequestFrame(pair.request);
+    // OffsetCommit / TxnOffsetCommit: prefer the commit after the last record.
+    if (pair.apiKey === ApiKey.OffsetCommit || pair.apiKey === ApiKey.TxnOffsetCommit)
+      c.interesting = commitsEverything(request.body, produced);
     if (pair.response) {
       const { body } = decodeResponseFrame(pair.response, pair.apiKey, pair.apiVersion);
       c.errorFree = errorCodes(body).every((e) => e === 0);
-      if (pair.apiKey === 1) c.interesting = hasRecords(body); // Fetch: one that carries records
+      if (pair.apiKey === ApiKey.Fetch) c.interesting = hasRecords(body); // Fetch: one that carries records
     }
   } catch (e) {
     c.decodes = false;
@@ -126,10 +144,10 @@ async function kcatConsume(target: ClientTarget, group: string, topic: string): 
   await runProgram(KCAT, args, { timeoutMs: 4_000 }); // ends by SIGTERM, on which kcat commits and leaves
 }
 
-async function kcatProduce(target: ClientTarget, topic: string): Promise<void> {
+async function kcatProduce(target: ClientTarget, topic: string, acks = 'all'): Promise<void> {
   let input = '';
   for (let i = 0; i < RECORDS; i++) input += `${recordKey(i)}\t${recordValue(i)}\n`;
-  const args = ['-P', '-t', topic, '-K', '\t', '-X', 'acks=all', '-X', 'linger.ms=5', '-b', target.bootstrap];
+  const args = ['-P', '-t', topic, '-K', '\t', '-X', `acks=${acks}`, '-X', 'linger.ms=5', '-b', target.bootstrap];
   assertSucceeded('kcat -P', await runProgram(KCAT, args, { input, timeoutMs: 60_000 }));
 }
 
@@ -144,7 +162,7 @@ async function kafkajsAdmin(target: ClientTarget, group: string, topic: string):
     await admin.listGroups();
     await admin.fetchOffsets({ groupId: group, topics: [topic] });
     await admin.fetchTopicOffsets(topic);
-    await admin.setOffsets({ groupId: group, topic, partitions: [{ partition: 0, offset: '1' }] });
+    await admin.setOffsets({ groupId: group, topic, partitions: [{ partition: 0, offset: String(ADMIN_COMMIT_OFFSET) }] });
     await admin.deleteGroups([group]);
   } finally {
     await admin.disconnect();
@@ -154,7 +172,7 @@ async function kafkajsAdmin(target: ClientTarget, group: string, topic: string):
 async function recordBroker(version: string, store: Map<string, Candidate>, problems: string[], produced: Record<string, number>) {
   let advertised = '';
   const relay = await startRelay((pair) => {
-    const c = classify(pair, version, advertised);
+    const c = classify(pair, version, advertised, produced);
     if (!c.decodes) problems.push(`${version} ${pair.client} api ${pair.apiKey} v${pair.apiVersion}: ${c.problem}`);
     const key = `${c.client}|${version}|${c.apiKey}|${c.apiVersion}`;
     const old = store.get(key);
@@ -184,9 +202,14 @@ async function recordBroker(version: string, store: Map<string, Candidate>, prob
     };
 
     const clients = ['kafkajs', 'java-classic', 'kcat', 'python', ...(four ? ['java-consumer'] : [])];
+    // Each producer writes RECORDS records to its topic (the transforms as many to theirs).
+    for (const c of [...clients, 'kcat-acks0']) produced[topic(c)] = RECORDS;
+    produced[`${topic('java-classic')}-out`] = RECORDS;
+    if (four) produced[`${topic('java-consumer')}-out`] = RECORDS;
     await step('kafkajs', 'create topics', () =>
       createTopics(target, [
         ...clients.map((c) => ({ topic: topic(c) })),
+        { topic: topic('kcat-acks0') },
         { topic: `${topic('java-classic')}-out` },
         ...(four ? [{ topic: `${topic('java-consumer')}-out` }] : []),
       ]),
@@ -194,7 +217,6 @@ async function recordBroker(version: string, store: Map<string, Candidate>, prob
 
     // kafkajs
     await step('kafkajs', 'produce', () => kafkajsClient.produce(target, { topic: topic('kafkajs'), count: RECORDS }));
-    produced[topic('kafkajs')] = RECORDS;
     // More than there is, with a short deadline: the consumer heartbeats while it waits.
     await step('kafkajs', 'consume', () =>
       kafkajsClient.consume(target, { topic: topic('kafkajs'), group: group('kafkajs'), max: 1000, timeoutMs: 2_500 }),
@@ -205,17 +227,16 @@ async function recordBroker(version: string, store: Map<string, Candidate>, prob
       describeConsumerGroup(cluster!.classpath, target, group('kafkajs')),
     );
     await step('kafka-tools', 'reset offsets', () =>
-      resetConsumerGroupOffsets(cluster!.classpath, target, { group: group('kafkajs'), topic: topic('kafkajs'), to: { offset: 1 } }),
+      resetConsumerGroupOffsets(cluster!.classpath, target, { group: group('kafkajs'), topic: topic('kafkajs'), to: { offset: ADMIN_COMMIT_OFFSET } }),
     );
     await step('kafka-tools', 'delete offsets', () =>
       deleteOffsets(cluster!.classpath, target, group('kafkajs'), topic('kafkajs')),
     );
-    await step('kafkajs', 'admin', () => kafkajsAdmin(target, group('kafkajs'), topic('kafkajs')));
+    await step('kafkajs-admin', 'admin', () => kafkajsAdmin(target, group('kafkajs'), topic('kafkajs')));
 
     // Java, classic group protocol, client of the broker's version
     const javaClassic = await javaClient(cluster.classpath, { protocol: 'classic' });
     await step('java-classic', 'produce', () => javaClassic.produce(target, { topic: topic('java-classic'), count: RECORDS }));
-    produced[topic('java-classic')] = RECORDS;
     await step('java-classic', 'consume', () =>
       javaClassic.consume(target, { topic: topic('java-classic'), group: group('java-classic'), max: 1000, timeoutMs: 2_500 }),
     );
@@ -237,7 +258,6 @@ async function recordBroker(version: string, store: Map<string, Candidate>, prob
       await step('java-consumer', 'produce', () =>
         javaConsumer.produce(target, { topic: topic('java-consumer'), count: RECORDS }),
       );
-      produced[topic('java-consumer')] = RECORDS;
       await step('java-consumer', 'consume', () =>
         javaConsumer.consume(target, { topic: topic('java-consumer'), group: group('java-consumer'), max: 1000, timeoutMs: 2_500 }),
       );
@@ -254,16 +274,14 @@ async function recordBroker(version: string, store: Map<string, Candidate>, prob
 
     // librdkafka
     await step('kcat', 'produce', () => kcatProduce(target, topic('kcat')));
-    produced[topic('kcat')] = RECORDS;
+    // acks=0: the broker answers nothing (a request without response); a label of its own, so
+    // that kcat's acks=all pair is kept too.
+    await step('kcat-acks0', 'produce acks=0', () => kcatProduce(target, topic('kcat-acks0'), '0'));
     await step('kcat', 'consume', () => kcatConsume(target, group('kcat'), topic('kcat')));
     await step('python', 'produce', () => pythonClient.produce(target, { topic: topic('python'), count: RECORDS }));
-    produced[topic('python')] = RECORDS;
     await step('python', 'consume', () =>
       pythonClient.consume(target, { topic: topic('python'), group: group('python'), max: 1000, timeoutMs: 3_000 }),
     );
-    // Every topic read by a consumer-protocol or transactional consumer also has an output topic.
-    produced[`${topic('java-classic')}-out`] = RECORDS;
-    if (four) produced[`${topic('java-consumer')}-out`] = RECORDS;
   } finally {
     problems.push(...relay.problems.map((p) => `${version} relay: ${p}`));
     await relay.close();
@@ -323,6 +341,7 @@ async function main(): Promise<void> {
   const index: GoldenIndex = {
     recordedWith: 'npx tsx test/golden/record/record.ts',
     producedPerTopic: { ...(previous?.producedPerTopic ?? {}), ...produced },
+    adminCommitOffset: ADMIN_COMMIT_OFFSET,
     entries,
   };
   fs.writeFileSync(INDEX_FILE, JSON.stringify(index, null, 2) + '\n');
