@@ -26,6 +26,7 @@ import { checkRobustness } from '../../protocol/testing/robustness.js';
 import type { RobustnessFrame } from '../../protocol/testing/robustness.js';
 import { Writer } from '../../protocol/writer.js';
 import type { GoldenEntry, GoldenIndex } from '../golden/golden-index.js';
+import { capApiVersions } from '../golden/record/relay.js';
 
 const FRAMES_DIR = fileURLToPath(new URL('../golden/frames/', import.meta.url));
 const index = JSON.parse(fs.readFileSync(path.join(FRAMES_DIR, 'index.json'), 'utf8')) as GoldenIndex;
@@ -195,6 +196,36 @@ describe('golden frames from real traffic', () => {
         expectAdvertised(e, e.version >= 4 ? r.coordinators : [r]);
       }
     });
+  });
+
+  it('clients used only versions the capped ApiVersions offered; 4.4 offers more than the codec knows', () => {
+    for (const broker of BROKERS) {
+      const recorded = index.entries.filter(
+        (e) => e.broker === broker && e.api === 'ApiVersions' && e.response,
+      );
+      expect(recorded.length, broker).toBeGreaterThan(0);
+      let beyondCodec = false;
+      for (const av of recorded) {
+        const { body } = decodeResponseFrame(read(av.response!), ApiKey.ApiVersions, av.version);
+        expect(body.errorCode, name(av)).toBe(0);
+        beyondCodec ||= body.apiKeys.some(
+          (k) => k.maxVersion > (getApiCodec(k.apiKey)?.validVersions.max ?? -1),
+        );
+        capApiVersions(body);
+        for (const k of body.apiKeys) {
+          const codec = getApiCodec(k.apiKey)!.validVersions;
+          expect(k.minVersion >= codec.min && k.maxVersion <= codec.max, name(av)).toBe(true);
+        }
+        for (const e of index.entries.filter((x) => x.broker === broker && x.client === av.client)) {
+          const range = body.apiKeys.find((k) => k.apiKey === e.apiKey);
+          if (e.api === 'ApiVersions') continue; // sent before the client knows the ranges
+          expect(range, `${name(e)}: not offered`).toBeDefined();
+          expect(e.version >= range!.minVersion && e.version <= range!.maxVersion, name(e)).toBe(true);
+        }
+      }
+      // Kafka 4.4 supports e.g. OffsetCommit v10 and Fetch v18, beyond the codec's specs.
+      if (broker.startsWith('4.')) expect(beyondCodec, broker).toBe(true);
+    }
   });
 
   it('every frame survives truncation and random mutations', () => {
