@@ -13,15 +13,13 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { openStore } from '../backends/open-store.js';
-import type { OffsetStore } from '../backends/store.js';
 import { ApiKey } from '../protocol/messages/index.js';
 import { defaultOffsetCommitRequest } from '../protocol/messages/offset-commit-request.js';
 import type { OffsetCommitResponse } from '../protocol/messages/offset-commit-response.js';
 import { startKafka } from '../test/bed/kafka.js';
 import { startRedis } from '../test/bed/redis.js';
 import { startZooKeeper } from '../test/bed/zookeeper.js';
-import { startOffsetProxy } from '../test/harness/offset-proxy.js';
+import { ensureBuilt, spawnProxy } from '../test/harness/proxy.js';
 import { RawClient } from '../test/harness/raw-client.js';
 import { createTopics } from '../test/bed/clients/kafkajs.js';
 
@@ -105,9 +103,10 @@ function pct(sorted: number[], p: number): number {
 
 async function main(): Promise<void> {
   console.error(`starting Kafka, Redis and ZooKeeper (${os.cpus().length} cores)...`);
-  const [kafka, redis, zk] = await Promise.all([
+  const [kafka, redis, redisEverysec, zk] = await Promise.all([
     startKafka(),
     startRedis({ appendfsync: 'always' }),
+    startRedis({ appendfsync: 'everysec' }),
     startZooKeeper(),
   ]);
   const dir = mkdtempSync(path.join(os.tmpdir(), 'kop-bench-'));
@@ -116,24 +115,27 @@ async function main(): Promise<void> {
     await createTopics({ bootstrap: kafka.bootstrap }, [{ topic: TOPIC, partitions: PARTITIONS }]);
     console.error('broker coordinator...');
     results.push(await run('broker (native __consumer_offsets)', kafka.bootstrap, 'native'));
-    const stores: [string, () => Promise<OffsetStore>][] = [
-      ['proxy + embedded (LMDB, fsync)', () => openStore(undefined, { dataDir: path.join(dir, 'embedded') })],
-      ['proxy + Redis (AOF always)', () => openStore(redis.url)],
-      ['proxy + ZooKeeper', () => openStore(`zk://${zk.connectString}`)],
+    // The proxy runs as its own process (the CLI), as in production, so it does not share a thread
+    // with this load generator.
+    await ensureBuilt();
+    const targets: [string, string[]][] = [
+      ['proxy + embedded (LMDB, fsync)', ['--data-dir', path.join(dir, 'embedded')]],
+      ['proxy + memory (no store I/O: the proxy alone)', ['--store', 'memory://']],
+      ['proxy + Redis (AOF always)', ['--store', redis.url]],
+      ['proxy + Redis (AOF everysec, Redis default)', ['--store', redisEverysec.url]],
+      ['proxy + ZooKeeper', ['--store', `zk://${zk.connectString}`]],
     ];
-    for (const [name, open] of stores) {
+    for (const [name, flags] of targets) {
       console.error(`${name}...`);
-      const store = await open();
-      const proxy = await startOffsetProxy(kafka.bootstrap, store, ['--commit-guard', 'fence']);
+      const proxy = await spawnProxy(['--bootstrap-server', kafka.bootstrap, ...flags]);
       try {
         results.push(await run(name, proxy.bootstrap, name.replace(/\W+/g, '-')));
       } finally {
         await proxy.stop();
-        await store.close();
       }
     }
   } finally {
-    await Promise.allSettled([kafka.stop(), redis.kill(), zk.stop()]);
+    await Promise.allSettled([kafka.stop(), redis.kill(), redisEverysec.kill(), zk.stop()]);
     rmSync(dir, { recursive: true, force: true });
   }
 
