@@ -2,6 +2,7 @@
 import { readFileSync } from 'node:fs';
 import { ConfigError, envName, loadConfig, OPTIONS, usage } from './config.js';
 import type { ProxyConfig } from './config.js';
+import { registerOffsetsAdminRoutes } from './admin/http-routes.js';
 import { OpsHttpServer } from './http/http-server.js';
 import { registerOpsRoutes } from './http/ops-routes.js';
 import { LagCollector } from './lag/lag-collector.js';
@@ -74,7 +75,7 @@ export async function main(argv: string[]): Promise<void> {
         },
       },
     });
-    // Further routes (offsets admin) register here, before listen: http.addRoute(method, path, handler).
+    registerOffsetsAdminRoutes(http, store);
     const bound = await http.listen(config.http);
     log.info('http listening', { host: bound.host, port: bound.port, token: config.httpToken !== undefined });
   }
