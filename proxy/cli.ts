@@ -45,6 +45,11 @@ export async function main(argv: string[]): Promise<void> {
   const proxy = new KafkaProxy({
     ...options,
     extension: offsets.service,
+    discoverBrokers: async () =>
+      (await offsets.cluster.metadata([])).brokers.map((b) => ({
+        nodeId: b.nodeId,
+        address: { host: b.host, port: b.port },
+      })),
     ...(metrics ? { observer: metrics.observer } : {}),
   });
   await proxy.start();
@@ -170,6 +175,9 @@ export function startupSummary(config: ProxyConfig): Record<string, unknown> {
     fallback: config.fallback,
     mirrorCommits: config.mirrorCommits,
     authorize: config.authorize,
+    clusterSasl: config.clusterSasl
+      ? { mechanism: config.clusterSasl.mechanism, username: config.clusterSasl.username, password: 'set' }
+      : null,
     logLevel: config.logLevel,
   };
 }

@@ -20,6 +20,8 @@ import type { MetadataResponse } from '../protocol/messages/metadata-response.js
 import type { BrokerMap, HostPort } from './broker-map.js';
 import type { Logger } from './logger.js';
 import { silentLogger } from './logger.js';
+import { authenticate } from './sasl-client.js';
+import type { SaslCredentials } from './sasl-client.js';
 import { connectUpstream } from './upstream-request.js';
 import type { UpstreamTls } from './upstream-request.js';
 
@@ -54,6 +56,7 @@ class BrokerChannel {
     readonly target: HostPort,
     private readonly tls: UpstreamTls | null,
     private readonly timeoutMs: number,
+    private readonly sasl: SaslCredentials | null,
   ) {}
 
   /** The version to use for `apiKey`: the highest the broker and the codec both know. */
@@ -90,13 +93,18 @@ class BrokerChannel {
       });
       socket.on('close', () => this.fail(new ClusterRequestError(`connection to ${this.describe()} closed`)));
       // ApiVersions v0 works on every broker; it also proves the connection is up.
-      this.send(ApiKey.ApiVersions, 0, {}).then((body) => {
-        const response = body as ApiVersionsResponse;
-        this.versions = new Map(
-          response.apiKeys.map((k) => [k.apiKey, { min: k.minVersion, max: k.maxVersion }]),
-        );
-        resolve();
-      }, reject);
+      this.send(ApiKey.ApiVersions, 0, {})
+        .then(async (body) => {
+          const response = body as ApiVersionsResponse;
+          this.versions = new Map(
+            response.apiKeys.map((k) => [k.apiKey, { min: k.minVersion, max: k.maxVersion }]),
+          );
+          if (this.sasl) await authenticate((k, v, b) => this.send(k, v, b), this.sasl);
+        })
+        .then(resolve, (err: unknown) => {
+          this.fail(err as Error);
+          reject(err as Error);
+        });
     });
     this.ready.catch(() => undefined);
     return this.ready;
@@ -188,6 +196,8 @@ export interface ClusterClientOptions {
   tls?: UpstreamTls | null;
   timeoutMs?: number;
   log?: Logger;
+  /** Credentials of the proxy's own principal, for clusters that require SASL. */
+  sasl?: SaslCredentials | null;
 }
 
 export class ClusterClient {
@@ -203,7 +213,12 @@ export class ClusterClient {
     const key = `${target.host}:${target.port}`;
     let ch = this.channels.get(key);
     if (!ch) {
-      ch = new BrokerChannel(target, this.opts.tls ?? null, this.opts.timeoutMs ?? 10_000);
+      ch = new BrokerChannel(
+        target,
+        this.opts.tls ?? null,
+        this.opts.timeoutMs ?? 10_000,
+        this.opts.sasl ?? null,
+      );
       this.channels.set(key, ch);
     }
     return ch;

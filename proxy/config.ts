@@ -9,6 +9,8 @@ import { parse as parseYaml } from 'yaml';
 import type { HostPort } from './broker-map.js';
 import { parseHostPort, parseHostPortList } from './broker-map.js';
 import type { LogLevel } from './logger.js';
+import { SASL_MECHANISMS } from './sasl-client.js';
+import type { SaslCredentials, SaslMechanism } from './sasl-client.js';
 import type { CommitGuardMode, GroupOverride } from './offsets/guard-policy.js';
 import { parseGroupOverrides } from './offsets/guard-policy.js';
 
@@ -179,6 +181,22 @@ export const OPTIONS: readonly OptionSpec[] = [
     help: 'upstream: partitions the store has never seen are read once from the broker (migration from broker-kept offsets); none: they have no offset.',
   },
   {
+    name: 'cluster-sasl-mechanism',
+    kind: 'enum',
+    values: ['PLAIN', 'SCRAM-SHA-256', 'SCRAM-SHA-512'],
+    help: "SASL mechanism of the proxy's own connections to the cluster (metadata, coordinators, lag, fallback, mirrored commits). Clients' own SASL passes through untouched.",
+  },
+  {
+    name: 'cluster-sasl-username',
+    kind: 'string',
+    help: "User of the proxy's own cluster connections (with --cluster-sasl-mechanism).",
+  },
+  {
+    name: 'cluster-sasl-password',
+    kind: 'string',
+    help: 'Password of that user; prefer the environment variable or the config file to a flag. Never logged.',
+  },
+  {
     name: 'authorize',
     kind: 'enum',
     values: ['broker', 'off'],
@@ -227,6 +245,8 @@ export interface ProxyConfig {
   fallback: 'none' | 'upstream';
   mirrorCommits: boolean;
   authorize: 'broker' | 'off';
+  /** The proxy's own SASL principal for its cluster connections. */
+  clusterSasl: SaslCredentials | undefined;
 }
 
 const byName = new Map(OPTIONS.map((o) => [o.name, o]));
@@ -348,6 +368,29 @@ export function loadConfig(argv: readonly string[], env: NodeJS.ProcessEnv = pro
     })!;
   const logLevel = oneOf<LogLevel>('log-level');
 
+  const clusterSasl = (): SaslCredentials | undefined => {
+    const mechanism = get('cluster-sasl-mechanism');
+    const username = get('cluster-sasl-username');
+    const password = get('cluster-sasl-password');
+    if (mechanism === undefined && username === undefined && password === undefined) return undefined;
+    if (mechanism === undefined || !(SASL_MECHANISMS as readonly string[]).includes(mechanism)) {
+      throw new ConfigError(
+        'cluster-sasl-mechanism',
+        mechanism ?? null,
+        `expected one of ${SASL_MECHANISMS.join(', ')}`,
+      );
+    }
+    if (!username)
+      throw new ConfigError(
+        'cluster-sasl-username',
+        username ?? null,
+        'required with cluster-sasl-mechanism',
+      );
+    if (password === undefined)
+      throw new ConfigError('cluster-sasl-password', null, 'required with cluster-sasl-mechanism');
+    return { mechanism: mechanism as SaslMechanism, username, password };
+  };
+
   const certFile = get('client-tls-cert');
   const keyFile = get('client-tls-key');
   if ((certFile === undefined) !== (keyFile === undefined)) {
@@ -402,6 +445,7 @@ export function loadConfig(argv: readonly string[], env: NodeJS.ProcessEnv = pro
     fallback: oneOf<'none' | 'upstream'>('fallback'),
     mirrorCommits: bool('mirror-commits'),
     authorize: oneOf<'broker' | 'off'>('authorize'),
+    clusterSasl: clusterSasl(),
   };
 }
 

@@ -49,6 +49,12 @@ export interface ProxyOptions {
   /** Deadline of the proxy's own requests to the cluster. */
   requestTimeoutMs?: number;
   observer?: ProxyObserver;
+  /**
+   * How the proxy learns the cluster's brokers itself (at start, and for a client that connects to
+   * a broker port the proxy has not seen yet). Default: an unauthenticated Metadata request to a
+   * bootstrap server; the CLI passes its cluster client, which can authenticate.
+   */
+  discoverBrokers?: () => Promise<{ nodeId: number; address: HostPort }[]>;
 }
 
 export class KafkaProxy {
@@ -117,6 +123,12 @@ export class KafkaProxy {
 
   /** Asks the cluster which brokers it has and opens a listener for each. */
   async refreshBrokers(): Promise<void> {
+    if (this.opts.discoverBrokers) {
+      const found = await this.opts.discoverBrokers();
+      for (const { nodeId, address } of found) this.brokers.learn(nodeId, address);
+      await Promise.all(found.map(({ nodeId }) => this.ensureListener(nodeId)));
+      return;
+    }
     let lastError: unknown;
     for (const target of this.opts.bootstrapServers) {
       try {

@@ -36,6 +36,7 @@ export function createOffsetService(
     brokers: new BrokerMap(0),
     tls: brokerTls,
     timeoutMs: config.requestTimeoutMs,
+    sasl: config.clusterSasl ?? null,
     log: log.child({ component: 'cluster-client' }),
   });
   const lookups = new BrokerLookups(cluster);
