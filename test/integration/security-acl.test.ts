@@ -99,7 +99,16 @@ describe('the proxy widens no access (SASL broker with ACLs)', () => {
     [adminUser, user] = cluster.sasl!.users as [typeof adminUser, typeof user];
     dir = mkdtempSync(path.join(os.tmpdir(), 'kop-acl-'));
     store = new EmbeddedStore({ dataDir: dir });
-    proxy = await startOffsetProxy(cluster.bootstrap, store);
+    // The proxy's own connections (mirrored commits here) authenticate with SCRAM as the admin.
+    proxy = await startOffsetProxy(cluster.bootstrap, store, [
+      '--mirror-commits',
+      '--cluster-sasl-mechanism',
+      'SCRAM-SHA-256',
+      '--cluster-sasl-username',
+      adminUser.username,
+      '--cluster-sasl-password',
+      adminUser.password,
+    ]);
     admin = new Kafka({
       brokers: [cluster.bootstrap],
       logLevel: logLevel.NOTHING,
@@ -226,12 +235,21 @@ describe('the proxy widens no access (SASL broker with ACLs)', () => {
     expect(await store.fetch(group, null)).toEqual([]);
   });
 
-  test('the super user is not restricted', async () => {
+  test("the super user is not restricted; the proxy's own SCRAM connection mirrors the commit to the broker", async () => {
+    const adminGroup = uniqueName('admin-group');
     const client = await login(proxy.bootstrap, adminUser.username, adminUser.password);
     try {
-      expect(await commit(client, uniqueName('admin-group'), topic, 3n)).toBe(0);
+      expect(await commit(client, adminGroup, topic, 3n)).toBe(0);
     } finally {
       client.close();
     }
+    const deadline = Date.now() + 15_000;
+    let atBroker: { partition: number; offset: string }[] = [];
+    while (Date.now() < deadline) {
+      atBroker = (await admin.fetchOffsets({ groupId: adminGroup, topics: [topic] }))[0]!.partitions;
+      if (atBroker.some((p) => p.offset === '3')) break;
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    expect(atBroker.find((p) => p.partition === 0)?.offset).toBe('3');
   });
 });
