@@ -21,6 +21,8 @@ import {
 import { ApiKey } from '../protocol/messages/index.js';
 import { defaultApiVersionsResponse } from '../protocol/messages/api-versions-response.js';
 import type { ProxyExtension, RequestInfo } from './extension.js';
+import { FetchResponseStream, canStreamFetch } from './fetch-stream.js';
+import type { ExposeBrokerNow } from './fetch-stream.js';
 import type { Logger } from './logger.js';
 import type { AnsweredBy, ProxyObserver, RejectCause } from './observer.js';
 import { ResponseReader } from './response-reader.js';
@@ -37,6 +39,12 @@ export interface ConnectionPolicy {
   /** Rewrites a decoded response body in place (addresses, ApiVersions ranges); may await new listeners. */
   /** Resolves true when it changed the body (a Fetch without NodeEndpoints stays as the broker wrote it). */
   rewriteResponse(apiKey: number, apiVersion: number, body: unknown): Promise<boolean>;
+  /**
+   * Learns a broker named in a streamed Fetch response's NodeEndpoints and gives the address the
+   * client must use; `ready` (when present) resolves once that address is listened on. Without it,
+   * Fetch v16+ responses are assembled whole and go through `rewriteResponse`.
+   */
+  exposeBroker?: ExposeBrokerNow;
   /** The highest ApiVersions request version the proxy can answer. */
   maxApiVersionsVersion: number;
   /** The highest version the proxy can decode for an API it must decode, or undefined for opaque APIs. */
@@ -57,6 +65,11 @@ interface Pending {
   raw?: boolean;
   /** The response goes to the client as the broker wrote it, so it may be streamed. */
   passThrough?: boolean;
+  /**
+   * A Fetch v16+ response that goes to the client as the broker wrote it except for its
+   * NodeEndpoints: it may be streamed through a FetchResponseStream (else `onResponse` decodes it).
+   */
+  streamFetch?: boolean;
   /** A request of the proxy's own (askBroker): its response never goes to the client. */
   onLost?: (err: Error) => void;
   answeredBy: AnsweredBy;
@@ -73,6 +86,8 @@ export class ProxyConnection {
   private readonly responses: ResponseReader;
   /** The forwarded request whose response is being streamed to the client right now. */
   private streaming: Pending | null = null;
+  /** The walker of the Fetch response being streamed, when it is one (`Pending.streamFetch`). */
+  private fetchStream: FetchResponseStream | null = null;
   /** Client requests in arrival order, waiting for their response to be sent. */
   private readonly pending: Pending[] = [];
   /** The subset sent to the broker, in sending order: the broker answers in that order. */
@@ -254,6 +269,16 @@ export class ProxyConnection {
       p.passThrough = true;
       p.onResponse = (resp) => this.complete(p, withSize(resp));
     } else {
+      if (
+        coreRewrite &&
+        !observed &&
+        !sasl &&
+        p.apiKey === ApiKey.Fetch &&
+        canStreamFetch(p.apiVersion) &&
+        this.policy.exposeBroker !== undefined
+      ) {
+        p.streamFetch = true;
+      }
       p.onResponse = (resp) => {
         this.transformResponse(p, resp, info, request, observed, coreRewrite).then(
           (out) => this.complete(p, out),
@@ -330,8 +355,8 @@ export class ProxyConnection {
 
   /**
    * Matches a response to the oldest forwarded request (a broker answers in order) and decides:
-   * stream it when it goes to the client unchanged and nothing before it is still waiting;
-   * otherwise take it whole.
+   * stream it when it goes to the client unchanged (or is a Fetch v16+ whose only change is in its
+   * tail) and nothing before it is still waiting; otherwise take it whole.
    */
   private routeResponse(size: number, correlationId: number | null): FrameRoute {
     const p = this.forwarded[0];
@@ -343,9 +368,10 @@ export class ProxyConnection {
         0,
       );
     }
-    if (p.passThrough && this.pending[0] === p) {
+    if ((p.passThrough || p.streamFetch) && this.pending[0] === p) {
       this.forwarded.shift();
       this.streaming = p;
+      if (p.streamFetch) this.fetchStream = new FetchResponseStream(p.apiVersion);
       return 'stream';
     }
     return 'whole';
@@ -353,14 +379,55 @@ export class ProxyConnection {
 
   private streamResponse(bytes: Buffer, end: boolean): void {
     if (this.closed) return;
-    const observer = this.policy.observer;
-    observer.bytes('client_out', bytes.length);
-    if (!this.client.write(bytes)) this.upstream.pause();
+    const fetch = this.fetchStream;
+    if (fetch !== null) {
+      // Everything before the top-level tagged fields goes now; those are held until the end.
+      const now = fetch.push(bytes);
+      if (now.length > 0) this.sendStreamed(now);
+      if (!end) return;
+      this.fetchStream = null;
+      const p = this.streaming!;
+      this.streaming = null;
+      const { tail, ready } = fetch.finish(this.policy.exposeBroker!);
+      if (ready === null) {
+        this.sendStreamed(tail);
+        this.streamedDone(p);
+        return;
+      }
+      // A newly exposed broker: the client may connect as soon as it reads the tail, so its
+      // listener must be open first. The response stays at the head of the queue meanwhile, so
+      // later responses wait behind it.
+      ready.then(
+        () => {
+          if (this.closed) return;
+          this.sendStreamed(tail);
+          this.streamedDone(p);
+        },
+        (err: unknown) => this.close('response handling failed', err),
+      );
+      return;
+    }
+    this.sendStreamed(bytes);
     if (!end) return;
     const p = this.streaming!;
     this.streaming = null;
+    this.streamedDone(p);
+  }
+
+  private sendStreamed(bytes: Buffer): void {
+    this.policy.observer.bytes('client_out', bytes.length);
+    if (!this.client.write(bytes)) this.upstream.pause();
+  }
+
+  /** The streamed response of `p` (the head of the queue) has gone out whole. */
+  private streamedDone(p: Pending): void {
     this.pending.shift();
-    observer.responded(p.apiKey, p.apiVersion, p.answeredBy, (performance.now() - p.started) / 1000);
+    this.policy.observer.responded(
+      p.apiKey,
+      p.apiVersion,
+      p.answeredBy,
+      (performance.now() - p.started) / 1000,
+    );
     this.flush();
   }
 

@@ -16,6 +16,7 @@ import type { HostPort } from './broker-map.js';
 import { ProxyConnection } from './connection.js';
 import type { ConnectionPolicy } from './connection.js';
 import type { ProxyExtension } from './extension.js';
+import type { ExposedBroker } from './fetch-stream.js';
 import type { Logger } from './logger.js';
 import { silentLogger } from './logger.js';
 import { noopObserver } from './observer.js';
@@ -62,6 +63,8 @@ export class KafkaProxy {
   private readonly log: Logger;
   private readonly servers = new Map<string, net.Server>();
   private readonly listening = new Map<number, Promise<void>>();
+  /** Node ids whose listener is open (their `listening` promise has resolved). */
+  private readonly listeningNow = new Set<number>();
   private readonly connections = new Set<ProxyConnection>();
   private readonly versions: ApiVersionsPolicy;
   private readonly observer: ProxyObserver;
@@ -88,6 +91,7 @@ export class KafkaProxy {
       coreRewritesResponse: (apiKey, apiVersion) =>
         apiKey === ApiKey.ApiVersions || carriesBrokerAddresses(apiKey, apiVersion),
       rewriteResponse: (apiKey, _apiVersion, body) => this.rewriteResponse(apiKey, body),
+      exposeBroker: (nodeId, upstream) => this.exposeBroker(nodeId, upstream),
       onClose: (conn) => {
         this.connections.delete(conn);
         this.observer.connectionClosed(conn.nodeId);
@@ -182,6 +186,17 @@ export class KafkaProxy {
     return true;
   }
 
+  /**
+   * The synchronous form of the rewriting above, for streamed Fetch responses: learns the broker
+   * and tells its proxy address; `ready` is set while its listener is not open yet.
+   */
+  private exposeBroker(nodeId: number, upstream: HostPort): ExposedBroker {
+    this.brokers.learn(nodeId, upstream);
+    const exposed: ExposedBroker = { host: this.advertisedHost, port: this.brokers.localPort(nodeId) };
+    if (!this.listeningNow.has(nodeId)) exposed.ready = this.ensureListener(nodeId);
+    return exposed;
+  }
+
   private ensureListener(nodeId: number): Promise<void> {
     let ready = this.listening.get(nodeId);
     if (!ready) {
@@ -190,6 +205,7 @@ export class KafkaProxy {
       ready = listen(server, this.opts.listen.host, port).then(
         () => {
           this.servers.set(`node-${nodeId}`, server);
+          this.listeningNow.add(nodeId);
           this.log.info('listening', { role: 'broker', node: nodeId, host: this.opts.listen.host, port });
         },
         (err: unknown) => {
