@@ -158,6 +158,13 @@ export interface OffsetStore {
   getGroup(group: string): Promise<GroupState | null>;
   updateGroup(group: string, update: GroupUpdate): Promise<void>;
 
+  /**
+   * For an exception thrown where no caller could catch it (inside a client library's socket
+   * handler): true when it came from this store's client and the store recovered (a new client),
+   * so the process can carry on; false when it is not the store's.
+   */
+  recoverFromFault?(err: unknown): boolean;
+
   /** Resolves when the store answers; rejects otherwise (readiness). */
   ping(): Promise<void>;
   close(): Promise<void>;

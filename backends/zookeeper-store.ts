@@ -184,6 +184,24 @@ export class ZooKeeperStore implements OffsetStore {
     return client;
   }
 
+  /**
+   * node-zookeeper-client can throw from inside its socket 'data' handler after connection trouble
+   * (its open issues #23 and #70: a reply parsed at a wrong offset, "Unknown code: <n>"), where no
+   * caller can catch it. The process-level handler asks the store; for such an error the client's
+   * state is garbage, so it is replaced: operations in flight fail with a connection loss, read
+   * back their markers and retry on the new client, as after a session expiry. Returns whether the
+   * error was the library's.
+   */
+  recoverFromFault(err: unknown): boolean {
+    const stack = err instanceof Error ? (err.stack ?? '') : '';
+    if (!/node-zookeeper-client[\\/]lib/.test(stack)) return false;
+    if (this.closed) return true;
+    const old = this.client;
+    this.client = this.newClient();
+    shutdown(old);
+    return true;
+  }
+
   /** The current client once connected. Requests are only issued then: the library would queue them without a timeout. */
   private async connected(): Promise<Client> {
     for (;;) {

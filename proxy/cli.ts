@@ -39,6 +39,16 @@ export async function main(argv: string[]): Promise<void> {
   // Metrics are collected only when something can scrape them (--http).
   const metrics = config.http ? createProxyMetrics({ apiVersions: config.metricsApiVersions }) : null;
   const rawStore = await openOffsetStore(config);
+  process.on('uncaughtException', (err) => {
+    if (rawStore.recoverFromFault?.(err)) {
+      log.error('store client fault: client replaced', { store: rawStore.kind, error: err });
+      return;
+    }
+    // Anything else leaves the process in an unknown state: stop, and let the supervisor restart
+    // it (acknowledged commits are in the store).
+    log.error('uncaught exception', { error: err, stack: err instanceof Error ? err.stack : undefined });
+    process.exit(70);
+  });
   const store = metrics ? metrics.measureStore(rawStore) : rawStore;
   log.info('offset store open', { store: store.kind });
   const offsets = createOffsetService(config, store, options.brokerTls ?? null, log, metrics?.offsets);
