@@ -5,7 +5,7 @@
 #
 #   test/reliability/fuzz-long.sh [frames] [seed]
 #
-# About 4 ms per connection on a 2-core machine: a million takes roughly 70 minutes. The RSS limit
+# About 3.6 ms per connection on a 2-core machine: a million takes roughly an hour. The RSS limit
 # stays at 96 MB of growth from the first round's peak to the peak of the later half.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
