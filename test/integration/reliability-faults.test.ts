@@ -30,6 +30,38 @@ import { runGroup } from '../reliability/group-consumers.js';
 
 const brokerBootstrap = inject('kafkaBootstrap');
 
+describe('the checker itself', () => {
+  test('reports an acknowledged commit that is missing from the store, and one above what was sent', async () => {
+    const store = await openStore('memory://');
+    const proxy = await startOffsetProxy(brokerBootstrap, store);
+    const topic = uniqueName('checker');
+    const groups = [`${topic}-a`, `${topic}-b`];
+    const checker = new CommitChecker({ target: () => proxy.bootstrap, groups, topic, partitions: 2 });
+    try {
+      checker.start();
+      await checker.waitForAcks(50);
+      await checker.stop();
+      expect(await checker.verify(storeReader(store))).toEqual([]);
+      // Losing group a's offsets, and a stored offset nobody sent for group b, are both caught.
+      await store.deleteGroup(groups[0]!);
+      const read = storeReader(store);
+      const violations = await checker.verify(async (g) =>
+        g === groups[1] ? new Map([...(await read(g))].map(([p, o]) => [p, o + 1000n])) : read(g),
+      );
+      expect(violations.map((v) => [v.group, v.partition, v.stored])).toEqual([
+        [groups[0], 0, null],
+        [groups[0], 1, null],
+        [groups[1], 0, checker.tallies.get(groups[1]!)!.sent + 1000n],
+        [groups[1], 1, checker.tallies.get(groups[1]!)!.sent + 1000n],
+      ]);
+    } finally {
+      await checker.stop();
+      await proxy.stop();
+      await store.close();
+    }
+  });
+});
+
 describe('the proxy killed with SIGKILL and restarted', () => {
   beforeAll(async () => {
     await ensureBuilt();
