@@ -77,10 +77,8 @@ async function main(): Promise<void> {
   log('starting a 1-node Kafka');
   const cluster = await startKafka({ brokers: 1 });
   const proxyArgs = ['--bootstrap-server', cluster.bootstrap, '--log-level', 'info'];
-  const env = args['cpu-prof']
-    ? { NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${path.resolve(args['cpu-prof'])}` }
-    : {};
-  const proxy = await spawnProxy(proxyArgs, env);
+  const nodeArgs = args['cpu-prof'] ? ['--cpu-prof', `--cpu-prof-dir=${path.resolve(args['cpu-prof'])}`] : [];
+  const proxy = await spawnProxy(proxyArgs, {}, nodeArgs);
   const pid = proxy.child.pid!;
   const direct = { bootstrap: cluster.bootstrap };
   const viaProxy = { bootstrap: proxy.bootstrap };

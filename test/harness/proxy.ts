@@ -66,7 +66,12 @@ export interface ProxyProcess {
 }
 
 /** Runs the built CLI (`bin/kafka-offset-proxy.js`, needs `npm run build`) as a child process. */
-export async function spawnProxy(args: string[], env: NodeJS.ProcessEnv = {}): Promise<ProxyProcess> {
+export async function spawnProxy(
+  args: string[],
+  env: NodeJS.ProcessEnv = {},
+  /** Options for node itself, e.g. --cpu-prof (not allowed in NODE_OPTIONS). */
+  nodeArgs: string[] = [],
+): Promise<ProxyProcess> {
   const port = await freePortRange();
   // The embedded store's default directory is relative to the working directory: a test gets its own.
   const dataDir =
@@ -75,7 +80,14 @@ export async function spawnProxy(args: string[], env: NodeJS.ProcessEnv = {}): P
       : ['--data-dir', mkdtempSync(path.join(os.tmpdir(), 'kop-cli-data-'))];
   const child = spawn(
     process.execPath,
-    [path.join(repo, 'bin/kafka-offset-proxy.js'), '--listen', `127.0.0.1:${port}`, ...dataDir, ...args],
+    [
+      ...nodeArgs,
+      path.join(repo, 'bin/kafka-offset-proxy.js'),
+      '--listen',
+      `127.0.0.1:${port}`,
+      ...dataDir,
+      ...args,
+    ],
     { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] },
   );
   let out = '';
