@@ -4,7 +4,11 @@
 // again. Any uncaught exception is printed with its stack and counted; in the CLI proxy such an
 // exception would end the process.
 //
-//   npx tsx test/reliability/zk-restart-repro.ts [restarts=15] [writers=6] [--patch]
+//   npx tsx test/reliability/zk-restart-repro.ts [restarts=15] [writers=6] [--patch] [--recover]
+//
+// --recover does what the CLI does since 261ce38 (proxy/cli.ts): the process-level handler asks
+// store.recoverFromFault(err), which replaces the broken client. The script then also checks that
+// commits still succeed after the last restart.
 //
 // This is a known, open bug of node-zookeeper-client (alexguan/node-zookeeper-client issues #23,
 // 2014, and #70, 2017: "Unknown code: <random>" from ConnectionManager.onSocketData, line 570,
@@ -19,7 +23,8 @@ import { openStore } from '../../backends/open-store.js';
 import { startZooKeeper } from '../bed/zookeeper.js';
 import { sleep } from './commit-checker.js';
 
-const args = process.argv.slice(2).filter((a) => a !== '--patch');
+const args = process.argv.slice(2).filter((a) => !a.startsWith('--'));
+const recover = process.argv.includes('--recover');
 const restarts = Number(args[0] ?? 15);
 const writers = Number(args[1] ?? 6);
 if (process.argv.includes('--patch')) {
@@ -36,13 +41,18 @@ if (process.argv.includes('--patch')) {
   console.log('patched: pendingBuffer is cleared when the socket closes (hypothesis check)');
 }
 const uncaught: Error[] = [];
+let recovered = 0;
+const zk = await startZooKeeper();
+const store = await openStore(zk.url, { operationTimeoutMs: 1000 });
 process.on('uncaughtException', (err) => {
+  if (recover && store.recoverFromFault?.(err)) {
+    recovered++;
+    console.log(`recovered from a client fault: ${err.message}`);
+    return;
+  }
   uncaught.push(err);
   console.log(`UNCAUGHT #${uncaught.length}: ${err.stack ?? String(err)}`);
 });
-
-const zk = await startZooKeeper();
-const store = await openStore(zk.url, { operationTimeoutMs: 1000 });
 let running = true;
 let ok = 0;
 let failed = 0;
@@ -82,12 +92,19 @@ try {
       `restart ${i + 1}/${restarts}: ${ok} commits ok, ${failed} failed, ${uncaught.length} uncaught`,
     );
   }
+  const before = ok;
   await sleep(2000);
+  if (ok === before) {
+    console.log('no commit succeeded in the 2 s after the last restart');
+    uncaught.push(new Error('stuck'));
+  }
 } finally {
   running = false;
   await Promise.allSettled(loops);
   await store.close();
   await zk.stop();
 }
-console.log(`done: ${ok} commits ok, ${failed} failed, ${uncaught.length} uncaught exceptions`);
+console.log(
+  `done: ${ok} commits ok, ${failed} failed, ${uncaught.length} uncaught exceptions, ${recovered} recovered`,
+);
 process.exit(uncaught.length > 0 ? 1 : 0);
