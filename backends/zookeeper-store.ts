@@ -172,6 +172,8 @@ export class ZooKeeperStore implements OffsetStore {
       spinDelay: 200,
       retries: 0,
     });
+    // Every operation waiting for the connection listens for one state change (connected()).
+    client.setMaxListeners(0);
     client.on('state', (state: State) => {
       // Session expiry is final for a client object: replace it. Nothing is lost: an operation
       // in flight fails, reads back its marker and retries on the new client.

@@ -126,6 +126,8 @@ export function proxyOptions(config: ProxyConfig, log: ReturnType<typeof createL
     brokerPorts: config.brokerPorts,
     maxFrameSize: config.maxFrameSize,
     maxInFlight: config.maxInFlight,
+    maxConnections: config.maxConnections,
+    idleTimeoutMs: config.idleTimeoutMs,
     requestTimeoutMs: config.requestTimeoutMs,
     shutdownTimeoutMs: config.shutdownTimeoutMs,
     clientTls: config.clientTls
@@ -174,6 +176,8 @@ export function startupSummary(config: ProxyConfig): Record<string, unknown> {
     metricsApiVersions: config.metricsApiVersions,
     maxFrameSize: config.maxFrameSize,
     maxInFlight: config.maxInFlight,
+    maxConnections: config.maxConnections,
+    idleTimeoutMs: config.idleTimeoutMs,
     requestTimeoutMs: config.requestTimeoutMs,
     shutdownTimeoutMs: config.shutdownTimeoutMs,
     storeTimeoutMs: config.storeTimeoutMs,

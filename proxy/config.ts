@@ -118,6 +118,18 @@ export const OPTIONS: readonly OptionSpec[] = [
     help: 'Requests in flight per client connection before the proxy stops reading it.',
   },
   {
+    name: 'max-connections',
+    kind: 'int',
+    default: '10000',
+    help: 'Client connections at once, all listeners together; more are closed when accepted (connection storms).',
+  },
+  {
+    name: 'idle-timeout-ms',
+    kind: 'int',
+    default: '600000',
+    help: "A client connection with nothing in flight and no traffic for this long is closed, like a broker's connections.max.idle.ms; 0 never.",
+  },
+  {
     name: 'request-timeout-ms',
     kind: 'int',
     default: '10000',
@@ -231,6 +243,8 @@ export interface ProxyConfig {
   metricsApiVersions: boolean;
   maxFrameSize: number;
   maxInFlight: number;
+  maxConnections: number;
+  idleTimeoutMs: number;
   requestTimeoutMs: number;
   shutdownTimeoutMs: number;
   clientTls: { cert: string; key: string; ca: string | undefined; requireCert: boolean } | undefined;
@@ -423,6 +437,8 @@ export function loadConfig(argv: readonly string[], env: NodeJS.ProcessEnv = pro
     metricsApiVersions: bool('metrics-api-versions'),
     maxFrameSize: int('max-frame-size', 1024),
     maxInFlight: int('max-in-flight', 1),
+    maxConnections: int('max-connections', 1),
+    idleTimeoutMs: int('idle-timeout-ms', 0),
     requestTimeoutMs: int('request-timeout-ms', 1),
     shutdownTimeoutMs: int('shutdown-timeout-ms', 0),
     clientTls:

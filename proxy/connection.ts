@@ -33,6 +33,8 @@ export interface ConnectionPolicy {
   log: Logger;
   maxFrameSize: number;
   maxInFlight: number;
+  /** Close a client connection idle this long (0 = never), as a broker does (connections.max.idle.ms). */
+  idleTimeoutMs?: number;
   extension: ProxyExtension | null;
   /** True when the response of (apiKey, apiVersion) must be decoded by the core (addresses, ApiVersions). */
   coreRewritesResponse(apiKey: number, apiVersion: number): boolean;
@@ -115,6 +117,12 @@ export class ProxyConnection {
     });
 
     client.setNoDelay(true);
+    if (policy.idleTimeoutMs) {
+      // Only when nothing is in flight: a long Fetch wait or a slow broker is not idleness.
+      client.setTimeout(policy.idleTimeoutMs, () => {
+        if (this.pending.length === 0 && this.forwarded.length === 0) this.close('idle');
+      });
+    }
     upstream.setNoDelay(true);
     client.on('data', (chunk: Buffer) => this.onClientData(chunk));
     upstream.on('data', (chunk: Buffer) => this.onUpstreamData(chunk));
@@ -539,7 +547,11 @@ export class ProxyConnection {
     if (this.closed) return;
     this.closed = true;
     for (const p of this.forwarded) p.onLost?.(new Error(`connection closed: ${reason}`));
-    const quiet = reason.endsWith('closed') || reason.endsWith('ended') || reason === 'proxy shutting down';
+    const quiet =
+      reason.endsWith('closed') ||
+      reason.endsWith('ended') ||
+      reason === 'proxy shutting down' ||
+      reason === 'idle';
     if (quiet) this.log.debug('connection closed', { reason });
     else this.log.warn('connection closed', { reason, error: detail });
     this.client.destroy();

@@ -41,6 +41,10 @@ export interface ProxyOptions {
   brokerPorts?: ReadonlyMap<number, number>;
   maxFrameSize?: number;
   maxInFlight?: number;
+  /** Client connections at once (all listeners together); more are closed at accept. */
+  maxConnections?: number;
+  /** A client connection with nothing in flight and no bytes either way for this long is closed. */
+  idleTimeoutMs?: number;
   clientTls?: ClientTls | null;
   brokerTls?: UpstreamTls | null;
   extension?: ProxyExtension | null;
@@ -70,6 +74,9 @@ export class KafkaProxy {
   private readonly observer: ProxyObserver;
   private readonly policy: ConnectionPolicy;
   private bootstrapIndex = 0;
+  /** Client connections accepted whose broker connection is still being opened. */
+  private accepting = 0;
+  private refused = 0;
   private stopping = false;
   private listenPort: number;
   private advertisedHost: string;
@@ -85,6 +92,7 @@ export class KafkaProxy {
       log: this.log,
       maxFrameSize: opts.maxFrameSize ?? 100 * 1024 * 1024,
       maxInFlight: opts.maxInFlight ?? 1000,
+      idleTimeoutMs: opts.idleTimeoutMs ?? 600_000,
       extension: opts.extension ?? null,
       maxApiVersionsVersion: this.versions.decodableMax(ApiKey.ApiVersions) ?? 0,
       decodableMax: (apiKey) => this.versions.decodableMax(apiKey),
@@ -242,12 +250,27 @@ export class KafkaProxy {
       client.destroy();
       return;
     }
+    // A connection storm must not exhaust memory or file descriptors: count the connections being
+    // opened too, and refuse beyond the limit (clients retry with backoff, as against a broker).
+    if (this.connections.size + this.accepting >= (this.opts.maxConnections ?? 10_000)) {
+      this.refused++;
+      if (this.refused === 1 || this.refused % 1000 === 0) {
+        this.log.warn('connection limit reached: refusing', {
+          limit: this.opts.maxConnections ?? 10_000,
+          refused: this.refused,
+        });
+      }
+      client.destroy();
+      return;
+    }
+    this.accepting++;
     // Nothing is read from the client until its broker connection is up, so nothing is lost
     // if that connection fails and the client has to reconnect.
     client.pause();
     client.on('error', () => client.destroy());
     this.openUpstream(nodeId).then(
       (upstream) => {
+        this.accepting--;
         if (client.destroyed || this.stopping) {
           upstream.destroy();
           client.destroy();
@@ -259,6 +282,7 @@ export class KafkaProxy {
         client.resume();
       },
       (err: unknown) => {
+        this.accepting--;
         this.log.warn('no broker connection for client', { node: nodeId, error: err });
         this.observer.upstreamConnectFailed(nodeId);
         client.destroy();
