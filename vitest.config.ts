@@ -8,7 +8,12 @@ export default defineConfig({
       {
         test: {
           name: 'unit',
-          include: ['protocol/**/*.test.ts', 'proxy/**/*.test.ts', 'backends/**/*.test.ts', 'test/unit/**/*.test.ts'],
+          include: [
+            'protocol/**/*.test.ts',
+            'proxy/**/*.test.ts',
+            'backends/**/*.test.ts',
+            'test/unit/**/*.test.ts',
+          ],
         },
       },
       {
