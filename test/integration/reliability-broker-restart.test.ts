@@ -85,4 +85,45 @@ describe('a broker of a 3-broker cluster killed and restarted', () => {
       await store.close();
     }
   });
+
+  test('the group coordinator moving to another broker: the group finishes and its offsets are all there', async () => {
+    const store = await openStore('memory://');
+    const proxy = await startOffsetProxy(cluster.bootstrap, store);
+    const topic = uniqueName('coordinator-move');
+    await createTopics({ bootstrap: cluster.bootstrap }, [{ topic, partitions: 6, replicationFactor: 3 }]);
+    const ends = await fill(cluster.bootstrap, topic, 6, 100);
+    const group = `${topic}-kafkajs`;
+    const consumers = runGroup({
+      bootstrap: proxy.bootstrap,
+      topic,
+      group,
+      endOffsets: ends,
+      perMessageMs: 25,
+      timeoutMs: 100_000,
+    });
+    try {
+      await until(() => consumers.seen().distinct >= 20, 'the kafkajs group consuming', 60_000);
+      const coordinator = await proxy.offsets.cluster.coordinatorOf(group);
+      // A controlled shutdown of the coordinator: the group's coordinator moves to another broker.
+      await cluster.stopBroker(coordinator);
+      let moved = coordinator;
+      const deadline = Date.now() + 60_000;
+      while (moved === coordinator && Date.now() < deadline) {
+        moved = await proxy.offsets.cluster.coordinatorOf(group).catch(() => coordinator);
+        if (moved === coordinator) await sleep(500);
+      }
+      await consumers.done;
+      await cluster.startBroker(coordinator);
+      console.log(
+        `[faults] coordinator ${coordinator} stopped, moved to ${moved}: kafkajs ${JSON.stringify(consumers.seen())}, ` +
+          `${consumers.crashes} crashes, ${consumers.restarts} restarts, ${consumers.commitFailures} failed commits`,
+      );
+      expect(moved).not.toBe(coordinator);
+      await expectGroupCommitted(store, group, ends);
+    } finally {
+      await consumers.stop();
+      await proxy.stop();
+      await store.close();
+    }
+  });
 });
