@@ -3,7 +3,7 @@
  * group's offsets, set one with an optional expected value (compare-and-set), delete, and move
  * offsets between the cluster and a store as JSON lines.
  */
-import type { OffsetStore, PartitionOffset, TopicPartition } from '../../backends/store.js';
+import type { OffsetStore, OffsetWrite, PartitionOffset, TopicPartition } from '../../backends/store.js';
 import { ErrorCode } from '../../protocol/error-codes.js';
 import { ApiKey } from '../../protocol/messages/index.js';
 import { defaultListGroupsRequest } from '../../protocol/messages/list-groups-request.js';
@@ -43,6 +43,25 @@ export function toLine(group: string, o: PartitionOffset): OffsetLine {
     metadata: o.metadata,
     commitTimestamp: o.commitTimestamp.toString(),
   };
+}
+
+function lineToWrite(l: OffsetLine): OffsetWrite {
+  return {
+    topic: l.topic,
+    partition: l.partition,
+    offset: BigInt(l.offset),
+    leaderEpoch: l.leaderEpoch,
+    metadata: l.metadata,
+    commitTimestamp: BigInt(l.commitTimestamp),
+    expireTimestamp: -1n,
+  };
+}
+
+/** Lines by group, in first-seen order. */
+function byGroup(lines: OffsetLine[]): Map<string, OffsetLine[]> {
+  const groups = new Map<string, OffsetLine[]>();
+  for (const l of lines) groups.set(l.group, [...(groups.get(l.group) ?? []), l]);
+  return groups;
 }
 
 function compareLines(a: OffsetLine, b: OffsetLine): number {
@@ -125,21 +144,11 @@ export async function exportFromStore(store: OffsetStore, groups?: string[]): Pr
 
 /** Writes the lines into the store unconditionally, keeping their commit timestamps. */
 export async function importToStore(store: OffsetStore, lines: OffsetLine[]): Promise<number> {
-  const byGroup = new Map<string, OffsetLine[]>();
-  for (const l of lines) byGroup.set(l.group, [...(byGroup.get(l.group) ?? []), l]);
-  for (const [group, ls] of byGroup) {
+  for (const [group, ls] of byGroup(lines)) {
     const outcome = await store.commit({
       group,
       requestId: `admin-import-${group}-${Date.now()}-${Math.random()}`,
-      writes: ls.map((l) => ({
-        topic: l.topic,
-        partition: l.partition,
-        offset: BigInt(l.offset),
-        leaderEpoch: l.leaderEpoch,
-        metadata: l.metadata,
-        commitTimestamp: BigInt(l.commitTimestamp),
-        expireTimestamp: -1n,
-      })),
+      writes: ls.map(lineToWrite),
     });
     if (outcome.status !== 'ok')
       throw new AdminError(`import of group ${group} refused (${outcome.status})`, 'conflict');
@@ -207,21 +216,11 @@ export async function exportFromCluster(
 
 /** Commits the lines at the cluster's coordinators, as an admin tool does (the group must be empty there). */
 export async function importToCluster(lookups: BrokerLookups, lines: OffsetLine[]): Promise<number> {
-  const byGroup = new Map<string, OffsetLine[]>();
-  for (const l of lines) byGroup.set(l.group, [...(byGroup.get(l.group) ?? []), l]);
-  for (const [group, ls] of byGroup) {
+  for (const [group, ls] of byGroup(lines)) {
     const refused = await lookups.mirrorCommit(
       group,
       { generationIdOrMemberEpoch: -1, memberId: '', groupInstanceId: null },
-      ls.map((l) => ({
-        topic: l.topic,
-        partition: l.partition,
-        offset: BigInt(l.offset),
-        leaderEpoch: l.leaderEpoch,
-        metadata: l.metadata,
-        commitTimestamp: BigInt(l.commitTimestamp),
-        expireTimestamp: -1n,
-      })),
+      ls.map(lineToWrite),
     );
     if (refused > 0)
       throw new AdminError(
