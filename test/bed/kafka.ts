@@ -346,7 +346,10 @@ export async function startKafka(opts: StartKafkaOptions = {}): Promise<KafkaClu
   const logFile = (id: number) => path.join(dir, `broker-${id}.log`);
 
   // Format every node's storage with one cluster id (static quorum, so no --standalone).
-  const clusterId = randomBytes(16).toString('base64url');
+  // Like Kafka's own Uuid.randomUuid(): no leading '-', which the storage tool's argument parser
+  // would take for an option ("--cluster-id: expected one argument", 1 start in 64).
+  let clusterId = randomBytes(16).toString('base64url');
+  while (clusterId.startsWith('-')) clusterId = randomBytes(16).toString('base64url');
   const scramArgs = sasl
     ? SASL_USERS.flatMap((u) =>
         ['SCRAM-SHA-256', 'SCRAM-SHA-512'].flatMap((m) => [
