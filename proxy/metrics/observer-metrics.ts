@@ -29,8 +29,19 @@ type HistogramChild = ReturnType<Histogram['labels']>;
 export class ObserverMetrics implements ProxyObserver {
   private readonly requests: Counter<'api' | 'version' | 'answered_by'>;
   private readonly duration: Histogram<'api' | 'answered_by'>;
-  /** Keyed by (apiKey, version, answeredBy) packed into one number. */
-  private readonly requestChildren = new Map<number, CounterChild>();
+  /**
+   * Keyed by (apiKey, version, answeredBy) packed into one number, with the responses counted
+   * since the last scrape. prom-client hashes the label set on every inc(), even on a child (about
+   * 0.4 µs a call), so the hot path only adds to plain numbers and `collect` (run at each scrape)
+   * hands the sums over.
+   */
+  private readonly requestChildren = new Map<number, { child: CounterChild; pending: number }>();
+  private readonly pendingBytes: Record<ByteDirection, number> = {
+    client_in: 0,
+    client_out: 0,
+    broker_in: 0,
+    broker_out: 0,
+  };
   /** Keyed by (apiKey, answeredBy). */
   private readonly durationChildren = new Map<number, HistogramChild>();
   private readonly byteChildren: Record<ByteDirection, CounterChild>;
@@ -48,6 +59,13 @@ export class ObserverMetrics implements ProxyObserver {
       help: 'Responses sent to clients, by Kafka API, API version and who answered (proxy = offset store, broker = forwarded).',
       labelNames: ['api', 'version', 'answered_by'],
       registers: [registry],
+      collect: () => {
+        for (const entry of this.requestChildren.values()) {
+          if (entry.pending === 0) continue;
+          entry.child.inc(entry.pending);
+          entry.pending = 0;
+        }
+      },
     });
     this.duration = new Histogram({
       name: 'kop_request_duration_seconds',
@@ -61,6 +79,13 @@ export class ObserverMetrics implements ProxyObserver {
       help: 'Bytes read from or written to clients and brokers (client_in, client_out, broker_in, broker_out).',
       labelNames: ['direction'],
       registers: [registry],
+      collect: () => {
+        for (const d of DIRECTIONS) {
+          if (this.pendingBytes[d] === 0) continue;
+          this.byteChildren[d].inc(this.pendingBytes[d]);
+          this.pendingBytes[d] = 0;
+        }
+      },
     });
     this.byteChildren = Object.fromEntries(DIRECTIONS.map((d) => [d, zeroed(bytes.labels(d))])) as Record<
       ByteDirection,
@@ -115,14 +140,17 @@ export class ObserverMetrics implements ProxyObserver {
     const requestKey = (apiKey * 32768 + version) * 2 + byProxy;
     let counter = this.requestChildren.get(requestKey);
     if (counter === undefined) {
-      counter = this.requests.labels(
+      const child = this.requests.labels(
         apiName(apiKey),
         this.withVersions ? String(apiVersion) : '',
         answeredBy,
       );
+      // Listed from the first response on, even before the first scrape adds to it.
+      child.inc(0);
+      counter = { child, pending: 0 };
       this.requestChildren.set(requestKey, counter);
     }
-    counter.inc();
+    counter.pending++;
     const durationKey = apiKey * 2 + byProxy;
     let histogram = this.durationChildren.get(durationKey);
     if (histogram === undefined) {
@@ -133,7 +161,7 @@ export class ObserverMetrics implements ProxyObserver {
   }
 
   bytes(direction: ByteDirection, count: number): void {
-    this.byteChildren[direction].inc(count);
+    this.pendingBytes[direction] += count;
   }
 
   frameRejected(cause: RejectCause): void {
