@@ -24,7 +24,8 @@ const uniqueGroup = (label: string): string =>
 const rid = (): string =>
   `r-${process.pid}-${Date.now().toString(36)}-${seq++}-${Math.random().toString(36).slice(2)}`;
 
-function write(
+/** One partition write with the contract's defaults (commit time 1_700_000_000_000). */
+export function write(
   topic: string,
   partition: number,
   offset: bigint,
@@ -123,6 +124,17 @@ export function runStoreContract(name: string, makeStore: () => Promise<OffsetSt
       ]);
       expect(await store.fetch(uniqueGroup('missing'), null)).toEqual([]);
       expect(await store.fetch(uniqueGroup('missing'), [{ topic: 'orders', partition: 0 }])).toEqual([]);
+    });
+
+    it('applies one commit of 6,000 partitions whole (no argument or stack limit of the store)', async () => {
+      const g = uniqueGroup('wide');
+      const writes = Array.from({ length: 6000 }, (_, p) =>
+        write('wide', p, BigInt(p) * 3n, { metadata: `m${p}` }),
+      );
+      expect(await store.commit({ group: g, writes, requestId: rid() })).toEqual({ status: 'ok' });
+      const stored = sortOffsets(await store.fetch(g, null));
+      expect(stored).toHaveLength(6000);
+      expect(stored).toEqual(sortOffsets(writes.map(({ expectedOffset: _e, ...w }) => w)));
     });
 
     it('overwrites a committed offset (offsets may go backwards, as on the broker)', async () => {

@@ -10,8 +10,8 @@
  * KEYS[1] offsets hash   field "<topic>:<partition>" → "<offset>|<leaderEpoch>|<commitTs>|<expireTs>|<metadata>"
  * KEYS[2] state string   GroupState as JSON
  * KEYS[3] request record the encoded outcome of this requestId, kept ARGV[2] ms
- * ARGV[1] identity JSON {g, m, i, v} or "" (no fencing); ARGV[2] ttl ms; ARGV[3] write count;
- * then per write: field, expected offset ("" = unconditional), value.
+ * ARGV[1] identity JSON {g, m, i, v} or "" (no fencing); ARGV[2] ttl ms; ARGV[3] the writes as
+ * one MessagePack value (redis-pack.ts): [[field, value, ...], [casField, expectedOffset, ...]].
  * Returns the encoded outcome (outcome-codec.ts) as JSON.
  *
  * Offsets are compared as decimal strings: Lua numbers are doubles and cannot tell 2^63-2 from
@@ -81,32 +81,29 @@ local outcome
 if refusal ~= nil then
   outcome = '{"s":"fenced","e":' .. refusal .. '}'
 else
-  local n = tonumber(ARGV[3])
+  local writes = cmsgpack.unpack(ARGV[3])
+  local hset, cas = writes[1], writes[2]
   local mismatches = {}
-  for i = 0, n - 1 do
-    local field, expected = ARGV[4 + i * 3], ARGV[5 + i * 3]
-    if expected ~= '' then
-      local cur = redis.call('HGET', KEYS[1], field)
-      local actual = '-1'
-      if cur then
-        actual = string.match(cur, '^(-?%d+)|')
-        if actual == nil then return redis.error_reply('KOPCORRUPT offset of ' .. field .. ' is not a number') end
-      end
-      if actual ~= expected then
-        local sep = string.find(field, ':[^:]*$')
-        table.insert(mismatches, { t = string.sub(field, 1, sep - 1), p = tonumber(string.sub(field, sep + 1)), x = expected, a = actual })
-      end
+  for i = 1, #cas, 2 do
+    local field, expected = cas[i], cas[i + 1]
+    local cur = redis.call('HGET', KEYS[1], field)
+    local actual = '-1'
+    if cur then
+      actual = string.match(cur, '^(-?%d+)|')
+      if actual == nil then return redis.error_reply('KOPCORRUPT offset of ' .. field .. ' is not a number') end
+    end
+    if actual ~= expected then
+      local sep = string.find(field, ':[^:]*$')
+      table.insert(mismatches, { t = string.sub(field, 1, sep - 1), p = tonumber(string.sub(field, sep + 1)), x = expected, a = actual })
     end
   end
   if #mismatches > 0 then
     outcome = cjson.encode({ s = 'cas', m = mismatches })
   else
-    local args = {}
-    for i = 0, n - 1 do
-      args[#args + 1] = ARGV[4 + i * 3]
-      args[#args + 1] = ARGV[6 + i * 3]
+    -- In slices: unpack() of more than ~8000 values fails (Lua's C stack limit).
+    for i = 1, #hset, 1000 do
+      redis.call('HSET', KEYS[1], unpack(hset, i, math.min(i + 999, #hset)))
     end
-    if n > 0 then redis.call('HSET', KEYS[1], unpack(args)) end
     if state == nil then
       redis.call('SET', KEYS[2], '{"protocol":null,"generationId":-1,"state":"Empty","members":[],"transactional":false}')
     end

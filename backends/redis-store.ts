@@ -14,6 +14,7 @@ import type { RedisOptions } from 'ioredis';
 import { StoreCorruptError, StoreUnavailableError, withDeadline } from './errors.js';
 import { decodeOutcome, parseDecimal } from './outcome-codec.js';
 import type { EncodedOutcome } from './outcome-codec.js';
+import { fieldOf, packCommitWrites } from './redis-pack.js';
 import { COMMIT_LUA, UPDATE_GROUP_LUA } from './redis-scripts.js';
 import { parseRedisUrl } from './redis-url.js';
 import type { RedisTarget } from './redis-url.js';
@@ -28,15 +29,13 @@ import type {
 } from './store.js';
 
 interface ScriptClient {
-  kopCommit(...args: (string | number)[]): Promise<string>;
+  kopCommit(...args: (string | number | Buffer)[]): Promise<string>;
   kopUpdateGroup(key: string, update: string): Promise<number>;
 }
 
 export interface RedisStoreOptions {
   operationTimeoutMs?: number;
 }
-
-const fieldOf = (tp: TopicPartition): string => `${tp.topic}:${tp.partition}`;
 
 export class RedisStore implements OffsetStore {
   readonly kind = 'redis';
@@ -118,7 +117,7 @@ export class RedisStore implements OffsetStore {
     const { group } = request;
     return this.run('commit', group, async () => {
       const id = request.identity;
-      const args: (string | number)[] = [
+      const args: (string | number | Buffer)[] = [
         this.key(group, 'offsets'),
         this.key(group, 'state'),
         this.key(group, `req:${request.requestId}`),
@@ -131,15 +130,8 @@ export class RedisStore implements OffsetStore {
               v: id.requestVersion,
             }),
         this.target.requestTtlMs,
-        request.writes.length,
+        packCommitWrites(request),
       ];
-      for (const w of request.writes) {
-        args.push(
-          fieldOf(w),
-          w.expectedOffset === undefined ? '' : String(w.expectedOffset),
-          `${w.offset}|${w.leaderEpoch}|${w.commitTimestamp}|${w.expireTimestamp}|${w.metadata}`,
-        );
-      }
       const outcome = decodeOutcome(JSON.parse(await this.scripts.kopCommit(...args)) as EncodedOutcome);
       if (this.target.wait > 0 && this.client instanceof Redis) {
         // WAIT runs on the same connection, so it waits for this script's write.

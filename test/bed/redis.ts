@@ -64,7 +64,10 @@ async function waitForPong(proc: ManagedProcess, port: number, what: string): Pr
 }
 
 export async function startRedis(
-  opts: { appendfsync?: 'always' | 'everysec' | 'no' } = {},
+  opts: {
+    appendfsync?: 'always' | 'everysec' | 'no';
+    /** more `--name value` server options */ extraArgs?: string[];
+  } = {},
 ): Promise<RedisServer> {
   const dataDir = makeRunDir('redis');
   const port = await freePort();
@@ -74,6 +77,7 @@ export async function startRedis(
     'yes',
     '--appendfsync',
     opts.appendfsync ?? 'always',
+    ...(opts.extraArgs ?? []),
   ]);
   let proc: ManagedProcess | undefined;
 
