@@ -3,7 +3,10 @@
 // RSS can be read from /proc), in one run, alternating direct and proxied runs so that load from
 // elsewhere on the machine hits both alike. Then a fixed moderate rate, to see the added latency.
 //
-//   npx tsx bench/proxy.ts [--records N] [--rate R] [--rate-records N] [--rounds K]
+//   npx tsx bench/proxy.ts [--records N] [--rate R] [--rate-records N] [--rounds K] [--consume-rounds K]
+//
+// Produce: K rounds per side (each into a fresh topic). Consume: --consume-rounds runs per side,
+// alternating, all reading the first produced topic (N records) in new groups.
 //
 // Needs the built CLI (`npm run build`; the script builds it first unless --no-build).
 import { execFileSync } from 'node:child_process';
@@ -31,6 +34,7 @@ const { values: args } = parseArgs({
     rate: { type: 'string', default: '2000' },
     'rate-records': { type: 'string', default: '40000' },
     rounds: { type: 'string', default: '2' },
+    'consume-rounds': { type: 'string', default: '5' },
     'rtt-requests': { type: 'string', default: '3000' },
     'no-build': { type: 'boolean', default: false },
     'cpu-prof': { type: 'string' },
@@ -41,6 +45,7 @@ const RECORD_SIZE = Number(args['record-size']);
 const RATE = Number(args.rate);
 const RATE_RECORDS = Number(args['rate-records']);
 const ROUNDS = Number(args.rounds);
+const CONSUME_ROUNDS = Number(args['consume-rounds']);
 const RTT_REQUESTS = Number(args['rtt-requests']);
 
 const CLK_TCK = 100; // getconf CLK_TCK on Linux
@@ -99,6 +104,7 @@ async function main(): Promise<void> {
       recordSize: RECORD_SIZE,
     });
 
+    let consumeTopic: string | undefined;
     const rateOrder: ('direct' | 'proxy')[] = [];
     for (let round = 0; round < ROUNDS; round++) {
       rateOrder.push(...(round % 2 === 0 ? (['direct', 'proxy'] as const) : (['proxy', 'direct'] as const)));
@@ -121,16 +127,26 @@ async function main(): Promise<void> {
         log(
           `round ${round} ${side} produce: ${p.recordsPerSec.toFixed(0)} rec/s, ${p.mbPerSec} MB/s, p50 ${p.p50Ms} ms, p99 ${p.p99Ms} ms`,
         );
-        before = cpuMs(pid);
+        consumeTopic ??= topic;
+      }
+    }
+
+    // Consume runs are short (a few seconds each), so there are more of them, alternating sides,
+    // every one reading the same topic (the same bytes, equally warm in the page cache) in a new group.
+    for (let round = 0; round < CONSUME_ROUNDS; round++) {
+      const order: ('direct' | 'proxy')[] = round % 2 === 0 ? ['direct', 'proxy'] : ['proxy', 'direct'];
+      for (const side of order) {
+        const target = side === 'direct' ? direct : viaProxy;
+        const before = cpuMs(pid);
         const c = await consumerPerformance(classpath, target, {
-          topic,
+          topic: consumeTopic!,
           numRecords: RECORDS,
-          group: `${topic}-group`,
+          group: `bench-consume-${side}-${round}-${Date.now()}`,
         });
         if (side === 'proxy') proxyCpu.consume += cpuMs(pid) - before;
         consumeRuns[side].push(c);
         log(
-          `round ${round} ${side} consume: ${c.recordsPerSec.toFixed(0)} rec/s, ${c.mbPerSec} MB/s (fetch ${c.fetchTimeMs} ms)`,
+          `consume round ${round} ${side}: ${c.recordsPerSec.toFixed(0)} rec/s, ${c.mbPerSec} MB/s (fetch ${c.fetchTimeMs} ms)`,
         );
       }
     }
@@ -197,6 +213,7 @@ async function main(): Promise<void> {
       median(consumeRuns.proxy.map((r) => r.recordsPerSec)) /
       median(consumeRuns.direct.map((r) => r.recordsPerSec));
     const mbProduced = (ROUNDS * RECORDS * RECORD_SIZE) / 1e6;
+    const mbConsumedViaProxy = (CONSUME_ROUNDS * RECORDS * RECORD_SIZE) / 1e6;
     const summary = {
       records: RECORDS,
       recordSize: RECORD_SIZE,
@@ -242,7 +259,7 @@ async function main(): Promise<void> {
         cpuMsRoundTrips: Math.round(proxyCpu.rtt),
         // CPU per MB relayed, each way: produce and consume each move RECORDS * RECORD_SIZE per round.
         cpuMsPerMbProduce: Number((proxyCpu.produce / mbProduced).toFixed(2)),
-        cpuMsPerMbConsume: Number((proxyCpu.consume / mbProduced).toFixed(2)),
+        cpuMsPerMbConsume: Number((proxyCpu.consume / mbConsumedViaProxy).toFixed(2)),
         peakRssMb: Number(hwmMb.toFixed(1)),
         endRssMb: Number(rssMb.toFixed(1)),
       },
