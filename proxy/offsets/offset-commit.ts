@@ -8,6 +8,7 @@ import { randomUUID } from 'node:crypto';
 import type {
   CommitIdentity,
   CommitOutcome,
+  CommitRequest,
   GroupUpdate,
   OffsetStore,
   OffsetWrite,
@@ -166,10 +167,39 @@ export async function handleOffsetCommit(
 }
 
 /**
- * A commit with generation -1 is refused while the group has members. The members the proxy
- * knows may have expired at the broker without leaving (a session timeout sends no response the
- * proxy could see), so before refusing such a commit the proxy asks the broker once.
+ * Whether the broker says the group is empty, for a group the store still believes has members:
+ * the members the proxy knows may have expired at the broker without leaving (a session timeout
+ * sends no response the proxy could see). When the broker says so, the store is told, so that a
+ * commit without a member identity passes again. False when there is no broker to ask or it does
+ * not answer.
  */
+export async function emptyAtBroker(
+  store: OffsetStore,
+  group: string,
+  groupIsEmptyAtBroker: ((group: string) => Promise<boolean>) | undefined,
+): Promise<boolean> {
+  if (!groupIsEmptyAtBroker || !(await groupIsEmptyAtBroker(group).catch(() => false))) return false;
+  await store.updateGroup(group, { kind: 'empty' });
+  return true;
+}
+
+/**
+ * A commit with no member identity (generation -1, no member or instance id: assign() consumers
+ * and admin tools) is refused while the group has members; before such a refusal stands, the
+ * broker is asked once whether the group is really not empty (emptyAtBroker).
+ */
+export async function commitAnonymous(
+  store: OffsetStore,
+  request: CommitRequest,
+  groupIsEmptyAtBroker: ((group: string) => Promise<boolean>) | undefined,
+): Promise<CommitOutcome> {
+  const outcome = await store.commit(request);
+  if (outcome.status !== 'fenced' || outcome.error !== GuardError.UNKNOWN_MEMBER_ID) return outcome;
+  if (!(await emptyAtBroker(store, request.group, groupIsEmptyAtBroker))) return outcome;
+  return store.commit({ ...request, requestId: randomUUID() });
+}
+
+/** The store's verdict, checked with the broker before a refusal stands (see commitAnonymous). */
 async function commitWithEmptyCheck(
   deps: CommitDeps,
   group: string,
@@ -177,24 +207,14 @@ async function commitWithEmptyCheck(
   writes: OffsetWrite[],
 ): Promise<CommitOutcome> {
   const request = { group, writes, requestId: randomUUID(), ...(identity ? { identity } : {}) };
-  const outcome = await deps.store.commit(request);
   const anonymous =
     identity !== undefined &&
     identity.generationIdOrMemberEpoch < 0 &&
     identity.memberId === '' &&
     identity.groupInstanceId === null;
+  if (anonymous) return commitAnonymous(deps.store, request, deps.groupIsEmptyAtBroker);
+  const outcome = await deps.store.commit(request);
   if (outcome.status !== 'fenced' || identity === undefined) return outcome;
-  if (anonymous) {
-    if (
-      outcome.error === GuardError.UNKNOWN_MEMBER_ID &&
-      deps.groupIsEmptyAtBroker &&
-      (await deps.groupIsEmptyAtBroker(group).catch(() => false))
-    ) {
-      await deps.store.updateGroup(group, { kind: 'empty' });
-      return deps.store.commit({ ...request, requestId: randomUUID() });
-    }
-    return outcome;
-  }
   // The store refused a member the broker may know: the broker decides.
   const recheck: number[] = [
     GuardError.UNKNOWN_MEMBER_ID,
