@@ -2,14 +2,31 @@
  * Operator actions on stored offsets, shared by the `offsets` CLI and the admin HTTP API: read a
  * group's offsets, set one with an optional expected value (compare-and-set), delete, and move
  * offsets between the cluster and a store as JSON lines.
+ *
+ * Writes behave as Kafka's own tools against a broker: a set or an import commits with the admin
+ * identity (generation -1, no member), which the store's guard refuses, in the same atomic step
+ * as the write, while the group has live members; a delete is refused then too (OffsetDelete's
+ * GROUP_SUBSCRIBED_TO_TOPIC, DeleteGroups' NON_EMPTY_GROUP). Before a refusal is reported the
+ * broker is asked, when there is one, whether the group is really not empty. `force` writes
+ * without these checks.
  */
-import type { OffsetStore, OffsetWrite, PartitionOffset, TopicPartition } from '../../backends/store.js';
+import { randomUUID } from 'node:crypto';
+import type {
+  CommitIdentity,
+  CommitOutcome,
+  CommitRequest,
+  OffsetStore,
+  OffsetWrite,
+  PartitionOffset,
+  TopicPartition,
+} from '../../backends/store.js';
 import { ErrorCode } from '../../protocol/error-codes.js';
 import { ApiKey } from '../../protocol/messages/index.js';
 import { defaultListGroupsRequest } from '../../protocol/messages/list-groups-request.js';
 import type { ListGroupsResponse } from '../../protocol/messages/list-groups-response.js';
 import type { ClusterClient } from '../cluster-client.js';
 import type { BrokerLookups } from '../offsets/broker-lookups.js';
+import { commitAnonymous, emptyAtBroker } from '../offsets/offset-commit.js';
 
 /** One line of an export: one partition's committed offset. */
 export interface OffsetLine {
@@ -31,6 +48,67 @@ export class AdminError extends Error {
     super(message);
     this.name = 'AdminError';
   }
+}
+
+/** Refused because the groups have live members; `force` would have written. */
+export class GroupNotEmptyError extends AdminError {
+  constructor(
+    readonly groups: string[],
+    /** What was done before the refusal (an import writes the other groups). */
+    done = '',
+  ) {
+    const one = groups.length === 1;
+    super(
+      `${done}${one ? 'group' : 'groups'} ${groups.join(', ')} ${one ? 'has' : 'have'} live members ` +
+        `(consumers running); ${one ? 'its' : 'their'} offsets are unchanged`,
+      'conflict',
+    );
+    this.name = 'GroupNotEmptyError';
+  }
+}
+
+/** How an admin write treats a group's live members. */
+export interface AdminGuard {
+  /** Write even while the group has live members, without the guard (the running consumers keep their positions). */
+  force?: boolean;
+  /**
+   * Asks the broker whether the group is empty, before a refusal because of members the store
+   * knows is reported. Absent: no cluster to ask, the store's members stand.
+   */
+  groupIsEmptyAtBroker?: (group: string) => Promise<boolean>;
+}
+
+/** Who an admin tool commits as (kafka-consumer-groups, Admin.alterConsumerGroupOffsets). */
+const ADMIN_IDENTITY: CommitIdentity = {
+  generationIdOrMemberEpoch: -1,
+  memberId: '',
+  groupInstanceId: null,
+  requestVersion: 9,
+};
+
+/**
+ * The broker check of `guard`, for groups it can judge. DescribeGroups describes classic groups
+ * only: a Kafka 4 broker answers GROUP_ID_NOT_FOUND (v6) or Dead (v5 and older) for a running
+ * KIP-848 group, which reads as empty; for a group the store knows as KIP-848 the broker is not
+ * asked, and the store's members stand.
+ */
+function brokerCheck(
+  store: OffsetStore,
+  guard: AdminGuard,
+): ((group: string) => Promise<boolean>) | undefined {
+  const ask = guard.groupIsEmptyAtBroker;
+  if (ask === undefined) return undefined;
+  return async (group) => (await store.getGroup(group))?.protocol !== 'consumer' && ask(group);
+}
+
+/** A commit as an admin tool makes it: guarded unless forced. */
+function adminCommit(
+  store: OffsetStore,
+  request: Omit<CommitRequest, 'identity'>,
+  guard: AdminGuard,
+): Promise<CommitOutcome> {
+  if (guard.force) return store.commit(request);
+  return commitAnonymous(store, { ...request, identity: ADMIN_IDENTITY }, brokerCheck(store, guard));
 }
 
 export function toLine(group: string, o: PartitionOffset): OffsetLine {
@@ -93,14 +171,15 @@ export interface SetOffset {
 }
 
 /**
- * Sets one offset like an admin tool's commit (no member identity). With `expected`, it is a
- * compare-and-set; a mismatch throws AdminError('conflict') and changes nothing.
+ * Sets one offset like an admin tool's commit (no member identity): refused with
+ * GroupNotEmptyError while the group has live members, unless forced. With `expected`, it is a
+ * compare-and-set as well; a mismatch throws AdminError('conflict'). A refusal changes nothing.
  */
-export async function setOffset(store: OffsetStore, s: SetOffset): Promise<void> {
+export async function setOffset(store: OffsetStore, s: SetOffset, guard: AdminGuard = {}): Promise<void> {
   if (s.offset < -1n) throw new AdminError(`offset must be >= 0, got ${s.offset}`, 'bad-input');
-  const outcome = await store.commit({
+  const request = {
     group: s.group,
-    requestId: `admin-set-${s.group}-${s.topic}-${s.partition}-${Date.now()}-${Math.random()}`,
+    requestId: `admin-set-${randomUUID()}`,
     writes: [
       {
         topic: s.topic,
@@ -113,7 +192,8 @@ export async function setOffset(store: OffsetStore, s: SetOffset): Promise<void>
         ...(s.expected !== undefined ? { expectedOffset: s.expected } : {}),
       },
     ],
-  });
+  };
+  const outcome = await adminCommit(store, request, guard);
   if (outcome.status === 'cas-mismatch') {
     const m = outcome.mismatches[0]!;
     throw new AdminError(
@@ -121,15 +201,27 @@ export async function setOffset(store: OffsetStore, s: SetOffset): Promise<void>
       'conflict',
     );
   }
-  if (outcome.status === 'fenced')
-    throw new AdminError(`refused by the commit guard (error ${outcome.error})`, 'conflict');
+  if (outcome.status === 'fenced') throw new GroupNotEmptyError([s.group]);
 }
 
+/**
+ * Deletes the listed partitions' offsets, or the whole group (offsets and membership record).
+ * Refused with GroupNotEmptyError while the group has live members, unless forced: the proxy does
+ * not track subscriptions, so every topic counts as subscribed. The check and the delete are two
+ * steps, not one atomic step as a commit's guard is: a member joining in between keeps the
+ * position it has fetched and commits it again.
+ */
 export async function deleteOffsets(
   store: OffsetStore,
   group: string,
   partitions?: TopicPartition[],
+  guard: AdminGuard = {},
 ): Promise<void> {
+  if (!guard.force) {
+    const members = (await store.getGroup(group))?.members.length ?? 0;
+    if (members > 0 && !(await emptyAtBroker(store, group, brokerCheck(store, guard))))
+      throw new GroupNotEmptyError([group]);
+  }
   if (partitions === undefined) await store.deleteGroup(group);
   else await store.deleteOffsets(group, partitions);
 }
@@ -142,18 +234,31 @@ export async function exportFromStore(store: OffsetStore, groups?: string[]): Pr
   return sortLines(lines);
 }
 
-/** Writes the lines into the store unconditionally, keeping their commit timestamps. */
-export async function importToStore(store: OffsetStore, lines: OffsetLine[]): Promise<number> {
+/**
+ * Writes the lines into the store, keeping their commit timestamps, one group at a time (each
+ * group all or nothing). A group with live members is left as it is unless forced; the other
+ * groups are written, then GroupNotEmptyError names the refused ones.
+ */
+export async function importToStore(
+  store: OffsetStore,
+  lines: OffsetLine[],
+  guard: AdminGuard = {},
+): Promise<number> {
+  let written = 0;
+  const refused: string[] = [];
   for (const [group, ls] of byGroup(lines)) {
-    const outcome = await store.commit({
-      group,
-      requestId: `admin-import-${group}-${Date.now()}-${Math.random()}`,
-      writes: ls.map(lineToWrite),
-    });
-    if (outcome.status !== 'ok')
+    const outcome = await adminCommit(
+      store,
+      { group, requestId: `admin-import-${randomUUID()}`, writes: ls.map(lineToWrite) },
+      guard,
+    );
+    if (outcome.status === 'fenced') refused.push(group);
+    else if (outcome.status !== 'ok')
       throw new AdminError(`import of group ${group} refused (${outcome.status})`, 'conflict');
+    else written += ls.length;
   }
-  return lines.length;
+  if (refused.length > 0) throw new GroupNotEmptyError(refused, `imported ${written} offsets; `);
+  return written;
 }
 
 /** Groups every broker coordinates (ListGroups is per broker). */

@@ -2,14 +2,16 @@
  * `kafka-offset-proxy offsets <action>`: operator commands on the offset store.
  *
  *   export  [--from store|cluster] [--group G ...] [--file F]      JSON lines to stdout or F
- *   import  [--to store|cluster] [--file F]                        JSON lines from stdin or F
+ *   import  [--to store|cluster] [--file F] [--force]              JSON lines from stdin or F
  *   get     --group G [--topic T]
- *   set     --group G --topic T --partition P --offset O [--expected E] [--metadata M]
- *   delete  --group G [--topic T --partition P]
+ *   set     --group G --topic T --partition P --offset O [--expected E] [--metadata M] [--force]
+ *   delete  --group G [--topic T --partition P] [--force]
  *
  * The store is chosen as for the proxy (--store URL, --data-dir, or the KOP_* environment);
- * cluster transfers need --bootstrap-server. Exit codes: 0 done, 2 bad input, 3 conflict
- * (compare-and-set mismatch, refused import), 4 store or cluster unavailable.
+ * cluster transfers need --bootstrap-server. Writes to the store are refused while the group has
+ * live members, as Kafka's tools are (checked with the broker when --bootstrap-server is given),
+ * unless --force. Exit codes: 0 done, 2 bad input, 3 conflict (compare-and-set mismatch, group
+ * with live members, refused import), 4 store or cluster unavailable.
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import { StoreCorruptError, StoreUnavailableError } from '../../backends/errors.js';
@@ -18,6 +20,7 @@ import type { OffsetStore } from '../../backends/store.js';
 import { BrokerMap, parseHostPortList } from '../broker-map.js';
 import { ClusterClient } from '../cluster-client.js';
 import { BrokerLookups } from '../offsets/broker-lookups.js';
+import type { AdminGuard } from './offsets-admin.js';
 import {
   AdminError,
   deleteOffsets,
@@ -25,6 +28,7 @@ import {
   exportFromStore,
   formatLines,
   getOffsets,
+  GroupNotEmptyError,
   importToCluster,
   importToStore,
   parseLines,
@@ -33,14 +37,19 @@ import {
 
 export const OFFSETS_USAGE = `Usage: kafka-offset-proxy offsets <export|import|get|set|delete> [options]
   export  [--from store|cluster] [--group G]... [--file F]   write JSON lines (sorted) to stdout or F
-  import  [--to store|cluster] [--file F]                    read JSON lines from stdin or F
+  import  [--to store|cluster] [--file F] [--force]          read JSON lines from stdin or F
   get     --group G [--topic T]                              print a group's stored offsets
-  set     --group G --topic T --partition P --offset O [--expected E] [--metadata M]
+  set     --group G --topic T --partition P --offset O [--expected E] [--metadata M] [--force]
                                                              set one offset; with --expected, only if it is E (-1 = none)
-  delete  --group G [--topic T --partition P]                delete a group's offsets, or one partition's
+  delete  --group G [--topic T --partition P] [--force]      delete a group's offsets, or one partition's
+Writes to the store are refused while the group has live members (consumers running), as Kafka's
+tools refuse them; with --bootstrap-server the broker is asked first whether they are still alive.
+--force writes anyway: the running consumers keep their positions and commit over it.
 Store: --store URL (default: the embedded store in --data-dir, default ./kafka-offset-proxy-data),
-       --store-timeout-ms N; environment KOP_STORE, KOP_DATA_DIR. Cluster: --bootstrap-server host:port,...
-Exit codes: 0 done, 2 bad input, 3 conflict (compare-and-set mismatch), 4 store or cluster unavailable.`;
+       --store-timeout-ms N; environment KOP_STORE, KOP_DATA_DIR.
+Cluster: --bootstrap-server host:port,... (environment KOP_BOOTSTRAP_SERVER)
+Exit codes: 0 done, 2 bad input, 3 conflict (compare-and-set mismatch, group with live members),
+            4 store or cluster unavailable.`;
 
 const FLAGS = new Set([
   'store',
@@ -57,12 +66,18 @@ const FLAGS = new Set([
   'from',
   'to',
 ]);
+/** Flags without a value. */
+const SWITCHES = new Set(['force']);
 
 function parseArgs(argv: string[]): Map<string, string[]> {
   const out = new Map<string, string[]>();
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]!;
     const m = /^--([a-z-]+)(?:=(.*))?$/.exec(arg);
+    if (m && SWITCHES.has(m[1]!) && m[2] === undefined) {
+      out.set(m[1]!, ['true']);
+      continue;
+    }
     if (!m || !FLAGS.has(m[1]!)) throw new AdminError(`unknown argument ${JSON.stringify(arg)}`, 'bad-input');
     const value = m[2] ?? argv[++i];
     if (value === undefined) throw new AdminError(`--${m[1]} needs a value`, 'bad-input');
@@ -89,6 +104,7 @@ export async function offsetsMain(argv: string[], env: NodeJS.ProcessEnv = proce
   }
   let store: OffsetStore | null = null;
   let cluster: ClusterClient | null = null;
+  let brokerAsked = false;
   try {
     if (!['export', 'import', 'get', 'set', 'delete'].includes(action)) {
       throw new AdminError(
@@ -109,8 +125,8 @@ export async function offsetsMain(argv: string[], env: NodeJS.ProcessEnv = proce
         throw new AdminError(`--${name}=${JSON.stringify(v)}: expected store or cluster`, 'bad-input');
       return v;
     };
+    const bootstrap = one('bootstrap-server') ?? env['KOP_BOOTSTRAP_SERVER'];
     const clusterSide = (): { cluster: ClusterClient; lookups: BrokerLookups } => {
-      const bootstrap = one('bootstrap-server') ?? env['KOP_BOOTSTRAP_SERVER'];
       if (!bootstrap)
         throw new AdminError('--bootstrap-server is required for cluster transfers', 'bad-input');
       let servers;
@@ -133,6 +149,19 @@ export async function offsetsMain(argv: string[], env: NodeJS.ProcessEnv = proce
           timeoutText === undefined ? 5000 : Number(integer('store-timeout-ms', timeoutText, 1n)),
       });
       return store;
+    };
+    const force = args.has('force');
+    const forcible =
+      action === 'set' || action === 'delete' || (action === 'import' && side('to') === 'store');
+    if (force && !forcible)
+      throw new AdminError('--force applies to set, delete and import into the store only', 'bad-input');
+    /** Live members refuse a write unless --force; the broker, when given, is asked before a refusal. */
+    const guard = (): AdminGuard => {
+      if (force) return { force };
+      if (!bootstrap) return {};
+      const { lookups } = clusterSide();
+      brokerAsked = true;
+      return { groupIsEmptyAtBroker: (g) => lookups.groupIsEmpty(g) };
     };
 
     switch (action) {
@@ -157,7 +186,7 @@ export async function offsetsMain(argv: string[], env: NodeJS.ProcessEnv = proce
         const n =
           side('to') === 'cluster'
             ? await importToCluster(clusterSide().lookups, lines)
-            : await importToStore(await openTheStore(), lines);
+            : await importToStore(await openTheStore(), lines, guard());
         console.error(`imported ${n} offsets`);
         return 0;
       }
@@ -174,14 +203,18 @@ export async function offsetsMain(argv: string[], env: NodeJS.ProcessEnv = proce
         const offset = integer('offset', one('offset'), 0n);
         const expectedText = one('expected');
         const metadata = one('metadata');
-        await setOffset(await openTheStore(), {
-          group,
-          topic,
-          partition,
-          offset,
-          ...(expectedText !== undefined ? { expected: integer('expected', expectedText, -1n) } : {}),
-          ...(metadata !== undefined ? { metadata } : {}),
-        });
+        await setOffset(
+          await openTheStore(),
+          {
+            group,
+            topic,
+            partition,
+            offset,
+            ...(expectedText !== undefined ? { expected: integer('expected', expectedText, -1n) } : {}),
+            ...(metadata !== undefined ? { metadata } : {}),
+          },
+          guard(),
+        );
         console.error(`set ${group} ${topic}-${partition} to ${offset}`);
         return 0;
       }
@@ -199,12 +232,21 @@ export async function offsetsMain(argv: string[], env: NodeJS.ProcessEnv = proce
           topic === undefined
             ? undefined
             : [{ topic, partition: Number(integer('partition', partitionText, 0n)) }];
-        await deleteOffsets(await openTheStore(), group, partitions);
+        await deleteOffsets(await openTheStore(), group, partitions, guard());
         console.error(partitions ? `deleted ${group} ${topic}-${partitionText}` : `deleted group ${group}`);
         return 0;
       }
     }
   } catch (err) {
+    if (err instanceof GroupNotEmptyError) {
+      const unchecked = brokerAsked
+        ? ''
+        : ' (the broker was not asked whether they are still alive: give --bootstrap-server for that)';
+      console.error(
+        `kafka-offset-proxy offsets ${action}: ${err.message}${unchecked}. Stop the consumers first, or use --force`,
+      );
+      return EXIT.conflict;
+    }
     if (err instanceof AdminError) {
       console.error(`kafka-offset-proxy offsets ${action}: ${err.message}`);
       return EXIT[err.kind];
