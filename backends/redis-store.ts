@@ -33,6 +33,15 @@ interface ScriptClient {
   kopUpdateGroup(key: string, update: string): Promise<number>;
 }
 
+interface WaitPipeline {
+  kopCommit(...args: (string | number | Buffer)[]): WaitPipeline;
+  pexpire(key: string, ms: number): WaitPipeline;
+  wait(replicas: number, timeoutMs: number): WaitPipeline;
+  exec(): Promise<[Error | null, unknown][]>;
+}
+
+const isCorruption = (msg: string) => msg.includes('WRONGTYPE') || msg.includes('KOPCORRUPT');
+
 export interface RedisStoreOptions {
   operationTimeoutMs?: number;
 }
@@ -106,8 +115,7 @@ export class RedisStore implements OffsetStore {
         return await op();
       } catch (err) {
         const msg = err instanceof Error ? err.message : String(err);
-        if (group !== null && (msg.includes('WRONGTYPE') || msg.includes('KOPCORRUPT')))
-          throw new StoreCorruptError(group, msg, { cause: err });
+        if (group !== null && isCorruption(msg)) throw new StoreCorruptError(group, msg, { cause: err });
         throw err;
       }
     });
@@ -132,20 +140,65 @@ export class RedisStore implements OffsetStore {
         this.target.requestTtlMs,
         packCommitWrites(request),
       ];
-      const outcome = decodeOutcome(JSON.parse(await this.scripts.kopCommit(...args)) as EncodedOutcome);
-      if (this.target.wait > 0 && this.client instanceof Redis) {
-        // WAIT runs on the same connection, so it waits for this script's write.
-        const acked = await this.client.wait(this.target.wait, this.target.waitTimeoutMs);
-        if (acked < this.target.wait) {
-          // Applied on the primary, not (yet) on enough replicas: the client retries with a new
-          // request; the outcome stays unknown to it, as after any timeout.
-          throw new StoreUnavailableError(
-            `redis store: commit reached ${acked} of ${this.target.wait} replicas within ${this.target.waitTimeoutMs} ms`,
-          );
+      if (this.target.wait > 0) return this.commitAndWait(this.key(group, `req:${request.requestId}`), args);
+      return decodeOutcome(JSON.parse(await this.scripts.kopCommit(...args)) as EncodedOutcome);
+    });
+  }
+
+  /**
+   * The commit script, a PEXPIRE of its request record and WAIT, as one pipeline: one connection,
+   * to the primary that owns the group's slot (ioredis routes a Cluster pipeline by its keys; WAIT
+   * has none). WAIT counts the replicas that have every write this connection made before it. The
+   * PEXPIRE is such a write even when the script only answered a recorded outcome (a resend after a
+   * lost connection writes nothing, and WAIT alone would then return at once), and its result 0
+   * says the record is not on this primary at all (a failover promoted a replica that never got
+   * the first attempt): then nothing is acknowledged.
+   */
+  private async commitAndWait(
+    requestKey: string,
+    args: (string | number | Buffer)[],
+  ): Promise<CommitOutcome> {
+    const { wait, waitTimeoutMs, requestTtlMs } = this.target;
+    const deadline = Date.now() + this.timeoutMs;
+    for (;;) {
+      const pipeline = this.client.pipeline() as unknown as WaitPipeline;
+      const [script, touched, waited] = (await pipeline
+        .kopCommit(...args)
+        .pexpire(requestKey, requestTtlMs)
+        .wait(wait, waitTimeoutMs)
+        .exec()) as [Error | null, unknown][];
+      if (script![0] !== null) {
+        // A Cluster pipeline is not redirected when its commands fail differently (the script
+        // MOVED, WAIT answered): learn the new slot owner and run it again (the request record
+        // makes a second run harmless), within the deadline.
+        if (
+          this.client instanceof Cluster &&
+          !isCorruption(script![0].message) &&
+          Date.now() + 200 < deadline
+        ) {
+          this.client.refreshSlotsCache();
+          await new Promise((r) => setTimeout(r, 100));
+          continue;
         }
+        throw script![0];
+      }
+      const outcome = decodeOutcome(JSON.parse(String(script![1])) as EncodedOutcome);
+      if (touched![0] !== null || touched![1] !== 1) {
+        throw new StoreUnavailableError(
+          "redis store: the commit's request record is not on the primary that answered WAIT (failover?)",
+        );
+      }
+      if (waited![0] !== null) throw waited![0];
+      const acked = Number(waited![1]);
+      if (acked < wait) {
+        // Applied on the primary, not (yet) on enough replicas: the client retries with a new
+        // request; the outcome stays unknown to it, as after any timeout.
+        throw new StoreUnavailableError(
+          `redis store: commit reached ${acked} of ${wait} replicas within ${waitTimeoutMs} ms`,
+        );
       }
       return outcome;
-    });
+    }
   }
 
   private decode(group: string, field: string, value: string): PartitionOffset {

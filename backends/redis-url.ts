@@ -3,7 +3,8 @@
  *   redis://[user:pass@]host:port[/db][?opts]          rediss:// for TLS
  *   redis+sentinel://[user:pass@]host:port,host:port/mastername[?opts]
  *   redis+cluster://[user:pass@]host:port,host:port[?opts]
- * Options: wait=<replicas>, waitTimeoutMs=<ms> (WAIT after each commit; not with cluster),
+ * Options: wait=<replicas>, waitTimeoutMs=<ms> (WAIT after each commit, on the slot owner's
+ * connection with cluster),
  * requestTtlMs=<ms> (how long commit outcomes are remembered for resends), prefix=<key prefix>.
  */
 export interface RedisEndpoint {
@@ -89,8 +90,6 @@ export function parseRedisUrl(url: string): RedisTarget {
       fail(url, `unknown option ${JSON.stringify(k)}`);
   }
   const wait = intParam(url, params, 'wait', 0, 0);
-  if (wait > 0 && mode === 'cluster')
-    fail(url, 'wait= is not supported with redis+cluster:// (WAIT must reach the slot owner)');
   return {
     mode,
     tls: scheme === 'rediss',
