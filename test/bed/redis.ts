@@ -1,4 +1,5 @@
-// Real redis-server processes: a standalone server with AOF, and a 3-master Redis Cluster.
+// Real redis-server processes: a standalone server with AOF, a Redis Cluster (3 masters, optionally
+// with replicas), and a Sentinel set (a master, a replica and sentinels).
 
 import fs from 'node:fs';
 import path from 'node:path';
@@ -11,26 +12,60 @@ const HOST = '127.0.0.1';
 const REDIS_SERVER = process.env['KOP_REDIS_SERVER'] ?? 'redis-server';
 const REDIS_CLI = process.env['KOP_REDIS_CLI'] ?? 'redis-cli';
 
-export interface RedisServer {
+/** One redis-server (or sentinel) process on a fixed port and directory. */
+export interface RedisProcess {
   host: string;
   port: number;
-  /** redis://127.0.0.1:port */
-  url: string;
-  dataDir: string;
   /** SIGTERM: Redis shuts down cleanly (flushes the AOF). */
   stop(): Promise<void>;
   /** SIGKILL: a crash; only what the AOF already holds survives. */
   kill(): Promise<void>;
-  /** Starts again on the same port and data directory. */
+  /** Starts again on the same port, data directory and options. */
   start(): Promise<void>;
   /** Pid of the running server (undefined while stopped), for tests that check cleanup. */
   readonly pid: number | undefined;
 }
 
+export interface RedisServer extends RedisProcess {
+  /** redis://127.0.0.1:port */
+  url: string;
+  dataDir: string;
+}
+
 export interface RedisCluster {
+  /** Every node, masters and replicas, in start order (roles change with failovers: see topology()). */
   nodes: { host: string; port: number }[];
+  /** The same nodes as processes that can be killed and started again. */
+  members: RedisProcess[];
   /** redis+cluster://h:p,h:p,h:p */
   url: string;
+  /** The cluster as a live node sees it (CLUSTER NODES). */
+  topology(): Promise<ClusterNodeInfo[]>;
+  stop(): Promise<void>;
+}
+
+export interface ClusterNodeInfo {
+  id: string;
+  port: number;
+  role: 'master' | 'replica';
+  /** Flagged as failing (fail or fail?). */
+  failing: boolean;
+  /** The node id of its master ('' for a master). */
+  masterId: string;
+  /** Slot ranges it serves, inclusive. */
+  slots: [number, number][];
+}
+
+export interface RedisSentinelSet {
+  /** The master name the sentinels monitor. */
+  masterName: string;
+  /** The data nodes: data[0] starts as the master, data[1] as its replica. */
+  data: RedisServer[];
+  sentinels: RedisProcess[];
+  /** redis+sentinel://s1,s2,s3/<masterName> */
+  url: string;
+  /** Port of the data node the sentinels currently name as the master (asks a live sentinel). */
+  masterPort(): Promise<number>;
   stop(): Promise<void>;
 }
 
@@ -63,42 +98,24 @@ async function waitForPong(proc: ManagedProcess, port: number, what: string): Pr
   });
 }
 
-export async function startRedis(
-  opts: {
-    appendfsync?: 'always' | 'everysec' | 'no';
-    /** more `--name value` server options */ extraArgs?: string[];
-  } = {},
-): Promise<RedisServer> {
-  const dataDir = makeRunDir('redis');
-  const port = await freePort();
-  const logFile = path.join(dataDir, 'redis.log');
-  const args = serverArgs(port, dataDir, [
-    '--appendonly',
-    'yes',
-    '--appendfsync',
-    opts.appendfsync ?? 'always',
-    ...(opts.extraArgs ?? []),
-  ]);
+/** A redis-server with fixed arguments that can be stopped, killed and started again. */
+async function launch(name: string, port: number, cwd: string, args: string[]): Promise<RedisProcess> {
   let proc: ManagedProcess | undefined;
-
   const start = async () => {
     if (proc && !proc.exitStatus) return;
     proc = spawnManaged({
-      name: `redis-server :${port}`,
+      name: `${name} :${port}`,
       command: REDIS_SERVER,
       args,
-      logFile,
-      cwd: dataDir,
+      logFile: path.join(cwd, `redis-${port}.log`),
+      cwd,
     });
-    await waitForPong(proc, port, `redis-server on port ${port} to answer PING`);
+    await waitForPong(proc, port, `${name} on port ${port} to answer PING`);
   };
   await start();
-
   return {
     host: HOST,
     port,
-    url: `redis://${HOST}:${port}`,
-    dataDir,
     get pid() {
       return proc && !proc.exitStatus ? proc.pid : undefined;
     },
@@ -112,40 +129,96 @@ export async function startRedis(
   };
 }
 
-export async function startRedisCluster(): Promise<RedisCluster> {
+function aofArgs(appendfsync: 'always' | 'everysec' | 'no'): string[] {
+  return ['--appendonly', 'yes', '--appendfsync', appendfsync];
+}
+
+export async function startRedis(
+  opts: {
+    appendfsync?: 'always' | 'everysec' | 'no';
+    /** more `--name value` server options */ extraArgs?: string[];
+  } = {},
+): Promise<RedisServer> {
+  const dataDir = makeRunDir('redis');
+  const port = await freePort();
+  const args = serverArgs(port, dataDir, [
+    ...aofArgs(opts.appendfsync ?? 'always'),
+    ...(opts.extraArgs ?? []),
+  ]);
+  const server = await launch('redis-server', port, dataDir, args);
+  return Object.assign(server, { url: `redis://${HOST}:${port}`, dataDir });
+}
+
+/** Parses CLUSTER NODES. */
+export function parseClusterNodes(text: string): ClusterNodeInfo[] {
+  return text
+    .split('\n')
+    .filter((line) => line.trim() !== '')
+    .map((line) => {
+      const [id, address, flags, master, , , , , ...slots] = line.trim().split(' ');
+      const flagList = (flags ?? '').split(',');
+      return {
+        id: id!,
+        port: Number(/:(\d+)@/.exec(address ?? '')?.[1]),
+        role: flagList.includes('master') ? ('master' as const) : ('replica' as const),
+        failing: flagList.includes('fail') || flagList.includes('fail?'),
+        masterId: master === '-' ? '' : (master ?? ''),
+        slots: slots
+          .filter((s) => !s.startsWith('['))
+          .map((s) => {
+            const [from, to] = s.split('-').map(Number);
+            return [from!, to ?? from!] as [number, number];
+          }),
+      };
+    });
+}
+
+export async function startRedisCluster(
+  opts: {
+    /** Replicas per master (default 0: 3 nodes; 1: 6 nodes). */
+    replicasPerMaster?: number;
+    /** cluster-node-timeout: how long a node may be unreachable before a failover (default 5000). */
+    nodeTimeoutMs?: number;
+  } = {},
+): Promise<RedisCluster> {
+  const replicas = opts.replicasPerMaster ?? 0;
   const dir = makeRunDir('redis-cluster');
   const ports: number[] = [];
   // Each node also listens on its cluster bus port, P + 10000.
-  for (let i = 0; i < 3; i++) ports.push(await freePortWithCompanion(10_000));
-  const procs: ManagedProcess[] = [];
+  for (let i = 0; i < 3 * (1 + replicas); i++) ports.push(await freePortWithCompanion(10_000));
+  const members: RedisProcess[] = [];
   const stop = async () => {
-    await Promise.all(procs.map((p) => p.kill()));
+    await Promise.all(members.map((m) => m.kill()));
     removeRunDir(dir);
   };
+  const topologyFrom = async (port: number) =>
+    parseClusterNodes(await redisCommand(HOST, port, 'CLUSTER NODES'));
   try {
-    await Promise.all(
-      ports.map(async (port) => {
-        const nodeDir = path.join(dir, `node-${port}`);
-        fs.mkdirSync(nodeDir, { recursive: true });
-        const proc = spawnManaged({
-          name: `redis-server cluster node :${port}`,
-          command: REDIS_SERVER,
-          args: serverArgs(port, nodeDir, [
-            '--cluster-enabled',
-            'yes',
-            '--cluster-config-file',
-            path.join(nodeDir, 'nodes.conf'),
-            '--cluster-node-timeout',
-            '5000',
-            '--appendonly',
-            'no',
-          ]),
-          logFile: path.join(dir, `redis-${port}.log`),
-          cwd: dir,
-        });
-        procs.push(proc);
-        await waitForPong(proc, port, `redis cluster node on port ${port} to answer PING`);
-      }),
+    members.push(
+      ...(await Promise.all(
+        ports.map(async (port) => {
+          const nodeDir = path.join(dir, `node-${port}`);
+          fs.mkdirSync(nodeDir, { recursive: true });
+          return launch(
+            'redis-server cluster node',
+            port,
+            nodeDir,
+            serverArgs(port, nodeDir, [
+              '--cluster-enabled',
+              'yes',
+              '--cluster-config-file',
+              path.join(nodeDir, 'nodes.conf'),
+              '--cluster-node-timeout',
+              String(opts.nodeTimeoutMs ?? 5000),
+              '--appendonly',
+              'no',
+              // A restarted node resyncs at once instead of waiting 5 s for more replicas.
+              '--repl-diskless-sync-delay',
+              '0',
+            ]),
+          );
+        }),
+      )),
     );
     await runToCompletion({
       name: 'redis-cli --cluster create',
@@ -155,18 +228,37 @@ export async function startRedisCluster(): Promise<RedisCluster> {
         'create',
         ...ports.map((p) => `${HOST}:${p}`),
         '--cluster-replicas',
-        '0',
+        String(replicas),
         '--cluster-yes',
       ],
       logFile: path.join(dir, 'cluster-create.log'),
       timeoutMs: 60_000,
     });
-    for (const [i, port] of ports.entries()) {
+    for (const port of ports) {
       await waitUntil(
-        `redis cluster node ${port} to report cluster_state:ok`,
-        async () => (await redisCommand(HOST, port, 'CLUSTER INFO')).includes('cluster_state:ok'),
-        { timeoutMs: 30_000, intervalMs: 100, proc: procs[i]! },
+        `redis cluster node ${port} to report cluster_state:ok and see ${ports.length} healthy nodes`,
+        async () => {
+          if (!(await redisCommand(HOST, port, 'CLUSTER INFO')).includes('cluster_state:ok')) return false;
+          const nodes = await topologyFrom(port);
+          return (
+            nodes.length === ports.length &&
+            nodes.filter((n) => n.role === 'master').length === 3 &&
+            nodes.every((n) => !n.failing)
+          );
+        },
+        { timeoutMs: 30_000, intervalMs: 100 },
       );
+    }
+    if (replicas > 0) {
+      // A replica counts for WAIT only once its initial sync is done.
+      for (const node of (await topologyFrom(ports[0]!)).filter((n) => n.role === 'replica')) {
+        await waitUntil(
+          `redis cluster replica ${node.port} to sync`,
+          async () =>
+            (await redisCommand(HOST, node.port, 'INFO replication')).includes('master_link_status:up'),
+          { timeoutMs: 30_000, intervalMs: 100 },
+        );
+      }
     }
   } catch (error) {
     await stop();
@@ -175,7 +267,129 @@ export async function startRedisCluster(): Promise<RedisCluster> {
   const nodes = ports.map((port) => ({ host: HOST, port }));
   return {
     nodes,
+    members,
     url: `redis+cluster://${nodes.map((n) => `${n.host}:${n.port}`).join(',')}`,
+    async topology() {
+      let lastError: unknown;
+      for (const m of members.filter((m) => m.pid !== undefined)) {
+        try {
+          return await topologyFrom(m.port);
+        } catch (error) {
+          lastError = error;
+        }
+      }
+      throw new Error(`no live cluster node answered CLUSTER NODES: ${String(lastError)}`);
+    },
+    stop,
+  };
+}
+
+/** INFO sentinel's line for `name`: "master0:name=kop,status=ok,address=127.0.0.1:P,slaves=1,sentinels=3". */
+async function sentinelView(port: number, name: string): Promise<Record<string, string>> {
+  const info = await redisCommand(HOST, port, 'INFO sentinel');
+  const line = info.split('\r\n').find((l) => l.includes(`name=${name},`));
+  if (line === undefined) throw new Error(`sentinel :${port} does not monitor ${name}`);
+  return Object.fromEntries(
+    line
+      .slice(line.indexOf(':') + 1)
+      .split(',')
+      .map((kv) => kv.split('=') as [string, string]),
+  );
+}
+
+/**
+ * A master, a replica and `sentinels` sentinels (quorum: a majority) monitoring them. The data nodes
+ * keep an AOF (`appendfsync always`); a failover starts `downAfterMs` after the master stops
+ * answering.
+ */
+export async function startRedisSentinel(
+  opts: { sentinels?: number; downAfterMs?: number; failoverTimeoutMs?: number } = {},
+): Promise<RedisSentinelSet> {
+  const masterName = 'kop';
+  const count = opts.sentinels ?? 3;
+  const dir = makeRunDir('redis-sentinel');
+  const data: RedisServer[] = [];
+  const sentinels: RedisProcess[] = [];
+  const stop = async () => {
+    await Promise.all([...sentinels, ...data].map((p) => p.kill()));
+    removeRunDir(dir);
+  };
+  try {
+    for (let i = 0; i < 2; i++) {
+      const port = await freePort();
+      const dataDir = path.join(dir, `data-${port}`);
+      fs.mkdirSync(dataDir, { recursive: true });
+      const replicaOf = i === 0 ? [] : ['--replicaof', HOST, String(data[0]!.port)];
+      const args = serverArgs(port, dataDir, [
+        ...aofArgs('always'),
+        '--repl-diskless-sync-delay',
+        '0',
+        ...replicaOf,
+      ]);
+      const server = await launch('redis-server (sentinel set)', port, dataDir, args);
+      data.push(Object.assign(server, { url: `redis://${HOST}:${port}`, dataDir }));
+    }
+    await waitUntil(
+      'the replica to sync',
+      async () =>
+        (await redisCommand(HOST, data[1]!.port, 'INFO replication')).includes('master_link_status:up'),
+      { timeoutMs: 30_000, intervalMs: 100 },
+    );
+    const quorum = Math.floor(count / 2) + 1;
+    for (let i = 0; i < count; i++) {
+      const port = await freePort();
+      const sentinelDir = path.join(dir, `sentinel-${port}`);
+      fs.mkdirSync(sentinelDir, { recursive: true });
+      // A sentinel rewrites its configuration file (the state it learns): one writable file each.
+      const conf = path.join(sentinelDir, 'sentinel.conf');
+      fs.writeFileSync(
+        conf,
+        [
+          `port ${port}`,
+          `bind ${HOST}`,
+          'daemonize no',
+          'protected-mode no',
+          `dir ${sentinelDir}`,
+          'logfile ""',
+          `sentinel monitor ${masterName} ${HOST} ${data[0]!.port} ${quorum}`,
+          `sentinel down-after-milliseconds ${masterName} ${opts.downAfterMs ?? 1000}`,
+          `sentinel failover-timeout ${masterName} ${opts.failoverTimeoutMs ?? 4000}`,
+          `sentinel parallel-syncs ${masterName} 1`,
+          '',
+        ].join('\n'),
+      );
+      sentinels.push(await launch('redis-sentinel', port, sentinelDir, [conf, '--sentinel']));
+    }
+    for (const s of sentinels) {
+      await waitUntil(
+        `sentinel :${s.port} to know the replica and the other sentinels`,
+        async () => {
+          const v = await sentinelView(s.port, masterName);
+          return v['status'] === 'ok' && v['slaves'] === '1' && v['sentinels'] === String(count);
+        },
+        { timeoutMs: 30_000, intervalMs: 200 },
+      );
+    }
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+  return {
+    masterName,
+    data,
+    sentinels,
+    url: `redis+sentinel://${sentinels.map((s) => `${HOST}:${s.port}`).join(',')}/${masterName}`,
+    async masterPort() {
+      let lastError: unknown;
+      for (const s of sentinels.filter((s) => s.pid !== undefined)) {
+        try {
+          return Number(/:(\d+)$/.exec((await sentinelView(s.port, masterName))['address'] ?? '')?.[1]);
+        } catch (error) {
+          lastError = error;
+        }
+      }
+      throw new Error(`no live sentinel answered: ${String(lastError)}`);
+    },
     stop,
   };
 }
