@@ -116,7 +116,7 @@ async function main(): Promise<void> {
         const target = side === 'direct' ? direct : viaProxy;
         const topic = `bench-${side}-${round}-${Date.now()}`;
         await createTopics(direct, [{ topic, partitions: 3 }]);
-        let before = cpuMs(pid);
+        const before = cpuMs(pid);
         const p = await producerPerformance(classpath, target, {
           topic,
           numRecords: RECORDS,

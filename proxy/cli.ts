@@ -90,7 +90,7 @@ export async function main(argv: string[]): Promise<void> {
         },
       },
     });
-    registerOffsetsAdminRoutes(http, store);
+    registerOffsetsAdminRoutes(http, store, { groupIsEmptyAtBroker: (g) => offsets.lookups.groupIsEmpty(g) });
     const bound = await http.listen(config.http);
     log.info('http listening', { host: bound.host, port: bound.port, token: config.httpToken !== undefined });
   }
