@@ -90,14 +90,15 @@ describe('setOffset', () => {
     expect(await offsetOf(store, 'g')).toBeUndefined();
   });
 
-  it('does not ask the broker about a KIP-848 group (DescribeGroups would call it empty)', async () => {
+  it('asks the broker about a KIP-848 group too, and a running one stays refused', async () => {
+    // BrokerLookups.groupIsEmpty confirms DescribeGroups' "not found" with ConsumerGroupDescribe.
     const store = new MemoryStore();
     await store.updateGroup('g', { kind: 'member-epoch', memberId: 'm-1', memberEpoch: 4 });
-    const ask = vi.fn(async () => true);
+    const ask = vi.fn(async () => false);
     await expect(setOffset(store, set('g', 1n), { groupIsEmptyAtBroker: ask })).rejects.toBeInstanceOf(
       GroupNotEmptyError,
     );
-    expect(ask).not.toHaveBeenCalled();
+    expect(ask).toHaveBeenCalledWith('g');
     expect((await store.getGroup('g'))?.members).toHaveLength(1);
   });
 

@@ -86,21 +86,6 @@ const ADMIN_IDENTITY: CommitIdentity = {
   requestVersion: 9,
 };
 
-/**
- * The broker check of `guard`, for groups it can judge. DescribeGroups describes classic groups
- * only: a Kafka 4 broker answers GROUP_ID_NOT_FOUND (v6) or Dead (v5 and older) for a running
- * KIP-848 group, which reads as empty; for a group the store knows as KIP-848 the broker is not
- * asked, and the store's members stand.
- */
-function brokerCheck(
-  store: OffsetStore,
-  guard: AdminGuard,
-): ((group: string) => Promise<boolean>) | undefined {
-  const ask = guard.groupIsEmptyAtBroker;
-  if (ask === undefined) return undefined;
-  return async (group) => (await store.getGroup(group))?.protocol !== 'consumer' && ask(group);
-}
-
 /** A commit as an admin tool makes it: guarded unless forced. */
 function adminCommit(
   store: OffsetStore,
@@ -108,7 +93,7 @@ function adminCommit(
   guard: AdminGuard,
 ): Promise<CommitOutcome> {
   if (guard.force) return store.commit(request);
-  return commitAnonymous(store, { ...request, identity: ADMIN_IDENTITY }, brokerCheck(store, guard));
+  return commitAnonymous(store, { ...request, identity: ADMIN_IDENTITY }, guard.groupIsEmptyAtBroker);
 }
 
 export function toLine(group: string, o: PartitionOffset): OffsetLine {
@@ -219,7 +204,7 @@ export async function deleteOffsets(
 ): Promise<void> {
   if (!guard.force) {
     const members = (await store.getGroup(group))?.members.length ?? 0;
-    if (members > 0 && !(await emptyAtBroker(store, group, brokerCheck(store, guard))))
+    if (members > 0 && !(await emptyAtBroker(store, group, guard.groupIsEmptyAtBroker)))
       throw new GroupNotEmptyError([group]);
   }
   if (partitions === undefined) await store.deleteGroup(group);

@@ -16,6 +16,7 @@ import { defaultConsumerGroupDescribeRequest } from '../../protocol/messages/con
 import type { ConsumerGroupDescribeResponse } from '../../protocol/messages/consumer-group-describe-response.js';
 import { defaultHeartbeatRequest } from '../../protocol/messages/heartbeat-request.js';
 import type { HeartbeatResponse } from '../../protocol/messages/heartbeat-response.js';
+import { ClusterRequestError } from '../cluster-client.js';
 import type { ClusterClient } from '../cluster-client.js';
 import type { FetchedGroup } from './offset-fetch.js';
 
@@ -108,12 +109,44 @@ export class BrokerLookups {
       const g = body.groups[0];
       if (!g) return { result: false, retry: false };
       if (RETRY_COORDINATOR.has(g.errorCode)) return { result: false, retry: true };
-      if (g.errorCode === ErrorCode.GROUP_ID_NOT_FOUND) return { result: true, retry: false };
-      return {
-        result: g.errorCode === ErrorCode.NONE && (g.groupState === 'Empty' || g.groupState === 'Dead'),
-        retry: false,
-      };
+      const gone =
+        g.errorCode === ErrorCode.GROUP_ID_NOT_FOUND ||
+        (g.errorCode === ErrorCode.NONE && g.groupState === 'Dead');
+      if (gone) return this.consumerGroupIsEmpty(nodeId, group);
+      return { result: g.errorCode === ErrorCode.NONE && g.groupState === 'Empty', retry: false };
     });
+  }
+
+  /**
+   * DescribeGroups knows only classic groups: a running KIP-848 group (`group.protocol=consumer`)
+   * is GROUP_ID_NOT_FOUND (v6+) or Dead to it. So "not found" is confirmed with
+   * ConsumerGroupDescribe, where the broker has it (Kafka 3.7+); a broker without it has no such
+   * groups. Anything undecided counts as not empty: the caller then refuses rather than fence out
+   * running members.
+   */
+  private async consumerGroupIsEmpty(
+    nodeId: number,
+    group: string,
+  ): Promise<{ result: boolean; retry: boolean }> {
+    try {
+      await this.cluster.versionFor(nodeId, ApiKey.ConsumerGroupDescribe);
+    } catch (err) {
+      // Only "this broker has no ConsumerGroupDescribe" means no KIP-848 groups; a connection
+      // failure is not an answer.
+      if (err instanceof ClusterRequestError && /does not support|no common version/.test(err.message))
+        return { result: true, retry: false };
+      throw err;
+    }
+    const { body } = await this.cluster.request<ConsumerGroupDescribeResponse>(
+      nodeId,
+      ApiKey.ConsumerGroupDescribe,
+      { ...defaultConsumerGroupDescribeRequest(), groupIds: [group] },
+    );
+    const g = body.groups[0];
+    if (!g) return { result: false, retry: false };
+    if (RETRY_COORDINATOR.has(g.errorCode)) return { result: false, retry: true };
+    if (g.errorCode === ErrorCode.GROUP_ID_NOT_FOUND) return { result: true, retry: false };
+    return { result: g.errorCode === ErrorCode.NONE && g.members.length === 0, retry: false };
   }
 
   /**

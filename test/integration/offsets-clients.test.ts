@@ -17,6 +17,8 @@ import { pythonClient } from '../bed/clients/python.js';
 import { commitStopResume, expectExactlyRecords, uniqueName } from '../bed/clients/scenarios.js';
 import { startOffsetProxy } from '../harness/offset-proxy.js';
 import type { OffsetProxy } from '../harness/offset-proxy.js';
+import { RawClient } from '../harness/raw-client.js';
+import { commitOnce } from '../reliability/commit-checker.js';
 
 describe('clients committing through the proxy (embedded store)', () => {
   const brokerBootstrap = inject('kafkaBootstrap');
@@ -73,6 +75,30 @@ describe('clients committing through the proxy (embedded store)', () => {
     expectExactlyRecords(consumed.records, 0, 20);
     const state = await store.getGroup(group);
     expect(state?.protocol).toBe('consumer');
+  });
+
+  test('a running KIP-848 group is not empty: an admin-style commit (generation -1) is refused', async () => {
+    // The broker's DescribeGroups calls a running consumer-protocol group "not found"; the proxy
+    // must not take that for empty (it once did, accepting the commit and clearing the members).
+    const topic = uniqueName('kip848-running');
+    const group = `${topic}-g`;
+    await createTopics({ bootstrap: brokerBootstrap }, [{ topic, partitions: 2 }]);
+    await kip848.produce(target, { topic, count: 10 });
+    const running = kip848.consume(target, { topic, group, max: 1000, timeoutMs: 12_000 });
+    const deadline = Date.now() + 15_000;
+    while (((await store.getGroup(group))?.members.length ?? 0) === 0) {
+      if (Date.now() > deadline) throw new Error('the KIP-848 member never appeared in the store');
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    const admin = await RawClient.connect(proxy.bootstrap);
+    try {
+      expect(await commitOnce(admin, group, topic, 2, 5n)).toEqual([25, 25]); // UNKNOWN_MEMBER_ID
+    } finally {
+      admin.close();
+    }
+    expect((await store.getGroup(group))?.members.length).toBeGreaterThan(0);
+    const consumed = await running;
+    expectExactlyRecords(consumed.records, 0, 10);
   });
 
   test('kafka-consumer-groups --describe and --reset-offsets through the proxy act on the store', async () => {
