@@ -15,7 +15,8 @@
  * A commit reads the group state and the partitions' znodes, judges them (commit-guard.ts) and
  * applies everything in ONE multi that also `check`s the state znode's version and `setData`s
  * each compare-and-set partition with the version it read: any change in between fails the
- * multi, and we start over. The library turns version 0 into -1 ("any") inside a transaction, so
+ * multi, and we start over. (A commit too large for one multi is applied in several, each fenced
+ * the same way: see `commit`.) The library turns version 0 into -1 ("any") inside a transaction, so
  * a check against a fresh znode would silently pass: every znode we create is created AND
  * setData'd in the same multi, leaving it at version 1, and a version-0 znode somebody else
  * made is bumped by a plain setData (not affected by the bug) before we rely on its version.
@@ -26,17 +27,21 @@
  */
 import type { Socket } from 'node:net';
 import { createClient, Exception, State } from 'node-zookeeper-client';
-import type { Client, Stat, Transaction } from 'node-zookeeper-client';
+import type { Client, Stat } from 'node-zookeeper-client';
 import { applyGroupUpdate, decideCommit } from './commit-guard.js';
 import { StoreCorruptError, StoreUnavailableError, withDeadline } from './errors.js';
 import { decodeOutcome, encodeOutcome, parseDecimal } from './outcome-codec.js';
 import type { EncodedOutcome } from './outcome-codec.js';
+import { RequestWindow } from './request-window.js';
+import { DEFAULT_MAX_MULTI_BYTES, splitMulti, toTransaction } from './zookeeper-multi.js';
+import type { MultiFrame, MultiOp } from './zookeeper-multi.js';
 import type {
   CommitOutcome,
   CommitRequest,
   GroupState,
   GroupUpdate,
   OffsetStore,
+  OffsetWrite,
   PartitionOffset,
   TopicPartition,
 } from './store.js';
@@ -51,12 +56,27 @@ export interface ZooKeeperStoreOptions {
    * commit's deadline, well inside this.
    */
   requestTtlMs?: number;
+  /**
+   * Largest multi sent, in bytes (default 900,000; the URL's `?maxMultiBytes=` when the option is
+   * absent). ZooKeeper drops a connection that sends more than its jute.maxbuffer (1 MB by
+   * default), so a larger commit is applied in several multis. Raise both together.
+   */
+  maxMultiBytes?: number;
 }
 
-export function parseZooKeeperUrl(url: string): { connectString: string; chroot: string } {
-  const m = /^zk:\/\/([^/?#]+)(\/[^?#]*)?$/.exec(url);
+/** Smallest accepted maxMultiBytes: a multi must hold the fence, the marker and a partition. */
+const MIN_MULTI_BYTES = 1024;
+
+export function parseZooKeeperUrl(url: string): {
+  connectString: string;
+  chroot: string;
+  maxMultiBytes?: number;
+} {
+  const m = /^zk:\/\/([^/?#]+)(\/[^?#]*)?(?:\?([^#]*))?$/.exec(url);
   if (m === null)
-    throw new Error(`invalid ZooKeeper store URL ${url}: expected zk://host:port[,host:port...][/chroot]`);
+    throw new Error(
+      `invalid ZooKeeper store URL ${url}: expected zk://host:port[,host:port...][/chroot][?maxMultiBytes=N]`,
+    );
   for (const hp of m[1]!.split(',')) {
     if (!/^[^:,]+:\d{1,5}$/.test(hp))
       throw new Error(`invalid ZooKeeper store URL ${url}: bad host:port ${JSON.stringify(hp)}`);
@@ -64,7 +84,16 @@ export function parseZooKeeperUrl(url: string): { connectString: string; chroot:
   const chroot = (m[2] ?? '').replace(/\/+$/, '');
   if (chroot.split('/').some((s, i) => i > 0 && (s === '' || s === '.' || s === '..')))
     throw new Error(`invalid ZooKeeper store URL ${url}: bad chroot ${JSON.stringify(chroot)}`);
-  return { connectString: m[1]!, chroot };
+  const params = new URLSearchParams(m[3] ?? '');
+  for (const k of params.keys())
+    if (k !== 'maxMultiBytes') throw new Error(`invalid ZooKeeper store URL ${url}: unknown option ${k}`);
+  const raw = params.get('maxMultiBytes');
+  if (raw === null) return { connectString: m[1]!, chroot };
+  if (!/^\d{1,10}$/.test(raw) || Number(raw) < MIN_MULTI_BYTES)
+    throw new Error(
+      `invalid ZooKeeper store URL ${url}: maxMultiBytes must be an integer >= ${MIN_MULTI_BYTES}, got ${JSON.stringify(raw)}`,
+    );
+  return { connectString: m[1]!, chroot, maxMultiBytes: Number(raw) };
 }
 
 /** Percent-encodes what ZooKeeper does not allow in a path segment, plus '%' and '/'. */
@@ -108,6 +137,24 @@ interface Read {
 
 class Retry extends Error {}
 
+/** Requests outstanding per client at most (see request-window.ts for why there is a limit). */
+const WINDOW = 256;
+
+/** Identifies a partition within one commit. */
+const tpKey = (tp: TopicPartition): string => `${tp.topic}\u0000${tp.partition}`;
+
+/** The metadata znode's content for a write. */
+const metaData = (w: OffsetWrite): Buffer =>
+  Buffer.from(
+    JSON.stringify({
+      o: String(w.offset),
+      e: w.leaderEpoch,
+      m: w.metadata,
+      c: String(w.commitTimestamp),
+      x: String(w.expireTimestamp),
+    }),
+  );
+
 interface ConnectionManagerInternals {
   socket?: Socket;
   connect(): void;
@@ -143,6 +190,9 @@ export class ZooKeeperStore implements OffsetStore {
   private readonly timeoutMs: number;
   private readonly sessionTimeoutMs: number;
   private readonly requestTtlMs: number;
+  private readonly maxMultiBytes: number;
+  /** Each client's request window (a replaced client's slots go with it). */
+  private readonly windows = new WeakMap<Client, RequestWindow>();
   /** Parent znodes known to exist (cleared when a multi says otherwise). */
   private readonly knownDirs = new Set<string>();
   /** Markers this process created, oldest first, to remove once older than the TTL. */
@@ -152,12 +202,15 @@ export class ZooKeeperStore implements OffsetStore {
   private stalls = 0;
 
   constructor(url: string, opts: ZooKeeperStoreOptions = {}) {
-    const { connectString, chroot } = parseZooKeeperUrl(url);
+    const { connectString, chroot, maxMultiBytes } = parseZooKeeperUrl(url);
     this.connectString = connectString;
     this.root = chroot;
     this.timeoutMs = opts.operationTimeoutMs ?? 5000;
     this.sessionTimeoutMs = opts.sessionTimeoutMs ?? 10_000;
     this.requestTtlMs = opts.requestTtlMs ?? 120_000;
+    this.maxMultiBytes = opts.maxMultiBytes ?? maxMultiBytes ?? DEFAULT_MAX_MULTI_BYTES;
+    if (!Number.isInteger(this.maxMultiBytes) || this.maxMultiBytes < MIN_MULTI_BYTES)
+      throw new Error(`maxMultiBytes must be an integer >= ${MIN_MULTI_BYTES}, got ${this.maxMultiBytes}`);
     this.client = this.newClient();
     this.sweeper = setInterval(
       () => void this.sweepMarkers().catch(() => undefined),
@@ -172,6 +225,7 @@ export class ZooKeeperStore implements OffsetStore {
       spinDelay: 200,
       retries: 0,
     });
+    this.windows.set(client, new RequestWindow(WINDOW));
     // Every operation waiting for the connection listens for one state change (connected()).
     client.setMaxListeners(0);
     client.on('state', (state: State) => {
@@ -222,7 +276,16 @@ export class ZooKeeperStore implements OffsetStore {
     }
   }
 
-  private run<T>(what: string, op: () => Promise<T>): Promise<T> {
+  /** One request of `client`, through its window. */
+  private call<T>(
+    client: Client,
+    fn: (cb: (err: Exception | Error | null, value: T) => void) => void,
+  ): Promise<T> {
+    return this.windows.get(client)!.run(() => call(fn));
+  }
+
+  /** Runs `op` until it succeeds or the deadline passes; `op` is told when the deadline has passed. */
+  private run<T>(what: string, op: (expired: () => boolean) => Promise<T>): Promise<T> {
     if (this.closed) return Promise.reject(new StoreUnavailableError(`zookeeper store: ${what}: closed`));
     let expired = false;
     const result = withDeadline(`zookeeper store: ${what}`, this.timeoutMs, async () => {
@@ -231,7 +294,7 @@ export class ZooKeeperStore implements OffsetStore {
       try {
         for (;;) {
           try {
-            return await op();
+            return await op(() => expired);
           } catch (err) {
             if (expired || this.closed) throw err;
             const c = code(err);
@@ -281,8 +344,8 @@ export class ZooKeeperStore implements OffsetStore {
 
   private async read(client: Client, path: string): Promise<Read | null> {
     try {
-      return await new Promise<Read>((resolve, reject) =>
-        client.getData(path, (err, data, stat) => (err ? reject(err) : resolve({ data, stat }))),
+      return await this.call<Read>(client, (cb) =>
+        client.getData(path, (err, data, stat) => cb(err, { data, stat })),
       );
     } catch (err) {
       if (code(err) === Exception.NO_NODE) return null;
@@ -292,7 +355,7 @@ export class ZooKeeperStore implements OffsetStore {
 
   private async ensureDir(client: Client, path: string): Promise<void> {
     if (this.knownDirs.has(path)) return;
-    await call<string>((cb) => client.mkdirp(path, cb));
+    await this.call<string>(client, (cb) => client.mkdirp(path, cb));
     this.knownDirs.add(path);
   }
 
@@ -320,33 +383,68 @@ export class ZooKeeperStore implements OffsetStore {
   /** Bumps a znode at version 0 to 1 with a plain setData, so a later versioned check in a multi is real. */
   private async bumpFromZero(client: Client, path: string, read: Read): Promise<never> {
     try {
-      await call<Stat>((cb) => client.setData(path, read.data ?? null, 0, cb));
+      await this.call<Stat>(client, (cb) => client.setData(path, read.data ?? null, 0, cb));
     } catch (err) {
       if (code(err) !== Exception.BAD_VERSION && code(err) !== Exception.NO_NODE) throw err;
     }
     throw new Retry();
   }
 
+  /**
+   * Reads, judges and applies one commit in one multi (see the file comment). A commit whose
+   * multi would exceed maxMultiBytes (6,000 new partitions are about 1.7 MB) is applied in
+   * several multis, in order (zookeeper-multi.ts):
+   * - every one carries the fence: the `check` of the state znode's version (the first one
+   *   creates the state when there is none), so a membership change between two of them fails the
+   *   later one and the commit is judged again from fresh reads;
+   * - the compare-and-set partitions come first, so when they fit in the first multi (a few
+   *   thousand) every compare-and-set is decided together with the fence, and a mismatch writes
+   *   nothing;
+   * - the request marker is in the last one only: the commit counts as applied once all are.
+   * Each multi is atomic, the commit is not: a refusal after the first multi applied (the fence
+   * after a membership change, a compare-and-set in a later multi, the deadline) leaves the
+   * partitions of the applied ones written. A retry within this call (BAD_VERSION, a lost
+   * connection) re-reads and re-judges only the partitions that no answered multi wrote. Those of
+   * a multi whose answer was lost may have been written: a compare-and-set among them that finds
+   * its partition holding exactly what this request writes (the offset, and the metadata znode
+   * with its commit timestamp) counts as matched, as that is our own write; the retry then writes
+   * the same values again.
+   */
   commit(request: CommitRequest): Promise<CommitOutcome> {
     const { group } = request;
     const marker = this.markerPath(group, request.requestId);
+    // A request naming one partition twice: the last write wins (as in the other stores), and
+    // the multi must touch each znode once (a second create would fail NODE_EXISTS forever).
+    const last = new Map<string, number>();
+    const casAny = new Set<string>();
+    request.writes.forEach((w, i) => {
+      last.set(tpKey(w), i);
+      if (w.expectedOffset !== undefined) casAny.add(tpKey(w));
+    });
+    // Each partition once, in the order of its last write.
+    const order = [...last.entries()].sort((a, b) => a[1] - b[1]).map(([k]) => k);
     let checkMeta = false;
-    return this.run('commit', async () => {
+    /** Partitions written by an answered multi of this call, and by one whose answer was lost. */
+    const written = new Set<string>();
+    const inDoubt = new Set<string>();
+    return this.run('commit', async (expired) => {
       const client = await this.connected();
       // Applied before (a resend, or our own attempt whose answer was lost)?
       const prior = await this.read(client, marker);
       if (prior !== null)
         return decodeOutcome(JSON.parse(prior.data?.toString('utf8') ?? '') as EncodedOutcome);
 
+      const keys = written.size === 0 ? order : order.filter((k) => !written.has(k));
+      const writes = keys.map((k) => request.writes[last.get(k)!]!);
       // One round of pipelined reads: the state, every partition's offset znode, and (only on a
       // retry that met a surprise) whether each metadata znode exists.
       const [stateRead, reads, metaFound] = await Promise.all([
         this.read(client, this.statePath(group)),
-        Promise.all(request.writes.map((w) => this.read(client, this.offsetPath(group, w)))),
+        Promise.all(writes.map((w) => this.read(client, this.offsetPath(group, w)))),
         checkMeta
           ? Promise.all(
-              request.writes.map((w) =>
-                call<Stat | null>((cb) => client.exists(this.metaPath(group, w), cb)),
+              writes.map((w) =>
+                this.call<Stat | null>(client, (cb) => client.exists(this.metaPath(group, w), cb)),
               ),
             )
           : null,
@@ -355,33 +453,37 @@ export class ZooKeeperStore implements OffsetStore {
       // A metadata znode exists exactly where an offset znode does (written and removed together),
       // except beside offsets a Kafka 0.8 consumer wrote, or after a deleteOffsets cut short: the
       // multi then fails with NO_NODE/NODE_EXISTS and the retry checks each one.
-      const metaExists = metaFound ?? reads.map((r) => r !== null);
-      const { outcome, newState } = decideCommit(state, request, (tp) => {
-        const i = request.writes.findIndex((w) => w.topic === tp.topic && w.partition === tp.partition);
-        const r = reads[i];
+      const metaExists = metaFound?.map((stat) => stat !== null) ?? reads.map((r) => r !== null);
+      const readOf = new Map(keys.map((k, i) => [k, reads[i] ?? null]));
+      const own = await this.holdingOwnWrite(
+        client,
+        group,
+        writes,
+        reads,
+        (k) => inDoubt.has(k) && casAny.has(k),
+      );
+      const judged =
+        written.size === 0 && own.size === 0
+          ? request
+          : {
+              ...request,
+              writes: request.writes
+                .filter((w) => !written.has(tpKey(w)))
+                .map((w) => (own.has(tpKey(w)) ? { ...w, expectedOffset: undefined } : w)),
+            };
+      const { outcome, newState } = decideCommit(state, judged, (tp) => {
+        const r = readOf.get(tpKey(tp));
         return r === null || r === undefined ? -1n : this.parseOffset(group, tp, r);
       });
       if (outcome.status !== 'ok') return outcome;
 
       if (stateRead !== null && stateRead.stat.version === 0)
         await this.bumpFromZero(client, this.statePath(group), stateRead);
-      // A request naming one partition twice: the last write wins (as in the other stores), and
-      // the multi must touch each znode once (a second create would fail NODE_EXISTS forever).
-      const tpKey = (w: TopicPartition) => `${w.topic}\u0000${w.partition}`;
-      const last = new Map<string, number>();
-      const casAny = new Set<string>();
-      request.writes.forEach((w, i) => {
-        last.set(tpKey(w), i);
-        if (w.expectedOffset !== undefined) casAny.add(tpKey(w));
-      });
-      const applied = [...last.values()].sort((a, b) => a - b);
-      for (const i of applied) {
-        const w = request.writes[i]!;
-        const r = reads[i];
-        if (r && r.stat.version === 0 && casAny.has(tpKey(w)))
-          await this.bumpFromZero(client, this.offsetPath(group, w), r);
+      for (const [i, r] of reads.entries()) {
+        if (r && r.stat.version === 0 && casAny.has(keys[i]!))
+          await this.bumpFromZero(client, this.offsetPath(group, writes[i]!), r);
       }
-      const topics = new Set(request.writes.map((w) => encodeSegment(w.topic)));
+      const topics = new Set(writes.map((w) => encodeSegment(w.topic)));
       const g = this.groupPath(group);
       await Promise.all([
         this.ensureDir(client, `${g}/kop-requests`),
@@ -391,57 +493,108 @@ export class ZooKeeperStore implements OffsetStore {
         ]),
       ]);
 
-      const tx: Transaction = client.transaction();
-      if (stateRead === null) {
-        const data = Buffer.from(JSON.stringify(newState));
-        tx.create(this.statePath(group), data).setData(this.statePath(group), data, -1);
-      } else {
-        tx.check(this.statePath(group), stateRead.stat.version);
-      }
-      for (const i of applied) {
-        const w = request.writes[i]!;
-        const offsetData = Buffer.from(String(w.offset));
-        const meta = Buffer.from(
-          JSON.stringify({
-            o: String(w.offset),
-            e: w.leaderEpoch,
-            m: w.metadata,
-            c: String(w.commitTimestamp),
-            x: String(w.expireTimestamp),
-          }),
+      const statePath = this.statePath(group);
+      const stateData = Buffer.from(JSON.stringify(newState));
+      const frame: MultiFrame = {
+        firstHead:
+          stateRead === null
+            ? [
+                { type: 'create', path: statePath, data: stateData },
+                { type: 'setData', path: statePath, data: stateData, version: -1 },
+              ]
+            : [{ type: 'check', path: statePath, version: stateRead.stat.version }],
+        // The multis after the first: the state znode is at the version read, or at 1 if the first created it.
+        head: [{ type: 'check', path: statePath, version: stateRead?.stat.version ?? 1 }],
+        tail: [{ type: 'create', path: marker, data: Buffer.from(JSON.stringify(encodeOutcome(outcome))) }],
+      };
+      const units = writes.map((w, i) =>
+        this.partitionOps(group, w, reads[i] ?? null, metaExists[i] ?? false, casAny.has(keys[i]!)),
+      );
+      let multis = splitMulti(units, frame, this.maxMultiBytes);
+      if (multis.length > 1 && casAny.size > 0) {
+        // Compare-and-sets first (see above); the sort is stable.
+        const ranked = [...units.keys()].sort(
+          (a, b) => Number(casAny.has(keys[b]!)) - Number(casAny.has(keys[a]!)),
         );
-        const r = reads[i];
-        if (r === null || r === undefined) {
-          // create + setData: the znode starts at version 1 (see the version-0 bug above), and
-          // its first write is a real setData (Burrow reads the mtime).
-          tx.create(this.offsetPath(group, w), offsetData).setData(this.offsetPath(group, w), offsetData, -1);
-          if (metaExists[i])
-            tx.setData(this.metaPath(group, w), meta, -1); // left over from a deleted offset
-          else tx.create(this.metaPath(group, w), meta);
-        } else {
-          tx.setData(this.offsetPath(group, w), offsetData, casAny.has(tpKey(w)) ? r.stat.version : -1);
-          if (metaExists[i]) tx.setData(this.metaPath(group, w), meta, -1);
-          else tx.create(this.metaPath(group, w), meta);
-        }
+        multis = splitMulti(
+          ranked.map((i) => units[i]!),
+          frame,
+          this.maxMultiBytes,
+        ).map((m) => ({ ops: m.ops, units: m.units.map((j) => ranked[j]!) }));
       }
-      const encoded = JSON.stringify(encodeOutcome(outcome));
-      tx.create(marker, Buffer.from(encoded));
-      try {
-        await call((cb) => tx.commit(cb));
-      } catch (err) {
-        const c = code(err);
-        if (c === Exception.BAD_VERSION || c === Exception.NODE_EXISTS || c === Exception.NO_NODE) {
-          // Something changed under us (or the parents went away): judge again from fresh reads.
-          if (c === Exception.NO_NODE) this.knownDirs.clear();
-          checkMeta = true;
-          throw new Retry();
+      for (const [n, multi] of multis.entries()) {
+        // The caller has its answer by then; stop rather than write on behind it.
+        if (n > 0 && expired())
+          throw new StoreUnavailableError('zookeeper store: commit: deadline passed between multis', {
+            timedOut: true,
+          });
+        const tx = toTransaction(client.transaction(), multi.ops);
+        try {
+          await this.call(client, (cb) => tx.commit(cb));
+        } catch (err) {
+          const c = code(err);
+          if (c === Exception.BAD_VERSION || c === Exception.NODE_EXISTS || c === Exception.NO_NODE) {
+            // Something changed under us (or the parents went away): judge again from fresh reads.
+            if (c === Exception.NO_NODE) this.knownDirs.clear();
+            checkMeta = true;
+            throw new Retry();
+          }
+          // CONNECTION_LOSS / SESSION_EXPIRED: the retry reads the marker back first. Without the
+          // marker (not the last multi) it cannot tell whether this one applied.
+          if (n < multis.length - 1) for (const i of multi.units) inDoubt.add(keys[i]!);
+          throw err;
         }
-        // CONNECTION_LOSS / SESSION_EXPIRED: the retry reads the marker back first.
-        throw err;
+        for (const i of multi.units) {
+          written.add(keys[i]!);
+          inDoubt.delete(keys[i]!);
+        }
       }
       this.markers.push({ path: marker, at: Date.now() });
       return outcome;
     });
+  }
+
+  /** The ops writing one partition: its offset znode and its metadata znode. */
+  private partitionOps(
+    group: string,
+    w: OffsetWrite,
+    read: Read | null,
+    metaExists: boolean,
+    cas: boolean,
+  ): MultiOp[] {
+    const path = this.offsetPath(group, w);
+    const data = Buffer.from(String(w.offset));
+    const ops: MultiOp[] =
+      read === null
+        ? // create + setData: the znode starts at version 1 (see the version-0 bug above), and its
+          // first write is a real setData (Burrow reads the mtime).
+          [
+            { type: 'create', path, data },
+            { type: 'setData', path, data, version: -1 },
+          ]
+        : [{ type: 'setData', path, data, version: cas ? read.stat.version : -1 }];
+    // A metadata znode may be left over from a deleted offset, or missing beside a Kafka 0.8 offset.
+    const meta = { path: this.metaPath(group, w), data: metaData(w) };
+    ops.push(metaExists ? { type: 'setData', ...meta, version: -1 } : { type: 'create', ...meta });
+    return ops;
+  }
+
+  /**
+   * Of the partitions `suspect` names, those holding exactly what this request writes there: the
+   * offset znode its offset, the metadata znode its JSON (commit timestamp included).
+   */
+  private async holdingOwnWrite(
+    client: Client,
+    group: string,
+    writes: OffsetWrite[],
+    reads: (Read | null)[],
+    suspect: (key: string) => boolean,
+  ): Promise<Set<string>> {
+    const candidates = writes.filter(
+      (w, i) => suspect(tpKey(w)) && reads[i]?.data?.toString('utf8') === String(w.offset),
+    );
+    const metas = await Promise.all(candidates.map((w) => this.read(client, this.metaPath(group, w))));
+    return new Set(candidates.filter((w, i) => metas[i]?.data?.equals(metaData(w))).map(tpKey));
   }
 
   private async readPartition(
@@ -480,7 +633,7 @@ export class ZooKeeperStore implements OffsetStore {
 
   private async children(client: Client, path: string): Promise<string[]> {
     try {
-      return await call<string[]>((cb) => client.getChildren(path, cb));
+      return await this.call<string[]>(client, (cb) => client.getChildren(path, cb));
     } catch (err) {
       if (code(err) === Exception.NO_NODE) return [];
       throw err;
@@ -510,7 +663,7 @@ export class ZooKeeperStore implements OffsetStore {
 
   private async removeIfThere(client: Client, path: string): Promise<void> {
     try {
-      await call((cb) => client.remove(path, -1, cb));
+      await this.call(client, (cb) => client.remove(path, -1, cb));
     } catch (err) {
       if (code(err) !== Exception.NO_NODE) throw err;
     }
@@ -519,7 +672,7 @@ export class ZooKeeperStore implements OffsetStore {
   private async removeTree(client: Client, path: string): Promise<void> {
     for (const child of await this.children(client, path)) await this.removeTree(client, `${path}/${child}`);
     try {
-      await call((cb) => client.remove(path, -1, cb));
+      await this.call(client, (cb) => client.remove(path, -1, cb));
     } catch (err) {
       const c = code(err);
       if (c === Exception.NOT_EMPTY) throw new Retry(); // a commit raced us: remove again
@@ -577,10 +730,12 @@ export class ZooKeeperStore implements OffsetStore {
       try {
         if (read === null) {
           await this.ensureDir(client, this.groupPath(group));
-          await call((cb) => client.transaction().create(path, next).setData(path, next, -1).commit(cb));
+          await this.call(client, (cb) =>
+            client.transaction().create(path, next).setData(path, next, -1).commit(cb),
+          );
         } else {
           // Plain setData checks version 0 correctly (only the transaction API has the bug).
-          await call<Stat>((cb) => client.setData(path, next, read.stat.version, cb));
+          await this.call<Stat>(client, (cb) => client.setData(path, next, read.stat.version, cb));
         }
       } catch (err) {
         const c = code(err);
@@ -597,7 +752,7 @@ export class ZooKeeperStore implements OffsetStore {
   ping(): Promise<void> {
     return this.run('ping', async () => {
       const client = await this.connected();
-      await call<Stat | null>((cb) => client.exists(this.root === '' ? '/' : this.root, cb));
+      await this.call<Stat | null>(client, (cb) => client.exists(this.root === '' ? '/' : this.root, cb));
     });
   }
 

@@ -1,11 +1,12 @@
 // The ZooKeeper store against a real ZooKeeper: the shared contract, Kafka 0.8's layout (what
 // Burrow reads), the transaction version-0 bug and its workaround, corrupt znodes, a restart.
-import { createClient } from 'node-zookeeper-client';
+import { createClient, Exception } from 'node-zookeeper-client';
 import type { Client, Stat } from 'node-zookeeper-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runStoreContract } from '../../backends/contract.js';
 import { StoreCorruptError, StoreUnavailableError } from '../../backends/errors.js';
-import type { OffsetWrite } from '../../backends/store.js';
+import type { CommitIdentity, GroupUpdate, OffsetWrite } from '../../backends/store.js';
+import { multiBytes, toTransaction } from '../../backends/zookeeper-multi.js';
 import {
   decodeSegment,
   encodeSegment,
@@ -49,6 +50,66 @@ const w = (partition: number, offset: bigint, extra: Partial<OffsetWrite> = {}):
   expireTimestamp: -1n,
   ...extra,
 });
+
+/** A multi a store is about to send: its ops (the library's), and how to really send it. */
+interface SentMulti {
+  n: number;
+  ops: { type: number; path: string }[];
+  send(): Promise<Error | null>;
+}
+
+/**
+ * Intercepts every multi `store` sends (on its current client): `hook` sends it or not, may act
+ * in between, and returns what the store hears. Returns the multis seen, in order.
+ */
+function interceptMultis(store: ZooKeeperStore, hook: (m: SentMulti) => Promise<Error | null>): SentMulti[] {
+  const client = (store as unknown as { client: Client }).client;
+  const seen: SentMulti[] = [];
+  const transaction = client.transaction.bind(client);
+  client.transaction = () => {
+    const tx = transaction();
+    const commit = tx.commit.bind(tx);
+    tx.commit = (cb) => {
+      const m: SentMulti = {
+        n: seen.length,
+        ops: (tx as unknown as { ops: { type: number; path: string }[] }).ops,
+        send: () => new Promise((resolve) => commit((err) => resolve(err))),
+      };
+      seen.push(m);
+      hook(m).then(
+        (err) => cb(err, []),
+        (err: Error) => cb(err, []),
+      );
+    };
+    return tx;
+  };
+  return seen;
+}
+
+const OP_CREATE = 1;
+const OP_SET_DATA = 5;
+const OP_CHECK = 13;
+/** What the store hears when a multi's answer is lost. */
+const connectionLoss = (): Error =>
+  Object.assign(new Error('CONNECTION_LOSS[-4]'), { getCode: () => Exception.CONNECTION_LOSS });
+/** Partitions whose offset znode a multi writes. */
+const partitionsOf = (m: SentMulti): number[] => [
+  ...new Set(
+    m.ops
+      .filter((op) => /\/offsets\/orders\/\d+$/.test(op.path))
+      .map((op) => Number(op.path.split('/').pop())),
+  ),
+];
+const range = (n: number): number[] => Array.from({ length: n }, (_, i) => i);
+/** A group's offsets by partition (getChildren has no order). */
+const offsetsOf = async (store: ZooKeeperStore, group: string) =>
+  (await store.fetch(group, null)).sort((a, b) => a.partition - b.partition);
+const stable = async (store: ZooKeeperStore, group: string): Promise<CommitIdentity> => {
+  const m1 = { memberId: 'm1', groupInstanceId: null };
+  await store.updateGroup(group, { kind: 'joined', generationId: 1, ...m1, members: [m1] });
+  await store.updateGroup(group, { kind: 'synced', generationId: 1, memberId: 'm1' });
+  return { generationIdOrMemberEpoch: 1, memberId: 'm1', groupInstanceId: null, requestVersion: 9 };
+};
 
 runStoreContract(
   'zookeeper',
@@ -182,6 +243,191 @@ describe('zookeeper store on a real server', () => {
     });
     expect(() => parseZooKeeperUrl('zk://a/x')).toThrow(/host:port/);
     expect(() => parseZooKeeperUrl('zk://a:1//x')).toThrow(/chroot/);
+    expect(parseZooKeeperUrl('zk://a:1/c?maxMultiBytes=2000000')).toEqual({
+      connectString: 'a:1',
+      chroot: '/c',
+      maxMultiBytes: 2_000_000,
+    });
+    expect(parseZooKeeperUrl('zk://a:1?maxMultiBytes=4096').maxMultiBytes).toBe(4096);
+    expect(() => parseZooKeeperUrl('zk://a:1?maxMultiBytes=100')).toThrow(/maxMultiBytes must be/);
+    expect(() => parseZooKeeperUrl('zk://a:1?maxMultiBytes=1e6')).toThrow(/maxMultiBytes must be/);
+    expect(() => parseZooKeeperUrl('zk://a:1?maxMultiByte=4096')).toThrow(/unknown option/);
+  });
+
+  it("the size estimate is the server's: a multi of exactly jute.maxbuffer is accepted, a byte more is not", async () => {
+    const client = createClient(zk.connectString, { retries: 0 });
+    await new Promise<void>((resolve) => {
+      client.once('connected', () => resolve());
+      client.connect();
+    });
+    try {
+      await p((cb) => client.mkdirp('/maxbuffer/a', cb));
+      // setData of one znode, repeated: the last op's data fills the request up to the size wanted.
+      const multi = (bytes: number) => {
+        const ops = range(8).map(() => ({
+          type: 'setData' as const,
+          path: '/maxbuffer/a',
+          data: Buffer.alloc(100_000),
+          version: -1,
+        }));
+        const last = ops.at(-1)!;
+        last.data = Buffer.alloc(last.data.length + bytes - multiBytes(ops));
+        expect(multiBytes(ops)).toBe(bytes);
+        return p((cb) => toTransaction(client.transaction(), ops).commit(cb));
+      };
+      // The server takes a packet of up to jute.maxbuffer (default 1,048,575) bytes after the length prefix.
+      await multi(4 + 1_048_575);
+      await expect(multi(4 + 1_048_576)).rejects.toThrow(/CONNECTION_LOSS/);
+    } finally {
+      client.close();
+    }
+  });
+
+  it('a commit larger than one multi: several multis in order, each fenced, the marker in the last', async () => {
+    const store = new ZooKeeperStore(`zk://${zk.connectString}/split?maxMultiBytes=4096`);
+    try {
+      await store.ping();
+      let lostOnce = false;
+      const multis = interceptMultis(store, async (m) => {
+        const err = await m.send();
+        // The last multi's answer is lost once: the marker read back says it applied.
+        if (err === null && m.ops.at(-1)!.path.includes('/kop-requests/') && !lostOnce) {
+          lostOnce = true;
+          return connectionLoss();
+        }
+        return err;
+      });
+      const writes = range(40).map((i) => w(i, BigInt(1000 + i), { metadata: `m${i}` }));
+      expect(await store.commit({ group: 'big', writes, requestId: 'big-1' })).toEqual({ status: 'ok' });
+      expect(lostOnce).toBe(true);
+      expect(multis.length).toBeGreaterThan(2);
+      expect(multis.flatMap(partitionsOf)).toEqual(range(40));
+      multis.forEach((m, n) => {
+        const state = '/split/consumers/big/kop-state';
+        // The first creates the group's state znode (create + setData), every later one checks its version.
+        if (n === 0)
+          expect(m.ops.slice(0, 2).map((op) => [op.type, op.path])).toEqual([
+            [OP_CREATE, state],
+            [OP_SET_DATA, state],
+          ]);
+        else expect([m.ops[0]!.type, m.ops[0]!.path]).toEqual([OP_CHECK, state]);
+        expect(m.ops.some((op) => op.path.includes('/kop-requests/'))).toBe(n === multis.length - 1);
+      });
+      expect((await offsetsOf(store, 'big')).map((o) => [o.partition, o.offset, o.metadata])).toEqual(
+        range(40).map((i) => [i, BigInt(1000 + i), `m${i}`]),
+      );
+      // A resend of the same request is answered from the marker: no multi.
+      const sent = multis.length;
+      expect(await store.commit({ group: 'big', writes, requestId: 'big-1' })).toEqual({ status: 'ok' });
+      expect(multis.length).toBe(sent);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('a split commit whose fence changes between multis: the rest is judged again (applied parts stay)', async () => {
+    const m1 = { memberId: 'm1', groupInstanceId: null };
+    const m2 = { memberId: 'm2', groupInstanceId: null };
+    const writes = range(40).map((i) => w(i, 7n));
+    /** Commits `writes` as m1 of generation 1 in several multis; `update` lands right after the first. */
+    const commitAround = async (group: string, update: GroupUpdate) => {
+      const store = new ZooKeeperStore(`zk://${zk.connectString}/split-fence?maxMultiBytes=4096`);
+      try {
+        const identity = await stable(store, group);
+        const seen = interceptMultis(store, async (m) => {
+          const err = await m.send();
+          if (m.n === 0) await store.updateGroup(group, update);
+          return err;
+        });
+        const outcome = await store.commit({ group, identity, writes, requestId: group });
+        return { outcome, seen, stored: (await offsetsOf(store, group)).map((o) => o.partition) };
+      } finally {
+        await store.close();
+      }
+    };
+
+    // A member joins the same generation: the second multi fails on the state znode's version, the
+    // commit is judged again (still fine) and the retry sends only what the first multi had not.
+    const same = await commitAround('same-gen', { kind: 'joined', generationId: 1, ...m2 });
+    expect(same.outcome).toEqual({ status: 'ok' });
+    const first = partitionsOf(same.seen[0]!);
+    expect(same.seen.length).toBeGreaterThan(2);
+    expect(same.seen.slice(2).flatMap(partitionsOf)).toEqual(range(40).filter((i) => !first.includes(i)));
+    expect(same.stored).toEqual(range(40));
+
+    // A new generation: the rest is refused; the first multi's partitions stay written (several
+    // atomic steps, not one) and no marker was written.
+    const next = await commitAround('new-gen', { kind: 'joined', generationId: 2, ...m1, members: [m1] });
+    expect(next.outcome).toEqual({ status: 'fenced', error: 22 });
+    expect(next.seen).toHaveLength(2);
+    expect(next.stored).toEqual(partitionsOf(next.seen[0]!));
+    expect(next.stored.length).toBeGreaterThan(0);
+    expect(
+      await p<string[]>((cb) => raw.getChildren('/split-fence/consumers/new-gen/kop-requests', cb)),
+    ).toEqual([]);
+  });
+
+  it('compare-and-set in a split commit: decided in the first multi, and a lost answer is our own write', async () => {
+    const store = new ZooKeeperStore(`zk://${zk.connectString}/split-cas?maxMultiBytes=4096`);
+    try {
+      await store.ping();
+      const base = range(40).map((i) => w(i, 10n));
+      expect(await store.commit({ group: 'cas', writes: base, requestId: 'base' })).toEqual({ status: 'ok' });
+
+      // CAS partitions last in the request: they still go in the first multi. Another writer
+      // changes one of them after our reads: the first multi fails, the commit is judged again
+      // and refused, and nothing at all was written.
+      const writes = range(40).map((i) => (i < 35 ? w(i, 20n) : w(i, 20n, { expectedOffset: 10n })));
+      const seen = interceptMultis(store, async (m) => {
+        if (m.n === 0) {
+          expect(partitionsOf(m).slice(0, 5)).toEqual([35, 36, 37, 38, 39]);
+          await p((cb) =>
+            raw.setData('/split-cas/consumers/cas/offsets/orders/38', Buffer.from('11'), -1, cb),
+          );
+        }
+        return m.send();
+      });
+      expect(await store.commit({ group: 'cas', writes, requestId: 'cas-1' })).toEqual({
+        status: 'cas-mismatch',
+        mismatches: [{ topic: 'orders', partition: 38, expected: 10n, actual: 11n }],
+      });
+      expect(seen).toHaveLength(1);
+      expect((await offsetsOf(store, 'cas')).map((o) => o.offset)).toEqual(
+        range(40).map((i) => (i === 38 ? 11n : 10n)),
+      );
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('a compare-and-set commit across several multis whose answers are lost still succeeds once', async () => {
+    const store = new ZooKeeperStore(`zk://${zk.connectString}/split-cas-lost?maxMultiBytes=4096`);
+    try {
+      await store.ping();
+      const base = range(40).map((i) => w(i, 10n));
+      expect(await store.commit({ group: 'lost', writes: base, requestId: 'base' })).toEqual({
+        status: 'ok',
+      });
+      // Every partition compare-and-set: they span several multis. The answer of the first is lost
+      // (it applied); on the retry the first is answered and the second's answer is lost.
+      const writes = range(40).map((i) => w(i, 30n + BigInt(i), { expectedOffset: 10n }));
+      const seen = interceptMultis(store, async (m) => {
+        const err = await m.send();
+        return err === null && (m.n === 0 || m.n === 2) ? connectionLoss() : err;
+      });
+      expect(await store.commit({ group: 'lost', writes, requestId: 'lost-1' })).toEqual({ status: 'ok' });
+      const [first, again, second, secondAgain] = seen.map(partitionsOf);
+      // The retry sends the first multi again (its partitions hold our own write: matched), then
+      // after the second's lost answer only what no answered multi wrote.
+      expect(again).toEqual(first);
+      expect(secondAgain).toEqual(second);
+      expect(seen.slice(3).flatMap(partitionsOf)).toEqual(range(40).filter((i) => !first!.includes(i)));
+      expect((await offsetsOf(store, 'lost')).map((o) => o.offset)).toEqual(
+        range(40).map((i) => 30n + BigInt(i)),
+      );
+    } finally {
+      await store.close();
+    }
   });
 
   it('removes request markers after their TTL', async () => {
