@@ -140,7 +140,10 @@ export interface OffsetStore {
   /** A short name for metrics and logs: "embedded", "redis", "zookeeper", "memory". */
   readonly kind: string;
 
-  /** Checks the guard and writes all partitions, atomically (all or none). */
+  /**
+   * Checks the guard and writes all partitions, atomically (all or none); the one exception is a
+   * ZooKeeper commit too large for one multi, applied in several fenced multis (docs/stores.md).
+   */
   commit(request: CommitRequest): Promise<CommitOutcome>;
 
   /** The stored offsets of the listed partitions (missing ones are absent), or all when null. */
