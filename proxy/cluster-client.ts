@@ -75,9 +75,14 @@ class BrokerChannel {
     this.ready = new Promise<void>((resolve, reject) => {
       const socket = connectUpstream(this.target, this.tls);
       this.socket = socket;
+      // A socket this channel has given up may still report (its 'close' comes after its 'error',
+      // and a request may already have reconnected in between): only the current one may fail
+      // the channel, or the stale one's close would destroy the new connection and its requests.
+      const current = (): boolean => this.socket === socket;
       const splitter = new FrameSplitter({ maxFrameSize: 256 * 1024 * 1024 });
       socket.setNoDelay(true);
       socket.on('data', (chunk: Buffer) => {
+        if (!current()) return;
         let frames: Buffer[];
         try {
           frames = splitter.push(chunk);
@@ -88,10 +93,12 @@ class BrokerChannel {
         for (const frame of frames) this.onResponse(frame);
       });
       socket.on('error', (err) => {
-        this.fail(err);
+        if (current()) this.fail(err);
         reject(err);
       });
-      socket.on('close', () => this.fail(new ClusterRequestError(`connection to ${this.describe()} closed`)));
+      socket.on('close', () => {
+        if (current()) this.fail(new ClusterRequestError(`connection to ${this.describe()} closed`));
+      });
       // ApiVersions v0 works on every broker; it also proves the connection is up.
       this.send(ApiKey.ApiVersions, 0, {})
         .then(async (body) => {
@@ -102,7 +109,7 @@ class BrokerChannel {
           if (this.sasl) await authenticate((k, v, b) => this.send(k, v, b), this.sasl);
         })
         .then(resolve, (err: unknown) => {
-          this.fail(err as Error);
+          if (current()) this.fail(err as Error);
           reject(err as Error);
         });
     });
