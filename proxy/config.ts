@@ -405,18 +405,39 @@ export function loadConfig(argv: readonly string[], env: NodeJS.ProcessEnv = pro
     return { mechanism: mechanism as SaslMechanism, username, password };
   };
 
-  const certFile = get('client-tls-cert');
-  const keyFile = get('client-tls-key');
-  if ((certFile === undefined) !== (keyFile === undefined)) {
-    throw new ConfigError(
-      certFile === undefined ? 'client-tls-cert' : 'client-tls-key',
-      null,
-      'client TLS needs both a certificate and a key',
-    );
-  }
+  /** A certificate and its key: both or neither (a certificate alone would never be presented). */
+  const certAndKey = (certName: string, keyName: string, what: string) => {
+    const cert = get(certName);
+    const key = get(keyName);
+    if ((cert === undefined) !== (key === undefined)) {
+      throw new ConfigError(
+        cert === undefined ? certName : keyName,
+        null,
+        `${what} needs both a certificate and a key`,
+      );
+    }
+    return cert !== undefined && key !== undefined ? { cert, key } : undefined;
+  };
+
+  const clientCertAndKey = certAndKey('client-tls-cert', 'client-tls-key', 'client TLS');
   const requireCert = bool('client-tls-require-cert');
   if (requireCert && get('client-tls-ca') === undefined) {
     throw new ConfigError('client-tls-ca', null, 'required when client-tls-require-cert is true');
+  }
+  const brokerTls = bool('broker-tls');
+  const brokerCertAndKey = certAndKey('broker-tls-cert', 'broker-tls-key', 'broker mutual TLS');
+  if (!brokerTls) {
+    // Without broker-tls these would be ignored, and the proxy would dial TLS brokers in plaintext.
+    const ignored = ['broker-tls-ca', 'broker-tls-cert', 'broker-tls-key', 'broker-tls-insecure'].find(
+      (name) => get(name) !== undefined && (name !== 'broker-tls-insecure' || bool(name)),
+    );
+    if (ignored !== undefined) {
+      throw new ConfigError(
+        ignored,
+        get(ignored),
+        'needs broker-tls true (broker connections would be plaintext)',
+      );
+    }
   }
 
   return {
@@ -441,15 +462,12 @@ export function loadConfig(argv: readonly string[], env: NodeJS.ProcessEnv = pro
     idleTimeoutMs: int('idle-timeout-ms', 0),
     requestTimeoutMs: int('request-timeout-ms', 1),
     shutdownTimeoutMs: int('shutdown-timeout-ms', 0),
-    clientTls:
-      certFile !== undefined && keyFile !== undefined
-        ? { cert: certFile, key: keyFile, ca: get('client-tls-ca'), requireCert }
-        : undefined,
-    brokerTls: bool('broker-tls')
+    clientTls: clientCertAndKey ? { ...clientCertAndKey, ca: get('client-tls-ca'), requireCert } : undefined,
+    brokerTls: brokerTls
       ? {
           ca: get('broker-tls-ca'),
-          cert: get('broker-tls-cert'),
-          key: get('broker-tls-key'),
+          cert: brokerCertAndKey?.cert,
+          key: brokerCertAndKey?.key,
           insecure: bool('broker-tls-insecure'),
         }
       : undefined,
