@@ -1,10 +1,11 @@
 // Real Apache Kafka brokers (KRaft, combined controller+broker nodes) from Maven Central jars.
 
-import { createHash, randomBytes } from 'node:crypto';
+import { createHash, createPrivateKey, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import tls from 'node:tls';
 import { fileURLToPath } from 'node:url';
 import { Kafka, logLevel } from 'kafkajs';
 import type { SASLOptions } from 'kafkajs';
@@ -29,6 +30,8 @@ export interface KafkaCluster {
   brokers: KafkaBroker[];
   /** Present for the SASL shape: the admin (super user) first, then one non-admin user. */
   sasl?: { users: { username: string; password: string }[] };
+  /** The client listener's security protocol. */
+  securityProtocol: SecurityProtocol;
   /** Jars of broker + kafka-tools + kafka-clients for this version, ':'-separated. */
   classpath: string;
   stopBroker(nodeId: number): Promise<void>;
@@ -37,6 +40,8 @@ export interface KafkaCluster {
   stop(): Promise<void>;
 }
 
+export type SecurityProtocol = 'PLAINTEXT' | 'SASL_PLAINTEXT' | 'SSL' | 'SASL_SSL';
+
 export interface StartKafkaOptions {
   brokers?: 1 | 3;
   version?: string;
@@ -44,6 +49,23 @@ export interface StartKafkaOptions {
   sasl?: boolean;
   /** Node id -> port to advertise for the client listener instead of the one it listens on (for a tap). */
   advertisedPorts?: Record<number, number>;
+  /**
+   * TLS on the client listener: SSL, or SASL_SSL with `sasl`. The INTERNAL (replication) and
+   * CONTROLLER listeners stay as they are without it, so the bed's readiness checks and the brokers'
+   * own traffic need no certificates.
+   */
+  tls?: KafkaTlsOptions;
+}
+
+export interface KafkaTlsOptions {
+  /** PEM file: the broker certificate of every node (its chain may follow); it must name 127.0.0.1. */
+  cert: string;
+  /** PEM file: its private key, in any form Node reads (Kafka is given a PKCS#8 copy). */
+  key: string;
+  /** PEM file: the CAs whose client certificates the broker accepts (ssl.truststore). */
+  ca?: string;
+  /** ssl.client.auth of the client listener; default none. `required` needs `ca`. */
+  clientAuth?: 'none' | 'requested' | 'required';
 }
 
 const HOST = '127.0.0.1';
@@ -142,11 +164,42 @@ function jaasPlain(): string {
   return `org.apache.kafka.common.security.plain.PlainLoginModule required username="${admin.username}" password="${admin.password}" ${users};`;
 }
 
+function clientProtocol(opts: StartKafkaOptions): SecurityProtocol {
+  if (opts.tls) return opts.sasl ? 'SASL_SSL' : 'SSL';
+  return opts.sasl ? 'SASL_PLAINTEXT' : 'PLAINTEXT';
+}
+
+/**
+ * Writes the keystore Kafka reads for the client listener (ssl.keystore.type=PEM): the private key
+ * as unencrypted PKCS#8, the only unencrypted form Kafka's PEM parser takes, then the certificate.
+ */
+function writePemKeystore(tlsOpts: KafkaTlsOptions, file: string): string {
+  const key = createPrivateKey(fs.readFileSync(tlsOpts.key)).export({ format: 'pem', type: 'pkcs8' });
+  fs.writeFileSync(file, `${key.toString().trimEnd()}\n${fs.readFileSync(tlsOpts.cert, 'utf8')}`, {
+    mode: 0o600,
+  });
+  return file;
+}
+
+/** SSL settings of the client listener only (listener-prefixed), from the keystore written above. */
+function clientTlsProperties(tlsOpts: KafkaTlsOptions, keystore: string): string[] {
+  const clientAuth = tlsOpts.clientAuth ?? 'none';
+  if (clientAuth !== 'none' && !tlsOpts.ca) throw new Error(`ssl.client.auth=${clientAuth} needs a CA`);
+  const prefix = 'listener.name.client.ssl';
+  return [
+    `${prefix}.keystore.type=PEM`,
+    `${prefix}.keystore.location=${keystore}`,
+    ...(tlsOpts.ca ? [`${prefix}.truststore.type=PEM`, `${prefix}.truststore.location=${tlsOpts.ca}`] : []),
+    `${prefix}.client.auth=${clientAuth}`,
+  ];
+}
+
 function serverProperties(
   node: NodePorts,
   all: NodePorts[],
   dataDir: string,
   opts: StartKafkaOptions,
+  keystore: string | null,
 ): string {
   const n = all.length;
   const protocol = opts.sasl ? 'SASL_PLAINTEXT' : 'PLAINTEXT';
@@ -160,7 +213,7 @@ function serverProperties(
     // for replication and always advertised at its real port, so brokers never talk through a tap.
     `listeners=CLIENT://${HOST}:${node.client},INTERNAL://${HOST}:${node.internal},CONTROLLER://${HOST}:${node.controller}`,
     `advertised.listeners=CLIENT://${HOST}:${advertisedClient},INTERNAL://${HOST}:${node.internal}`,
-    `listener.security.protocol.map=CLIENT:${protocol},INTERNAL:${protocol},CONTROLLER:${protocol}`,
+    `listener.security.protocol.map=CLIENT:${clientProtocol(opts)},INTERNAL:${protocol},CONTROLLER:${protocol}`,
     'controller.listener.names=CONTROLLER',
     'inter.broker.listener.name=INTERNAL',
     `log.dirs=${dataDir}`,
@@ -185,6 +238,7 @@ function serverProperties(
     'log.cleaner.threads=1',
     'log.cleaner.dedupe.buffer.size=16777216',
   ];
+  if (opts.tls && keystore) lines.push(...clientTlsProperties(opts.tls, keystore));
   if (opts.sasl) {
     const scram = 'org.apache.kafka.common.security.scram.ScramLoginModule required;';
     lines.push(
@@ -303,11 +357,19 @@ async function groupCoordinatorReady(port: number, sasl: boolean): Promise<boole
   }
 }
 
-function tcpAnswers(port: number): Promise<boolean> {
+/**
+ * The client port accepts; with TLS, it completes a handshake, which proves the listener serves
+ * with its keystore loaded. Nothing is verified here (tests do that). With ssl.client.auth=required
+ * this holds too: Java 17 and Node 20 speak TLS 1.3, where the broker's verdict on the (missing)
+ * client certificate comes after the client's side of the handshake has completed.
+ */
+function clientPortAnswers(port: number, withTls: boolean): Promise<boolean> {
   return new Promise((resolve) => {
-    const socket = net.connect({ host: HOST, port });
+    const socket = withTls
+      ? tls.connect({ host: HOST, port, rejectUnauthorized: false })
+      : net.connect({ host: HOST, port });
     socket.setTimeout(1000);
-    socket.once('connect', () => {
+    socket.once(withTls ? 'secureConnect' : 'connect', () => {
       socket.destroy();
       resolve(true);
     });
@@ -315,7 +377,10 @@ function tcpAnswers(port: number): Promise<boolean> {
       socket.destroy();
       resolve(false);
     });
-    socket.once('error', () => resolve(false));
+    socket.on('error', () => {
+      socket.destroy();
+      resolve(false);
+    });
   });
 }
 
@@ -326,7 +391,7 @@ export async function startKafka(opts: StartKafkaOptions = {}): Promise<KafkaClu
   const count = opts.brokers ?? 1;
   const sasl = opts.sasl ?? false;
   const classpath = await kafkaClasspath(version);
-  const dir = makeRunDir(`kafka-${version}-${count}${sasl ? '-sasl' : ''}`);
+  const dir = makeRunDir(`kafka-${version}-${count}${sasl ? '-sasl' : ''}${opts.tls ? '-tls' : ''}`);
   const ports = await freePorts(count * 3);
   const nodes: NodePorts[] = [];
   for (let i = 0; i < count; i++) {
@@ -339,6 +404,7 @@ export async function startKafka(opts: StartKafkaOptions = {}): Promise<KafkaClu
   }
   fs.writeFileSync(path.join(dir, 'log4j2.xml'), LOG4J2_XML);
   fs.writeFileSync(path.join(dir, 'log4j.properties'), LOG4J1_PROPERTIES);
+  const keystore = opts.tls ? writePemKeystore(opts.tls, path.join(dir, 'client-keystore.pem')) : null;
 
   const heap = count === 1 ? '512m' : '384m';
   const nodeDir = (id: number) => path.join(dir, `node-${id}`);
@@ -363,7 +429,7 @@ export async function startKafka(opts: StartKafkaOptions = {}): Promise<KafkaClu
       fs.mkdirSync(nodeDir(node.nodeId), { recursive: true });
       fs.writeFileSync(
         propsFile(node.nodeId),
-        serverProperties(node, nodes, path.join(nodeDir(node.nodeId), 'data'), opts),
+        serverProperties(node, nodes, path.join(nodeDir(node.nodeId), 'data'), opts, keystore),
       );
       await runToCompletion({
         name: `Kafka ${version} storage format (node ${node.nodeId})`,
@@ -409,7 +475,7 @@ export async function startKafka(opts: StartKafkaOptions = {}): Promise<KafkaClu
       async () => {
         const ids = await liveBrokerIds(node.internal, sasl);
         const expected = running();
-        return expected.every((id) => ids.includes(id)) && (await tcpAnswers(node.client));
+        return expected.every((id) => ids.includes(id)) && (await clientPortAnswers(node.client, !!opts.tls));
       },
       { timeoutMs, intervalMs: 250, proc },
     );
@@ -445,6 +511,7 @@ export async function startKafka(opts: StartKafkaOptions = {}): Promise<KafkaClu
     bootstrap: nodes.map((n) => `${HOST}:${n.client}`).join(','),
     brokers: nodes.map((n) => ({ nodeId: n.nodeId, host: HOST, port: n.client })),
     ...(sasl ? { sasl: { users: SASL_USERS.map((u) => ({ ...u })) } } : {}),
+    securityProtocol: clientProtocol(opts),
     classpath,
     async stopBroker(nodeId) {
       const proc = procs.get(nodeId);

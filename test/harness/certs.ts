@@ -1,6 +1,7 @@
 // Test certificates made at test time with openssl into a temp dir (no private key is committed):
 // a CA, a server certificate for 127.0.0.1/localhost, and a client certificate, all signed by the
-// CA, plus a second unrelated CA to prove verification really happens.
+// CA, plus a second unrelated CA and a client certificate it signed, to prove verification really
+// happens. The server certificate serves the proxy's TLS listener and the bed's TLS brokers alike.
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -16,6 +17,8 @@ export interface TestCerts {
     clientCert: string;
     clientKey: string;
     otherCa: string;
+    otherClientCert: string;
+    otherClientKey: string;
   };
   /** ... and their contents (for in-process use). */
   ca: Buffer;
@@ -24,6 +27,9 @@ export interface TestCerts {
   clientCert: Buffer;
   clientKey: Buffer;
   otherCa: Buffer;
+  /** A client certificate signed by the unrelated CA: well formed, but trusted by nobody. */
+  otherClientCert: Buffer;
+  otherClientKey: Buffer;
   remove(): void;
 }
 
@@ -59,7 +65,7 @@ export function makeTestCerts(): TestCerts {
       `/CN=${cn}`,
     );
   };
-  const leaf = (name: string, cn: string, ext: string) => {
+  const leaf = (name: string, cn: string, ext: string, signer = 'ca') => {
     key(`${name}.key`);
     ssl('req', '-new', '-key', f(`${name}.key`), '-out', f(`${name}.csr`), '-subj', `/CN=${cn}`);
     fs.writeFileSync(f(`${name}.ext`), ext);
@@ -69,9 +75,9 @@ export function makeTestCerts(): TestCerts {
       '-in',
       f(`${name}.csr`),
       '-CA',
-      f('ca.crt'),
+      f(`${signer}.crt`),
       '-CAkey',
-      f('ca.key'),
+      f(`${signer}.key`),
       '-CAcreateserial',
       '-out',
       f(`${name}.crt`),
@@ -85,6 +91,7 @@ export function makeTestCerts(): TestCerts {
   ca('other-ca', 'kop-unrelated-ca');
   leaf('server', 'localhost', 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n');
   leaf('client', 'kop-test-client', 'extendedKeyUsage=clientAuth\n');
+  leaf('other-client', 'kop-untrusted-client', 'extendedKeyUsage=clientAuth\n', 'other-ca');
   const files = {
     ca: f('ca.crt'),
     serverCert: f('server.crt'),
@@ -92,6 +99,8 @@ export function makeTestCerts(): TestCerts {
     clientCert: f('client.crt'),
     clientKey: f('client.key'),
     otherCa: f('other-ca.crt'),
+    otherClientCert: f('other-client.crt'),
+    otherClientKey: f('other-client.key'),
   };
   return {
     dir,
@@ -102,6 +111,8 @@ export function makeTestCerts(): TestCerts {
     clientCert: fs.readFileSync(files.clientCert),
     clientKey: fs.readFileSync(files.clientKey),
     otherCa: fs.readFileSync(files.otherCa),
+    otherClientCert: fs.readFileSync(files.otherClientCert),
+    otherClientKey: fs.readFileSync(files.otherClientKey),
     remove: () => fs.rmSync(dir, { recursive: true, force: true }),
   };
 }

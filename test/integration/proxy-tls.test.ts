@@ -4,11 +4,12 @@
 // kafkajs with `ssl` works through it, and a client without a certificate is refused when one is
 // required.
 //
-// Broker side: the bed's brokers have no SSL listener, and a plain TLS relay in front of one broker
-// cannot work, because the broker advertises its plaintext address in Metadata and the proxy would
-// then dial that address with TLS. So the TLS endpoint is a first proxy serving clientTls in front
-// of the plaintext broker: it speaks Kafka over TLS and advertises its own TLS listeners, exactly as
-// a TLS broker would. A second proxy with brokerTls (verifying the CA) connects to it.
+// Broker side, against the shared plaintext broker: the TLS endpoint is a first proxy serving
+// clientTls in front of it (a plain TLS relay cannot work, because the broker advertises its
+// plaintext address in Metadata and the proxy would then dial that address with TLS); it speaks
+// Kafka over TLS and advertises its own TLS listeners, as a TLS broker would. A second proxy with
+// brokerTls (verifying the CA) connects to it. Real SSL brokers (the bed's `tls` shape, with
+// ssl.client.auth=required) are tested in test/integration/proxy-tls-broker.test.ts.
 import { afterAll, beforeAll, describe, expect, inject, test } from 'vitest';
 import { ApiKey } from '../../protocol/messages/index.js';
 import type { MetadataResponse } from '../../protocol/messages/metadata-response.js';
