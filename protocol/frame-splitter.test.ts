@@ -133,4 +133,119 @@ describe('FrameSplitter', () => {
       { numRuns: 300 },
     );
   });
+
+  describe('memory held by an incomplete frame', () => {
+    /** A buffer with its own backing store, as a socket read is (not a view of a larger one). */
+    const own = (b: Buffer): Buffer => {
+      const copy = Buffer.allocUnsafeSlow(b.length);
+      b.copy(copy);
+      return copy;
+    };
+    /**
+     * A splitter after one 64 KiB read: whole frames, then the first `sent` bytes of the frame of
+     * `payload` (`f`, whose rest comes later).
+     */
+    function afterRead(payload: Buffer, sent: number) {
+      const f = frame(payload);
+      const whole: Buffer[] = [];
+      let left = 65536 - sent;
+      for (let i = 0; left > 0; i++) {
+        const n = Math.min(left - 4, 1000);
+        whole.push(Buffer.alloc(n, i % 251));
+        left -= 4 + n;
+      }
+      const chunk = own(Buffer.concat([...whole.map(frame), f.subarray(0, sent)]));
+      const s = new FrameSplitter({ maxFrameSize: 1 << 20 });
+      const out = s.push(chunk);
+      return { f, s, chunk, whole, out };
+    }
+
+    it('a small rest of a 64 KiB read is copied: the read is not pinned, whole frames stay views', () => {
+      const { f: next, s, chunk, whole, out } = afterRead(Buffer.alloc(1000, 9), 100);
+      expect(hexes(out)).toEqual(hexes(whole));
+      expect(out[0]!.buffer).toBe(chunk.buffer);
+      expect(s.bufferedBytes).toBe(100);
+      expect(s.incompleteFrameSize).toBe(1000);
+      // 96 payload bytes held in a buffer of their own (room for as many again), not the 64 KiB read.
+      expect(s.retainedBytes).toBeGreaterThanOrEqual(96);
+      expect(s.retainedBytes).toBeLessThanOrEqual(2 * 96);
+      expect(hexes(s.push(own(next.subarray(100))))).toEqual([Buffer.alloc(1000, 9).toString('hex')]);
+      expect(s.retainedBytes).toBe(0);
+      expect(s.incompleteFrameSize).toBe(-1);
+    });
+
+    it('a rest of 1-3 size bytes holds no buffer at all', () => {
+      const { f: next, s } = afterRead(Buffer.from('abc'), 3);
+      expect(s.bufferedBytes).toBe(3);
+      expect(s.retainedBytes).toBe(0);
+      expect(s.incompleteFrameSize).toBe(-1);
+      expect(hexes(s.push(own(next.subarray(3))))).toEqual(['616263']);
+    });
+
+    it('a rest that is most of the read stays a view (no copy before the frame is whole)', () => {
+      const big = Buffer.alloc(200_000, 5);
+      const { f, s } = afterRead(big, 50_000);
+      expect(s.retainedBytes).toBe(65536);
+      const second = own(f.subarray(50_000, 115_536));
+      s.push(second);
+      expect(s.retainedBytes).toBe(2 * 65536);
+      const out = s.push(own(f.subarray(115_536)));
+      expect(out).toHaveLength(1);
+      expect(out[0]!.equals(big)).toBe(true);
+      // The pieces were not altered by the assembly.
+      expect(second.equals(f.subarray(50_000, 115_536))).toBe(true);
+    });
+
+    it('a frame sent one byte per read holds about its bytes, not a Buffer per read', () => {
+      // Past 64 KiB, so the gathering buffers fill and new ones follow.
+      const payload = Buffer.alloc(150_000);
+      for (let i = 0; i < payload.length; i++) payload[i] = (i * 7) % 256;
+      const f = frame(payload);
+      const s = new FrameSplitter({ maxFrameSize: 1 << 20 });
+      let out: Buffer[] = [];
+      let worst = 0;
+      for (let i = 0; i < f.length; i++) {
+        out = s.push(f.subarray(i, i + 1));
+        if (i >= 4 && i < f.length - 1) worst = Math.max(worst, s.retainedBytes / s.bufferedBytes);
+      }
+      expect(worst).toBeLessThanOrEqual(2);
+      expect(out).toHaveLength(1);
+      expect(out[0]!.equals(payload)).toBe(true);
+    });
+
+    it('a large frame started in the rest of a read: the first bytes become the frame when they are half of it', () => {
+      const payload = Buffer.alloc(3000, 4);
+      const { f, s } = afterRead(payload, 2000);
+      // Sized for the whole payload (3000 <= 2 x 1996): completing it needs no second buffer.
+      expect(s.retainedBytes).toBe(3000);
+      const [whole] = s.push(own(f.subarray(2000)));
+      expect(whole!.equals(payload)).toBe(true);
+    });
+
+    it('any cut of any frames: memory held stays within twice the bytes received', () => {
+      fc.assert(
+        fc.property(
+          fc.array(fc.integer({ min: 0, max: 20_000 }), { minLength: 1, maxLength: 6 }),
+          fc.array(fc.integer({ min: 1, max: 70_000 }), { minLength: 1, maxLength: 20 }),
+          (sizes, cuts) => {
+            const ps = sizes.map((n, i) => Buffer.alloc(n, i + 1));
+            const all = Buffer.concat(ps.map(frame));
+            const s = new FrameSplitter({ maxFrameSize: 1 << 20 });
+            const out: Buffer[] = [];
+            let at = 0;
+            for (let i = 0; at < all.length; i++) {
+              const n = cuts[i % cuts.length]!;
+              out.push(...s.push(own(all.subarray(at, at + n))));
+              at += n;
+              expect(s.retainedBytes).toBeLessThanOrEqual(2 * s.bufferedBytes);
+            }
+            expect(out.map((b) => b.length)).toEqual(sizes);
+            expect(out.every((b, i) => b.equals(ps[i]!))).toBe(true);
+            expect(s.retainedBytes).toBe(0);
+          },
+        ),
+        { numRuns: 200 },
+      );
+    });
+  });
 });
