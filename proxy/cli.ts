@@ -62,6 +62,7 @@ export async function main(argv: string[]): Promise<void> {
       })),
     ...(metrics ? { observer: metrics.observer } : {}),
   });
+  metrics?.watchProxy(proxy);
   await proxy.start();
 
   let lag: LagCollector | null = null;
@@ -127,6 +128,7 @@ export function proxyOptions(config: ProxyConfig, log: ReturnType<typeof createL
     maxFrameSize: config.maxFrameSize,
     maxInFlight: config.maxInFlight,
     maxConnections: config.maxConnections,
+    maxBufferedRequestBytes: config.maxBufferedRequestBytes,
     idleTimeoutMs: config.idleTimeoutMs,
     requestTimeoutMs: config.requestTimeoutMs,
     shutdownTimeoutMs: config.shutdownTimeoutMs,
@@ -177,6 +179,7 @@ export function startupSummary(config: ProxyConfig): Record<string, unknown> {
     maxFrameSize: config.maxFrameSize,
     maxInFlight: config.maxInFlight,
     maxConnections: config.maxConnections,
+    maxBufferedRequestBytes: config.maxBufferedRequestBytes,
     idleTimeoutMs: config.idleTimeoutMs,
     requestTimeoutMs: config.requestTimeoutMs,
     shutdownTimeoutMs: config.shutdownTimeoutMs,

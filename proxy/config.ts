@@ -124,6 +124,12 @@ export const OPTIONS: readonly OptionSpec[] = [
     help: 'Client connections at once, all listeners together; more are closed when accepted (connection storms).',
   },
   {
+    name: 'max-buffered-request-bytes',
+    kind: 'int',
+    default: String(256 * 1024 * 1024),
+    help: "Memory for requests not yet fully received, all client connections together, like a broker's queued.max.request.bytes. A request over 64 KiB reserves its declared size once its body starts to arrive; while the reservations reach this limit, a connection starting such a request is no longer read (its client waits) until memory is freed, then in arrival order; --idle-timeout-ms still applies. Requests up to 64 KiB are always read. Memory can pass the limit by one request and one 64 KiB socket read per connection. Gauge: kop_request_buffer_bytes.",
+  },
+  {
     name: 'idle-timeout-ms',
     kind: 'int',
     default: '600000',
@@ -244,6 +250,7 @@ export interface ProxyConfig {
   maxFrameSize: number;
   maxInFlight: number;
   maxConnections: number;
+  maxBufferedRequestBytes: number;
   idleTimeoutMs: number;
   requestTimeoutMs: number;
   shutdownTimeoutMs: number;
@@ -459,6 +466,7 @@ export function loadConfig(argv: readonly string[], env: NodeJS.ProcessEnv = pro
     maxFrameSize: int('max-frame-size', 1024),
     maxInFlight: int('max-in-flight', 1),
     maxConnections: int('max-connections', 1),
+    maxBufferedRequestBytes: int('max-buffered-request-bytes', 1),
     idleTimeoutMs: int('idle-timeout-ms', 0),
     requestTimeoutMs: int('request-timeout-ms', 1),
     shutdownTimeoutMs: int('shutdown-timeout-ms', 0),

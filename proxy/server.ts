@@ -13,7 +13,7 @@ import { brokersIn, carriesBrokerAddresses, rewriteBrokerAddresses } from './add
 import { ApiVersionsPolicy } from './api-versions.js';
 import { BrokerMap } from './broker-map.js';
 import type { HostPort } from './broker-map.js';
-import { ProxyConnection } from './connection.js';
+import { ProxyConnection, RequestBufferPool } from './connection.js';
 import type { ConnectionPolicy } from './connection.js';
 import type { ProxyExtension } from './extension.js';
 import type { ExposedBroker } from './fetch-stream.js';
@@ -45,6 +45,11 @@ export interface ProxyOptions {
   maxConnections?: number;
   /** A client connection with nothing in flight and no bytes either way for this long is closed. */
   idleTimeoutMs?: number;
+  /**
+   * Memory for incomplete request frames, all client connections together (a broker's
+   * queued.max.request.bytes); beyond it, connections sending large requests wait (RequestBufferPool).
+   */
+  maxBufferedRequestBytes?: number;
   clientTls?: ClientTls | null;
   brokerTls?: UpstreamTls | null;
   extension?: ProxyExtension | null;
@@ -73,10 +78,12 @@ export class KafkaProxy {
   private readonly versions: ApiVersionsPolicy;
   private readonly observer: ProxyObserver;
   private readonly policy: ConnectionPolicy;
+  private readonly requestBuffers: RequestBufferPool;
   private bootstrapIndex = 0;
   /** Client connections accepted whose broker connection is still being opened. */
   private accepting = 0;
   private refused = 0;
+  private acceptErrors = 0;
   private stopping = false;
   private listenPort: number;
   private advertisedHost: string;
@@ -88,6 +95,7 @@ export class KafkaProxy {
     this.advertisedHost = opts.advertisedHost ?? defaultAdvertisedHost(opts.listen.host);
     this.brokers = new BrokerMap(opts.listen.port, opts.brokerPorts);
     this.versions = new ApiVersionsPolicy(opts.extension ?? null);
+    this.requestBuffers = new RequestBufferPool(opts.maxBufferedRequestBytes ?? 256 * 1024 * 1024);
     this.policy = {
       log: this.log,
       maxFrameSize: opts.maxFrameSize ?? 100 * 1024 * 1024,
@@ -105,6 +113,7 @@ export class KafkaProxy {
         this.observer.connectionClosed(conn.nodeId);
       },
       observer: this.observer,
+      requestBuffers: this.requestBuffers,
     };
   }
 
@@ -117,9 +126,25 @@ export class KafkaProxy {
     return this.connections.size;
   }
 
+  /** Memory held in incomplete request frames now, all client connections together. */
+  get bufferedRequestBytes(): number {
+    return this.requestBuffers.held;
+  }
+
+  /** Client connections not read now because the request buffer pool is exhausted. */
+  get mutedConnections(): number {
+    return this.requestBuffers.mutedCount;
+  }
+
+  /** Client connections closed at accept because of --max-connections, since the start. */
+  get refusedConnections(): number {
+    return this.refused;
+  }
+
   async start(): Promise<void> {
     const server = this.createServer(null);
     await listen(server, this.opts.listen.host, this.opts.listen.port);
+    server.on('error', (err) => this.onServerError(err, null));
     this.listenPort = (server.address() as net.AddressInfo).port;
     // With port 0 the OS picked the bootstrap port; broker ports follow the one actually bound.
     this.brokers.setBasePort(this.listenPort);
@@ -212,6 +237,7 @@ export class KafkaProxy {
       const port = this.brokers.localPort(nodeId);
       ready = listen(server, this.opts.listen.host, port).then(
         () => {
+          server.on('error', (err) => this.onServerError(err, nodeId));
           this.servers.set(`node-${nodeId}`, server);
           this.listeningNow.add(nodeId);
           this.log.info('listening', { role: 'broker', node: nodeId, host: this.opts.listen.host, port });
@@ -243,6 +269,19 @@ export class KafkaProxy {
       );
     }
     return net.createServer(onSocket);
+  }
+
+  /**
+   * Errors of a listening socket after it is bound: failed accepts. When descriptors run out
+   * (EMFILE, ENFILE) libuv already accepts and closes the connections it cannot keep, so clients
+   * see them closed, and accepting resumes once descriptors are free; an error that surfaces anyway
+   * must not reach the process as an unhandled 'error' event. The listener stays open.
+   */
+  private onServerError(err: NodeJS.ErrnoException, nodeId: number | null): void {
+    this.acceptErrors++;
+    if (this.acceptErrors === 1 || this.acceptErrors % 1000 === 0) {
+      this.log.warn('accept failed', { node: nodeId, code: err.code, errors: this.acceptErrors, error: err });
+    }
   }
 
   private accept(client: net.Socket, nodeId: number | null): void {

@@ -99,6 +99,21 @@ describe('observer metrics', () => {
     expect(await sample(m, 'kop_frames_rejected_total', { cause: 'malformed' })).toBe(0);
   });
 
+  it("reads the proxy's request buffer and refused connections at scrape time", async () => {
+    const m = createProxyMetrics({ processMetrics: false });
+    expect(await sample(m, 'kop_request_buffer_bytes')).toBe(0);
+    expect(await sample(m, 'kop_connections_refused_total')).toBe(0);
+    const state = { bufferedRequestBytes: 4096, mutedConnections: 2, refusedConnections: 7 };
+    m.watchProxy(state);
+    expect(await sample(m, 'kop_request_buffer_bytes')).toBe(4096);
+    expect(await sample(m, 'kop_request_buffer_muted_connections')).toBe(2);
+    expect(await sample(m, 'kop_connections_refused_total')).toBe(7);
+    Object.assign(state, { bufferedRequestBytes: 0, mutedConnections: 0, refusedConnections: 9 });
+    expect(await sample(m, 'kop_request_buffer_bytes')).toBe(0);
+    expect(await sample(m, 'kop_request_buffer_muted_connections')).toBe(0);
+    expect(await sample(m, 'kop_connections_refused_total')).toBe(9);
+  });
+
   it('includes the default process metrics unless turned off', async () => {
     const text = await createProxyMetrics().registry.metrics();
     expect(text).toContain('process_cpu_user_seconds_total');

@@ -6,7 +6,7 @@
  *
  * Names follow the Prometheus conventions: base units (seconds, bytes), `_total` for counters.
  */
-import { collectDefaultMetrics, Registry } from 'prom-client';
+import { collectDefaultMetrics, Counter, Gauge, Registry } from 'prom-client';
 import type { OffsetStore } from '../../backends/store.js';
 import type { ProxyObserver } from '../observer.js';
 import type { OffsetServiceMetrics } from '../offsets/service.js';
@@ -21,6 +21,13 @@ export interface ProxyMetricsOptions {
   processMetrics?: boolean;
 }
 
+/** State of the core read at scrape time (`KafkaProxy` has these getters). */
+export interface ProxyState {
+  readonly bufferedRequestBytes: number;
+  readonly mutedConnections: number;
+  readonly refusedConnections: number;
+}
+
 export interface ProxyMetrics {
   readonly registry: Registry;
   /** Pass to `KafkaProxy` as `observer`. */
@@ -29,16 +36,54 @@ export interface ProxyMetrics {
   readonly offsets: OffsetServiceMetrics;
   /** Wraps a store so every operation's latency and failures are measured. */
   measureStore(store: OffsetStore): OffsetStore;
+  /** Exports the proxy's request buffer and refused-connection figures (read at each scrape, 0 until then). */
+  watchProxy(proxy: ProxyState): void;
 }
 
 export function createProxyMetrics(opts: ProxyMetricsOptions = {}): ProxyMetrics {
   const registry = new Registry();
   if (opts.processMetrics ?? true) collectDefaultMetrics({ register: registry });
   const storeMetrics = new StoreMetrics(registry);
+  let proxy: ProxyState | null = null;
+  registerProxyState(registry, () => proxy);
   return {
     registry,
     observer: new ObserverMetrics(registry, opts.apiVersions ?? true),
     offsets: new CommitMetrics(registry),
     measureStore: (store) => new MeasuredStore(store, storeMetrics),
+    watchProxy: (p) => {
+      proxy = p;
+    },
   };
+}
+
+/** Gauges and a counter computed at scrape time from the core's own counts: nothing on the hot path. */
+function registerProxyState(registry: Registry, state: () => ProxyState | null): void {
+  new Gauge({
+    name: 'kop_request_buffer_bytes',
+    help: 'Memory held for request frames not yet fully received, all client connections together (bounded by --max-buffered-request-bytes).',
+    registers: [registry],
+    collect() {
+      this.set(state()?.bufferedRequestBytes ?? 0);
+    },
+  });
+  new Gauge({
+    name: 'kop_request_buffer_muted_connections',
+    help: 'Client connections not read because --max-buffered-request-bytes is reached (their large requests wait).',
+    registers: [registry],
+    collect() {
+      this.set(state()?.mutedConnections ?? 0);
+    },
+  });
+  let reported = 0;
+  new Counter({
+    name: 'kop_connections_refused_total',
+    help: 'Client connections closed at accept because --max-connections was reached.',
+    registers: [registry],
+    collect() {
+      const refused = state()?.refusedConnections ?? 0;
+      if (refused > reported) this.inc(refused - reported);
+      reported = refused;
+    },
+  });
 }
