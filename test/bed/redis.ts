@@ -24,6 +24,8 @@ export interface RedisProcess {
   start(): Promise<void>;
   /** Pid of the running server (undefined while stopped), for tests that check cleanup. */
   readonly pid: number | undefined;
+  /** Its stdout and stderr (the server's log), across restarts. */
+  logFile: string;
 }
 
 export interface RedisServer extends RedisProcess {
@@ -64,7 +66,7 @@ export interface RedisSentinelSet {
   sentinels: RedisProcess[];
   /** redis+sentinel://s1,s2,s3/<masterName> */
   url: string;
-  /** Port of the data node the sentinels currently name as the master (asks a live sentinel). */
+  /** Port of the data node the live sentinels name as the master; throws while they disagree. */
   masterPort(): Promise<number>;
   stop(): Promise<void>;
 }
@@ -101,21 +103,17 @@ async function waitForPong(proc: ManagedProcess, port: number, what: string): Pr
 /** A redis-server with fixed arguments that can be stopped, killed and started again. */
 async function launch(name: string, port: number, cwd: string, args: string[]): Promise<RedisProcess> {
   let proc: ManagedProcess | undefined;
+  const logFile = path.join(cwd, `redis-${port}.log`);
   const start = async () => {
     if (proc && !proc.exitStatus) return;
-    proc = spawnManaged({
-      name: `${name} :${port}`,
-      command: REDIS_SERVER,
-      args,
-      logFile: path.join(cwd, `redis-${port}.log`),
-      cwd,
-    });
+    proc = spawnManaged({ name: `${name} :${port}`, command: REDIS_SERVER, args, logFile, cwd });
     await waitForPong(proc, port, `${name} on port ${port} to answer PING`);
   };
   await start();
   return {
     host: HOST,
     port,
+    logFile,
     get pid() {
       return proc && !proc.exitStatus ? proc.pid : undefined;
     },
@@ -380,15 +378,14 @@ export async function startRedisSentinel(
     sentinels,
     url: `redis+sentinel://${sentinels.map((s) => `${HOST}:${s.port}`).join(',')}/${masterName}`,
     async masterPort() {
-      let lastError: unknown;
-      for (const s of sentinels.filter((s) => s.pid !== undefined)) {
-        try {
-          return Number(/:(\d+)$/.exec((await sentinelView(s.port, masterName))['address'] ?? '')?.[1]);
-        } catch (error) {
-          lastError = error;
-        }
-      }
-      throw new Error(`no live sentinel answered: ${String(lastError)}`);
+      const ports = await Promise.all(
+        sentinels
+          .filter((s) => s.pid !== undefined)
+          .map(async (s) => /:(\d+)$/.exec((await sentinelView(s.port, masterName))['address'] ?? '')?.[1]),
+      );
+      if (ports.length === 0 || ports.some((p) => p !== ports[0]))
+        throw new Error(`the sentinels do not agree on the master: ${ports.join(', ')}`);
+      return Number(ports[0]);
     },
     stop,
   };
