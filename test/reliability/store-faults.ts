@@ -153,7 +153,12 @@ export async function runStoreFault(o: StoreFaultOptions): Promise<StoreFaultRes
       `fault timeline (ms): ${timeline}; errors during the fault ${JSON.stringify(errorsDuringFault)}; ` +
       `every main group committing again ${recoveryMs} ms after the store was back; ` +
       `proxy VmRSS before/max during/after ${mb(rssBefore)}/${mb(duringMax)}/${mb(rssAfter)} MB; ` +
-      `violations ${violations.length}`;
+      `violations ${violations.length}` +
+      (violations.length === 0
+        ? ''
+        : ` (acknowledged commits missing per partition: ${violations
+            .map((v) => String(v.stored === null ? v.acked : v.acked - v.stored))
+            .join(' ')})`);
     console.log(line);
     return {
       checker,
