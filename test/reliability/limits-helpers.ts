@@ -1,0 +1,131 @@
+// Shared pieces of test/integration/reliability-limits.test.ts: many raw sockets opened at once
+// (each recording what happened to it), the proxy's own metrics read over HTTP, round-trip latencies.
+import net from 'node:net';
+import { ApiKey } from '../../protocol/messages/index.js';
+import type { ApiVersionsResponse } from '../../protocol/messages/api-versions-response.js';
+import type { MetadataResponse } from '../../protocol/messages/metadata-response.js';
+import type { RawClient } from '../harness/raw-client.js';
+import { metadataRequestBody, splitHostPort } from '../harness/raw-client.js';
+
+/** One value of the proxy's /metrics: `name` with exactly `labels` (e.g. `side="client"`), or undefined. */
+export async function scrape(http: string, name: string, labels = ''): Promise<number | undefined> {
+  const text = await (await fetch(`http://${http}/metrics`)).text();
+  const series = labels === '' ? name : `${name}{${labels}}`;
+  for (const line of text.split('\n')) {
+    if (line.startsWith(series + ' ')) return Number(line.slice(series.length + 1));
+  }
+  return undefined;
+}
+
+export interface Latencies {
+  p50: number;
+  p99: number;
+  max: number;
+}
+
+export function latencies(ms: number[]): Latencies {
+  const s = [...ms].sort((a, b) => a - b);
+  return { p50: s[Math.floor(s.length / 2)]!, p99: s[Math.floor(s.length * 0.99)]!, max: s[s.length - 1]! };
+}
+
+export const fmt = (l: Latencies): string => `${l.p50.toFixed(1)}/${l.p99.toFixed(1)}/${l.max.toFixed(1)}`;
+
+let correlation = 1;
+
+/** `n` round trips of Metadata v12 then ApiVersions v3, each checked; ms per round trip. */
+export async function roundTrips(client: RawClient, n: number): Promise<number[]> {
+  const times: number[] = [];
+  for (let i = 0; i < n; i++) {
+    const t0 = performance.now();
+    const md = await client.request<MetadataResponse>(
+      ApiKey.Metadata,
+      12,
+      correlation++,
+      metadataRequestBody(),
+    );
+    if (md.brokers.length === 0) throw new Error('Metadata without brokers');
+    const av = await client.request<ApiVersionsResponse>(ApiKey.ApiVersions, 3, correlation++, {
+      clientSoftwareName: 'limits-test',
+      clientSoftwareVersion: '1.0',
+    });
+    if (av.errorCode !== 0) throw new Error(`ApiVersions error ${av.errorCode}`);
+    times.push(performance.now() - t0);
+  }
+  return times;
+}
+
+/** A raw socket and what happened to it. */
+export interface Probe {
+  socket: net.Socket;
+  connected: boolean;
+  /** Bytes received from the proxy (an answer). */
+  received: number;
+  closed: boolean;
+  error: string | null;
+}
+
+/**
+ * Opens `n` sockets at once; `onConnect` writes what each sends. Resolves when every one is
+ * connected or failed (or after `timeoutMs`).
+ */
+export async function openProbes(
+  hostPort: string,
+  n: number,
+  onConnect: (socket: net.Socket, index: number) => void,
+  timeoutMs = 30_000,
+): Promise<Probe[]> {
+  const [host, port] = splitHostPort(hostPort);
+  let settled = 0;
+  let wake: () => void = () => {};
+  const all = new Promise<void>((resolve) => (wake = resolve));
+  const settle = (p: Probe & { settled?: boolean }) => {
+    if (p.settled) return;
+    p.settled = true;
+    if (++settled === n) wake();
+  };
+  const probes = Array.from({ length: n }, (_, i) => {
+    const socket = net.connect({ host, port });
+    const p: Probe & { settled?: boolean } = {
+      socket,
+      connected: false,
+      received: 0,
+      closed: false,
+      error: null,
+    };
+    socket.once('connect', () => {
+      p.connected = true;
+      settle(p);
+      onConnect(socket, i);
+    });
+    socket.on('data', (d: Buffer) => (p.received += d.length));
+    socket.on('error', (err: NodeJS.ErrnoException) => {
+      p.error = err.code ?? err.message;
+      settle(p);
+    });
+    socket.once('close', () => {
+      p.closed = true;
+      settle(p);
+    });
+    return p;
+  });
+  await Promise.race([all, new Promise((r) => setTimeout(r, timeoutMs))]);
+  return probes;
+}
+
+export function closeProbes(probes: Probe[]): void {
+  for (const p of probes) p.socket.destroy();
+}
+
+/** How the probes ended up: connected, answered, closed by the proxy, still open, failed to connect. */
+export function tally(probes: Probe[]) {
+  return {
+    connected: probes.filter((p) => p.connected).length,
+    answered: probes.filter((p) => p.received > 0).length,
+    closed: probes.filter((p) => p.connected && p.closed).length,
+    open: probes.filter((p) => p.connected && !p.closed).length,
+    failed: probes.filter((p) => !p.connected).length,
+  };
+}
+
+export const MiB = 1024 * 1024;
+export const mb = (bytes: number): string => (bytes / MiB).toFixed(0);
