@@ -323,7 +323,7 @@ describe('redis store URLs', () => {
     expect(() => parseRedisUrl('redis://h:99999')).toThrow(/port/);
     expect(() => parseRedisUrl('redis://h/x')).toThrow(/database/);
     expect(() => parseRedisUrl('redis://h?wiat=1')).toThrow(/unknown option/);
-    expect(() => parseRedisUrl('redis+cluster://a:1?wait=1')).toThrow(/not supported/);
+    expect(parseRedisUrl('redis+cluster://a:1?wait=1')).toMatchObject({ mode: 'cluster', wait: 1 });
     expect(() => parseRedisUrl('redis://:hunter2@h?wait=x')).toThrow(/^(?!.*hunter2)/);
     expect(() => parseRedisUrl('http://h')).toThrow(/expected redis/);
   });
