@@ -1,0 +1,50 @@
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { ErrorCode } from '../../protocol/error-codes.js';
+import type { OffsetCommitRequest } from '../../protocol/messages/offset-commit-request.js';
+import type { RequestInfo } from '../extension.js';
+import { BrokerAuthorizer } from './authorizer.js';
+
+/** A broker that allows everything: the probe's partition does not exist, never an ACL error. */
+function allowingBroker(onProbe: () => void): RequestInfo {
+  return {
+    connectionId: 'c1',
+    apiKey: 8,
+    apiVersion: 8,
+    correlationId: 1,
+    clientId: null,
+    nodeId: null,
+    principal: null,
+    askBroker: async (_apiKey, _version, body) => {
+      onProbe();
+      return {
+        throttleTimeMs: 0,
+        topics: (body as OffsetCommitRequest).topics.map((t) => ({
+          name: t.name,
+          partitions: [{ partitionIndex: 2147483647, errorCode: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION }],
+        })),
+      };
+    },
+  };
+}
+
+describe('BrokerAuthorizer', () => {
+  afterEach(() => vi.restoreAllMocks());
+
+  it('a topic verdict expiring while a group-only probe is out does not refuse an allowed commit', async () => {
+    // test/reliability/authorizer-race-repro.ts: the load run's 7 COORDINATOR_NOT_AVAILABLE answers.
+    let clock = 1_000_000;
+    let tick = 0;
+    vi.spyOn(Date, 'now').mockImplementation(() => (clock += tick));
+    const ttlMs = 30_000;
+    const authorizer = new BrokerAuthorizer(ttlMs);
+    const info = allowingBroker(() => (clock += 10));
+    tick = 5; // the topic's entry is remembered a little after the group's
+    expect((await authorizer.authorize(info, 'read', 'g', ['t'])).groupError).toBe(ErrorCode.NONE);
+    tick = 0;
+    const entries = [...(authorizer as unknown as { cache: Map<string, { at: number }> }).cache.values()];
+    clock = Math.min(...entries.map((e) => e.at)) + ttlMs + 1; // the group's entry just expired
+    const decision = await authorizer.authorize(info, 'read', 'g', ['t']);
+    expect(decision.groupError).toBe(ErrorCode.NONE);
+    expect([...decision.deniedTopics]).toEqual([]);
+  });
+});
