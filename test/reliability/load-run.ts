@@ -7,7 +7,7 @@
  *     [--store embedded|redis|memory] [--partitions-per-commit 5] [--groups-per-connection 2]
  *     [--interval 10] [--fetch-every 20] [--metadata-every 30] [--timeout-ms 10000]
  *     [--rss-growth-mb 50] [--rss-growth-fraction 0.25] [--min-rate-fraction 0.98]
- *     [--proxy-args "--authorize off"] [--cpu-prof <dir>]
+ *     [--proxy-args "--authorize off"] [--proxy-metrics 1] [--cpu-prof <dir>]
  *
  * KOP_BOOTSTRAP=host:port uses that cluster instead of starting the bed's broker; Redis (AOF,
  * appendfsync always) is started for --store redis. Exit code 1 when a request failed, an
@@ -52,7 +52,7 @@ import { startKafka } from '../bed/kafka.js';
 import type { KafkaCluster } from '../bed/kafka.js';
 import { startRedis } from '../bed/redis.js';
 import type { RedisServer } from '../bed/redis.js';
-import { ensureBuilt, spawnProxy } from '../harness/proxy.js';
+import { ensureBuilt, freePortRange, spawnProxy } from '../harness/proxy.js';
 import type { ProxyProcess } from '../harness/proxy.js';
 import { RawClient, metadataRequest, splitHostPort } from '../harness/raw-client.js';
 import { commitBody, fetchOnce, sleep } from './commit-checker.js';
@@ -91,6 +91,11 @@ export interface LoadRunOptions {
   minRateFraction: number;
   /** More flags for the proxy CLI (e.g. ['--authorize', 'off']). */
   proxyArgs: string[];
+  /**
+   * Runs the proxy with --http and reads its kop_commit_refusals_total at the end (why it refused
+   * what it refused). Off by default: --http also starts the lag collector, which reads the store.
+   */
+  proxyMetrics: boolean;
   /** Writes the proxy's V8 CPU profile into this directory when it exits (node --cpu-prof). */
   cpuProfDir?: string;
   /** Progress lines (one per interval). */
@@ -117,6 +122,7 @@ export const defaultLoadRunOptions: LoadRunOptions = {
   rssGrowthFraction: 0.25,
   minRateFraction: 0.98,
   proxyArgs: [],
+  proxyMetrics: false,
 };
 
 export interface IntervalStats {
@@ -218,6 +224,8 @@ export interface LoadRunResult {
   proxyWarnings: string[];
   /** The proxy's warn/error log lines by event, reason and error message. */
   proxyWarningCounts: Record<string, number>;
+  /** Refused partitions by reason, from the proxy's kop_commit_refusals_total (with proxyMetrics). */
+  proxyRefusals: Record<string, number>;
   proxyExitCode: number | null;
   loadAverage: { start: number[]; end: number[] };
   ok: boolean;
@@ -828,8 +836,17 @@ export async function runLoad(partial: Partial<LoadRunOptions> = {}): Promise<Lo
         : opts.store === 'memory'
           ? ['--store', 'memory://']
           : [];
+    const httpPort = opts.proxyMetrics ? await freePortRange(0) : null;
     proxy = await spawnProxy(
-      ['--bootstrap-server', bootstrap, '--data-dir', dataDir, ...storeArgs, ...opts.proxyArgs],
+      [
+        '--bootstrap-server',
+        bootstrap,
+        '--data-dir',
+        dataDir,
+        ...(httpPort !== null ? ['--http', `127.0.0.1:${httpPort}`] : []),
+        ...storeArgs,
+        ...opts.proxyArgs,
+      ],
       {},
       // --trace-gc: the heap left after each full (mark-compact) GC is what the proxy really holds.
       [
@@ -1000,6 +1017,7 @@ export async function runLoad(partial: Partial<LoadRunOptions> = {}): Promise<Lo
     // ---- nothing acknowledged lost: the store itself, read directly ----
     const lost: LostCommit[] = [];
     let proxyExitCode: number | null = null;
+    const proxyRefusals = httpPort !== null ? await refusalsOf(httpPort) : {};
     if (opts.store !== 'memory') proxyExitCode = await proxy.stop();
     const reader = await readerFor(opts.store, { dataDir, redis, proxy, topic, partitions: P });
     try {
@@ -1074,6 +1092,7 @@ export async function runLoad(partial: Partial<LoadRunOptions> = {}): Promise<Lo
       partitionsChecked: conns.length * opts.groupsPerConnection * P,
       proxyWarnings,
       proxyWarningCounts: countWarnings(proxyWarnings),
+      proxyRefusals,
       proxyExitCode,
       loadAverage: { start: loadStart, end: loadEnd },
       ok: reasons.length === 0,
@@ -1086,6 +1105,20 @@ export async function runLoad(partial: Partial<LoadRunOptions> = {}): Promise<Lo
     await Promise.allSettled([kafka?.stop(), redis?.kill()]);
     rmSync(dataDir, { recursive: true, force: true });
   }
+}
+
+/** Non-zero kop_commit_refusals_total counters of the proxy, by reason. */
+async function refusalsOf(httpPort: number): Promise<Record<string, number>> {
+  const out: Record<string, number> = {};
+  try {
+    const text = await (await fetch(`http://127.0.0.1:${httpPort}/metrics`)).text();
+    for (const m of text.matchAll(/^kop_commit_refusals_total\{reason="([^"]+)"\} (\d+)/gm)) {
+      if (Number(m[2]) > 0) out[m[1]!] = Number(m[2]);
+    }
+  } catch (err) {
+    out[`metrics not read: ${(err as Error).message}`] = 0;
+  }
+  return out;
 }
 
 function countWarnings(lines: string[]): Record<string, number> {
@@ -1161,7 +1194,7 @@ export function formatReport(r: LoadRunResult): string {
     `generator: ${r.totals.frameCopies} frame copies, ${r.totals.slowAnswers} answers decoded, ` +
       `${r.totals.connectionsReopened} connections reopened`,
     `proxy: exit code ${r.proxyExitCode}, ${r.proxyWarnings.length} warn/error log lines ` +
-      JSON.stringify(r.proxyWarningCounts),
+      `${JSON.stringify(r.proxyWarningCounts)}, refused partitions by reason ${JSON.stringify(r.proxyRefusals)}`,
     `load average (1/5/15 min): start ${r.loadAverage.start.map((l) => l.toFixed(2)).join(' ')}, end ` +
       `${r.loadAverage.end.map((l) => l.toFixed(2)).join(' ')}`,
     r.ok ? 'RESULT: ok' : `RESULT: FAILED: ${r.reasons.join('; ')}`,
@@ -1186,6 +1219,7 @@ function parseArgs(argv: string[]): Partial<LoadRunOptions> {
     'rss-growth-mb': 'rssGrowthMb',
     'rss-growth-fraction': 'rssGrowthFraction',
     'min-rate-fraction': 'minRateFraction',
+    'proxy-metrics': 'proxyMetrics',
   };
   const out: Record<string, unknown> = {};
   for (let i = 0; i < argv.length; i += 2) {
