@@ -8,7 +8,16 @@ import type { Registry } from 'prom-client';
 import type { CommitRefusal } from '../offsets/offset-commit.js';
 import type { OffsetServiceMetrics } from '../offsets/service.js';
 
-const REASONS: readonly CommitRefusal[] = ['fence', 'cas', 'unknown_topic', 'too_large', 'store_down'];
+/** Every reason, checked by the compiler: a reason missing here made counting it throw. */
+const REASON_LIST = {
+  fence: true,
+  cas: true,
+  unknown_topic: true,
+  too_large: true,
+  store_down: true,
+  unauthorized: true,
+} satisfies Record<CommitRefusal, true>;
+const REASONS = Object.keys(REASON_LIST) as CommitRefusal[];
 
 type CounterChild = ReturnType<Counter['labels']>;
 
@@ -36,7 +45,7 @@ export class CommitMetrics implements OffsetServiceMetrics {
     this.refused = zeroed(commits.labels('refused'));
     const refusals = new Counter({
       name: 'kop_commit_refusals_total',
-      help: 'Refused committed partitions, by reason (fence, cas, unknown_topic, too_large, store_down).',
+      help: 'Refused committed partitions, by reason (fence, cas, unknown_topic, too_large, store_down, unauthorized).',
       labelNames: ['reason'],
       registers: [registry],
     });

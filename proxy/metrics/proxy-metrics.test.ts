@@ -131,13 +131,15 @@ describe('commit metrics', () => {
     m.offsets.commitAccepted('g', 2);
     m.offsets.commitRefused('g', 'fence', 4);
     m.offsets.commitRefused('h', 'store_down', 1);
+    m.offsets.commitRefused('h', 'unauthorized', 1);
     m.offsets.mirrored(true);
     m.offsets.mirrored(false);
     m.offsets.mirrored(false);
     expect(await sample(m, 'kop_commits_total', { result: 'accepted' })).toBe(5);
-    expect(await sample(m, 'kop_commits_total', { result: 'refused' })).toBe(5);
+    expect(await sample(m, 'kop_commits_total', { result: 'refused' })).toBe(6);
     expect(await sample(m, 'kop_commit_refusals_total', { reason: 'fence' })).toBe(4);
     expect(await sample(m, 'kop_commit_refusals_total', { reason: 'store_down' })).toBe(1);
+    expect(await sample(m, 'kop_commit_refusals_total', { reason: 'unauthorized' })).toBe(1);
     expect(await sample(m, 'kop_commit_refusals_total', { reason: 'cas' })).toBe(0);
     expect(await sample(m, 'kop_mirrored_commits_total', { result: 'ok' })).toBe(1);
     expect(await sample(m, 'kop_mirrored_commits_total', { result: 'failed' })).toBe(2);
