@@ -126,7 +126,28 @@ export class OffsetService implements ProxyExtension {
     return getApiCodec(apiKey)?.validVersions;
   }
 
-  async handleRequest(info: RequestInfo, request: unknown): Promise<RequestDecision> {
+  /** Per client connection, the end of the requests of it being answered (see handleRequest). */
+  private readonly inOrder = new Map<string, Promise<unknown>>();
+
+  /**
+   * A broker handles one request of a connection at a time, so a client that pipelines a commit
+   * and then a fetch reads its own write. The proxy answers a connection's offset requests one
+   * after the other for the same reason: concurrently, a fetch could read the store before an
+   * earlier commit was applied (an LMDB write lands after the event-loop turn).
+   */
+  handleRequest(info: RequestInfo, request: unknown): Promise<RequestDecision> {
+    const key = info.connectionId;
+    const previous = this.inOrder.get(key);
+    const run = previous ? previous.then(() => this.answer(info, request)) : this.answer(info, request);
+    const settled = run.catch(() => undefined);
+    this.inOrder.set(key, settled);
+    void settled.then(() => {
+      if (this.inOrder.get(key) === settled) this.inOrder.delete(key);
+    });
+    return run;
+  }
+
+  private async answer(info: RequestInfo, request: unknown): Promise<RequestDecision> {
     const { store, lookups } = this.opts;
     switch (info.apiKey) {
       case ApiKey.OffsetCommit: {
