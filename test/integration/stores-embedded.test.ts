@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { open } from 'lmdb';
 import { afterAll, describe, expect, it } from 'vitest';
-import { runStoreContract } from '../../backends/contract.js';
+import { runStoreContract, write } from '../../backends/contract.js';
 import { EmbeddedStore } from '../../backends/embedded-store.js';
 import { StoreCorruptError } from '../../backends/errors.js';
 
@@ -103,6 +103,24 @@ describe('embedded store', () => {
       // After it, the same id is a new request.
       await store.commit({ group: 'g', writes: [w(1n)], requestId: 'r1' });
       expect((await store.fetch('g', null))[0]?.offset).toBe(1n);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('one sweep removes every expired request record, however many batches that takes', async () => {
+    const store = new EmbeddedStore({ dataDir: join(root, 'sweep'), requestTtlMs: 1, sweepBatch: 7 });
+    const inner = store as unknown as {
+      sweepRequests(): Promise<void>;
+      requests: { getKeys(): Iterable<unknown> };
+    };
+    try {
+      for (let i = 0; i < 30; i++)
+        await store.commit({ group: 'g', writes: [write('t', 0, BigInt(i))], requestId: `s${i}` });
+      expect([...inner.requests.getKeys()]).toHaveLength(30);
+      await new Promise((r) => setTimeout(r, 20));
+      await inner.sweepRequests();
+      expect([...inner.requests.getKeys()]).toHaveLength(0);
     } finally {
       await store.close();
     }
