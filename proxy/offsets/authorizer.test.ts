@@ -31,7 +31,7 @@ describe('BrokerAuthorizer', () => {
   afterEach(() => vi.restoreAllMocks());
 
   it('a topic verdict expiring while a group-only probe is out does not refuse an allowed commit', async () => {
-    // test/reliability/authorizer-race-repro.ts: the load run's 7 COORDINATOR_NOT_AVAILABLE answers.
+    // The load run's 7 COORDINATOR_NOT_AVAILABLE answers (docs/reliability.md, "Load run").
     let clock = 1_000_000;
     let tick = 0;
     vi.spyOn(Date, 'now').mockImplementation(() => (clock += tick));
