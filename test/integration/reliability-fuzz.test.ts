@@ -1,18 +1,18 @@
-// Issue #7, hostile input: fuzzing a LIVE proxy (in-process, offset service on the memory store,
-// in front of the bed's broker). Valid requests built with the codec are mutated (bit flips, edge
+// Issue #7, hostile input: fuzzing a LIVE proxy (the real CLI in its own process, default embedded
+// store, in front of the bed's broker). Valid requests built with the codec are mutated (bit flips, edge
 // integers, truncation, trailing bytes, wrong sizes, api keys and versions), and fast-check
 // generates garbage frames; each goes on its own connection, some pipelined several to one. After
 // every round: the proxy still serves a control connection correct Metadata and
 // OffsetCommit/OffsetFetch answers, every fuzz connection was answered or closed (none left
-// hanging once its client is gone), answers kept request order, and RSS stays bounded.
+// hanging once its client is gone), answers kept request order, and the proxy's own memory stays
+// bounded: its RSS (apart from the fuzzer's, which shares no process with it) and the V8 heap left
+// after each full GC (`--trace-gc`), which is what the proxy really holds.
 //
 // KOP_FUZZ_FRAMES (default 5000) sets the number of fuzz connections, KOP_FUZZ_SEED the
 // fast-check seed (printed, so a failure can be replayed); test/reliability/fuzz-long.sh runs
 // a million.
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, inject, test } from 'vitest';
-import { openStore } from '../../backends/open-store.js';
-import type { OffsetStore } from '../../backends/store.js';
 import { FrameSplitter } from '../../protocol/frame-splitter.js';
 import { decodeResponseFrame, peekCorrelationId } from '../../protocol/frames.js';
 import { ApiKey } from '../../protocol/messages/index.js';
@@ -20,10 +20,12 @@ import type { ApiVersionsResponse } from '../../protocol/messages/api-versions-r
 import type { MetadataResponse } from '../../protocol/messages/metadata-response.js';
 import { createTopics } from '../bed/clients/kafkajs.js';
 import { uniqueName } from '../bed/clients/scenarios.js';
-import { startOffsetProxy } from '../harness/offset-proxy.js';
-import type { OffsetProxy } from '../harness/offset-proxy.js';
+import { ensureBuilt, freePortRange, spawnProxy } from '../harness/proxy.js';
+import type { ProxyProcess } from '../harness/proxy.js';
 import { RawClient, apiVersionsRequest, metadataRequestBody } from '../harness/raw-client.js';
-import { commitOnce, fetchOnce, sleep } from '../reliability/commit-checker.js';
+import { commitOnce, fetchOnce, rssOf, sleep } from '../reliability/commit-checker.js';
+import { heapsAfterFullGc } from '../reliability/gc-trace.js';
+import { scrape } from '../reliability/limits-helpers.js';
 import { garbageFrame, mutate, seedFrames } from '../reliability/fuzz-frames.js';
 import type { Seed, VersionRanges } from '../reliability/fuzz-frames.js';
 
@@ -38,6 +40,8 @@ const INCOMPLETE_QUIET_MS = 500;
 const CLOSE_MS = 3_000;
 /** Allowed RSS growth from the first round's peak to the last rounds' peak. */
 const RSS_GROWTH_LIMIT = Number(process.env['KOP_FUZZ_RSS_GROWTH_MB'] ?? 96) * 1024 * 1024;
+/** Allowed growth of the heap left after full GCs, last quarter's median over the second quarter's. */
+const HEAP_GROWTH_LIMIT_MB = 16;
 
 const brokerBootstrap = inject('kafkaBootstrap');
 
@@ -165,8 +169,8 @@ async function runAll(bootstrap: string, probes: Probe[], stats: RunStats): Prom
 }
 
 describe('fuzzing a live proxy', () => {
-  let store: OffsetStore;
-  let proxy: OffsetProxy;
+  let proxy: ProxyProcess;
+  let http: string;
   let control: RawClient;
   let topic: string;
   let seeds: Seed[];
@@ -193,8 +197,10 @@ describe('fuzzing a live proxy', () => {
   }
 
   beforeAll(async () => {
-    store = await openStore('memory://');
-    proxy = await startOffsetProxy(brokerBootstrap, store);
+    await ensureBuilt();
+    http = `127.0.0.1:${await freePortRange(0)}`;
+    // --trace-gc: every full GC prints the heap it left, read at the end.
+    proxy = await spawnProxy(['--bootstrap-server', brokerBootstrap, '--http', http], {}, ['--trace-gc']);
     topic = uniqueName('fuzz');
     await createTopics({ bootstrap: brokerBootstrap }, [{ topic, partitions: 2 }]);
     control = await RawClient.connect(proxy.bootstrap);
@@ -210,7 +216,6 @@ describe('fuzzing a live proxy', () => {
   afterAll(async () => {
     control?.close();
     await proxy?.stop();
-    await store?.close();
   });
 
   test('every seed request, unmutated, is answered on its own connection and all of them pipelined in one write', async () => {
@@ -295,20 +300,22 @@ describe('fuzzing a live proxy', () => {
       }
       await runAll(proxy.bootstrap, probes, stats);
       await controlCheck();
-      rss.push(process.memoryUsage().rss);
+      rss.push(rssOf(proxy.child.pid!));
     }
     const seconds = (Date.now() - t0) / 1000;
     // No connection pair outlives its client: only the control connection is left.
     const deadline = Date.now() + 5_000;
-    while (proxy.proxy.connectionCount > 1 && Date.now() < deadline) await sleep(50);
-    expect(proxy.proxy.connectionCount).toBe(1);
+    const clients = () => scrape(http, 'kop_connections_active', 'side="client"');
+    while ((await clients()) !== 1 && Date.now() < deadline) await sleep(50);
+    expect(await clients()).toBe(1);
+    const heaps = heapsAfterFullGc(proxy.output());
 
     const mb = (n: number) => (n / 1024 / 1024).toFixed(0);
     console.log(
       `[fuzz] ${stats.probes} connections, ${stats.bytes} bytes in ${seconds.toFixed(1)} s: ` +
         `${stats.closed} closed by the proxy, ${stats.answered} answered (${stats.responses} responses), ` +
         `${stats.endedByClient} quiet until the client ended them; slowest ${stats.slowest} ms; ` +
-        `RSS by round (MB): ${rss.map(mb).join(' ')}`,
+        `proxy RSS by round (MB): ${rss.map(mb).join(' ')}; heap after each full GC (MB): ${heaps.join(' ')}`,
     );
     if (stats.quietWhole.length > 0)
       console.log(`[fuzz] quiet with whole frames:\n  ${stats.quietWhole.join('\n  ')}`);
@@ -316,9 +323,18 @@ describe('fuzzing a live proxy', () => {
     // Both outcomes happen: the fuzzer reaches the decoders, not only the framing checks.
     expect(stats.closed).toBeGreaterThan(stats.probes / 10);
     expect(stats.answered).toBeGreaterThan(stats.probes / 10);
-    // Memory: the peak of the last half of the rounds is within a fixed margin of the first round's.
+    // Memory: the proxy's RSS at the end of the last half of the rounds is within a fixed margin of
+    // the first round's.
     const firstPeak = rss[0]!;
     const lastPeak = Math.max(...rss.slice(Math.floor(rss.length / 2)));
     expect(lastPeak - firstPeak).toBeLessThan(RSS_GROWTH_LIMIT);
+    // And the heap that survives full GCs does not climb (a short run may see too few of them).
+    if (heaps.length >= 8) {
+      const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+      const q = Math.floor(heaps.length / 4);
+      const second = median(heaps.slice(q, 2 * q));
+      const last = median(heaps.slice(heaps.length - q));
+      expect(last - second).toBeLessThan(Math.max(HEAP_GROWTH_LIMIT_MB, second * 0.25));
+    }
   });
 });

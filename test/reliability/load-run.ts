@@ -56,6 +56,7 @@ import { ensureBuilt, freePortRange, spawnProxy } from '../harness/proxy.js';
 import type { ProxyProcess } from '../harness/proxy.js';
 import { RawClient, metadataRequest, splitHostPort } from '../harness/raw-client.js';
 import { commitBody, fetchOnce, sleep } from './commit-checker.js';
+import { MARK_COMPACT } from './gc-trace.js';
 
 export type LoadStore = 'embedded' | 'redis' | 'memory';
 
@@ -242,8 +243,6 @@ const METADATA_VERSION = 12;
 /** Eight bytes no encoded header or name contains: where the codec put each committedOffset. */
 const SENTINEL = 0x7e3c5a9f1d2b4c6en;
 const MB = 1024 * 1024;
-/** A --trace-gc line of a full GC: "Mark-Compact 157.3 (170.5) -> 120.2 (166.3) MB"; group 1 = heap after. */
-const MARK_COMPACT = /Mark-Compact[^\n]*? -> (\d+(?:\.\d+)?) \(\d+(?:\.\d+)?\) MB/g;
 
 // ---- measuring the proxy process ----------------------------------------------------------------
 
