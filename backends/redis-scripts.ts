@@ -4,6 +4,19 @@
  */
 
 /**
+ * A field whose value is longer than Redis's `hash-max-listpack-value` (64 bytes by default) turns
+ * a hash into a real hash table for good. In a listpack (Redis's encoding for hashes of up to 128
+ * fields) HSET finds each field by a linear scan, so a 100-partition commit into a 100-field hash
+ * is ~10,000 comparisons; as a hash table it is 100 lookups (docs/stores.md has the figures). Only
+ * hashes of at least HASHTABLE_FROM_FIELDS offsets get it: small groups keep the compact encoding.
+ * The field name has no ':', so it is never a "<topic>:<partition>" offset; readers skip it.
+ */
+export const HASHTABLE_MARKER_FIELD = '~encoding';
+export const HASHTABLE_MARKER_VALUE =
+  'kafka-offset-proxy: a value over 64 bytes keeps this hash a hash table (HSET of many fields)';
+export const HASHTABLE_FROM_FIELDS = 32;
+
+/**
  * The whole commit: resend check, fence (a transcription of commit-guard.ts `checkCommit`; the
  * contract suite runs the same cases against both), compare-and-set of every partition, writes.
  *
@@ -103,6 +116,9 @@ else
     -- In slices: unpack() of more than ~8000 values fails (Lua's C stack limit).
     for i = 1, #hset, 1000 do
       redis.call('HSET', KEYS[1], unpack(hset, i, math.min(i + 999, #hset)))
+    end
+    if redis.call('HLEN', KEYS[1]) >= ${HASHTABLE_FROM_FIELDS} then
+      redis.call('HSETNX', KEYS[1], '${HASHTABLE_MARKER_FIELD}', '${HASHTABLE_MARKER_VALUE}')
     end
     if state == nil then
       redis.call('SET', KEYS[2], '{"protocol":null,"generationId":-1,"state":"Empty","members":[],"transactional":false}')
@@ -226,4 +242,18 @@ end
 redis.call('SET', KEYS[1], '{"protocol":' .. cjson.encode(s.protocol) .. ',"generationId":' .. string.format('%d', s.generationId)
   .. ',"state":' .. cjson.encode(s.state) .. ',"members":[' .. table.concat(parts, ',') .. '],"transactional":' .. tostring(s.transactional == true) .. '}')
 return 1
+`;
+
+/**
+ * OffsetDelete: removes the fields, and the whole hash once only the hash-table marker is left, so
+ * a group without offsets leaves no key behind (as before the marker existed).
+ *
+ * KEYS[1] offsets hash; ARGV the "<topic>:<partition>" fields.
+ */
+export const DELETE_OFFSETS_LUA = `
+redis.call('HDEL', KEYS[1], unpack(ARGV))
+if redis.call('HLEN', KEYS[1]) == 1 and redis.call('HEXISTS', KEYS[1], '${HASHTABLE_MARKER_FIELD}') == 1 then
+  redis.call('DEL', KEYS[1])
+end
+return 0
 `;

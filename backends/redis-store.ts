@@ -3,6 +3,7 @@
  *
  * Keys of group G (one hash slot, the tag is never empty even for G = ""):
  *   <prefix>:{g:G}:offsets        hash  "<topic>:<partition>" → "<offset>|<leaderEpoch>|<commitTs>|<expireTs>|<metadata>"
+ *                                       (plus "~encoding" once it has 32 fields; see redis-scripts.ts)
  *   <prefix>:{g:G}:state          string, GroupState JSON
  *   <prefix>:{g:G}:req:<requestId> string, a commit's outcome, expires after requestTtlMs
  *
@@ -15,7 +16,7 @@ import { StoreCorruptError, StoreUnavailableError, withDeadline } from './errors
 import { decodeOutcome, parseDecimal } from './outcome-codec.js';
 import type { EncodedOutcome } from './outcome-codec.js';
 import { fieldOf, packCommitWrites } from './redis-pack.js';
-import { COMMIT_LUA, UPDATE_GROUP_LUA } from './redis-scripts.js';
+import { COMMIT_LUA, DELETE_OFFSETS_LUA, HASHTABLE_MARKER_FIELD, UPDATE_GROUP_LUA } from './redis-scripts.js';
 import { parseRedisUrl } from './redis-url.js';
 import type { RedisTarget } from './redis-url.js';
 import type {
@@ -31,6 +32,7 @@ import type {
 interface ScriptClient {
   kopCommit(...args: (string | number | Buffer)[]): Promise<string>;
   kopUpdateGroup(key: string, update: string): Promise<number>;
+  kopDeleteOffsets(key: string, ...fields: string[]): Promise<number>;
 }
 
 interface WaitPipeline {
@@ -98,6 +100,7 @@ export class RedisStore implements OffsetStore {
     this.client.on('error', () => undefined);
     this.client.defineCommand('kopCommit', { numberOfKeys: 3, lua: COMMIT_LUA });
     this.client.defineCommand('kopUpdateGroup', { numberOfKeys: 1, lua: UPDATE_GROUP_LUA });
+    this.client.defineCommand('kopDeleteOffsets', { numberOfKeys: 1, lua: DELETE_OFFSETS_LUA });
   }
 
   private key(group: string, suffix: string): string {
@@ -237,7 +240,11 @@ export class RedisStore implements OffsetStore {
       const key = this.key(group, 'offsets');
       if (partitions === null) {
         const all = await this.client.hgetall(key);
-        return Object.entries(all).map(([f, v]) => this.decode(group, f, v));
+        const out: PartitionOffset[] = [];
+        for (const [f, v] of Object.entries(all)) {
+          if (f !== HASHTABLE_MARKER_FIELD) out.push(this.decode(group, f, v));
+        }
+        return out;
       }
       if (partitions.length === 0) return [];
       const fields = partitions.map(fieldOf);
@@ -253,7 +260,7 @@ export class RedisStore implements OffsetStore {
   deleteOffsets(group: string, partitions: TopicPartition[]): Promise<void> {
     return this.run('deleteOffsets', group, async () => {
       if (partitions.length > 0)
-        await this.client.hdel(this.key(group, 'offsets'), ...partitions.map(fieldOf));
+        await this.scripts.kopDeleteOffsets(this.key(group, 'offsets'), ...partitions.map(fieldOf));
     });
   }
 

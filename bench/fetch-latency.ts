@@ -7,8 +7,11 @@
  * Starts a 1-node Kafka from the bed and the proxy CLI (`npm run build` first), writes `records`
  * 1 KB records to a 1-partition topic, then fetches them from offset 0 with partition limits of
  * 1 MiB and 4 MiB (Fetch v11, the response is relayed without being decoded), in blocks of 10
- * alternating direct and proxied, and prints the median time of each.
+ * rotating between three sides: direct, through the proxy, and through a bare Node relay (a child
+ * process that only pipes sockets, no Kafka code: the floor for any relay written in Node). It
+ * prints the median time of each and the CPU each relay process spent per MB it passed on.
  */
+import { spawn } from 'node:child_process';
 import { parseArgs } from 'node:util';
 import { encodeRequestFrame } from '../protocol/frames.js';
 import {
@@ -19,8 +22,9 @@ import {
 import { ApiKey } from '../protocol/messages/index.js';
 import { createTopics } from '../test/bed/clients/kafkajs.js';
 import { startKafka } from '../test/bed/kafka.js';
-import { spawnProxy } from '../test/harness/proxy.js';
+import { freePortRange, spawnProxy } from '../test/harness/proxy.js';
 import { RawClient, produceRequest } from '../test/harness/raw-client.js';
+import { cpuMs } from './process-stats.js';
 
 const { values: args } = parseArgs({
   options: { records: { type: 'string', default: '4000' }, rounds: { type: 'string', default: '20' } },
@@ -51,9 +55,34 @@ function fetchFrame(topic: string, correlationId: number, partitionMaxBytes: num
 
 const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
+/** The simplest relay Node can do: `pipe()` both ways, one upstream connection per client. */
+const BARE_RELAY = `
+const net = require('node:net');
+const [port, host, brokerPort] = process.argv.slice(1);
+net.createServer((c) => {
+  const u = net.connect(Number(brokerPort), host);
+  c.pipe(u); u.pipe(c);
+  c.on('error', () => u.destroy()); u.on('error', () => c.destroy());
+}).listen(Number(port), '127.0.0.1', () => console.log('ready'));
+`;
+
+async function startBareRelay(broker: string): Promise<{ pid: number; address: string; stop(): void }> {
+  const [host, brokerPort] = broker.split(':') as [string, string];
+  const port = await freePortRange(0);
+  const child = spawn(process.execPath, ['-e', BARE_RELAY, String(port), host, brokerPort], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  await new Promise<void>((resolve, reject) => {
+    child.stdout!.once('data', () => resolve());
+    child.once('exit', (code) => reject(new Error(`bare relay exited with ${code}`)));
+  });
+  return { pid: child.pid!, address: `127.0.0.1:${port}`, stop: () => child.kill() };
+}
+
 async function main(): Promise<void> {
   const kafka = await startKafka({ brokers: 1 });
   const proxy = await spawnProxy(['--bootstrap-server', kafka.bootstrap, '--store', 'memory://']);
+  const bare = await startBareRelay(kafka.bootstrap);
   try {
     const topic = `bench-fetch-${Date.now()}`;
     await createTopics({ bootstrap: kafka.bootstrap }, [{ topic, partitions: 1 }]);
@@ -69,33 +98,52 @@ async function main(): Promise<void> {
       direct: await RawClient.connect(kafka.bootstrap),
       // The proxy's listener for the partition leader, as a client would use it.
       proxy: await RawClient.connect(`127.0.0.1:${proxy.port + 1 + kafka.brokers[0]!.nodeId}`),
+      bare: await RawClient.connect(bare.address),
     };
+    type Side = keyof typeof sides;
+    const pids: Record<Side, number | undefined> = {
+      direct: undefined,
+      proxy: proxy.child.pid,
+      bare: bare.pid,
+    };
+    const orders: Side[][] = [
+      ['direct', 'proxy', 'bare'],
+      ['proxy', 'bare', 'direct'],
+      ['bare', 'direct', 'proxy'],
+    ];
     let correlationId = 0;
     for (const limit of [1 << 20, 4 << 20]) {
-      const ms: Record<'direct' | 'proxy', number[]> = { direct: [], proxy: [] };
+      const ms: Record<Side, number[]> = { direct: [], proxy: [], bare: [] };
+      const cpu: Record<Side, number> = { direct: 0, proxy: 0, bare: 0 };
+      const relayed: Record<Side, number> = { direct: 0, proxy: 0, bare: 0 };
       let bytes = 0;
       for (let round = 0; round < ROUNDS; round++) {
-        for (const side of round % 2 === 0
-          ? (['direct', 'proxy'] as const)
-          : (['proxy', 'direct'] as const)) {
+        for (const side of orders[round % orders.length]!) {
+          const cpu0 = cpuMs(pids[side]);
           for (let i = 0; i < 10; i++) {
             const t = process.hrtime.bigint();
             sides[side].write(fetchFrame(topic, ++correlationId, limit));
             const [frame] = await sides[side].read(1);
             ms[side].push(Number(process.hrtime.bigint() - t) / 1e6);
             bytes = frame!.length;
+            relayed[side] += bytes;
           }
+          cpu[side] += cpuMs(pids[side]) - cpu0;
         }
       }
       const d = median(ms.direct);
-      const p = median(ms.proxy);
+      const line = (side: 'proxy' | 'bare'): string => {
+        const m = median(ms[side]);
+        const perMb = cpu[side] / (relayed[side] / 1e6);
+        return `${side} ${m.toFixed(2)} ms (added ${(m - d).toFixed(2)} ms, ${perMb.toFixed(2)} ms CPU per MB relayed)`;
+      };
       console.log(
-        `partition limit ${limit >> 20} MiB (responses of ${bytes} bytes): direct ${d.toFixed(2)} ms, proxy ${p.toFixed(2)} ms, added ${(p - d).toFixed(2)} ms (relay at ${((bytes / (p - d)) * 1e-3).toFixed(0)} MB/s if not overlapped)`,
+        `partition limit ${limit >> 20} MiB (responses of ${bytes} bytes), medians of ${ROUNDS * 10}: direct ${d.toFixed(2)} ms; ${line('proxy')}; ${line('bare')}`,
       );
     }
-    sides.direct.close();
-    sides.proxy.close();
+    for (const c of Object.values(sides)) c.close();
   } finally {
+    bare.stop();
     await proxy.stop();
     await kafka.stop();
   }

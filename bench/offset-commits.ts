@@ -12,7 +12,7 @@
  * with AOF appendfsync always, ZooKeeper.
  */
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { ApiKey } from '../protocol/messages/index.js';
@@ -24,6 +24,7 @@ import { startZooKeeper } from '../test/bed/zookeeper.js';
 import { ensureBuilt, spawnProxy } from '../test/harness/proxy.js';
 import { RawClient } from '../test/harness/raw-client.js';
 import { createTopics } from '../test/bed/clients/kafkajs.js';
+import { cpuMs } from './process-stats.js';
 
 function arg(name: string, fallback: number): number {
   const i = process.argv.indexOf(`--${name}`);
@@ -44,17 +45,6 @@ const CPU_PROF = (() => {
   const i = process.argv.indexOf('--cpu-prof');
   return i >= 0 ? path.resolve(process.argv[i + 1]!) : null;
 })();
-
-/** utime + stime of a process in ms (clock ticks of 10 ms). */
-function cpuMs(pid: number | undefined): number {
-  if (pid === undefined) return NaN;
-  try {
-    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-    return (Number(fields[11]) + Number(fields[12])) * 10;
-  } catch {
-    return NaN;
-  }
-}
 
 /** The pid listening on a local TCP port (the broker runs under the bed's wrapper). */
 function pidOnPort(hostPort: string): number | undefined {
@@ -154,11 +144,10 @@ function pct(sorted: number[], p: number): number {
 
 async function main(): Promise<void> {
   console.error(`starting Kafka, Redis and ZooKeeper (${os.cpus().length} cores)...`);
-  const [kafka, redis, redisEverysec, redisHashtable, zk] = await Promise.all([
+  const [kafka, redis, redisEverysec, zk] = await Promise.all([
     startKafka(),
     startRedis({ appendfsync: 'always' }),
     startRedis({ appendfsync: 'everysec' }),
-    startRedis({ appendfsync: 'always', extraArgs: ['--hash-max-listpack-entries', '0'] }),
     startZooKeeper(),
   ]);
   const dir = mkdtempSync(path.join(os.tmpdir(), 'kop-bench-'));
@@ -175,11 +164,6 @@ async function main(): Promise<void> {
       ['proxy + memory (no store I/O: the proxy alone)', ['--store', 'memory://'], undefined],
       ['proxy + Redis (AOF always)', ['--store', redis.url], redis.pid],
       ['proxy + Redis (AOF everysec, Redis default)', ['--store', redisEverysec.url], redisEverysec.pid],
-      [
-        'proxy + Redis (AOF always, hash-max-listpack-entries 0)',
-        ['--store', redisHashtable.url],
-        redisHashtable.pid,
-      ],
       ['proxy + ZooKeeper', ['--store', `zk://${zk.connectString}`], zk.pid],
     ];
     // Every round runs every target, so load from outside the benchmark hits them alike; each
@@ -215,7 +199,6 @@ async function main(): Promise<void> {
       kafka.stop(),
       redis.kill(),
       redisEverysec.kill(),
-      redisHashtable.kill(),
       zk.stop(),
     ]);
     rmSync(dir, { recursive: true, force: true });

@@ -10,7 +10,6 @@
 //
 // Needs the built CLI (`npm run build`; the script builds it first unless --no-build).
 import { execFileSync } from 'node:child_process';
-import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
@@ -24,6 +23,7 @@ import {
 import { startKafka } from '../test/bed/kafka.js';
 import { spawnProxy } from '../test/harness/proxy.js';
 import { RawClient, produceRequest } from '../test/harness/raw-client.js';
+import { cpuMs, statusKb } from './process-stats.js';
 
 const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 
@@ -47,22 +47,6 @@ const RATE_RECORDS = Number(args['rate-records']);
 const ROUNDS = Number(args.rounds);
 const CONSUME_ROUNDS = Number(args['consume-rounds']);
 const RTT_REQUESTS = Number(args['rtt-requests']);
-
-const CLK_TCK = 100; // getconf CLK_TCK on Linux
-
-/** utime + stime of a process, in ms. */
-function cpuMs(pid: number): number {
-  const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-  // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return ((Number(fields[11]) + Number(fields[12])) * 1000) / CLK_TCK;
-}
-
-function statusKb(pid: number, key: 'VmHWM' | 'VmRSS'): number {
-  const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
-  const m = new RegExp(`^${key}:\\s+(\\d+) kB`, 'm').exec(status);
-  return Number(m?.[1] ?? NaN);
-}
 
 const median = (xs: number[]): number => {
   const s = [...xs].sort((a, b) => a - b);

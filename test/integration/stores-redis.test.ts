@@ -61,6 +61,38 @@ describe('redis store on a real server', () => {
     }
   });
 
+  it('turns a hash of 32 or more offsets into a hash table; readers never see the marker', async () => {
+    const store = new RedisStore(server.url);
+    const raw = new Redis(server.port, server.host);
+    const big = 'hashtable-big';
+    const small = 'hashtable-small';
+    const writes = (n: number, offset: bigint) => Array.from({ length: n }, (_, p) => w(p, offset));
+    try {
+      await store.commit({ group: small, writes: writes(3, 5n), requestId: 'ht-small' });
+      expect(await raw.object('ENCODING', `kop:{g:${small}}:offsets`)).toBe('listpack');
+      expect(await raw.hlen(`kop:{g:${small}}:offsets`)).toBe(3);
+      await store.commit({ group: big, writes: writes(31, 1n), requestId: 'ht-1' });
+      expect(await raw.object('ENCODING', `kop:{g:${big}}:offsets`)).toBe('listpack');
+      await store.commit({ group: big, writes: writes(100, 2n), requestId: 'ht-2' });
+      expect(await raw.object('ENCODING', `kop:{g:${big}}:offsets`)).toBe('hashtable');
+      expect(await raw.hlen(`kop:{g:${big}}:offsets`)).toBe(101);
+      const fetched = await store.fetch(big, null);
+      expect(fetched).toHaveLength(100);
+      expect(new Set(fetched.map((o) => o.offset))).toEqual(new Set([2n]));
+      expect(await store.listGroups()).toEqual(expect.arrayContaining([big, small]));
+      // Deleting every offset leaves no key behind, marker included.
+      await store.deleteOffsets(
+        big,
+        Array.from({ length: 100 }, (_, p) => ({ topic: 't', partition: p })),
+      );
+      expect(await raw.exists(`kop:{g:${big}}:offsets`)).toBe(0);
+      expect(await store.fetch(big, null)).toEqual([]);
+    } finally {
+      raw.disconnect();
+      await store.close();
+    }
+  });
+
   it('a corrupt key fails that group only, with StoreCorruptError', async () => {
     const store = new RedisStore(server.url);
     const raw = new Redis(server.port, server.host);

@@ -294,6 +294,14 @@ export function sleep(ms: number): Promise<void> {
 }
 
 /** VmRSS of a process in bytes (Linux /proc). */
+/** VmRSS and its anonymous and file-backed parts (an mmap'd store shows as file), in bytes. */
+export function memoryOf(pid: number): { rss: number; anon: number; file: number } {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  const kb = (name: string): number =>
+    Number(new RegExp(`^${name}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? NaN);
+  return { rss: kb('VmRSS') * 1024, anon: kb('RssAnon') * 1024, file: kb('RssFile') * 1024 };
+}
+
 export function rssOf(pid: number): number {
   const status = readFileSync(`/proc/${pid}/status`, 'utf8');
   const m = /^VmRSS:\s+(\d+) kB/m.exec(status);

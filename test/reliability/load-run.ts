@@ -55,7 +55,7 @@ import type { RedisServer } from '../bed/redis.js';
 import { ensureBuilt, freePortRange, spawnProxy } from '../harness/proxy.js';
 import type { ProxyProcess } from '../harness/proxy.js';
 import { RawClient, metadataRequest, splitHostPort } from '../harness/raw-client.js';
-import { commitBody, fetchOnce, sleep } from './commit-checker.js';
+import { commitBody, fetchOnce, memoryOf, sleep } from './commit-checker.js';
 import { MARK_COMPACT } from './gc-trace.js';
 
 export type LoadStore = 'embedded' | 'redis' | 'memory';
@@ -251,14 +251,6 @@ export interface MemorySample {
   rss: number;
   anon: number;
   file: number;
-}
-
-/** VmRSS and its anonymous and file-backed parts (an mmap'd store shows as file), in bytes. */
-function memoryOf(pid: number): { rss: number; anon: number; file: number } {
-  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
-  const kb = (name: string): number =>
-    Number(new RegExp(`^${name}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? NaN);
-  return { rss: kb('VmRSS') * 1024, anon: kb('RssAnon') * 1024, file: kb('RssFile') * 1024 };
 }
 
 /** Time a process's main thread has spent runnable but waiting for a CPU, in ms. */
