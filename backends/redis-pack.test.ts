@@ -1,7 +1,9 @@
+import fc from 'fast-check';
 import { unpack } from 'msgpackr';
 import { describe, expect, it } from 'vitest';
-import { packCommitWrites } from './redis-pack.js';
+import { fieldOf, packCommitWrites, storedValue } from './redis-pack.js';
 import { write } from './contract.js';
+import type { OffsetWrite } from './store.js';
 
 // msgpackr (a dependency of lmdb) is an independent MessagePack decoder.
 describe('packCommitWrites', () => {
@@ -47,5 +49,46 @@ describe('packCommitWrites', () => {
       expect(hset[2 * n - 2]).toBe(`t:${n - 1}`);
       expect(cas).toEqual([]);
     }
+  });
+
+  it('writes exactly the fields and values the string forms give, for any write (property)', () => {
+    const int64 = fc.bigInt({ min: -(2n ** 63n), max: 2n ** 63n - 1n });
+    const near53 = fc.bigInt({ min: -(2n ** 53n) - 3n, max: 2n ** 53n + 3n });
+    const text = fc.oneof(
+      fc.string({ maxLength: 80 }),
+      fc.string({ unit: 'grapheme', maxLength: 80 }),
+      fc.constant(''),
+    );
+    const oneWrite: fc.Arbitrary<OffsetWrite> = fc
+      .record({
+        topic: fc.oneof(text, fc.constantFrom('t', 'orders', 'x'.repeat(64), 'y'.repeat(65))),
+        partition: fc.oneof(fc.integer({ min: -(2 ** 31), max: 2 ** 31 - 1 }), fc.nat(20)),
+        offset: fc.oneof(int64, near53, fc.constantFrom(-1n, 0n, 9n, 10n, 99n, 100n)),
+        leaderEpoch: fc.integer({ min: -(2 ** 31), max: 2 ** 31 - 1 }),
+        metadata: text,
+        commitTimestamp: fc.oneof(int64, fc.constant(1_700_000_000_000n)),
+        expireTimestamp: fc.oneof(int64, fc.constant(-1n)),
+        expectedOffset: fc.option(int64, { nil: undefined }),
+      })
+      .map((w) => {
+        const out: OffsetWrite = { ...w };
+        if (w.expectedOffset === undefined) delete out.expectedOffset;
+        return out;
+      });
+    fc.assert(
+      fc.property(fc.array(oneWrite, { maxLength: 40 }), (writes) => {
+        const [hset, cas] = unpack(packCommitWrites({ group: 'g', writes, requestId: 'r' })) as [
+          string[],
+          string[],
+        ];
+        expect(hset).toEqual(writes.flatMap((w) => [fieldOf(w), storedValue(w)]));
+        expect(cas).toEqual(
+          writes.flatMap((w) =>
+            w.expectedOffset === undefined ? [] : [fieldOf(w), String(w.expectedOffset)],
+          ),
+        );
+      }),
+      { numRuns: 500 },
+    );
   });
 });

@@ -9,7 +9,9 @@
  * 1 MiB and 4 MiB (Fetch v11, the response is relayed without being decoded), in blocks of 10
  * rotating between three sides: direct, through the proxy, and through a bare Node relay (a child
  * process that only pipes sockets, no Kafka code: the floor for any relay written in Node). It
- * prints the median time of each and the CPU each relay process spent per MB it passed on.
+ * prints the median time of each and the CPU each relay process spent per MB it passed on. Then
+ * the same three sides produce 16 KiB batches with 5 requests in flight, as a producer does, and
+ * it prints each side's MB/s.
  */
 import { spawn } from 'node:child_process';
 import { parseArgs } from 'node:util';
@@ -31,6 +33,8 @@ const { values: args } = parseArgs({
 });
 const RECORDS = Number(args.records);
 const ROUNDS = Number(args.rounds);
+/** Produce requests per side and block. */
+const PRODUCE_BLOCK = 300;
 
 function fetchFrame(topic: string, correlationId: number, partitionMaxBytes: number): Buffer {
   return encodeRequestFrame(
@@ -141,6 +145,38 @@ async function main(): Promise<void> {
         `partition limit ${limit >> 20} MiB (responses of ${bytes} bytes), medians of ${ROUNDS * 10}: direct ${d.toFixed(2)} ms; ${line('proxy')}; ${line('bare')}`,
       );
     }
+    // Produce the way a producer does: 16 KiB batches (Produce v12, acks=all, as Kafka 4 clients
+    // send; the proxy decodes these responses for KIP-951 addresses), up to 5 requests in flight.
+    const batch = 'p'.repeat(16 * 1024);
+    const elapsed: Record<Side, number> = { direct: 0, proxy: 0, bare: 0 };
+    const produceCpu: Record<Side, number> = { direct: 0, proxy: 0, bare: 0 };
+    let produced = 0;
+    for (let round = 0; round < ROUNDS; round++) {
+      for (const side of orders[round % orders.length]!) {
+        const c = sides[side];
+        const cpu0 = cpuMs(pids[side]);
+        const t = process.hrtime.bigint();
+        let sent = 0;
+        let answered = 0;
+        while (answered < PRODUCE_BLOCK) {
+          while (sent < PRODUCE_BLOCK && sent - answered < 5) {
+            c.write(produceRequest(12, ++correlationId, topic, -1, batch));
+            sent++;
+          }
+          await c.read(1);
+          answered++;
+        }
+        elapsed[side] += Number(process.hrtime.bigint() - t) / 1e6;
+        produceCpu[side] += cpuMs(pids[side]) - cpu0;
+        if (side === 'direct') produced += PRODUCE_BLOCK * batch.length;
+      }
+    }
+    const mbPerS = (side: Side): number => produced / 1e6 / (elapsed[side] / 1000);
+    const produceLine = (side: 'proxy' | 'bare'): string =>
+      `${side} ${mbPerS(side).toFixed(0)} MB/s (ratio ${(mbPerS(side) / mbPerS('direct')).toFixed(2)}, ${(produceCpu[side] / (produced / 1e6)).toFixed(2)} ms CPU per MB)`;
+    console.log(
+      `produce, 16 KiB batches, 5 in flight, ${ROUNDS} blocks of ${PRODUCE_BLOCK} per side: direct ${mbPerS('direct').toFixed(0)} MB/s; ${produceLine('proxy')}; ${produceLine('bare')}`,
+    );
     for (const c of Object.values(sides)) c.close();
   } finally {
     bare.stop();
