@@ -14,7 +14,6 @@
  */
 import type { CommitRequest } from './store.js';
 
-
 /**
  * The packed bytes are written straight into one growing scratch buffer: digits from numbers,
  * names byte by byte. Building a JS string per field and value first (and converting it) was a

@@ -195,12 +195,7 @@ async function main(): Promise<void> {
       results.push(sorted[Math.floor((sorted.length - 1) / 2)]!);
     }
   } finally {
-    await Promise.allSettled([
-      kafka.stop(),
-      redis.kill(),
-      redisEverysec.kill(),
-      zk.stop(),
-    ]);
+    await Promise.allSettled([kafka.stop(), redis.kill(), redisEverysec.kill(), zk.stop()]);
     rmSync(dir, { recursive: true, force: true });
   }
 
