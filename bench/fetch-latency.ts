@@ -2,7 +2,7 @@
  * One Fetch at a time, direct and through the proxy, timed from request to the last byte of the
  * response: shows how long the proxy's relay of a large response takes, apart from any client.
  *
- *   npx tsx bench/fetch-latency.ts [--records 4000] [--rounds 20]
+ *   npx tsx bench/fetch-latency.ts [--records 4000] [--rounds 20] [--cpu-prof <dir>]
  *
  * Starts a 1-node Kafka from the bed and the proxy CLI (`npm run build` first), writes `records`
  * 1 KB records to a 1-partition topic, then fetches them from offset 0 with partition limits of
@@ -29,7 +29,12 @@ import { RawClient, produceRequest } from '../test/harness/raw-client.js';
 import { cpuMs } from './process-stats.js';
 
 const { values: args } = parseArgs({
-  options: { records: { type: 'string', default: '4000' }, rounds: { type: 'string', default: '20' } },
+  options: {
+    records: { type: 'string', default: '4000' },
+    rounds: { type: 'string', default: '20' },
+    /** Writes the proxy's .cpuprofile into this directory when it exits. */
+    'cpu-prof': { type: 'string' },
+  },
 });
 const RECORDS = Number(args.records);
 const ROUNDS = Number(args.rounds);
@@ -85,7 +90,12 @@ async function startBareRelay(broker: string): Promise<{ pid: number; address: s
 
 async function main(): Promise<void> {
   const kafka = await startKafka({ brokers: 1 });
-  const proxy = await spawnProxy(['--bootstrap-server', kafka.bootstrap, '--store', 'memory://']);
+  const cpuProf = args['cpu-prof'];
+  const proxy = await spawnProxy(
+    ['--bootstrap-server', kafka.bootstrap, '--store', 'memory://'],
+    {},
+    cpuProf ? ['--cpu-prof', `--cpu-prof-dir=${cpuProf}`] : [],
+  );
   const bare = await startBareRelay(kafka.bootstrap);
   try {
     const topic = `bench-fetch-${Date.now()}`;
@@ -145,7 +155,7 @@ async function main(): Promise<void> {
         `partition limit ${limit >> 20} MiB (responses of ${bytes} bytes), medians of ${ROUNDS * 10}: direct ${d.toFixed(2)} ms; ${line('proxy')}; ${line('bare')}`,
       );
     }
-    // Produce the way a producer does: 16 KiB batches (Produce v12, acks=all, as Kafka 4 clients
+    // Produce the way a producer does: 16 KiB batches (Produce v11, acks=all: the highest the proxy offers, so what Kafka 4 clients
     // send; the proxy decodes these responses for KIP-951 addresses), up to 5 requests in flight.
     const batch = 'p'.repeat(16 * 1024);
     const elapsed: Record<Side, number> = { direct: 0, proxy: 0, bare: 0 };
@@ -160,7 +170,7 @@ async function main(): Promise<void> {
         let answered = 0;
         while (answered < PRODUCE_BLOCK) {
           while (sent < PRODUCE_BLOCK && sent - answered < 5) {
-            c.write(produceRequest(12, ++correlationId, topic, -1, batch));
+            c.write(produceRequest(11, ++correlationId, topic, -1, batch));
             sent++;
           }
           await c.read(1);

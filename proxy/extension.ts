@@ -54,4 +54,6 @@ export interface ProxyExtension {
    * those requests itself), or undefined to leave the broker's range as it is.
    */
   advertisedVersions?(apiKey: number, broker: VersionRange | undefined): VersionRange | undefined;
+  /** A client connection closed (its `RequestInfo.connectionId`): per-connection state can go. */
+  connectionClosed?(connectionId: string): void;
 }

@@ -111,6 +111,7 @@ export class KafkaProxy {
       onClose: (conn) => {
         this.connections.delete(conn);
         this.observer.connectionClosed(conn.nodeId);
+        opts.extension?.connectionClosed?.(conn.id);
       },
       observer: this.observer,
       requestBuffers: this.requestBuffers,

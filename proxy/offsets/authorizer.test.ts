@@ -41,10 +41,34 @@ describe('BrokerAuthorizer', () => {
     tick = 5; // the topic's entry is remembered a little after the group's
     expect((await authorizer.authorize(info, 'read', 'g', ['t'])).groupError).toBe(ErrorCode.NONE);
     tick = 0;
-    const entries = [...(authorizer as unknown as { cache: Map<string, { at: number }> }).cache.values()];
+    const byConnection = (authorizer as unknown as { byConnection: Map<string, Map<string, { at: number }>> })
+      .byConnection;
+    const entries = [...byConnection.get('c1')!.values()];
     clock = Math.min(...entries.map((e) => e.at)) + ttlMs + 1; // the group's entry just expired
     const decision = await authorizer.authorize(info, 'read', 'g', ['t']);
     expect(decision.groupError).toBe(ErrorCode.NONE);
     expect([...decision.deniedTopics]).toEqual([]);
+  });
+
+  it("drops a connection's verdicts when it closes, and counts what it holds", async () => {
+    const authorizer = new BrokerAuthorizer();
+    let probes = 0;
+    const c1 = allowingBroker(() => probes++);
+    const c2 = { ...allowingBroker(() => probes++), connectionId: 'c2' };
+    await authorizer.authorize(c1, 'read', 'g', ['t', 'u']);
+    await authorizer.authorize(c2, 'read', 'g', ['t']);
+    expect(authorizer.size).toBe(3 + 2);
+    expect(probes).toBe(2);
+    await authorizer.authorize(c1, 'read', 'g', ['t', 'u']);
+    expect(probes).toBe(2);
+    authorizer.forget('c1');
+    expect(authorizer.size).toBe(2);
+    authorizer.forget('c1');
+    expect(authorizer.size).toBe(2);
+    await authorizer.authorize(c1, 'read', 'g', ['t', 'u']);
+    expect(probes).toBe(3);
+    authorizer.forget('c1');
+    authorizer.forget('c2');
+    expect(authorizer.size).toBe(0);
   });
 });

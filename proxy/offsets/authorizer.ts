@@ -42,28 +42,66 @@ const DELETE_PROBE_VERSION = 0;
 
 type Verdict = 'allowed' | 'denied' | 'undecided';
 
+interface CacheEntry {
+  verdict: Verdict;
+  at: number;
+}
+
 export class BrokerAuthorizer {
-  private readonly cache = new Map<string, { verdict: Verdict; at: number }>();
+  /**
+   * Verdicts by client connection (one principal each), so that a closed connection's are dropped
+   * with it (`forget`): clients that reconnect often would otherwise fill the cache with entries
+   * nobody can read again until the size bound clears it.
+   */
+  private readonly byConnection = new Map<string, Map<string, CacheEntry>>();
+  private entries = 0;
 
   constructor(
     private readonly ttlMs = 30_000,
     private readonly maxEntries = 100_000,
   ) {}
 
-  private cached(key: string): Verdict | undefined {
-    const hit = this.cache.get(key);
+  private cached(connectionId: string, key: string): Verdict | undefined {
+    const verdicts = this.byConnection.get(connectionId);
+    const hit = verdicts?.get(key);
     if (!hit) return undefined;
     if (Date.now() - hit.at > this.ttlMs) {
-      this.cache.delete(key);
+      verdicts!.delete(key);
+      this.entries--;
       return undefined;
     }
     return hit.verdict;
   }
 
-  private remember(key: string, verdict: Verdict): void {
+  private remember(connectionId: string, key: string, verdict: Verdict): void {
     if (verdict === 'undecided') return;
-    if (this.cache.size >= this.maxEntries) this.cache.clear();
-    this.cache.set(key, { verdict, at: Date.now() });
+    if (this.entries >= this.maxEntries) {
+      this.byConnection.clear();
+      this.entries = 0;
+    }
+    let verdicts = this.byConnection.get(connectionId);
+    if (verdicts === undefined) {
+      verdicts = new Map();
+      this.byConnection.set(connectionId, verdicts);
+    }
+    if (!verdicts.has(key)) this.entries++;
+    verdicts.set(key, { verdict, at: Date.now() });
+  }
+
+  /**
+   * The connection closed: its verdicts go. (One remembered from a probe that was still out when
+   * it closed stays until the size bound clears the cache.)
+   */
+  forget(connectionId: string): void {
+    const verdicts = this.byConnection.get(connectionId);
+    if (verdicts === undefined) return;
+    this.entries -= verdicts.size;
+    this.byConnection.delete(connectionId);
+  }
+
+  /** Verdicts held, for tests and metrics. */
+  get size(): number {
+    return this.entries;
   }
 
   /** Decides `op` on `group` and `topics` for the client of `info`. */
@@ -75,23 +113,23 @@ export class BrokerAuthorizer {
   ): Promise<Decision> {
     const ask = info.askBroker;
     if (!ask) return ALLOWED;
-    const base = `${info.connectionId}\u0000`;
-    const groupKey = `${base}${op}\u0000g\u0000${group}`;
+    const conn = info.connectionId;
+    const groupKey = `${op}\u0000g\u0000${group}`;
     // Topics: READ for commits and deletes, DESCRIBE for fetches.
     const topicOp = op === 'describe' ? 'describe' : 'read';
-    const topicKey = (t: string) => `${base}${topicOp}\u0000t\u0000${group}\u0000${t}`;
+    const topicKey = (t: string) => `${topicOp}\u0000t\u0000${group}\u0000${t}`;
 
-    let groupVerdict = this.cached(groupKey);
+    let groupVerdict = this.cached(conn, groupKey);
     if (op === 'delete' && groupVerdict === undefined) {
       groupVerdict = await this.probeDelete(ask, group);
-      this.remember(groupKey, groupVerdict);
+      this.remember(conn, groupKey, groupVerdict);
     }
     // The verdicts this decision uses, read from the cache once: an entry that expires while a
     // probe is out must not turn an answered question into "undecided" (a load run saw 7 commits
     // the broker allowed refused with COORDINATOR_NOT_AVAILABLE that way).
     const verdicts = new Map<string, Verdict>();
     for (const t of new Set(topics)) {
-      const v = this.cached(topicKey(t));
+      const v = this.cached(conn, topicKey(t));
       if (v !== undefined) verdicts.set(t, v);
     }
     const missing = [...new Set(topics)].filter((t) => !verdicts.has(t));
@@ -103,10 +141,10 @@ export class BrokerAuthorizer {
       // For a delete the group verdict is DELETE's (above), not the probe's READ.
       if (op !== 'delete') {
         groupVerdict = probe.group;
-        this.remember(groupKey, probe.group);
+        this.remember(conn, groupKey, probe.group);
       }
       for (const [t, v] of probe.topics) {
-        this.remember(topicKey(t), v);
+        this.remember(conn, topicKey(t), v);
         verdicts.set(t, v);
       }
     }

@@ -213,6 +213,15 @@ export class OffsetService implements ProxyExtension {
     }
   }
 
+  connectionClosed(connectionId: string): void {
+    this.opts.authorizer?.forget(connectionId);
+  }
+
+  /** Authorization verdicts cached for open connections (0 with `--authorize off`). */
+  get cachedVerdicts(): number {
+    return this.opts.authorizer?.size ?? 0;
+  }
+
   private accepted(group: string, req: OffsetCommitRequest, version: number, writes: OffsetWrite[]): void {
     this.opts.metrics?.commitAccepted(group, writes.length);
     const lookups = this.opts.lookups;

@@ -201,7 +201,13 @@ describe('fuzzing a live proxy', () => {
     await ensureBuilt();
     http = `127.0.0.1:${await freePortRange(0)}`;
     // --trace-gc: every full GC prints the heap it left, read at the end.
-    proxy = await spawnProxy(['--bootstrap-server', brokerBootstrap, '--http', http], {}, ['--trace-gc']);
+    // KOP_FUZZ_NODE_ARGS: more options for the proxy's node, e.g. --heapsnapshot-signal=SIGUSR2 to
+    // compare heap snapshots taken during a run.
+    const nodeArgs = (process.env['KOP_FUZZ_NODE_ARGS'] ?? '').split(' ').filter((a) => a !== '');
+    proxy = await spawnProxy(['--bootstrap-server', brokerBootstrap, '--http', http], {}, [
+      '--trace-gc',
+      ...nodeArgs,
+    ]);
     topic = uniqueName('fuzz');
     await createTopics({ bootstrap: brokerBootstrap }, [{ topic, partitions: 2 }]);
     control = await RawClient.connect(proxy.bootstrap);
