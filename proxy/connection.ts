@@ -532,6 +532,10 @@ export class ProxyConnection {
     if (this.closed) return;
     let full = false;
     const observer = this.policy.observer;
+    // One writev for every ready response and its size prefix, not a write() each: a response
+    // completed after an await (an answer from the store, a decoded Produce response) is flushed
+    // outside the cork of onUpstreamData.
+    this.client.cork();
     while (this.pending.length > 0 && this.pending[0]!.out !== null) {
       const p = this.pending.shift()!;
       let bytes = 0;
@@ -543,6 +547,7 @@ export class ProxyConnection {
       if (!p.raw)
         observer.responded(p.apiKey, p.apiVersion, p.answeredBy, (performance.now() - p.started) / 1000);
     }
+    this.client.uncork();
     // The client reads slower than the broker answers: stop reading the broker until it drains.
     if (full) this.upstream.pause();
     if (this.pending.length < this.policy.maxInFlight) this.resumeClient('inflight');
