@@ -99,7 +99,7 @@ export class BrokerAuthorizer {
     this.byConnection.delete(connectionId);
   }
 
-  /** Verdicts held, for tests and metrics. */
+  /** Verdicts held (OffsetService.cachedVerdicts, tests). */
   get size(): number {
     return this.entries;
   }
@@ -128,11 +128,12 @@ export class BrokerAuthorizer {
     // probe is out must not turn an answered question into "undecided" (a load run saw 7 commits
     // the broker allowed refused with COORDINATOR_NOT_AVAILABLE that way).
     const verdicts = new Map<string, Verdict>();
+    const missing: string[] = [];
     for (const t of new Set(topics)) {
       const v = this.cached(conn, topicKey(t));
       if (v !== undefined) verdicts.set(t, v);
+      else missing.push(t);
     }
-    const missing = [...new Set(topics)].filter((t) => !verdicts.has(t));
     if (groupVerdict === undefined || missing.length > 0) {
       const probe =
         topicOp === 'describe'

@@ -303,8 +303,7 @@ export function memoryOf(pid: number): { rss: number; anon: number; file: number
 }
 
 export function rssOf(pid: number): number {
-  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
-  const m = /^VmRSS:\s+(\d+) kB/m.exec(status);
-  if (!m) throw new Error(`no VmRSS for pid ${pid}`);
-  return Number(m[1]) * 1024;
+  const { rss } = memoryOf(pid);
+  if (Number.isNaN(rss)) throw new Error(`no VmRSS for pid ${pid}`);
+  return rss;
 }
