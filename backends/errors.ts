@@ -34,25 +34,37 @@ export class StoreCorruptError extends Error {
 
 /**
  * Runs `op` with a deadline. A rejection that is not already a store error, or the deadline,
- * becomes StoreUnavailableError, so callers see one failure type per cause.
+ * becomes StoreUnavailableError, so callers see one failure type per cause. One promise and one
+ * timer per operation (not a Promise.race of two): it runs once per commit.
  */
-export async function withDeadline<T>(what: string, timeoutMs: number, op: () => Promise<T>): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const deadline = new Promise<never>((_, reject) => {
-    timer = setTimeout(
+export function withDeadline<T>(what: string, timeoutMs: number, op: () => Promise<T>): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const timer = setTimeout(
       () =>
         reject(new StoreUnavailableError(`${what}: no answer within ${timeoutMs} ms`, { timedOut: true })),
       timeoutMs,
     );
+    const failed = (err: unknown): void => {
+      clearTimeout(timer);
+      reject(asStoreError(what, err));
+    };
+    let running: Promise<T>;
+    try {
+      running = op();
+    } catch (err) {
+      failed(err);
+      return;
+    }
+    running.then((value) => {
+      clearTimeout(timer);
+      resolve(value);
+    }, failed);
   });
-  try {
-    return await Promise.race([op(), deadline]);
-  } catch (err) {
-    if (err instanceof StoreUnavailableError || err instanceof StoreCorruptError) throw err;
-    throw new StoreUnavailableError(`${what}: ${err instanceof Error ? err.message : String(err)}`, {
-      cause: err,
-    });
-  } finally {
-    clearTimeout(timer);
-  }
+}
+
+function asStoreError(what: string, err: unknown): Error {
+  if (err instanceof StoreUnavailableError || err instanceof StoreCorruptError) return err;
+  return new StoreUnavailableError(`${what}: ${err instanceof Error ? err.message : String(err)}`, {
+    cause: err,
+  });
 }

@@ -48,6 +48,10 @@ export interface RedisStoreOptions {
   operationTimeoutMs?: number;
 }
 
+/** What the commit script answers for an applied commit (outcome-codec.ts's encoding of ok). */
+const OK_REPLY = '{"s":"ok"}';
+const OK_OUTCOME: CommitOutcome = Object.freeze({ status: 'ok' });
+
 export class RedisStore implements OffsetStore {
   readonly kind = 'redis';
   private readonly client: Redis | Cluster;
@@ -113,15 +117,16 @@ export class RedisStore implements OffsetStore {
 
   private run<T>(what: string, group: string | null, op: () => Promise<T>): Promise<T> {
     if (this.closed) return Promise.reject(new StoreUnavailableError(`redis store: ${what}: closed`));
-    return withDeadline(`redis store: ${what}`, this.timeoutMs, async () => {
-      try {
-        return await op();
-      } catch (err) {
-        const msg = err instanceof Error ? err.message : String(err);
-        if (group !== null && isCorruption(msg)) throw new StoreCorruptError(group, msg, { cause: err });
-        throw err;
-      }
-    });
+    const checked =
+      group === null
+        ? op
+        : () =>
+            op().catch((err: unknown) => {
+              const msg = err instanceof Error ? err.message : String(err);
+              if (isCorruption(msg)) throw new StoreCorruptError(group, msg, { cause: err });
+              throw err;
+            });
+    return withDeadline(`redis store: ${what}`, this.timeoutMs, checked);
   }
 
   commit(request: CommitRequest): Promise<CommitOutcome> {
@@ -144,7 +149,10 @@ export class RedisStore implements OffsetStore {
         packCommitWrites(request),
       ];
       if (this.target.wait > 0) return this.commitAndWait(this.key(group, `req:${request.requestId}`), args);
-      return decodeOutcome(JSON.parse(await this.scripts.kopCommit(...args)) as EncodedOutcome);
+      const reply = await this.scripts.kopCommit(...args);
+      // The usual answer, without a JSON.parse per commit.
+      if (reply === OK_REPLY) return OK_OUTCOME;
+      return decodeOutcome(JSON.parse(reply) as EncodedOutcome);
     });
   }
 

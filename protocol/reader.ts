@@ -198,6 +198,8 @@ export class Reader {
   }
 
   private utf8(n: number): string {
+    // Empty strings are common (committed metadata, one per partition): no Buffer#toString call.
+    if (n === 0) return '';
     const start = this.offset;
     if (this.end - start < n) this.need(n);
     this.offset = start + n;

@@ -18,7 +18,7 @@ import type { BrokerLookups } from './broker-lookups.js';
 import type { GuardPolicy } from './guard-policy.js';
 import { afterDeleteGroups, MembershipRecorder, membershipUpdate, OBSERVED_APIS } from './membership.js';
 import { handleOffsetCommit } from './offset-commit.js';
-import type { CommitRefusal } from './offset-commit.js';
+import type { CommitDeps, CommitRefusal } from './offset-commit.js';
 import { handleOffsetFetch } from './offset-fetch.js';
 import { handleOffsetDelete } from './offset-delete.js';
 
@@ -105,8 +105,26 @@ export class OffsetService implements ProxyExtension {
   readonly apiKeys: ReadonlySet<number> = new Set([...ANSWERED, ...OBSERVED_APIS]);
   private readonly recorder: MembershipRecorder;
 
+  /** What every commit needs, built once (not per request: commits are the hot path). */
+  private readonly commitDeps: CommitDeps;
+
   constructor(private readonly opts: OffsetServiceOptions) {
     this.recorder = new MembershipRecorder(opts.store, opts.log);
+    const { store, lookups } = opts;
+    this.commitDeps = {
+      store,
+      guards: opts.guards,
+      ...(opts.unknownTopics === 'reject' && lookups
+        ? { topicExists: (t: string, p: number) => lookups.topicExists(t, p).catch(() => true) }
+        : {}),
+      ...(lookups
+        ? {
+            groupIsEmptyAtBroker: (g: string) => lookups.groupIsEmpty(g),
+            verifyMemberAtBroker: (g: string, id: CommitIdentity) => verifyMember(store, lookups, g, id),
+          }
+        : {}),
+      onRefused: (g, reason, n) => this.opts.metrics?.commitRefused(g, reason, n),
+    };
   }
 
   interceptsRequest(apiKey: number): boolean {
@@ -165,19 +183,8 @@ export class OffsetService implements ProxyExtension {
           return { action: 'respond', body: commitRefusedWhole(req, auth.groupError) };
         }
         const body = await handleOffsetCommit(req, info.apiVersion, {
+          ...this.commitDeps,
           ...(auth ? { deniedTopics: auth.deniedTopics } : {}),
-          store,
-          guards: this.opts.guards,
-          ...(this.opts.unknownTopics === 'reject' && lookups
-            ? { topicExists: (t: string, p: number) => lookups.topicExists(t, p).catch(() => true) }
-            : {}),
-          ...(lookups
-            ? {
-                groupIsEmptyAtBroker: (g: string) => lookups.groupIsEmpty(g),
-                verifyMemberAtBroker: (g: string, id: CommitIdentity) => verifyMember(store, lookups, g, id),
-              }
-            : {}),
-          onRefused: (g, reason, n) => this.opts.metrics?.commitRefused(g, reason, n),
           onAccepted: (g, writes) => this.accepted(g, req, info.apiVersion, writes),
         });
         return { action: 'respond', body };
