@@ -3,7 +3,7 @@
  * coordinator, and the proxy on each store (embedded, Redis, ZooKeeper), all on this machine.
  *
  *   npx tsx bench/offset-commits.ts [--seconds 10] [--rounds 3] [--connections 32] [--groups 64] [--partitions 100]
- *     [--only <regex of proxy targets>] [--cpu-prof <dir>]
+ *     [--only <regex of proxy targets>] [--cpu-prof <dir>] [--redis-stats] [--baseline <checkout>]
  *
  * Each connection is a closed loop: one OffsetCommit of `partitions` partitions at a time, for
  * groups owned by that connection (admin-style commits, generation -1, as tools and assign()
@@ -17,14 +17,17 @@ import os from 'node:os';
 import path from 'node:path';
 import { ApiKey } from '../protocol/messages/index.js';
 import { defaultOffsetCommitRequest } from '../protocol/messages/offset-commit-request.js';
+import { decodeResponseFrame, encodeRequestFrame } from '../protocol/frames.js';
 import type { OffsetCommitResponse } from '../protocol/messages/offset-commit-response.js';
 import { startKafka } from '../test/bed/kafka.js';
 import { startRedis } from '../test/bed/redis.js';
+import type { RedisServer } from '../test/bed/redis.js';
 import { startZooKeeper } from '../test/bed/zookeeper.js';
+import { redisCommand } from '../test/bed/resp.js';
 import { ensureBuilt, spawnProxy } from '../test/harness/proxy.js';
 import { RawClient } from '../test/harness/raw-client.js';
 import { createTopics } from '../test/bed/clients/kafkajs.js';
-import { cpuMs } from './process-stats.js';
+import { cpuMs, cpuSplitMs } from './process-stats.js';
 
 function arg(name: string, fallback: number): number {
   const i = process.argv.indexOf(`--${name}`);
@@ -41,10 +44,34 @@ const ONLY = (() => {
   const i = process.argv.indexOf('--only');
   return i >= 0 ? new RegExp(process.argv[i + 1]!, 'i') : null;
 })();
+/**
+ * Another checkout of this repository, built (`npm run build` there): its proxy runs on Redis
+ * everysec just before this one's in every round, so a change is measured against its base in one
+ * run (this machine's speed drifts by tens of percent between runs).
+ */
+const BASELINE = (() => {
+  const i = process.argv.indexOf('--baseline');
+  return i >= 0 ? path.resolve(process.argv[i + 1]!) : null;
+})();
+/** Prints where Redis spent its time per commit (INFO commandstats, scripts' inner commands too). */
+const REDIS_STATS = process.argv.includes('--redis-stats');
 const CPU_PROF = (() => {
   const i = process.argv.indexOf('--cpu-prof');
   return i >= 0 ? path.resolve(process.argv[i + 1]!) : null;
 })();
+
+/** usec spent per command, from INFO commandstats. */
+async function commandUsec(
+  host: string,
+  port: number,
+): Promise<Map<string, { calls: number; usec: number }>> {
+  const out = await redisCommand(host, port, 'INFO commandstats');
+  const stats = new Map<string, { calls: number; usec: number }>();
+  for (const m of out.matchAll(/^cmdstat_([^:]+):calls=(\d+),usec=(\d+)/gm)) {
+    stats.set(m[1]!, { calls: Number(m[2]), usec: Number(m[3]) });
+  }
+  return stats;
+}
 
 /** The pid listening on a local TCP port (the broker runs under the bed's wrapper). */
 function pidOnPort(hostPort: string): number | undefined {
@@ -62,62 +89,107 @@ interface Result {
   seconds: number;
   /** CPU ms spent during the measured run by the proxy, the store (or broker) and this load generator. */
   cpu: { proxy: number; backend: number; loadgen: number };
+  /** The proxy's part of it in system calls (stime), mostly socket reads and writes. */
+  proxySysMs: number;
 }
 
-function body(group: string, offset: bigint): unknown {
-  return {
-    ...defaultOffsetCommitRequest(),
-    groupId: group,
-    generationIdOrMemberEpoch: -1,
-    memberId: '',
-    topics: [
+/** A placeholder offset whose 8 bytes occur nowhere else in a request: where the offsets go. */
+const MARK = 0x5eed_c0de_5eed_c0den;
+
+/**
+ * One group's OffsetCommit v8 request frame, encoded once with the project's codec; each send only
+ * patches the correlation id and the offsets in place. Encoding 100 partitions from objects for
+ * every request made this load generator, which shares the two cores with the system under test,
+ * take ~0.1 ms of CPU per commit; real clients are on other machines. The same bytes go to every
+ * target. One request per connection is in flight, and a connection's next request is written only
+ * after the previous response, so reusing the buffer never changes bytes still being sent.
+ */
+class CommitFrame {
+  private readonly frame: Buffer;
+  private readonly offsetAt: number[] = [];
+
+  constructor(group: string) {
+    this.frame = encodeRequestFrame(
+      { apiKey: ApiKey.OffsetCommit, apiVersion: 8, correlationId: 0, clientId: 'bench' },
       {
-        name: TOPIC,
-        partitions: Array.from({ length: PARTITIONS }, (_, p) => ({
-          partitionIndex: p,
-          committedOffset: offset,
-          committedLeaderEpoch: -1,
-          commitTimestamp: -1n,
-          committedMetadata: '',
-        })),
+        ...defaultOffsetCommitRequest(),
+        groupId: group,
+        generationIdOrMemberEpoch: -1,
+        memberId: '',
+        topics: [
+          {
+            name: TOPIC,
+            partitions: Array.from({ length: PARTITIONS }, (_, p) => ({
+              partitionIndex: p,
+              committedOffset: MARK,
+              committedLeaderEpoch: -1,
+              commitTimestamp: -1n,
+              committedMetadata: '',
+            })),
+          },
+        ],
       },
-    ],
-  };
+    );
+    for (let at = 0; at + 8 <= this.frame.length; at++) {
+      if (this.frame.readBigInt64BE(at) === MARK) this.offsetAt.push(at);
+    }
+    if (this.offsetAt.length !== PARTITIONS)
+      throw new Error(`found ${this.offsetAt.length} offsets in the template`);
+  }
+
+  /** The frame with this correlation id and offset (below 2^31) in every partition. */
+  with(correlationId: number, offset: number): Buffer {
+    const f = this.frame;
+    f.writeInt32BE(correlationId, 8); // after size (4), api key (2) and version (2)
+    for (const at of this.offsetAt) {
+      f.writeInt32BE(0, at);
+      f.writeInt32BE(offset, at + 4);
+    }
+    return f;
+  }
 }
 
 async function run(
   target: string,
-  bootstrap: string,
+  /** Connection c goes to bootstraps[c % length]. */
+  bootstraps: string[],
   runId: string,
-  pids: { proxy?: number; backend?: number },
+  pids: { proxies?: number[]; backend?: number | undefined },
 ): Promise<Result> {
-  const clients = await Promise.all(Array.from({ length: CONNECTIONS }, () => RawClient.connect(bootstrap)));
+  const clients = await Promise.all(
+    Array.from({ length: CONNECTIONS }, (_, c) => RawClient.connect(bootstraps[c % bootstraps.length]!)),
+  );
   const latencies: number[] = [];
   let commits = 0;
   let errors = 0;
   let correlation = 1;
   const warmupEnd = Date.now() + 1000;
   const end = warmupEnd + SECONDS * 1000;
-  let cpuStart = { proxy: NaN, backend: NaN, loadgen: NaN };
+  let cpuStart = { proxy: NaN, proxySys: NaN, backend: NaN, loadgen: NaN };
   const sampleCpu = () => ({
-    proxy: cpuMs(pids.proxy),
+    proxy: pids.proxies ? sum(pids.proxies.map(cpuMs)) : NaN,
+    proxySys: pids.proxies ? sum(pids.proxies.map((pid) => cpuSplitMs(pid).sys)) : NaN,
     backend: cpuMs(pids.backend),
     loadgen: process.cpuUsage().user / 1000 + process.cpuUsage().system / 1000,
   });
   const warmupTimer = setTimeout(() => (cpuStart = sampleCpu()), warmupEnd - Date.now());
   await Promise.all(
     clients.map(async (client, c) => {
-      let offset = 1n;
+      const frames = Array.from(
+        { length: Math.max(1, Math.floor(GROUPS / CONNECTIONS)) },
+        (_, g) => new CommitFrame(`${runId}-${c}-${g}`),
+      );
+      let offset = 1;
       let g = 0;
       while (Date.now() < end) {
-        const group = `${runId}-${c}-${g++ % Math.max(1, Math.floor(GROUPS / CONNECTIONS))}`;
         const started = performance.now();
-        const response = await client.request<OffsetCommitResponse>(
-          ApiKey.OffsetCommit,
-          8,
-          correlation++,
-          body(group, offset++),
-        );
+        const id = correlation++;
+        client.write(frames[g++ % frames.length]!.with(id, offset++));
+        const [frame] = await client.read(1);
+        const { header, body } = decodeResponseFrame(frame!, ApiKey.OffsetCommit, 8);
+        if (header.correlationId !== id)
+          throw new Error(`correlation id ${header.correlationId}, expected ${id}`);
+        const response = body as OffsetCommitResponse;
         const ms = performance.now() - started;
         if (Date.now() < warmupEnd) continue;
         if (response.topics.some((t) => t.partitions.some((p) => p.errorCode !== 0))) errors++;
@@ -134,8 +206,11 @@ async function run(
     backend: cpuEnd.backend - cpuStart.backend,
     loadgen: cpuEnd.loadgen - cpuStart.loadgen,
   };
-  return { target, commits, errors, latenciesMs: latencies, seconds: SECONDS, cpu };
+  const proxySysMs = cpuEnd.proxySys - cpuStart.proxySys;
+  return { target, commits, errors, latenciesMs: latencies, seconds: SECONDS, cpu, proxySysMs };
 }
+
+const sum = (xs: number[]): number => xs.reduce((a, b) => a + b, 0);
 
 function pct(sorted: number[], p: number): number {
   if (sorted.length === 0) return NaN;
@@ -158,35 +233,100 @@ async function main(): Promise<void> {
     // The proxy runs as its own process (the CLI), as in production, so it does not share a thread
     // with this load generator.
     await ensureBuilt();
-    const targets: [string, string[], number | undefined][] = [
-      ['broker (native __consumer_offsets)', [], brokerPid],
-      ['proxy + embedded (LMDB, fsync)', ['--data-dir', path.join(dir, 'embedded')], undefined],
-      ['proxy + memory (no store I/O: the proxy alone)', ['--store', 'memory://'], undefined],
-      ['proxy + Redis (AOF always)', ['--store', redis.url], redis.pid],
-      ['proxy + Redis (AOF everysec, Redis default)', ['--store', redisEverysec.url], redisEverysec.pid],
-      ['proxy + ZooKeeper', ['--store', `zk://${zk.connectString}`], zk.pid],
+    interface Target {
+      name: string;
+      /** The proxy's flags; none: the broker itself. */
+      flags: string[];
+      backendPid?: number | undefined;
+      redis?: RedisServer;
+      /** Another checkout's CLI (--baseline). */
+      bin?: string;
+      /** Proxy processes side by side, the connections spread over them (default 1). */
+      instances?: number;
+    }
+    const everysec = ['--store', redisEverysec.url];
+    const targets: Target[] = [
+      { name: 'broker (native __consumer_offsets)', flags: [], backendPid: brokerPid },
+      { name: 'proxy + embedded (LMDB, fsync)', flags: ['--data-dir', path.join(dir, 'embedded')] },
+      { name: 'proxy + memory (no store I/O: the proxy alone)', flags: ['--store', 'memory://'] },
+      { name: 'proxy + Redis (AOF always)', flags: ['--store', redis.url], backendPid: redis.pid, redis },
+      ...(BASELINE
+        ? [
+            {
+              name: `baseline proxy (${BASELINE}) + Redis (AOF everysec)`,
+              flags: everysec,
+              backendPid: redisEverysec.pid,
+              redis: redisEverysec,
+              bin: path.join(BASELINE, 'bin/kafka-offset-proxy.js'),
+            },
+          ]
+        : []),
+      {
+        name: 'proxy + Redis (AOF everysec, Redis default)',
+        flags: everysec,
+        backendPid: redisEverysec.pid,
+        redis: redisEverysec,
+      },
+      {
+        name: '2 proxy processes + Redis (AOF everysec)',
+        flags: everysec,
+        backendPid: redisEverysec.pid,
+        redis: redisEverysec,
+        instances: 2,
+      },
+      { name: 'proxy + ZooKeeper', flags: ['--store', `zk://${zk.connectString}`], backendPid: zk.pid },
     ];
     // Every round runs every target, so load from outside the benchmark hits them alike; each
     // target's figures are from its median round (by commits/s).
     const rounds = new Map<string, Result[]>();
     for (let round = 1; round <= ROUNDS; round++) {
-      for (const [name, flags, backendPid] of targets) {
+      for (const { name, flags, backendPid, redis: redisServer, bin, instances = 1 } of targets) {
         if (ONLY && !ONLY.test(name) && flags.length > 0) continue;
         console.error(`round ${round}: ${name}...`);
         const runId = `${name.replace(/\W+/g, '-')}-${round}`;
         let result: Result;
         if (flags.length === 0) {
-          result = await run(name, kafka.bootstrap, runId, { backend: backendPid });
+          result = await run(name, [kafka.bootstrap], runId, { backend: backendPid });
         } else {
           const nodeArgs = CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${CPU_PROF}`] : [];
-          const proxy = await spawnProxy(['--bootstrap-server', kafka.bootstrap, ...flags], {}, nodeArgs);
+          const proxies = await Promise.all(
+            Array.from({ length: instances }, () =>
+              spawnProxy(['--bootstrap-server', kafka.bootstrap, ...flags], {}, nodeArgs, bin),
+            ),
+          );
           try {
-            result = await run(name, proxy.bootstrap, runId, { proxy: proxy.child.pid, backend: backendPid });
+            const before =
+              REDIS_STATS && redisServer ? await commandUsec(redisServer.host, redisServer.port) : null;
+            result = await run(
+              name,
+              proxies.map((p) => p.bootstrap),
+              runId,
+              { proxies: proxies.map((p) => p.child.pid!), backend: backendPid },
+            );
+            if (before && redisServer) {
+              const after = await commandUsec(redisServer.host, redisServer.port);
+              const per = [...after]
+                .map(
+                  ([cmd, a]) =>
+                    [cmd, (a.usec - (before.get(cmd)?.usec ?? 0)) / Math.max(1, result.commits)] as const,
+                )
+                .filter(([, us]) => us >= 0.5)
+                .sort((x, y) => y[1] - x[1]);
+              console.error(
+                `  Redis usec per commit: ${per.map(([c, us]) => `${c} ${us.toFixed(1)}`).join(', ')}`,
+              );
+            }
           } finally {
-            await proxy.stop();
+            await Promise.all(proxies.map((p) => p.stop()));
           }
         }
-        console.error(`  ${(result.commits / result.seconds).toFixed(0)} commits/s`);
+        const per = (ms: number) => (ms / Math.max(1, result.commits)).toFixed(3);
+        console.error(
+          `  ${(result.commits / result.seconds).toFixed(0)} commits/s` +
+            (Number.isNaN(result.proxySysMs)
+              ? ''
+              : `; proxy CPU ms per commit ${per(result.cpu.proxy)}, of it in system calls ${per(result.proxySysMs)}`),
+        );
         rounds.set(name, [...(rounds.get(name) ?? []), result]);
       }
     }

@@ -5,14 +5,24 @@ const CLK_TCK = 100; // getconf CLK_TCK on Linux
 
 /** utime + stime of a process in ms (10 ms ticks); NaN when it cannot be read (gone, no pid). */
 export function cpuMs(pid: number | undefined): number {
-  if (pid === undefined) return NaN;
+  const { user, sys } = cpuSplitMs(pid);
+  return user + sys;
+}
+
+/**
+ * utime and stime of a process in ms, apart: user time is the process's own code (JS, GC, Redis's
+ * commands); system time is mostly socket reads and writes, which on loopback include the
+ * receiver's TCP processing. NaN when it cannot be read.
+ */
+export function cpuSplitMs(pid: number | undefined): { user: number; sys: number } {
+  if (pid === undefined) return { user: NaN, sys: NaN };
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
     // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return ((Number(fields[11]) + Number(fields[12])) * 1000) / CLK_TCK;
+    return { user: (Number(fields[11]) * 1000) / CLK_TCK, sys: (Number(fields[12]) * 1000) / CLK_TCK };
   } catch {
-    return NaN;
+    return { user: NaN, sys: NaN };
   }
 }
 

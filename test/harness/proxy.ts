@@ -71,6 +71,8 @@ export async function spawnProxy(
   env: NodeJS.ProcessEnv = {},
   /** Options for node itself, e.g. --cpu-prof (not allowed in NODE_OPTIONS). */
   nodeArgs: string[] = [],
+  /** Another checkout's built CLI, for benchmarks that compare two builds in one run. */
+  bin = path.join(repo, 'bin/kafka-offset-proxy.js'),
 ): Promise<ProxyProcess> {
   const port = await freePortRange();
   // The embedded store's default directory is relative to the working directory: a test gets its own.
@@ -80,14 +82,7 @@ export async function spawnProxy(
       : ['--data-dir', mkdtempSync(path.join(os.tmpdir(), 'kop-cli-data-'))];
   const child = spawn(
     process.execPath,
-    [
-      ...nodeArgs,
-      path.join(repo, 'bin/kafka-offset-proxy.js'),
-      '--listen',
-      `127.0.0.1:${port}`,
-      ...dataDir,
-      ...args,
-    ],
+    [...nodeArgs, bin, '--listen', `127.0.0.1:${port}`, ...dataDir, ...args],
     { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] },
   );
   let out = '';
