@@ -26,7 +26,7 @@ import { createTopics } from '../test/bed/clients/kafkajs.js';
 import { startKafka } from '../test/bed/kafka.js';
 import { freePortRange, spawnProxy } from '../test/harness/proxy.js';
 import { RawClient, produceRequest } from '../test/harness/raw-client.js';
-import { cpuMs } from './process-stats.js';
+import { cpuByThreadMs, cpuMs, cpuSplitMs } from './process-stats.js';
 
 const { values: args } = parseArgs({
   options: {
@@ -161,6 +161,8 @@ async function main(): Promise<void> {
     const elapsed: Record<Side, number> = { direct: 0, proxy: 0, bare: 0 };
     const produceCpu: Record<Side, number> = { direct: 0, proxy: 0, bare: 0 };
     let produced = 0;
+    const proxyThreads0 = cpuByThreadMs(pids.proxy);
+    const proxySplit0 = cpuSplitMs(pids.proxy);
     for (let round = 0; round < ROUNDS; round++) {
       for (const side of orders[round % orders.length]!) {
         const c = sides[side];
@@ -186,6 +188,16 @@ async function main(): Promise<void> {
       `${side} ${mbPerS(side).toFixed(0)} MB/s (ratio ${(mbPerS(side) / mbPerS('direct')).toFixed(2)}, ${(produceCpu[side] / (produced / 1e6)).toFixed(2)} ms CPU per MB)`;
     console.log(
       `produce, 16 KiB batches, 5 in flight, ${ROUNDS} blocks of ${PRODUCE_BLOCK} per side: direct ${mbPerS('direct').toFixed(0)} MB/s; ${produceLine('proxy')}; ${produceLine('bare')}`,
+    );
+    // Where the proxy's CPU of the produce phase went, by thread (all three sides' blocks: the
+    // proxy's threads are busy only during its own).
+    const threads = [...cpuByThreadMs(pids.proxy)]
+      .map(([name, ms]) => [name, ms - (proxyThreads0.get(name) ?? 0)] as const)
+      .filter(([, ms]) => ms > 0)
+      .sort((a, b) => b[1] - a[1]);
+    const proxySplit = cpuSplitMs(pids.proxy);
+    console.log(
+      `proxy CPU during the produce phase: user ${(proxySplit.user - proxySplit0.user).toFixed(0)} ms, system ${(proxySplit.sys - proxySplit0.sys).toFixed(0)} ms; by thread: ${threads.map(([n, ms]) => `${n} ${ms.toFixed(0)} ms`).join(', ')}`,
     );
     for (const c of Object.values(sides)) c.close();
   } finally {

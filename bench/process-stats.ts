@@ -1,5 +1,5 @@
 // What a benchmark reads about another process from /proc: its CPU time and memory.
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 
 const CLK_TCK = 100; // getconf CLK_TCK on Linux
 
@@ -31,4 +31,34 @@ export function statusKb(pid: number, key: 'VmHWM' | 'VmRSS'): number {
   const status = readFileSync(`/proc/${pid}/status`, 'utf8');
   const m = new RegExp(`^${key}:\\s+(\\d+) kB`, 'm').exec(status);
   return Number(m?.[1] ?? NaN);
+}
+
+/**
+ * CPU ms (utime + stime) of each thread of a process: "event loop" for the main thread, the others
+ * summed by thread name (`comm`; Node's V8 platform workers, which run concurrent GC marking and
+ * optimizing compiles, keep the name "node"; libuv's pool is "libuv-worker"). Threads that ended
+ * are not counted. Empty when the process is gone.
+ */
+export function cpuByThreadMs(pid: number | undefined): Map<string, number> {
+  const byName = new Map<string, number>();
+  if (pid === undefined) return byName;
+  let tids: string[];
+  try {
+    tids = readdirSync(`/proc/${pid}/task`);
+  } catch {
+    return byName;
+  }
+  for (const tid of tids) {
+    try {
+      const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+      const name =
+        tid === String(pid) ? 'event loop' : stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      const ms = ((Number(fields[11]) + Number(fields[12])) * 1000) / CLK_TCK;
+      byName.set(name, (byName.get(name) ?? 0) + ms);
+    } catch {
+      // The thread ended between the listing and the read.
+    }
+  }
+  return byName;
 }
