@@ -27,7 +27,7 @@ import { redisCommand } from '../test/bed/resp.js';
 import { ensureBuilt, spawnProxy } from '../test/harness/proxy.js';
 import { RawClient } from '../test/harness/raw-client.js';
 import { createTopics } from '../test/bed/clients/kafkajs.js';
-import { cpuMs, cpuSplitMs } from './process-stats.js';
+import { cpuByThreadMs, cpuMs, cpuSplitMs } from './process-stats.js';
 
 function arg(name: string, fallback: number): number {
   const i = process.argv.indexOf(`--${name}`);
@@ -91,6 +91,8 @@ interface Result {
   cpu: { proxy: number; backend: number; loadgen: number };
   /** The proxy's part of it in system calls (stime), mostly socket reads and writes. */
   proxySysMs: number;
+  /** The proxy's part of it on its event loop (the rest: V8's GC and compiler threads). */
+  proxyLoopMs: number;
 }
 
 /** A placeholder offset whose 8 bytes occur nowhere else in a request: where the offsets go. */
@@ -165,10 +167,13 @@ async function run(
   let correlation = 1;
   const warmupEnd = Date.now() + 1000;
   const end = warmupEnd + SECONDS * 1000;
-  let cpuStart = { proxy: NaN, proxySys: NaN, backend: NaN, loadgen: NaN };
+  let cpuStart = { proxy: NaN, proxySys: NaN, proxyLoop: NaN, backend: NaN, loadgen: NaN };
   const sampleCpu = () => ({
     proxy: pids.proxies ? sum(pids.proxies.map(cpuMs)) : NaN,
     proxySys: pids.proxies ? sum(pids.proxies.map((pid) => cpuSplitMs(pid).sys)) : NaN,
+    proxyLoop: pids.proxies
+      ? sum(pids.proxies.map((pid) => cpuByThreadMs(pid).get('event loop') ?? NaN))
+      : NaN,
     backend: cpuMs(pids.backend),
     loadgen: process.cpuUsage().user / 1000 + process.cpuUsage().system / 1000,
   });
@@ -207,7 +212,8 @@ async function run(
     loadgen: cpuEnd.loadgen - cpuStart.loadgen,
   };
   const proxySysMs = cpuEnd.proxySys - cpuStart.proxySys;
-  return { target, commits, errors, latenciesMs: latencies, seconds: SECONDS, cpu, proxySysMs };
+  const proxyLoopMs = cpuEnd.proxyLoop - cpuStart.proxyLoop;
+  return { target, commits, errors, latenciesMs: latencies, seconds: SECONDS, cpu, proxySysMs, proxyLoopMs };
 }
 
 const sum = (xs: number[]): number => xs.reduce((a, b) => a + b, 0);
@@ -325,7 +331,7 @@ async function main(): Promise<void> {
           `  ${(result.commits / result.seconds).toFixed(0)} commits/s` +
             (Number.isNaN(result.proxySysMs)
               ? ''
-              : `; proxy CPU ms per commit ${per(result.cpu.proxy)}, of it in system calls ${per(result.proxySysMs)}`),
+              : `; proxy CPU ms per commit ${per(result.cpu.proxy)}, of it in system calls ${per(result.proxySysMs)}, on the event loop ${per(result.proxyLoopMs)} (busy ${((100 * result.proxyLoopMs) / (SECONDS * 1000 * instances)).toFixed(0)}% of the measured time)`),
         );
         rounds.set(name, [...(rounds.get(name) ?? []), result]);
       }
