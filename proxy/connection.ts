@@ -23,6 +23,7 @@ import { defaultApiVersionsResponse } from '../protocol/messages/api-versions-re
 import type { ProxyExtension, RequestInfo } from './extension.js';
 import { FetchResponseStream, canStreamFetch } from './fetch-stream.js';
 import type { ExposeBrokerNow } from './fetch-stream.js';
+import { canWalkProduceResponse, produceResponseHasNodeEndpoints } from './produce-endpoints.js';
 import type { Logger } from './logger.js';
 import type { AnsweredBy, ProxyObserver, RejectCause } from './observer.js';
 import { ResponseReader } from './response-reader.js';
@@ -139,6 +140,15 @@ interface Pending {
   answeredBy: AnsweredBy;
   /** performance.now() when the request arrived. */
   started: number;
+}
+
+/** False only for a well-formed Produce response without NodeEndpoints; a malformed one is left to the decoder. */
+function mayHaveNodeEndpoints(frame: Buffer, apiVersion: number): boolean {
+  try {
+    return produceResponseHasNodeEndpoints(frame, apiVersion);
+  } catch {
+    return true;
+  }
 }
 
 let nextId = 1;
@@ -359,7 +369,15 @@ export class ProxyConnection {
       ) {
         p.streamFetch = true;
       }
+      // Produce responses need rewriting only when they carry NodeEndpoints, which few do: a
+      // walk of the bytes finds out without decoding every response (produce-endpoints.ts).
+      const walkProduce =
+        coreRewrite && !observed && p.apiKey === ApiKey.Produce && canWalkProduceResponse(p.apiVersion);
       p.onResponse = (resp) => {
+        if (walkProduce && !mayHaveNodeEndpoints(resp, p.apiVersion)) {
+          this.complete(p, withSize(resp));
+          return;
+        }
         this.transformResponse(p, resp, info, request, observed, coreRewrite).then(
           (out) => this.complete(p, out),
           (err: unknown) => this.close('response handling failed', err),

@@ -1,14 +1,7 @@
-import net from 'node:net';
 import fc from 'fast-check';
 import { describe, expect, test } from 'vitest';
 import { ProtocolError } from '../protocol/errors.js';
-import { FrameSplitter } from '../protocol/frame-splitter.js';
-import {
-  decodeResponseFrame,
-  encodeRequestFrame,
-  encodeResponseFrame,
-  peekRequestHeader,
-} from '../protocol/frames.js';
+import { decodeResponseFrame, encodeRequestFrame, encodeResponseFrame } from '../protocol/frames.js';
 import { defaultFetchRequest } from '../protocol/messages/fetch-request.js';
 import { Reader } from '../protocol/reader.js';
 import type { TaggedField } from '../protocol/reader.js';
@@ -20,10 +13,8 @@ import {
 } from '../protocol/messages/fetch-response.js';
 import type { FetchResponse, NodeEndpoint, PartitionData } from '../protocol/messages/fetch-response.js';
 import type { HostPort } from './broker-map.js';
-import { ProxyConnection } from './connection.js';
-import type { ConnectionPolicy } from './connection.js';
-import { silentLogger } from './logger.js';
-import { noopObserver } from './observer.js';
+import { connectionBed } from '../test/harness/connection-bed.js';
+import type { ConnectionBed } from '../test/harness/connection-bed.js';
 import { FetchResponseStream, PAD_TAG, encodeTaggedSection, rewriteFetchTail } from './fetch-stream.js';
 import type { ExposeBrokerNow, ExposedBroker, TailOutcome } from './fetch-stream.js';
 
@@ -521,73 +512,23 @@ describe('encodeTaggedSection', () => {
 });
 
 describe('a ProxyConnection streaming Fetch v17 responses', () => {
-  interface Bed {
-    /** The client side of the proxy; `received` grows as bytes arrive. */
-    client: net.Socket;
-    received: () => Buffer;
-    closed: Promise<void>;
-    stop: () => Promise<void>;
-  }
-
   /** A fake broker answering every request with the next of `responses`, a ProxyConnection in front. */
-  async function bed(
+  const bed = (
     responses: (correlationId: number) => Buffer,
     expose: ExposeBrokerNow,
     requestsPerWrite = 1,
-  ): Promise<Bed> {
-    const sockets: net.Socket[] = [];
-    const broker = net.createServer((s) => {
-      sockets.push(s);
-      const splitter = new FrameSplitter({ maxFrameSize: 1 << 24 });
-      let batch: Buffer[] = [];
-      s.on('data', (chunk: Buffer) => {
-        for (const f of splitter.push(chunk)) {
-          batch.push(responses(peekRequestHeader(f).correlationId));
-          if (batch.length === requestsPerWrite) {
-            s.write(Buffer.concat(batch));
-            batch = [];
-          }
-        }
-      });
-    });
-    await new Promise<void>((r) => broker.listen(0, '127.0.0.1', r));
-    const policy: ConnectionPolicy = {
-      log: silentLogger,
-      maxFrameSize: 1 << 24,
-      maxInFlight: 100,
-      extension: null,
-      coreRewritesResponse: (apiKey, apiVersion) => apiKey === ApiKey.Fetch && apiVersion >= 16,
-      // A response that waits behind another is taken whole (the responses here have no NodeEndpoints then).
-      rewriteResponse: () => Promise.resolve(false),
-      exposeBroker: expose,
-      maxApiVersionsVersion: 3,
-      decodableMax: () => 17,
-      observer: noopObserver,
-    };
-    const front = net.createServer((c) => {
-      sockets.push(c);
-      const up = net.connect((broker.address() as net.AddressInfo).port, '127.0.0.1');
-      sockets.push(up);
-      up.once('connect', () => new ProxyConnection(c, up, null, policy));
-    });
-    await new Promise<void>((r) => front.listen(0, '127.0.0.1', r));
-    const client = net.connect((front.address() as net.AddressInfo).port, '127.0.0.1');
-    sockets.push(client);
-    await new Promise<void>((r) => client.once('connect', r));
-    const chunks: Buffer[] = [];
-    client.on('data', (d: Buffer) => chunks.push(d));
-    const closed = new Promise<void>((r) => client.once('close', () => r()));
-    client.on('error', () => undefined);
-    return {
-      client,
-      received: () => Buffer.concat(chunks),
-      closed,
-      stop: async () => {
-        for (const s of sockets) s.destroy();
-        await Promise.all([broker, front].map((srv) => new Promise((r) => srv.close(r))));
+  ): Promise<ConnectionBed> =>
+    connectionBed(
+      responses,
+      {
+        coreRewritesResponse: (apiKey, apiVersion) => apiKey === ApiKey.Fetch && apiVersion >= 16,
+        // A response that waits behind another is taken whole (the responses here have no NodeEndpoints then).
+        rewriteResponse: () => Promise.resolve(false),
+        exposeBroker: expose,
+        decodableMax: () => 17,
       },
-    };
-  }
+      requestsPerWrite,
+    );
 
   const fetchRequest = (correlationId: number): Buffer =>
     encodeRequestFrame(

@@ -1,0 +1,80 @@
+// One ProxyConnection between a real client socket and a fake broker on loopback, for tests of
+// what the connection does to the bytes of responses (streaming, rewriting, passing through).
+import net from 'node:net';
+import { FrameSplitter } from '../../protocol/frame-splitter.js';
+import { peekRequestHeader } from '../../protocol/frames.js';
+import { ProxyConnection } from '../../proxy/connection.js';
+import type { ConnectionPolicy } from '../../proxy/connection.js';
+import { silentLogger } from '../../proxy/logger.js';
+import { noopObserver } from '../../proxy/observer.js';
+
+export interface ConnectionBed {
+  /** The client side of the proxy; `received` grows as bytes arrive. */
+  client: net.Socket;
+  received: () => Buffer;
+  closed: Promise<void>;
+  stop: () => Promise<void>;
+}
+
+/**
+ * A fake broker answering every request with `responses(correlationId)` (a whole frame, size
+ * prefix included), `requestsPerWrite` answers per write, and a ProxyConnection in front of it
+ * with `policy` over quiet defaults (no extension, nothing rewritten).
+ */
+export async function connectionBed(
+  responses: (correlationId: number) => Buffer,
+  policy: Partial<ConnectionPolicy>,
+  requestsPerWrite = 1,
+): Promise<ConnectionBed> {
+  const sockets: net.Socket[] = [];
+  const broker = net.createServer((s) => {
+    sockets.push(s);
+    const splitter = new FrameSplitter({ maxFrameSize: 1 << 24 });
+    let batch: Buffer[] = [];
+    s.on('data', (chunk: Buffer) => {
+      for (const f of splitter.push(chunk)) {
+        batch.push(responses(peekRequestHeader(f).correlationId));
+        if (batch.length === requestsPerWrite) {
+          s.write(Buffer.concat(batch));
+          batch = [];
+        }
+      }
+    });
+  });
+  await new Promise<void>((r) => broker.listen(0, '127.0.0.1', r));
+  const full: ConnectionPolicy = {
+    log: silentLogger,
+    maxFrameSize: 1 << 24,
+    maxInFlight: 100,
+    extension: null,
+    coreRewritesResponse: () => false,
+    rewriteResponse: () => Promise.resolve(false),
+    maxApiVersionsVersion: 3,
+    decodableMax: () => undefined,
+    observer: noopObserver,
+    ...policy,
+  };
+  const front = net.createServer((c) => {
+    sockets.push(c);
+    const up = net.connect((broker.address() as net.AddressInfo).port, '127.0.0.1');
+    sockets.push(up);
+    up.once('connect', () => new ProxyConnection(c, up, null, full));
+  });
+  await new Promise<void>((r) => front.listen(0, '127.0.0.1', r));
+  const client = net.connect((front.address() as net.AddressInfo).port, '127.0.0.1');
+  sockets.push(client);
+  await new Promise<void>((r) => client.once('connect', r));
+  const chunks: Buffer[] = [];
+  client.on('data', (d: Buffer) => chunks.push(d));
+  const closed = new Promise<void>((r) => client.once('close', () => r()));
+  client.on('error', () => undefined);
+  return {
+    client,
+    received: () => Buffer.concat(chunks),
+    closed,
+    stop: async () => {
+      for (const s of sockets) s.destroy();
+      await Promise.all([broker, front].map((srv) => new Promise((r) => srv.close(r))));
+    },
+  };
+}
