@@ -50,25 +50,32 @@ function putArrayHeader(b: Buffer, p: number, n: number): number {
   return p + 5;
 }
 
+/** Header bytes of a str of up to `max` bytes: values are written before their exact length is known. */
+const headerBytesFor = (max: number): number => (max < 0x100 ? 2 : max < 0x10000 ? 3 : 5);
+
+/** A str header of `size` bytes (2, 3 or 5: str8/16/32) for `n` bytes; non-minimal is valid MessagePack. */
+function putSizedStrHeader(b: Buffer, p: number, size: number, n: number): void {
+  if (size === 2) {
+    b[p] = 0xd9;
+    b[p + 1] = n;
+  } else if (size === 3) {
+    b[p] = 0xda;
+    b.writeUInt16BE(n, p + 1);
+  } else {
+    b[p] = 0xdb;
+    b.writeUInt32BE(n, p + 1);
+  }
+}
+
 /** A MessagePack str header for `n` bytes, minimal. */
 function putStrHeader(b: Buffer, p: number, n: number): number {
   if (n < 32) {
     b[p] = 0xa0 | n;
     return p + 1;
   }
-  if (n < 0x100) {
-    b[p] = 0xd9;
-    b[p + 1] = n;
-    return p + 2;
-  }
-  if (n < 0x10000) {
-    b[p] = 0xda;
-    b.writeUInt16BE(n, p + 1);
-    return p + 3;
-  }
-  b[p] = 0xdb;
-  b.writeUInt32BE(n, p + 1);
-  return p + 5;
+  const size = headerBytesFor(n);
+  putSizedStrHeader(b, p, size, n);
+  return p + size;
 }
 
 /** A string's UTF-8 bytes: its length when every character is ASCII (checked, not assumed). */
@@ -121,23 +128,6 @@ function putLong(b: Buffer, p: number, v: bigint): number {
   if (Number.isSafeInteger(n)) return putInteger(b, p, n);
   const text = v.toString();
   return putText(b, p, text, text.length);
-}
-
-/** Header bytes of a str of up to `max` bytes: values are written before their exact length is known. */
-const headerBytesFor = (max: number): number => (max < 0x100 ? 2 : max < 0x10000 ? 3 : 5);
-
-/** A str header of `size` bytes (2, 3 or 5: str8/16/32) for `n` bytes; non-minimal is valid MessagePack. */
-function putSizedStrHeader(b: Buffer, p: number, size: number, n: number): void {
-  if (size === 2) {
-    b[p] = 0xd9;
-    b[p + 1] = n;
-  } else if (size === 3) {
-    b[p] = 0xda;
-    b.writeUInt16BE(n, p + 1);
-  } else {
-    b[p] = 0xdb;
-    b.writeUInt32BE(n, p + 1);
-  }
 }
 
 const PIPE = 0x7c;
