@@ -1,11 +1,18 @@
 /**
- * The default store: LMDB (npm `lmdb`) in a local data directory. One LMDB environment with three
- * sub-databases:
- *   offsets  [group, topic, partition] → { o, e, m, c, x }  (offset, leader epoch, metadata,
- *                                         commit and expire timestamps; bigints as decimal strings)
- *   groups   group → GroupState
- *   requests [group, requestId] → { at, r }   (recent commit outcomes, for idempotent resends)
- *   request-times [at, group, requestId] → 1  (the same, by time, so expiry reads only what expires)
+ * The default store: LMDB (npm `lmdb`) in a local data directory. Layout 2, one LMDB environment
+ * with these sub-databases, keyed by raw bytes built in embedded-keys.ts (fixed-width digests of
+ * the names, so any name Kafka accepts fits and every range is bounded by construction):
+ *   offsets-v2       G ‖ T ‖ partition → { t, o, e, m, c, x }  (topic name, offset, leader epoch,
+ *                    metadata, commit and expire timestamps; bigints as decimal strings)
+ *   groups-v2        G → { n, s }  (the group name, its GroupState or null)
+ *   requests-v2      G ‖ R → { at, r }  (recent commit outcomes, for idempotent resends)
+ *   request-times-v2 at ‖ G ‖ R → 1  (the same, by time, so expiry reads only what expires)
+ *   meta             'layout' → 2
+ * where G = digest(group), T = digest(topic), R = digest(requestId). Every group with offsets or
+ * membership has a groups-v2 record, so listing groups walks that one database.
+ *
+ * A data directory of layout 1 (earlier releases: ordered-binary array keys of the names) is
+ * migrated when the store opens (embedded-migrate.ts).
  *
  * A commit is one LMDB write transaction: the guard reads the group state and the current
  * offsets and writes every partition inside it, so it is all-or-none and serialised against
@@ -18,7 +25,20 @@
  */
 import { open } from 'lmdb';
 import type { Database, RootDatabase } from 'lmdb';
+import { walkInPages } from './bounded-walk.js';
 import { applyGroupUpdate, decideCommit } from './commit-guard.js';
+import {
+  groupKey,
+  offsetKey,
+  partitionOf,
+  prefixRange,
+  requestKey,
+  requestKeyOf,
+  requestTimeKey,
+  timeBound,
+} from './embedded-keys.js';
+import { LAYOUT, migrateToLayout2 } from './embedded-migrate.js';
+import type { MigrationReport } from './embedded-migrate.js';
 import { StoreCorruptError, StoreUnavailableError, withDeadline } from './errors.js';
 import { decodeOutcome, encodeOutcome, parseDecimal } from './outcome-codec.js';
 import type { EncodedOutcome } from './outcome-codec.js';
@@ -32,12 +52,29 @@ import type {
   TopicPartition,
 } from './store.js';
 
-interface StoredValue {
+/** An offsets-v2 value. */
+export interface StoredValue {
+  t: string;
   o: string;
   e: number;
   m: string;
   c: string;
   x: string;
+}
+
+/** A groups-v2 value. */
+export interface GroupRecord {
+  n: string;
+  s: GroupState | null;
+}
+
+export interface EmbeddedDatabases {
+  root: RootDatabase;
+  offsets: Database<StoredValue, Buffer>;
+  groups: Database<GroupRecord, Buffer>;
+  requests: Database<{ at: number; r: EncodedOutcome }, Buffer>;
+  requestTimes: Database<1, Buffer>;
+  meta: Database<number, string>;
 }
 
 export interface EmbeddedStoreOptions {
@@ -47,24 +84,36 @@ export interface EmbeddedStoreOptions {
    * How long a commit outcome is remembered for resends (default 60 s). Shorter than Redis's 10
    * minutes on purpose: nothing between the proxy and an in-process store can hold a command and
    * send it again later (Redis has the client's offline queue and reconnects), so the records only
-   * need to outlive the operation deadline. Ten minutes of them, at thousands of commits per
-   * second, were millions of records: disk, mapped memory and sweep work for nothing.
+   * need to outlive the operation deadline.
    */
   requestTtlMs?: number;
-  /** Expired request records removed per write transaction of a sweep (default 20,000). */
+  /** Expired request records removed per write transaction of a sweep (default 5,000). */
   sweepBatch?: number;
+  /** Told what an opening migration from layout 1 copied (not called when nothing was migrated). */
+  onMigrated?: (report: MigrationReport) => void;
 }
 
-/** The end of the key range of every key whose first element is `first`. */
-const after = (first: string): [string] => [`${first}\u0000`];
+/** Opens (creating if needed) the layout-2 databases of an LMDB environment. */
+export function openLayout2(root: RootDatabase): EmbeddedDatabases {
+  const binary = { keyEncoding: 'binary' as const };
+  return {
+    root,
+    offsets: root.openDB({ name: 'offsets-v2', ...binary }),
+    groups: root.openDB({ name: 'groups-v2', ...binary }),
+    requests: root.openDB({ name: 'requests-v2', ...binary }),
+    requestTimes: root.openDB({ name: 'request-times-v2', ...binary }),
+    meta: root.openDB({ name: 'meta' }),
+  };
+}
 
 export class EmbeddedStore implements OffsetStore {
   readonly kind = 'embedded';
-  private readonly root: RootDatabase;
-  private readonly offsets: Database<StoredValue, [string, string, number]>;
-  private readonly groups: Database<GroupState, string>;
-  private readonly requests: Database<{ at: number; r: EncodedOutcome }, [string, string]>;
-  private readonly requestTimes: Database<1, [number, string, string]>;
+  /**
+   * Settles when the store can serve: the directory is open and in layout 2 (migrated if it was
+   * older). Every operation waits for it; `openStore` awaits it so a failure stops start-up.
+   */
+  readonly ready: Promise<void>;
+  private readonly db: EmbeddedDatabases;
   private readonly timeoutMs: number;
   private readonly requestTtlMs: number;
   private readonly sweepBatch: number;
@@ -75,22 +124,37 @@ export class EmbeddedStore implements OffsetStore {
   constructor(opts: EmbeddedStoreOptions) {
     this.timeoutMs = opts.operationTimeoutMs ?? 5000;
     this.requestTtlMs = opts.requestTtlMs ?? 60_000;
-    this.sweepBatch = opts.sweepBatch ?? 20_000;
-    this.root = open({ path: opts.dataDir, overlappingSync: false, noSync: false, maxDbs: 8 });
-    this.offsets = this.root.openDB({ name: 'offsets' });
-    this.groups = this.root.openDB({ name: 'groups' });
-    this.requests = this.root.openDB({ name: 'requests' });
-    this.requestTimes = this.root.openDB({ name: 'request-times' });
+    this.sweepBatch = opts.sweepBatch ?? 5_000;
+    // maxDbs: layout 2's five databases, and layout 1's four while a migration runs.
+    const root = open({ path: opts.dataDir, overlappingSync: false, noSync: false, maxDbs: 16 });
+    this.db = openLayout2(root);
+    this.ready = this.prepare(opts.onMigrated);
+    // An unobserved failure is reported by the first operation (and by openStore at start-up).
+    this.ready.catch(() => undefined);
     this.sweeper = setInterval(() => void this.sweepRequests().catch(() => undefined), 10_000);
     this.sweeper.unref();
   }
 
-  private run<T>(what: string, op: () => Promise<T>): Promise<T> {
-    if (this.closed) return Promise.reject(new StoreUnavailableError(`embedded store: ${what}: closed`));
-    return withDeadline(`embedded store: ${what}`, this.timeoutMs, op);
+  private async prepare(onMigrated?: (report: MigrationReport) => void): Promise<void> {
+    const layout = this.db.meta.get('layout');
+    if (layout !== undefined && layout !== LAYOUT)
+      throw new StoreUnavailableError(
+        `embedded store: the data directory has layout ${layout}, this release reads layout ${LAYOUT}` +
+          ' (written by a newer release?)',
+      );
+    const report = await migrateToLayout2(this.db);
+    if (report.groups + report.offsets + report.unreadable > 0) onMigrated?.(report);
   }
 
-  private decode(group: string, topic: string, partition: number, v: unknown): PartitionOffset {
+  private run<T>(what: string, op: () => Promise<T>): Promise<T> {
+    if (this.closed) return Promise.reject(new StoreUnavailableError(`embedded store: ${what}: closed`));
+    return withDeadline(`embedded store: ${what}`, this.timeoutMs, async () => {
+      await this.ready;
+      return op();
+    });
+  }
+
+  private decode(group: string, partition: number, v: unknown, topic?: string): PartitionOffset {
     const s = v as Partial<StoredValue> | undefined;
     const offset = parseDecimal(s?.o);
     const commitTimestamp = parseDecimal(s?.c);
@@ -99,35 +163,57 @@ export class EmbeddedStore implements OffsetStore {
       offset === undefined ||
       commitTimestamp === undefined ||
       expireTimestamp === undefined ||
-      typeof s?.e !== 'number' ||
+      typeof s?.t !== 'string' ||
+      typeof s.e !== 'number' ||
       typeof s.m !== 'string'
     )
-      throw new StoreCorruptError(group, `offset record of ${topic}-${partition} is malformed`);
-    return { topic, partition, offset, leaderEpoch: s.e, metadata: s.m, commitTimestamp, expireTimestamp };
+      throw new StoreCorruptError(group, `offset record of partition ${partition} is malformed`);
+    if (topic !== undefined && s.t !== topic)
+      throw new StoreCorruptError(group, `offset record of ${topic}-${partition} names topic ${s.t}`);
+    return {
+      topic: s.t,
+      partition,
+      offset,
+      leaderEpoch: s.e,
+      metadata: s.m,
+      commitTimestamp,
+      expireTimestamp,
+    };
   }
 
-  private readState(group: string): GroupState | null {
-    const s = this.groups.get(group) as unknown;
-    if (s === undefined) return null;
-    if (typeof s !== 'object' || s === null || !Array.isArray((s as GroupState).members))
+  private readRecord(group: string, key: Buffer): GroupRecord | undefined {
+    const r = this.db.groups.get(key) as unknown;
+    if (r === undefined) return undefined;
+    const rec = r as Partial<GroupRecord>;
+    if (typeof rec !== 'object' || rec === null || typeof rec.n !== 'string')
       throw new StoreCorruptError(group, 'group record is malformed');
-    return s as GroupState;
+    if (rec.n !== group)
+      throw new StoreCorruptError(group, `group record names group ${JSON.stringify(rec.n)}`);
+    const s = rec.s;
+    if (s === undefined || (s !== null && (typeof s !== 'object' || !Array.isArray(s.members))))
+      throw new StoreCorruptError(group, 'group record is malformed');
+    return rec as GroupRecord;
   }
 
   commit(request: CommitRequest): Promise<CommitOutcome> {
     return this.run('commit', async () => {
       const { group } = request;
-      const outcome = await this.root.transaction(() => {
-        const seen = this.requests.get([group, request.requestId]);
+      const { root, offsets, groups, requests, requestTimes } = this.db;
+      const g = groupKey(group);
+      const reqKey = requestKey(g, request.requestId);
+      const outcome = await root.transaction(() => {
+        const seen = requests.get(reqKey);
         if (seen !== undefined) return decodeOutcome(seen.r);
-        const { outcome, newState } = decideCommit(this.readState(group), request, (tp) => {
-          const v = this.offsets.get([group, tp.topic, tp.partition]);
-          return v === undefined ? -1n : this.decode(group, tp.topic, tp.partition, v).offset;
+        const record = this.readRecord(group, g);
+        const { outcome, newState } = decideCommit(record?.s ?? null, request, (tp) => {
+          const v = offsets.get(offsetKey(g, tp.topic, tp.partition));
+          return v === undefined ? -1n : this.decode(group, tp.partition, v, tp.topic).offset;
         });
         if (outcome.status === 'ok') {
-          if (newState !== null) void this.groups.put(group, newState);
+          if (newState !== null) void groups.put(g, { n: group, s: newState });
           for (const w of request.writes) {
-            void this.offsets.put([group, w.topic, w.partition], {
+            void offsets.put(offsetKey(g, w.topic, w.partition), {
+              t: w.topic,
               o: String(w.offset),
               e: w.leaderEpoch,
               m: w.metadata,
@@ -137,27 +223,30 @@ export class EmbeddedStore implements OffsetStore {
           }
         }
         const at = Date.now();
-        void this.requests.put([group, request.requestId], { at, r: encodeOutcome(outcome) });
-        void this.requestTimes.put([at, group, request.requestId], 1);
+        void requests.put(reqKey, { at, r: encodeOutcome(outcome) });
+        void requestTimes.put(requestTimeKey(at, reqKey), 1);
         return outcome;
       });
       // Belt and braces: with overlappingSync off the commit already synced; this costs nothing then.
-      await this.root.flushed;
+      await root.flushed;
       return outcome;
     });
   }
 
   fetch(group: string, partitions: TopicPartition[] | null): Promise<PartitionOffset[]> {
     return this.run('fetch', async () => {
-      if (partitions === null) {
-        return [...this.offsets.getRange({ start: [group], end: after(group) as never })].map(
-          ({ key, value }) => this.decode(group, key[1], key[2], value),
-        );
-      }
+      const g = groupKey(group);
       const out: PartitionOffset[] = [];
+      if (partitions === null) {
+        // One snapshot for the whole group (a commit is never seen half-applied), in pages.
+        await walkInPages(this.db.offsets.getRange(prefixRange(g)), ({ key, value }) =>
+          out.push(this.decode(group, partitionOf(key), value)),
+        );
+        return out;
+      }
       for (const tp of partitions) {
-        const v = this.offsets.get([group, tp.topic, tp.partition]);
-        if (v !== undefined) out.push(this.decode(group, tp.topic, tp.partition, v));
+        const v = this.db.offsets.get(offsetKey(g, tp.topic, tp.partition));
+        if (v !== undefined) out.push(this.decode(group, tp.partition, v, tp.topic));
       }
       return out;
     });
@@ -165,56 +254,58 @@ export class EmbeddedStore implements OffsetStore {
 
   deleteOffsets(group: string, partitions: TopicPartition[]): Promise<void> {
     return this.run('deleteOffsets', async () => {
-      await this.root.transaction(() => {
-        for (const tp of partitions) void this.offsets.remove([group, tp.topic, tp.partition]);
+      const g = groupKey(group);
+      await this.db.root.transaction(() => {
+        for (const tp of partitions) void this.db.offsets.remove(offsetKey(g, tp.topic, tp.partition));
       });
-      await this.root.flushed;
+      await this.db.root.flushed;
     });
   }
 
+  /**
+   * One write transaction over the group's own key range: the group disappears whole. Its size is
+   * the group's partition count, which its commits (each one transaction too) put there.
+   */
   deleteGroup(group: string): Promise<void> {
     return this.run('deleteGroup', async () => {
-      await this.root.transaction(() => {
-        for (const key of this.offsets.getKeys({ start: [group], end: after(group) as never }))
-          void this.offsets.remove(key);
-        void this.groups.remove(group);
+      const g = groupKey(group);
+      const { root, offsets, groups } = this.db;
+      await root.transaction(() => {
+        for (const key of offsets.getKeys(prefixRange(g))) void offsets.remove(key);
+        void groups.remove(g);
       });
-      await this.root.flushed;
+      await root.flushed;
     });
   }
 
   listGroups(): Promise<string[]> {
     return this.run('listGroups', async () => {
-      const names = new Set<string>(this.groups.getKeys());
-      // Skip from group to group instead of walking every partition.
-      let start: unknown[] = [];
-      for (;;) {
-        let next: [string, string, number] | undefined;
-        for (const k of this.offsets.getKeys({ start: start as never, limit: 1 })) next = k;
-        if (next === undefined) break;
-        names.add(next[0]);
-        start = after(next[0]);
-      }
-      return [...names];
+      const names: string[] = [];
+      await walkInPages(this.db.groups.getRange({}), ({ value }) => {
+        if (typeof value?.n === 'string') names.push(value.n);
+      });
+      return names;
     });
   }
 
   getGroup(group: string): Promise<GroupState | null> {
-    return this.run('getGroup', async () => this.readState(group));
+    return this.run('getGroup', async () => this.readRecord(group, groupKey(group))?.s ?? null);
   }
 
   updateGroup(group: string, update: GroupUpdate): Promise<void> {
     return this.run('updateGroup', async () => {
-      await this.root.transaction(() => {
-        void this.groups.put(group, applyGroupUpdate(this.readState(group), update));
+      const g = groupKey(group);
+      await this.db.root.transaction(() => {
+        const state = applyGroupUpdate(this.readRecord(group, g)?.s ?? null, update);
+        void this.db.groups.put(g, { n: group, s: state });
       });
-      await this.root.flushed;
+      await this.db.root.flushed;
     });
   }
 
   ping(): Promise<void> {
     return this.run('ping', async () => {
-      this.root.getStats();
+      this.db.root.getStats();
     });
   }
 
@@ -222,25 +313,29 @@ export class EmbeddedStore implements OffsetStore {
     if (this.closed) return;
     this.closed = true;
     clearInterval(this.sweeper);
-    await this.root.close();
+    await this.ready.catch(() => undefined);
+    await this.db.root.close();
   }
 
   /**
    * Removes expired request records, in write transactions of `sweepBatch` so that none holds the
-   * writer long, and batch after batch until none is left: a fixed amount per 10 s tick fell behind
-   * any commit rate above it (2,000/s at the old 20,000 per tick), and the records piled up.
+   * writer or the event loop long, and batch after batch until none is left: a fixed amount per
+   * 10 s tick fell behind commit rates above it, and the records piled up. Each batch is a range
+   * that ends at the cutoff time by construction (request-times keys start with the time).
    */
   private async sweepRequests(): Promise<void> {
     if (this.closed || this.sweeping) return;
     this.sweeping = true;
     try {
+      await this.ready;
+      const { root, requests, requestTimes } = this.db;
       for (;;) {
-        const cutoff = Date.now() - this.requestTtlMs;
+        const end = timeBound(Date.now() - this.requestTtlMs);
         let removed = 0;
-        await this.root.transaction(() => {
-          for (const key of this.requestTimes.getKeys({ end: [cutoff] as never, limit: this.sweepBatch })) {
-            void this.requests.remove([key[1], key[2]]);
-            void this.requestTimes.remove(key);
+        await root.transaction(() => {
+          for (const key of requestTimes.getKeys({ end, limit: this.sweepBatch })) {
+            void requests.remove(requestKeyOf(key));
+            void requestTimes.remove(key);
             removed++;
           }
         });

@@ -19,6 +19,8 @@ export const DEFAULT_DATA_DIR = './kafka-offset-proxy-data';
 export interface OpenStoreOptions {
   dataDir?: string;
   operationTimeoutMs?: number;
+  /** Told of what opening did beyond connecting (the embedded store migrating an older layout). */
+  notice?: (message: string, fields: Record<string, unknown>) => void;
 }
 
 const SCHEMES = 'embedded:, memory://, redis://, rediss://, redis+sentinel://, redis+cluster://, zk://';
@@ -31,7 +33,7 @@ export async function openStore(url: string | undefined, opts: OpenStoreOptions 
   const common = timeout === undefined ? {} : { operationTimeoutMs: timeout };
   const trimmed = url?.trim();
   if (trimmed === undefined || trimmed === '' || trimmed === 'embedded:' || trimmed === 'embedded://') {
-    return openEmbedded(opts.dataDir ?? DEFAULT_DATA_DIR, common);
+    return openEmbedded(opts.dataDir ?? DEFAULT_DATA_DIR, common, opts.notice);
   }
   const scheme = /^([a-z][a-z0-9+.-]*):/i.exec(trimmed)?.[1]?.toLowerCase();
   switch (scheme) {
@@ -39,7 +41,7 @@ export async function openStore(url: string | undefined, opts: OpenStoreOptions 
       const m = /^embedded:\/\/(\/.*)$/.exec(trimmed);
       if (m === null)
         throw new Error(`invalid store URL ${trimmed}: expected embedded: or embedded:///absolute/dir`);
-      return openEmbedded(decodeURIComponent(m[1]!), common);
+      return openEmbedded(decodeURIComponent(m[1]!), common, opts.notice);
     }
     case 'memory': {
       if (trimmed !== 'memory://' && trimmed !== 'memory:')
@@ -66,12 +68,30 @@ export async function openStore(url: string | undefined, opts: OpenStoreOptions 
   }
 }
 
-async function openEmbedded(dir: string, common: { operationTimeoutMs?: number }): Promise<OffsetStore> {
+async function openEmbedded(
+  dir: string,
+  common: { operationTimeoutMs?: number },
+  notice: OpenStoreOptions['notice'],
+): Promise<OffsetStore> {
   try {
     mkdirSync(dir, { recursive: true });
   } catch (err) {
     throw new Error(`cannot create the data directory ${dir}: ${(err as Error).message}`, { cause: err });
   }
   const { EmbeddedStore } = await import('./embedded-store.js');
-  return new EmbeddedStore({ dataDir: dir, ...common });
+  const store = new EmbeddedStore({
+    dataDir: dir,
+    ...common,
+    ...(notice
+      ? { onMigrated: (report) => notice('embedded store migrated to layout 2', { dataDir: dir, ...report }) }
+      : {}),
+  });
+  try {
+    // The directory is readable (and migrated) before the proxy serves from it.
+    await store.ready;
+  } catch (err) {
+    await store.close();
+    throw err;
+  }
+  return store;
 }

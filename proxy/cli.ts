@@ -38,7 +38,7 @@ export async function main(argv: string[]): Promise<void> {
   const options = proxyOptions(config, log);
   // Metrics are collected only when something can scrape them (--http).
   const metrics = config.http ? createProxyMetrics({ apiVersions: config.metricsApiVersions }) : null;
-  const rawStore = await openOffsetStore(config);
+  const rawStore = await openOffsetStore(config, log);
   process.on('uncaughtException', (err) => {
     if (rawStore.recoverFromFault?.(err)) {
       log.error('store client fault: client replaced', { store: rawStore.kind, error: err });

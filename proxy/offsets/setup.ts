@@ -19,9 +19,15 @@ export interface OffsetServiceHandle {
   close(): Promise<void>;
 }
 
-export async function openOffsetStore(config: ProxyConfig): Promise<OffsetStore> {
+export async function openOffsetStore(config: ProxyConfig, log?: Logger): Promise<OffsetStore> {
   const { openStore } = await import('../../backends/open-store.js');
-  return openStore(config.store, { dataDir: config.dataDir, operationTimeoutMs: config.storeTimeoutMs });
+  return openStore(config.store, {
+    dataDir: config.dataDir,
+    operationTimeoutMs: config.storeTimeoutMs,
+    ...(log
+      ? { notice: (message: string, fields: Record<string, unknown>) => log.info(message, fields) }
+      : {}),
+  });
 }
 
 export function createOffsetService(

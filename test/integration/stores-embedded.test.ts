@@ -7,7 +7,8 @@ import { join, resolve } from 'node:path';
 import { open } from 'lmdb';
 import { afterAll, describe, expect, it } from 'vitest';
 import { runStoreContract, write } from '../../backends/contract.js';
-import { EmbeddedStore } from '../../backends/embedded-store.js';
+import { groupKey, offsetKey } from '../../backends/embedded-keys.js';
+import { EmbeddedStore, openLayout2 } from '../../backends/embedded-store.js';
 import { StoreCorruptError } from '../../backends/errors.js';
 
 const root = mkdtempSync(join(tmpdir(), 'kop-stores-embedded-'));
@@ -112,15 +113,17 @@ describe('embedded store', () => {
     const store = new EmbeddedStore({ dataDir: join(root, 'sweep'), requestTtlMs: 1, sweepBatch: 7 });
     const inner = store as unknown as {
       sweepRequests(): Promise<void>;
-      requests: { getKeys(): Iterable<unknown> };
+      db: { requests: { getKeys(): Iterable<unknown> }; requestTimes: { getKeys(): Iterable<unknown> } };
     };
     try {
       for (let i = 0; i < 30; i++)
         await store.commit({ group: 'g', writes: [write('t', 0, BigInt(i))], requestId: `s${i}` });
-      expect([...inner.requests.getKeys()]).toHaveLength(30);
+      expect([...inner.db.requests.getKeys()]).toHaveLength(30);
+      expect([...inner.db.requestTimes.getKeys()]).toHaveLength(30);
       await new Promise((r) => setTimeout(r, 20));
       await inner.sweepRequests();
-      expect([...inner.requests.getKeys()]).toHaveLength(0);
+      expect([...inner.db.requests.getKeys()]).toHaveLength(0);
+      expect([...inner.db.requestTimes.getKeys()]).toHaveLength(0);
     } finally {
       await store.close();
     }
@@ -140,11 +143,19 @@ describe('embedded store', () => {
     };
     try {
       await store.commit({ group: 'good', writes: [w], requestId: 'r1' });
-      const env = open({ path: dir, maxDbs: 8 });
-      await env
-        .openDB({ name: 'offsets' })
-        .put(['bad', 't', 0], { o: 'twelve', e: 1, m: '', c: '0', x: '-1' });
-      await env.openDB({ name: 'groups' }).put('bad-state', 'not a record');
+      const env = open({ path: dir, maxDbs: 16 });
+      const db = openLayout2(env);
+      await db.offsets.put(offsetKey(groupKey('bad'), 't', 0), {
+        t: 't',
+        o: 'twelve',
+        e: 1,
+        m: '',
+        c: '0',
+        x: '-1',
+      });
+      await db.groups.put(groupKey('bad-state'), 'not a record' as never);
+      // A record under another group's key (what a digest collision would look like).
+      await db.groups.put(groupKey('borrowed'), { n: 'lender', s: null });
       await env.close();
       await expect(store.fetch('bad', null)).rejects.toBeInstanceOf(StoreCorruptError);
       await expect(
@@ -154,6 +165,7 @@ describe('embedded store', () => {
       await expect(store.commit({ group: 'bad-state', writes: [w], requestId: 'r3' })).rejects.toBeInstanceOf(
         StoreCorruptError,
       );
+      await expect(store.getGroup('borrowed')).rejects.toThrow(/names group "lender"/);
       expect((await store.fetch('good', null))[0]?.offset).toBe(1n);
     } finally {
       await store.close();
