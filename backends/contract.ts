@@ -5,6 +5,7 @@
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { applyGroupUpdate, checkCommit } from './commit-guard.js';
+import { runNameContract } from './contract-names.js';
 import { StoreUnavailableError } from './errors.js';
 import type {
   CommitIdentity,
@@ -699,4 +700,5 @@ export function runStoreContract(name: string, makeStore: () => Promise<OffsetSt
       await expect(s.fetch('g', null)).rejects.toBeInstanceOf(StoreUnavailableError);
     });
   });
+  runNameContract(name, makeStore);
 }
