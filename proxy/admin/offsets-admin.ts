@@ -11,6 +11,7 @@
  * without these checks.
  */
 import { randomUUID } from 'node:crypto';
+import { setImmediate as nextTurn } from 'node:timers/promises';
 import type {
   CommitIdentity,
   CommitOutcome,
@@ -215,7 +216,11 @@ export async function deleteOffsets(
 export async function exportFromStore(store: OffsetStore, groups?: string[]): Promise<OffsetLine[]> {
   const names = groups && groups.length > 0 ? groups : await store.listGroups();
   const lines: OffsetLine[] = [];
-  for (const group of names) lines.push(...(await getOffsets(store, group)));
+  for (const [i, group] of names.entries()) {
+    lines.push(...(await getOffsets(store, group)));
+    // Store reads may settle within the microtask queue: give the event loop back now and then.
+    if (i % 50 === 49) await nextTurn();
+  }
   return sortLines(lines);
 }
 

@@ -15,6 +15,7 @@
  * half a refresh, and series of groups or partitions that disappeared from the store are gone.
  * A refresh that fails (store down, no broker) keeps the previous series and counts the error.
  */
+import { setImmediate as nextTurn } from 'node:timers/promises';
 import { Counter, Gauge, Histogram } from 'prom-client';
 import type { Registry } from 'prom-client';
 import type { OffsetStore, PartitionOffset, TopicPartition } from '../../backends/store.js';
@@ -37,6 +38,7 @@ export interface LagCollectorOptions extends GroupFilterOptions {
 }
 
 const GROUP_PARTITION = ['consumergroup', 'topic', 'partition'] as const;
+const YIELD_EVERY_GROUPS = 50;
 
 export class LagCollector {
   private readonly filter: GroupFilter;
@@ -155,8 +157,13 @@ export class LagCollector {
     try {
       const { selected, truncated } = this.filter.select(await this.opts.store.listGroups());
       const committed = new Map<string, PartitionOffset[]>();
-      // Sequential on purpose: a background task should not burst the store at commit time.
-      for (const group of selected) committed.set(group, await this.opts.store.fetch(group, null));
+      // Sequential on purpose: a background task should not burst the store at commit time. A
+      // store read can settle without leaving the microtask queue (LMDB reads are synchronous), so
+      // the loop gives the event loop back every few groups: clients and /healthz go first.
+      for (const [i, group] of selected.entries()) {
+        committed.set(group, await this.opts.store.fetch(group, null));
+        if (i % YIELD_EVERY_GROUPS === YIELD_EVERY_GROUPS - 1) await nextTurn();
+      }
       const partitions = uniquePartitions(committed);
       const logEnds = await fetchLogEndOffsets(this.opts.cluster, partitions);
       if (logEnds.missing.length > 0) {
