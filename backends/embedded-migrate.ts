@@ -23,6 +23,15 @@ export const LAYOUT = 2;
 const LEGACY_DATABASES = ['offsets', 'groups', 'requests', 'request-times'];
 const PAGE = 5_000;
 
+/** A layout-1 offsets value (read as found; layout 2 checks its fields when it reads them). */
+interface LegacyOffset {
+  o: string;
+  e: number;
+  m: string;
+  c: string;
+  x: string;
+}
+
 export interface MigrationReport {
   groups: number;
   offsets: number;
@@ -87,7 +96,7 @@ export async function migrateToLayout2(db: EmbeddedDatabases): Promise<Migration
   if (legacy.length > 0) {
     for (const d of [db.offsets, db.groups, db.requests, db.requestTimes]) await d.clearAsync();
     const oldGroups: Database<GroupState, Key> = root.openDB({ name: 'groups' });
-    const oldOffsets: Database<Omit<StoredValue, 't'>, Key> = root.openDB({ name: 'offsets' });
+    const oldOffsets: Database<LegacyOffset, Key> = root.openDB({ name: 'offsets' });
     const known = new Set<string>();
     await writeInPages(db, oldGroups.getRange({}), ({ key, value }) => {
       const name = legacyName(key);
@@ -108,7 +117,15 @@ export async function migrateToLayout2(db: EmbeddedDatabases): Promise<Migration
         return;
       }
       report.offsets++;
-      void db.offsets.put(offsetKey(groupKey(at.group), at.topic, at.partition), { ...value, t: at.topic });
+      const { o, e, m, c, x } = value;
+      void db.offsets.put(offsetKey(groupKey(at.group), at.topic, at.partition), [
+        at.topic,
+        o,
+        e,
+        m,
+        c,
+        x,
+      ] satisfies StoredValue);
       if (!known.has(at.group)) orphans.add(at.group);
     });
     await writeInPages(db, orphans, (name) => {

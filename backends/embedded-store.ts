@@ -2,8 +2,8 @@
  * The default store: LMDB (npm `lmdb`) in a local data directory. Layout 2, one LMDB environment
  * with these sub-databases, keyed by raw bytes built in embedded-keys.ts (fixed-width digests of
  * the names, so any name Kafka accepts fits and every range is bounded by construction):
- *   offsets-v2       G ‖ T ‖ partition → { t, o, e, m, c, x }  (topic name, offset, leader epoch,
- *                    metadata, commit and expire timestamps; bigints as decimal strings)
+ *   offsets-v2       G ‖ T ‖ partition → [topic, offset, leader epoch, metadata, commit timestamp,
+ *                    expire timestamp]  (bigints as decimal strings)
  *   groups-v2        G → { n, s }  (the group name, its GroupState or null)
  *   requests-v2      G ‖ R → { at, r }  (recent commit outcomes, for idempotent resends)
  *   request-times-v2 at ‖ G ‖ R → 1  (the same, by time, so expiry reads only what expires)
@@ -29,8 +29,9 @@ import { walkInPages } from './bounded-walk.js';
 import { applyGroupUpdate, decideCommit } from './commit-guard.js';
 import {
   groupKey,
+  OFFSET_KEY_BYTES,
   offsetKey,
-  partitionOf,
+  offsetKeyEncoder,
   prefixRange,
   requestKey,
   requestKeyOf,
@@ -52,15 +53,11 @@ import type {
   TopicPartition,
 } from './store.js';
 
-/** An offsets-v2 value. */
-export interface StoredValue {
-  t: string;
-  o: string;
-  e: number;
-  m: string;
-  c: string;
-  x: string;
-}
+/**
+ * An offsets-v2 value: [topic, offset, leader epoch, metadata, commit timestamp, expire timestamp].
+ * A tuple, not an object: MessagePack then carries no record definition in every value.
+ */
+export type StoredValue = [string, string, number, string, string, string];
 
 /** A groups-v2 value. */
 export interface GroupRecord {
@@ -70,7 +67,10 @@ export interface GroupRecord {
 
 export interface EmbeddedDatabases {
   root: RootDatabase;
-  offsets: Database<StoredValue, Buffer>;
+  /** Keys are written as Buffers and read back as the partition number (offsetKeyEncoder). */
+  offsets: Database<StoredValue, Buffer | number>;
+  /** The same database with its keys read back whole, for removing a range. */
+  offsetKeys: Database<StoredValue, Buffer>;
   groups: Database<GroupRecord, Buffer>;
   requests: Database<{ at: number; r: EncodedOutcome }, Buffer>;
   requestTimes: Database<1, Buffer>;
@@ -98,7 +98,9 @@ export function openLayout2(root: RootDatabase): EmbeddedDatabases {
   const binary = { keyEncoding: 'binary' as const };
   return {
     root,
-    offsets: root.openDB({ name: 'offsets-v2', ...binary }),
+    // keyEncoder is an lmdb-js option its typings leave out of DatabaseOptions.
+    offsets: root.openDB({ name: 'offsets-v2', keyEncoder: offsetKeyEncoder } as { name: string }),
+    offsetKeys: root.openDB({ name: 'offsets-v2', ...binary }),
     groups: root.openDB({ name: 'groups-v2', ...binary }),
     requests: root.openDB({ name: 'requests-v2', ...binary }),
     requestTimes: root.openDB({ name: 'request-times-v2', ...binary }),
@@ -155,30 +157,22 @@ export class EmbeddedStore implements OffsetStore {
   }
 
   private decode(group: string, partition: number, v: unknown, topic?: string): PartitionOffset {
-    const s = v as Partial<StoredValue> | undefined;
-    const offset = parseDecimal(s?.o);
-    const commitTimestamp = parseDecimal(s?.c);
-    const expireTimestamp = parseDecimal(s?.x);
+    const [t, o, e, m, c, x] = Array.isArray(v) && v.length === 6 ? (v as unknown[]) : [];
+    const offset = parseDecimal(o);
+    const commitTimestamp = parseDecimal(c);
+    const expireTimestamp = parseDecimal(x);
     if (
       offset === undefined ||
       commitTimestamp === undefined ||
       expireTimestamp === undefined ||
-      typeof s?.t !== 'string' ||
-      typeof s.e !== 'number' ||
-      typeof s.m !== 'string'
+      typeof t !== 'string' ||
+      typeof e !== 'number' ||
+      typeof m !== 'string'
     )
       throw new StoreCorruptError(group, `offset record of partition ${partition} is malformed`);
-    if (topic !== undefined && s.t !== topic)
-      throw new StoreCorruptError(group, `offset record of ${topic}-${partition} names topic ${s.t}`);
-    return {
-      topic: s.t,
-      partition,
-      offset,
-      leaderEpoch: s.e,
-      metadata: s.m,
-      commitTimestamp,
-      expireTimestamp,
-    };
+    if (topic !== undefined && t !== topic)
+      throw new StoreCorruptError(group, `offset record of ${topic}-${partition} names topic ${t}`);
+    return { topic: t, partition, offset, leaderEpoch: e, metadata: m, commitTimestamp, expireTimestamp };
   }
 
   private readRecord(group: string, key: Buffer): GroupRecord | undefined {
@@ -205,21 +199,23 @@ export class EmbeddedStore implements OffsetStore {
         const seen = requests.get(reqKey);
         if (seen !== undefined) return decodeOutcome(seen.r);
         const record = this.readRecord(group, g);
+        // Inside a transaction callback gets and puts take their key at once: one scratch key.
+        const scratch = Buffer.allocUnsafe(OFFSET_KEY_BYTES);
         const { outcome, newState } = decideCommit(record?.s ?? null, request, (tp) => {
-          const v = offsets.get(offsetKey(g, tp.topic, tp.partition));
+          const v = offsets.get(offsetKey(g, tp.topic, tp.partition, scratch));
           return v === undefined ? -1n : this.decode(group, tp.partition, v, tp.topic).offset;
         });
         if (outcome.status === 'ok') {
           if (newState !== null) void groups.put(g, { n: group, s: newState });
           for (const w of request.writes) {
-            void offsets.put(offsetKey(g, w.topic, w.partition), {
-              t: w.topic,
-              o: String(w.offset),
-              e: w.leaderEpoch,
-              m: w.metadata,
-              c: String(w.commitTimestamp),
-              x: String(w.expireTimestamp),
-            });
+            void offsets.put(offsetKey(g, w.topic, w.partition, scratch), [
+              w.topic,
+              String(w.offset),
+              w.leaderEpoch,
+              w.metadata,
+              String(w.commitTimestamp),
+              String(w.expireTimestamp),
+            ]);
           }
         }
         const at = Date.now();
@@ -240,12 +236,14 @@ export class EmbeddedStore implements OffsetStore {
       if (partitions === null) {
         // One snapshot for the whole group (a commit is never seen half-applied), in pages.
         await walkInPages(this.db.offsets.getRange(prefixRange(g)), ({ key, value }) =>
-          out.push(this.decode(group, partitionOf(key), value)),
+          out.push(this.decode(group, key as number, value)),
         );
         return out;
       }
+      // A get copies its key: one scratch key serves every partition.
+      const scratch = Buffer.allocUnsafe(OFFSET_KEY_BYTES);
       for (const tp of partitions) {
-        const v = this.db.offsets.get(offsetKey(g, tp.topic, tp.partition));
+        const v = this.db.offsets.get(offsetKey(g, tp.topic, tp.partition, scratch));
         if (v !== undefined) out.push(this.decode(group, tp.partition, v, tp.topic));
       }
       return out;
@@ -269,9 +267,9 @@ export class EmbeddedStore implements OffsetStore {
   deleteGroup(group: string): Promise<void> {
     return this.run('deleteGroup', async () => {
       const g = groupKey(group);
-      const { root, offsets, groups } = this.db;
+      const { root, offsetKeys, groups } = this.db;
       await root.transaction(() => {
-        for (const key of offsets.getKeys(prefixRange(g))) void offsets.remove(key);
+        for (const key of offsetKeys.getKeys(prefixRange(g))) void offsetKeys.remove(key);
         void groups.remove(g);
       });
       await root.flushed;

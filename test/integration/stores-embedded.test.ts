@@ -145,14 +145,7 @@ describe('embedded store', () => {
       await store.commit({ group: 'good', writes: [w], requestId: 'r1' });
       const env = open({ path: dir, maxDbs: 16 });
       const db = openLayout2(env);
-      await db.offsets.put(offsetKey(groupKey('bad'), 't', 0), {
-        t: 't',
-        o: 'twelve',
-        e: 1,
-        m: '',
-        c: '0',
-        x: '-1',
-      });
+      await db.offsets.put(offsetKey(groupKey('bad'), 't', 0), ['t', 'twelve', 1, '', '0', '-1']);
       await db.groups.put(groupKey('bad-state'), 'not a record' as never);
       // A record under another group's key (what a digest collision would look like).
       await db.groups.put(groupKey('borrowed'), { n: 'lender', s: null });
