@@ -45,6 +45,7 @@ declare module 'node-zookeeper-client' {
   export interface Client extends EventEmitter {
     connect(): void;
     close(): void;
+    addAuthInfo(scheme: string, auth: Buffer): void;
     getState(): State;
     getSessionId(): Buffer;
     getSessionPassword(): Buffer;

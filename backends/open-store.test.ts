@@ -1,8 +1,8 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { openStore } from './open-store.js';
+import { openStore, parseStoreUrl } from './open-store.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'kop-open-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -30,6 +30,15 @@ describe('openStore', () => {
     const again = await openStore('embedded:///' + join(dir, 'default').replace(/^\//, ''), {});
     expect((await again.fetch('g', null))[0]?.offset).toBe(3n);
     await again.close();
+  });
+
+  it('embedded:<dir> opens the embedded store in that directory, relative or absolute', async () => {
+    expect(parseStoreUrl('embedded:rel/data', 'unused')).toMatchObject({ kind: 'embedded', dir: 'rel/data' });
+    expect(parseStoreUrl('embedded:', 'the-data-dir')).toMatchObject({ dir: 'the-data-dir' });
+    expect(parseStoreUrl('embedded:///var/lib/kop%20data')).toMatchObject({ dir: '/var/lib/kop data' });
+    const absolute = await openStore(`embedded:${join(dir, 'abs')}`, {});
+    await absolute.close();
+    expect(existsSync(join(dir, 'abs'))).toBe(true);
   });
 
   it('picks the store by scheme', async () => {
@@ -69,7 +78,6 @@ describe('openStore', () => {
     await expect(openStore('redis+sentinel://a:1', {})).rejects.toThrow(/master name/);
     await expect(openStore('zk://nohostport', {})).rejects.toThrow(/host:port/);
     await expect(openStore('memory://x', {})).rejects.toThrow(/memory:\/\//);
-    await expect(openStore('embedded:relative', {})).rejects.toThrow(/embedded:/);
     await expect(openStore('localhost:6379', {})).rejects.toThrow(/unsupported/);
     await expect(openStore(undefined, { operationTimeoutMs: 0 })).rejects.toThrow(/timeout/);
   });

@@ -12,6 +12,7 @@
  */
 import { Redis, Cluster } from 'ioredis';
 import type { RedisOptions } from 'ioredis';
+import { describeConnectionError } from './connection-problem.js';
 import { StoreCorruptError, StoreUnavailableError, withDeadline } from './errors.js';
 import { decodeOutcome, parseDecimal } from './outcome-codec.js';
 import type { EncodedOutcome } from './outcome-codec.js';
@@ -58,6 +59,8 @@ export class RedisStore implements OffsetStore {
   private readonly target: RedisTarget;
   private readonly timeoutMs: number;
   private closed = false;
+  /** The last connection error of the client, in words (connectionProblem); null once ready. */
+  private problem: string | null = null;
 
   constructor(url: string, opts: RedisStoreOptions = {}) {
     this.target = parseRedisUrl(url);
@@ -95,7 +98,7 @@ export class RedisStore implements OffsetStore {
         sentinels: t.endpoints,
         name: t.sentinelMaster,
         db: t.db,
-        sentinelPassword: t.password,
+        sentinelPassword: t.sentinelPassword,
       });
     } else {
       this.client = new Redis({
@@ -105,8 +108,12 @@ export class RedisStore implements OffsetStore {
         db: t.db,
       });
     }
-    // Errors surface through the commands; an unhandled 'error' event would crash the process.
-    this.client.on('error', () => undefined);
+    // Errors surface through the commands (an unhandled 'error' event would crash the process);
+    // the last one is kept so failures can say which server did not answer, and why.
+    const where = t.endpoints.map((e) => `${e.host}:${e.port}`).join(',');
+    this.client.on('error', (err: unknown) => (this.problem = describeConnectionError(err, where)));
+    this.client.on('node error', (err: unknown) => (this.problem = describeConnectionError(err, where)));
+    this.client.on('ready', () => (this.problem = null));
     this.client.defineCommand('kopCommit', { numberOfKeys: 3, lua: COMMIT_LUA });
     this.client.defineCommand('kopUpdateGroup', { numberOfKeys: 1, lua: UPDATE_GROUP_LUA });
     this.client.defineCommand('kopDeleteOffsets', { numberOfKeys: 1, lua: DELETE_OFFSETS_LUA });
@@ -326,6 +333,10 @@ export class RedisStore implements OffsetStore {
     return this.run('updateGroup', group, async () => {
       await this.scripts.kopUpdateGroup(this.key(group, 'state'), JSON.stringify(update));
     });
+  }
+
+  connectionProblem(): string | null {
+    return this.client.status === 'ready' ? null : this.problem;
   }
 
   ping(): Promise<void> {

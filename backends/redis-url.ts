@@ -5,8 +5,12 @@
  *   redis+cluster://[user:pass@]host:port,host:port[?opts]
  * Options: wait=<replicas>, waitTimeoutMs=<ms> (WAIT after each commit, on the slot owner's
  * connection with cluster),
- * requestTtlMs=<ms> (how long commit outcomes are remembered for resends), prefix=<key prefix>.
+ * requestTtlMs=<ms> (how long commit outcomes are remembered for resends), prefix=<key prefix>,
+ * username=, password= (instead of the userinfo, as ioredis's own URLs allow),
+ * sentinelPassword= (the sentinels' own password, when it differs from the data nodes').
  */
+import { redactUrl } from './redact-url.js';
+
 export interface RedisEndpoint {
   host: string;
   port: number;
@@ -20,6 +24,8 @@ export interface RedisTarget {
   password: string | undefined;
   db: number;
   sentinelMaster: string | undefined;
+  /** The sentinels' password (default: the data nodes' password). */
+  sentinelPassword: string | undefined;
   wait: number;
   waitTimeoutMs: number;
   requestTtlMs: number;
@@ -27,21 +33,40 @@ export interface RedisTarget {
 }
 
 function fail(url: string, why: string): never {
-  // The password is not repeated in the message.
-  throw new Error(`invalid Redis store URL ${url.replace(/\/\/[^@/]*@/, '//***@')}: ${why}`);
+  // No password is repeated in the message (`why` names parts of the URL through shown()).
+  throw new Error(`invalid Redis store URL ${redactUrl(url)}: ${why}`);
+}
+
+/**
+ * A piece of the URL for an error message, only if it survives redaction: a password with an
+ * unencoded '@' or '/' ends up in the pieces a broken URL is cut into.
+ */
+function shown(url: string, piece: string): string {
+  return redactUrl(url).includes(piece) ? JSON.stringify(piece) : '(a part that may hold a password)';
 }
 
 function intParam(url: string, params: URLSearchParams, name: string, fallback: number, min: number): number {
   const raw = params.get(name);
   if (raw === null) return fallback;
   if (!/^\d+$/.test(raw) || Number(raw) < min)
-    fail(url, `${name} must be an integer >= ${min}, got ${JSON.stringify(raw)}`);
+    fail(url, `${name} must be an integer >= ${min}, got ${shown(url, raw)}`);
   return Number(raw);
 }
 
+const OPTIONS = [
+  'wait',
+  'waitTimeoutMs',
+  'requestTtlMs',
+  'prefix',
+  'username',
+  'password',
+  'sentinelPassword',
+];
+
 export function parseRedisUrl(url: string): RedisTarget {
   const m =
-    /^(redis|rediss|redis\+sentinel|redis\+cluster):\/\/(?:([^@/]*)@)?([^/?#]*)(\/[^?#]*)?(\?[^#]*)?$/.exec(
+    // The userinfo runs to the last '@' before the query: a password may hold '@' or '/'.
+    /^(redis|rediss|redis\+sentinel|redis\+cluster):\/\/(?:([^?#]*)@)?([^/?#@]*)(\/[^?#]*)?(\?[^#]*)?$/.exec(
       url,
     );
   if (m === null)
@@ -50,13 +75,16 @@ export function parseRedisUrl(url: string): RedisTarget {
       'expected redis://host:port, rediss://, redis+sentinel://h:p,h:p/master or redis+cluster://h:p,h:p',
     );
   const [, scheme, userinfo, hosts, path, query] = m;
+  // "u:p@a:1,u:p@b:2" (a userinfo per host) would read as one password running to the last '@'.
+  if (userinfo !== undefined && /@[^@]*,/.test(userinfo))
+    fail(url, 'give the userinfo once, before the first host: redis+cluster://user:password@h:p,h:p');
   const mode =
     scheme === 'redis+sentinel' ? 'sentinel' : scheme === 'redis+cluster' ? 'cluster' : 'standalone';
   const endpoints = (hosts ?? '').split(',').map((hp) => {
     const hm = /^(\[[^\]]+\]|[^:]+)(?::(\d+))?$/.exec(hp);
-    if (hm === null) fail(url, `bad host:port ${JSON.stringify(hp)}`);
+    if (hm === null) fail(url, `bad host:port ${shown(url, hp)}`);
     const port = hm[2] === undefined ? (mode === 'sentinel' ? 26379 : 6379) : Number(hm[2]);
-    if (port < 1 || port > 65535) fail(url, `bad port in ${JSON.stringify(hp)}`);
+    if (port < 1 || port > 65535) fail(url, `bad port in ${shown(url, hp)}`);
     return { host: hm[1]!.replace(/^\[|\]$/g, ''), port };
   });
   if (endpoints.length === 0 || hosts === '') fail(url, 'no host');
@@ -64,12 +92,19 @@ export function parseRedisUrl(url: string): RedisTarget {
     fail(url, 'several hosts need redis+sentinel:// or redis+cluster://');
   let username: string | undefined;
   let password: string | undefined;
+  const decode = (text: string): string => {
+    try {
+      return decodeURIComponent(text);
+    } catch {
+      fail(url, 'bad percent-encoding');
+    }
+  };
   if (userinfo !== undefined && userinfo !== '') {
     const i = userinfo.indexOf(':');
-    if (i < 0) password = decodeURIComponent(userinfo);
+    if (i < 0) password = decode(userinfo);
     else {
-      username = decodeURIComponent(userinfo.slice(0, i)) || undefined;
-      password = decodeURIComponent(userinfo.slice(i + 1));
+      username = decode(userinfo.slice(0, i)) || undefined;
+      password = decode(userinfo.slice(i + 1));
     }
   }
   const segment = (path ?? '').replace(/^\//, '');
@@ -78,17 +113,20 @@ export function parseRedisUrl(url: string): RedisTarget {
   if (mode === 'sentinel') {
     if (segment === '')
       fail(url, 'redis+sentinel:// needs the master name as path: redis+sentinel://h:p,h:p/mymaster');
-    sentinelMaster = decodeURIComponent(segment);
+    sentinelMaster = decode(segment);
   } else if (segment !== '') {
     if (mode === 'cluster') fail(url, 'Redis Cluster has no databases: remove the path');
-    if (!/^\d+$/.test(segment)) fail(url, `database must be a number, got ${JSON.stringify(segment)}`);
+    if (!/^\d+$/.test(segment)) fail(url, `database must be a number, got ${shown(url, segment)}`);
     db = Number(segment);
   }
   const params = new URLSearchParams(query ?? '');
   for (const k of params.keys()) {
-    if (!['wait', 'waitTimeoutMs', 'requestTtlMs', 'prefix'].includes(k))
-      fail(url, `unknown option ${JSON.stringify(k)}`);
+    if (!OPTIONS.includes(k)) fail(url, `unknown option ${shown(url, k)} (options: ${OPTIONS.join(', ')})`);
   }
+  if (params.has('username')) username = params.get('username') || undefined;
+  if (params.has('password')) password = params.get('password') ?? undefined;
+  if (params.has('sentinelPassword') && mode !== 'sentinel')
+    fail(url, 'sentinelPassword needs redis+sentinel://');
   const wait = intParam(url, params, 'wait', 0, 0);
   return {
     mode,
@@ -98,6 +136,7 @@ export function parseRedisUrl(url: string): RedisTarget {
     password,
     db,
     sentinelMaster,
+    sentinelPassword: params.get('sentinelPassword') ?? password,
     wait,
     waitTimeoutMs: intParam(url, params, 'waitTimeoutMs', 100, 0),
     requestTtlMs: intParam(url, params, 'requestTtlMs', 600_000, 1000),

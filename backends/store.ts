@@ -168,6 +168,13 @@ export interface OffsetStore {
    */
   recoverFromFault?(err: unknown): boolean;
 
+  /**
+   * The client's last connection failure, in words naming the server ("connection refused to
+   * h:p", connection-problem.ts), while it has no working connection; null when connected. For
+   * networked stores whose client reports it; the health watcher uses it for error texts.
+   */
+  connectionProblem?(): string | null;
+
   /** Resolves when the store answers; rejects otherwise (readiness). */
   ping(): Promise<void>;
   close(): Promise<void>;

@@ -34,6 +34,7 @@ import { decodeOutcome, encodeOutcome, parseDecimal } from './outcome-codec.js';
 import type { EncodedOutcome } from './outcome-codec.js';
 import { RequestWindow } from './request-window.js';
 import { DEFAULT_MAX_MULTI_BYTES, splitMulti, toTransaction } from './zookeeper-multi.js';
+import { MIN_MULTI_BYTES, parseZooKeeperUrl } from './zookeeper-url.js';
 import type { MultiFrame, MultiOp } from './zookeeper-multi.js';
 import type {
   CommitOutcome,
@@ -45,6 +46,8 @@ import type {
   PartitionOffset,
   TopicPartition,
 } from './store.js';
+
+export { parseZooKeeperUrl } from './zookeeper-url.js';
 
 export interface ZooKeeperStoreOptions {
   operationTimeoutMs?: number;
@@ -62,38 +65,6 @@ export interface ZooKeeperStoreOptions {
    * default), so a larger commit is applied in several multis. Raise both together.
    */
   maxMultiBytes?: number;
-}
-
-/** Smallest accepted maxMultiBytes: a multi must hold the fence, the marker and a partition. */
-const MIN_MULTI_BYTES = 1024;
-
-export function parseZooKeeperUrl(url: string): {
-  connectString: string;
-  chroot: string;
-  maxMultiBytes?: number;
-} {
-  const m = /^zk:\/\/([^/?#]+)(\/[^?#]*)?(?:\?([^#]*))?$/.exec(url);
-  if (m === null)
-    throw new Error(
-      `invalid ZooKeeper store URL ${url}: expected zk://host:port[,host:port...][/chroot][?maxMultiBytes=N]`,
-    );
-  for (const hp of m[1]!.split(',')) {
-    if (!/^[^:,]+:\d{1,5}$/.test(hp))
-      throw new Error(`invalid ZooKeeper store URL ${url}: bad host:port ${JSON.stringify(hp)}`);
-  }
-  const chroot = (m[2] ?? '').replace(/\/+$/, '');
-  if (chroot.split('/').some((s, i) => i > 0 && (s === '' || s === '.' || s === '..')))
-    throw new Error(`invalid ZooKeeper store URL ${url}: bad chroot ${JSON.stringify(chroot)}`);
-  const params = new URLSearchParams(m[3] ?? '');
-  for (const k of params.keys())
-    if (k !== 'maxMultiBytes') throw new Error(`invalid ZooKeeper store URL ${url}: unknown option ${k}`);
-  const raw = params.get('maxMultiBytes');
-  if (raw === null) return { connectString: m[1]!, chroot };
-  if (!/^\d{1,10}$/.test(raw) || Number(raw) < MIN_MULTI_BYTES)
-    throw new Error(
-      `invalid ZooKeeper store URL ${url}: maxMultiBytes must be an integer >= ${MIN_MULTI_BYTES}, got ${JSON.stringify(raw)}`,
-    );
-  return { connectString: m[1]!, chroot, maxMultiBytes: Number(raw) };
 }
 
 /** Percent-encodes what ZooKeeper does not allow in a path segment, plus '%' and '/'. */
@@ -186,6 +157,8 @@ export class ZooKeeperStore implements OffsetStore {
   readonly kind = 'zookeeper';
   private client: Client;
   private readonly connectString: string;
+  /** `user:password` of ZooKeeper's digest scheme, from the URL. */
+  private readonly digest: string | undefined;
   private readonly root: string;
   private readonly timeoutMs: number;
   private readonly sessionTimeoutMs: number;
@@ -202,8 +175,9 @@ export class ZooKeeperStore implements OffsetStore {
   private stalls = 0;
 
   constructor(url: string, opts: ZooKeeperStoreOptions = {}) {
-    const { connectString, chroot, maxMultiBytes } = parseZooKeeperUrl(url);
+    const { connectString, chroot, maxMultiBytes, digest } = parseZooKeeperUrl(url);
     this.connectString = connectString;
+    this.digest = digest;
     this.root = chroot;
     this.timeoutMs = opts.operationTimeoutMs ?? 5000;
     this.sessionTimeoutMs = opts.sessionTimeoutMs ?? 10_000;
@@ -236,6 +210,7 @@ export class ZooKeeperStore implements OffsetStore {
         this.client = this.newClient();
       }
     });
+    if (this.digest !== undefined) client.addAuthInfo('digest', Buffer.from(this.digest));
     client.connect();
     return client;
   }

@@ -1,0 +1,83 @@
+/**
+ * Store connection failures in words that name the server ("connection refused to
+ * redis-1:6379"), instead of the client library's own text ("Reached the max retries per request
+ * limit"). Used for the errors the stores' callers see (logs, readiness, the offsets CLI) and for
+ * the store-health log lines. Never includes a credential: only codes, hosts and ports.
+ */
+import net from 'node:net';
+
+export interface Endpoint {
+  host: string;
+  port: number;
+}
+
+const SOCKET_CODES =
+  /\b(ECONNREFUSED|ETIMEDOUT|EHOSTUNREACH|ENETUNREACH|ECONNRESET|EPIPE|ENOTFOUND|EAI_AGAIN)\b(?:\s+([^\s,()]+))?/;
+
+/** `where` is used when the error does not say which server it is about. */
+export function describeConnectionError(err: unknown, where: string): string {
+  const e = (err ?? {}) as NodeJS.ErrnoException & {
+    address?: string;
+    port?: number;
+    hostname?: string;
+    lastNodeError?: unknown;
+  };
+  if (e.lastNodeError !== undefined && e.lastNodeError !== err)
+    return describeConnectionError(e.lastNodeError, where);
+  const message = err instanceof Error ? err.message : String(err);
+  let code = e.code;
+  let server = e.address !== undefined && e.port !== undefined ? `${e.address}:${e.port}` : undefined;
+  const inText = SOCKET_CODES.exec(message);
+  if (inText !== null && (code === undefined || code === inText[1])) {
+    code = inText[1];
+    server ??= inText[2];
+  }
+  server ??= e.hostname ?? where;
+  switch (code) {
+    case 'ECONNREFUSED':
+      return `connection refused to ${server}`;
+    case 'ETIMEDOUT':
+      return `connection to ${server} timed out`;
+    case 'ENOTFOUND':
+    case 'EAI_AGAIN':
+      return `host ${e.hostname ?? server} not found`;
+    case 'EHOSTUNREACH':
+    case 'ENETUNREACH':
+      return `no route to ${server}`;
+    case 'ECONNRESET':
+    case 'EPIPE':
+      return `connection to ${server} was reset`;
+  }
+  if (/WRONGPASS|NOAUTH|invalid password|AUTH failed/i.test(message))
+    return `authentication refused by ${where}`;
+  if (/All sentinels are unreachable/.test(message)) return `no sentinel answers at ${where}`;
+  if (/Failed to refresh slots cache/.test(message)) return `no cluster node answers at ${where}`;
+  if (code !== undefined && /^(ERR_SSL|ERR_TLS|CERT_|UNABLE_TO|DEPTH_ZERO|SELF_SIGNED)/.test(code))
+    return `TLS handshake with ${server} failed (${code})`;
+  return `${code ?? (err instanceof Error ? err.name : 'error')} at ${where}`;
+}
+
+/**
+ * Why the endpoints do not answer, found by opening a TCP connection to each (within `timeoutMs`):
+ * "connection refused to h:p", or "h:p accepts connections but does not answer" when the port is
+ * open (a frozen or overloaded server, or one that refuses our credentials).
+ */
+export async function probeEndpoints(endpoints: readonly Endpoint[], timeoutMs = 1000): Promise<string> {
+  const results = await Promise.all(endpoints.map((e) => probe(e, timeoutMs)));
+  return results.join('; ');
+}
+
+function probe(e: Endpoint, timeoutMs: number): Promise<string> {
+  const where = `${e.host}:${e.port}`;
+  return new Promise((resolve) => {
+    const socket = net.connect({ host: e.host, port: e.port });
+    const done = (reason: string): void => {
+      clearTimeout(timer);
+      socket.destroy();
+      resolve(reason);
+    };
+    const timer = setTimeout(() => done(`no TCP answer from ${where} within ${timeoutMs} ms`), timeoutMs);
+    socket.once('connect', () => done(`${where} accepts connections but does not answer`));
+    socket.once('error', (err) => done(describeConnectionError(err, where)));
+  });
+}
