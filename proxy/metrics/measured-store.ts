@@ -5,27 +5,12 @@
  */
 import { Counter, Histogram } from 'prom-client';
 import type { Registry } from 'prom-client';
-import type {
-  CommitOutcome,
-  CommitRequest,
-  GroupState,
-  GroupUpdate,
-  OffsetStore,
-  PartitionOffset,
-  TopicPartition,
-} from '../../backends/store.js';
+import { STORE_OPERATIONS, StoreDecorator } from '../../backends/store-decorator.js';
+import type { StoreOperation } from '../../backends/store-decorator.js';
+import type { OffsetStore } from '../../backends/store.js';
 
-export const STORE_OPERATIONS = [
-  'commit',
-  'fetch',
-  'delete_offsets',
-  'delete_group',
-  'list_groups',
-  'get_group',
-  'update_group',
-  'ping',
-] as const;
-export type StoreOperation = (typeof STORE_OPERATIONS)[number];
+export { STORE_OPERATIONS };
+export type { StoreOperation };
 
 /** Store round trips: sub-millisecond (memory, LMDB reads) to seconds (fsync, a failing-over Redis). */
 export const STORE_DURATION_BUCKETS = [
@@ -68,15 +53,11 @@ export class StoreMetrics {
   }
 }
 
-export class MeasuredStore implements OffsetStore {
-  readonly kind: string;
+export class MeasuredStore extends StoreDecorator {
   private readonly ops: ReturnType<StoreMetrics['forStore']>;
 
-  constructor(
-    private readonly inner: OffsetStore,
-    metrics: StoreMetrics,
-  ) {
-    this.kind = inner.kind;
+  constructor(inner: OffsetStore, metrics: StoreMetrics) {
+    super(inner);
     this.ops = metrics.forStore(inner.kind);
   }
 
@@ -85,7 +66,7 @@ export class MeasuredStore implements OffsetStore {
     return this.inner;
   }
 
-  private async measure<T>(op: StoreOperation, run: () => Promise<T>): Promise<T> {
+  protected async around<T>(op: StoreOperation, run: () => Promise<T>): Promise<T> {
     const m = this.ops[op];
     const start = performance.now();
     try {
@@ -96,33 +77,5 @@ export class MeasuredStore implements OffsetStore {
     } finally {
       m.duration.observe((performance.now() - start) / 1000);
     }
-  }
-
-  commit(request: CommitRequest): Promise<CommitOutcome> {
-    return this.measure('commit', () => this.inner.commit(request));
-  }
-  fetch(group: string, partitions: TopicPartition[] | null): Promise<PartitionOffset[]> {
-    return this.measure('fetch', () => this.inner.fetch(group, partitions));
-  }
-  deleteOffsets(group: string, partitions: TopicPartition[]): Promise<void> {
-    return this.measure('delete_offsets', () => this.inner.deleteOffsets(group, partitions));
-  }
-  deleteGroup(group: string): Promise<void> {
-    return this.measure('delete_group', () => this.inner.deleteGroup(group));
-  }
-  listGroups(): Promise<string[]> {
-    return this.measure('list_groups', () => this.inner.listGroups());
-  }
-  getGroup(group: string): Promise<GroupState | null> {
-    return this.measure('get_group', () => this.inner.getGroup(group));
-  }
-  updateGroup(group: string, update: GroupUpdate): Promise<void> {
-    return this.measure('update_group', () => this.inner.updateGroup(group, update));
-  }
-  ping(): Promise<void> {
-    return this.measure('ping', () => this.inner.ping());
-  }
-  close(): Promise<void> {
-    return this.inner.close();
   }
 }

@@ -13,12 +13,20 @@ import type { OffsetServiceMetrics } from '../offsets/service.js';
 import { MeasuredStore, StoreMetrics } from './measured-store.js';
 import { ObserverMetrics } from './observer-metrics.js';
 import { CommitMetrics } from './commit-metrics.js';
+import { productVersion } from '../version.js';
 
 export interface ProxyMetricsOptions {
   /** Label kop_requests_total with the API version (false: version=""), see --metrics-api-versions. */
   apiVersions?: boolean;
   /** Register prom-client's process metrics (CPU, memory, event loop lag, GC). Default true. */
   processMetrics?: boolean;
+  /** Labels of kop_build_info: this build's version and the store kind in use. */
+  build?: { version: string; store: string };
+}
+
+/** What kop_store_up reads at scrape time (StoreHealth has it). */
+export interface StoreState {
+  readonly up: boolean;
 }
 
 /** State of the core read at scrape time (`KafkaProxy` has these getters). */
@@ -38,6 +46,8 @@ export interface ProxyMetrics {
   measureStore(store: OffsetStore): OffsetStore;
   /** Exports the proxy's request buffer and refused-connection figures (read at each scrape, 0 until then). */
   watchProxy(proxy: ProxyState): void;
+  /** Exports whether the store answers as kop_store_up (0 until then). */
+  watchStore(store: StoreState): void;
 }
 
 export function createProxyMetrics(opts: ProxyMetricsOptions = {}): ProxyMetrics {
@@ -45,7 +55,23 @@ export function createProxyMetrics(opts: ProxyMetricsOptions = {}): ProxyMetrics
   if (opts.processMetrics ?? true) collectDefaultMetrics({ register: registry });
   const storeMetrics = new StoreMetrics(registry);
   let proxy: ProxyState | null = null;
+  let store: StoreState | null = null;
   registerProxyState(registry, () => proxy);
+  new Gauge({
+    name: 'kop_store_up',
+    help: 'Whether the offset store answered its last operation or ping (1) or not (0); pinged every 5 s.',
+    registers: [registry],
+    collect() {
+      this.set(store?.up ? 1 : 0);
+    },
+  });
+  const build = opts.build ?? { version: productVersion(), store: '' };
+  new Gauge({
+    name: 'kop_build_info',
+    help: 'Always 1; the labels say which build runs: version, Node.js version (node) and the store kind.',
+    labelNames: ['version', 'node', 'store'],
+    registers: [registry],
+  }).set({ version: build.version, node: process.version, store: build.store }, 1);
   return {
     registry,
     observer: new ObserverMetrics(registry, opts.apiVersions ?? true),
@@ -53,6 +79,9 @@ export function createProxyMetrics(opts: ProxyMetricsOptions = {}): ProxyMetrics
     measureStore: (store) => new MeasuredStore(store, storeMetrics),
     watchProxy: (p) => {
       proxy = p;
+    },
+    watchStore: (s) => {
+      store = s;
     },
   };
 }

@@ -1,0 +1,164 @@
+/**
+ * Watches whether the offset store answers, for the operator: an `OffsetStore` decorator that sees
+ * every operation's outcome and pings the store every PING_INTERVAL_MS. When the store stops
+ * answering it logs one warning naming the target and why ("connection refused to h:p"), and one
+ * line when it answers again; `up` feeds the kop_store_up gauge. It also rewrites the errors of
+ * failed operations so that they name the target instead of repeating the client library's text.
+ *
+ * Only StoreUnavailableError counts as "not answering": a corrupt record is an answer. A failed
+ * operation is confirmed with a ping before the store is declared down, so one slow operation does
+ * not flap the state.
+ */
+import { StoreUnavailableError } from '../../backends/errors.js';
+import { probeEndpoints } from '../../backends/connection-problem.js';
+import type { Endpoint } from '../../backends/connection-problem.js';
+import { StoreDecorator } from '../../backends/store-decorator.js';
+import type { StoreOperation } from '../../backends/store-decorator.js';
+import type { OffsetStore } from '../../backends/store.js';
+import type { Logger } from '../logger.js';
+
+export const PING_INTERVAL_MS = 5000;
+
+export interface StoreHealthOptions {
+  /** Where the store is, for the log lines: host:port list or directory, never a credential. */
+  target: string;
+  /** The store's servers, probed over TCP to say why they do not answer (none for local stores). */
+  endpoints?: readonly Endpoint[];
+  log: Logger;
+  pingIntervalMs?: number;
+}
+
+export class StoreHealth extends StoreDecorator {
+  readonly target: string;
+  /** null until the first operation or ping has answered or failed. */
+  private state: boolean | null = null;
+  private downSince = 0;
+  /** Why the store does not answer (the last probe or client report); null while it answers. */
+  private why: string | null = null;
+  private confirming: Promise<void> | null = null;
+  private readonly timer: NodeJS.Timeout;
+  private closed = false;
+
+  constructor(
+    inner: OffsetStore,
+    private readonly opts: StoreHealthOptions,
+  ) {
+    super(inner);
+    this.target = opts.target;
+    this.timer = setInterval(() => void this.check(), opts.pingIntervalMs ?? PING_INTERVAL_MS);
+    this.timer.unref();
+  }
+
+  /** 1 while the store answers, 0 while it does not or before it first answered. */
+  get up(): boolean {
+    return this.state === true;
+  }
+
+  /** Why the store does not answer, naming its target; null while it answers. */
+  get problem(): string | null {
+    return this.state === false ? this.why : null;
+  }
+
+  /** Pings the store once now and logs its state; resolves when known (never rejects). */
+  async check(): Promise<void> {
+    if (this.closed) return;
+    try {
+      await this.inner.ping();
+      this.answered();
+    } catch (err) {
+      await this.failed(err);
+    }
+  }
+
+  private answered(): void {
+    if (this.closed) return;
+    const before = this.state;
+    this.state = true;
+    this.why = null;
+    if (before === false) {
+      this.opts.log.info('offset store answers again', {
+        store: this.kind,
+        target: this.target,
+        downSeconds: Math.round((Date.now() - this.downSince) / 1000),
+      });
+    } else if (before === null) {
+      this.opts.log.info('offset store open', { store: this.kind, target: this.target });
+    }
+  }
+
+  private async failed(err: unknown): Promise<void> {
+    if (this.closed || !(err instanceof StoreUnavailableError)) return;
+    this.why = await this.reason(err);
+    if (this.state === false) return;
+    const first = this.state === null;
+    this.state = false;
+    this.downSince = Date.now();
+    this.opts.log.warn(first ? 'offset store not answering at start' : 'offset store not answering', {
+      store: this.kind,
+      target: this.target,
+      error: this.why,
+      effect: 'offset requests are answered with retriable errors until it answers',
+    });
+  }
+
+  /** The client's own report if it has one, else what a TCP probe of the endpoints finds. */
+  private async reason(err: StoreUnavailableError): Promise<string> {
+    const reported = this.inner.connectionProblem?.();
+    if (reported) return reported;
+    const endpoints = this.opts.endpoints ?? [];
+    if (endpoints.length > 0) return probeEndpoints(endpoints);
+    return err.message;
+  }
+
+  /** An operation failed: confirm with a ping (one at a time) before calling the store down. */
+  private observeFailure(err: unknown): void {
+    if (!(err instanceof StoreUnavailableError) || this.confirming !== null) return;
+    this.confirming = this.check().finally(() => (this.confirming = null));
+  }
+
+  /**
+   * The error a caller sees: a store that is unreachable says so with its target ("redis store:
+   * commit: connection refused to h:p") instead of the client library's words.
+   */
+  private rewrite(op: StoreOperation, err: unknown): unknown {
+    if (!(err instanceof StoreUnavailableError)) return err;
+    const reported = this.inner.connectionProblem?.() ?? this.problem;
+    if (reported === null || reported === undefined) {
+      if (err.timedOut && !err.message.includes(this.target))
+        return new StoreUnavailableError(`${err.message} (store ${this.target})`, {
+          cause: err,
+          timedOut: true,
+        });
+      return err;
+    }
+    // The store's own "<kind> store: <operation>: " prefix, with the reason in words after it.
+    const prefix = /^\w+ store: \w+: /.exec(err.message)?.[0] ?? `${this.kind} store: ${op}: `;
+    return new StoreUnavailableError(`${prefix}${reported}`, {
+      cause: err,
+      timedOut: err.timedOut,
+    });
+  }
+
+  protected around<T>(op: StoreOperation, run: () => Promise<T>): Promise<T> {
+    return run().then(
+      (value) => {
+        if (this.state !== true) this.answered();
+        return value;
+      },
+      (err: unknown) => {
+        this.observeFailure(err);
+        throw this.rewrite(op, err);
+      },
+    );
+  }
+
+  override connectionProblem(): string | null {
+    return this.inner.connectionProblem?.() ?? this.problem;
+  }
+
+  override close(): Promise<void> {
+    this.closed = true;
+    clearInterval(this.timer);
+    return this.inner.close();
+  }
+}
