@@ -65,6 +65,49 @@ export interface ProxyOptions {
    * bootstrap server; the CLI passes its cluster client, which can authenticate.
    */
   discoverBrokers?: () => Promise<{ nodeId: number; address: HostPort }[]>;
+  /**
+   * A broker port that cannot be bound at start: 'exit' (default) makes start() reject with a
+   * ListenError; 'unready' starts anyway. Either way an unbound port is listed by
+   * `listenerProblems` (readiness) and binding it is retried every BIND_RETRY_MS.
+   */
+  bindFailure?: 'exit' | 'unready';
+}
+
+/** How often a broker port that could not be bound is tried again. */
+export const BIND_RETRY_MS = 5000;
+
+/** A listener that could not be bound: which port, why, and the option that chose the port. */
+export class ListenError extends Error {
+  override readonly name = 'ListenError';
+  constructor(
+    /** The option that set the port: `listen` (bootstrap, or listen port + 1 + node id) or `broker-port`. */
+    readonly option: 'listen' | 'broker-port',
+    readonly address: HostPort,
+    /** null: the bootstrap listener. */
+    readonly nodeId: number | null,
+    readonly reason: string,
+    options?: { cause?: unknown },
+  ) {
+    super(
+      `${nodeId === null ? 'the bootstrap port' : `broker ${nodeId}'s port`} ${address.host}:${address.port}` +
+        `${nodeId !== null && option === 'listen' ? ' (the --listen port + 1 + node id)' : ''} cannot be bound: ${reason}`,
+      options,
+    );
+  }
+}
+
+/** Why a listen failed, in words (with the code), not Node's message. */
+export function bindProblem(err: unknown): string {
+  const code = (err as NodeJS.ErrnoException).code;
+  const reasons: Record<string, string> = {
+    EADDRINUSE: 'address already in use',
+    EACCES: 'permission denied (ports below 1024 need privileges)',
+    EADDRNOTAVAIL: 'the address is not one of this machine',
+    ENOTFOUND: 'the host name is not known',
+    EAI_AGAIN: 'the host name could not be resolved',
+  };
+  if (code !== undefined && reasons[code] !== undefined) return `${reasons[code]} (${code})`;
+  return code ?? (err instanceof Error ? err.message : String(err));
 }
 
 export class KafkaProxy {
@@ -74,6 +117,9 @@ export class KafkaProxy {
   private readonly listening = new Map<number, Promise<void>>();
   /** Node ids whose listener is open (their `listening` promise has resolved). */
   private readonly listeningNow = new Set<number>();
+  /** Broker ports that could not be bound, retried every BIND_RETRY_MS (readiness lists them). */
+  private readonly unbound = new Map<number, ListenError>();
+  private bindRetry: NodeJS.Timeout | null = null;
   private readonly connections = new Set<ProxyConnection>();
   private readonly versions: ApiVersionsPolicy;
   private readonly observer: ProxyObserver;
@@ -144,28 +190,46 @@ export class KafkaProxy {
 
   async start(): Promise<void> {
     const server = this.createServer(null);
-    await listen(server, this.opts.listen.host, this.opts.listen.port);
+    try {
+      await listen(server, this.opts.listen.host, this.opts.listen.port);
+    } catch (err) {
+      throw new ListenError('listen', this.opts.listen, null, bindProblem(err), { cause: err });
+    }
     server.on('error', (err) => this.onServerError(err, null));
     this.listenPort = (server.address() as net.AddressInfo).port;
     // With port 0 the OS picked the bootstrap port; broker ports follow the one actually bound.
     this.brokers.setBasePort(this.listenPort);
     this.servers.set('bootstrap', server);
     this.log.info('listening', { role: 'bootstrap', host: this.opts.listen.host, port: this.listenPort });
+    let found: { nodeId: number }[] = [];
     try {
-      await this.refreshBrokers();
+      found = await this.discover();
     } catch (err) {
       // The cluster may come up after the proxy; brokers are learned from the first Metadata then.
       this.log.warn('cluster not reachable at start', { error: err });
     }
+    const bound = await Promise.allSettled(found.map(({ nodeId }) => this.ensureListener(nodeId)));
+    const failed = bound.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+    if (failed !== undefined && (this.opts.bindFailure ?? 'exit') === 'exit') {
+      await this.stop();
+      throw failed.reason;
+    }
   }
 
-  /** Asks the cluster which brokers it has and opens a listener for each. */
-  async refreshBrokers(): Promise<void> {
+  /**
+   * Listeners that should be open and are not, one line each (empty when all are bound): what
+   * readiness reports.
+   */
+  listenerProblems(): string[] {
+    return [...this.unbound.values()].map((e) => e.message);
+  }
+
+  /** Asks the cluster which brokers it has (and learns their addresses), opening no listener. */
+  private async discover(): Promise<{ nodeId: number; address: HostPort }[]> {
     if (this.opts.discoverBrokers) {
       const found = await this.opts.discoverBrokers();
       for (const { nodeId, address } of found) this.brokers.learn(nodeId, address);
-      await Promise.all(found.map(({ nodeId }) => this.ensureListener(nodeId)));
-      return;
+      return found;
     }
     let lastError: unknown;
     for (const target of this.opts.bootstrapServers) {
@@ -180,8 +244,7 @@ export class KafkaProxy {
         )) as MetadataResponse;
         const found = brokersIn(ApiKey.Metadata, body);
         for (const { nodeId, address } of found) this.brokers.learn(nodeId, address);
-        await Promise.all(found.map(({ nodeId }) => this.ensureListener(nodeId)));
-        return;
+        return found;
       } catch (err) {
         lastError = err;
       }
@@ -189,10 +252,17 @@ export class KafkaProxy {
     throw lastError instanceof Error ? lastError : new Error('no bootstrap server answered');
   }
 
+  /** Asks the cluster which brokers it has and opens a listener for each. */
+  async refreshBrokers(): Promise<void> {
+    const found = await this.discover();
+    await Promise.all(found.map(({ nodeId }) => this.ensureListener(nodeId)));
+  }
+
   /** Stops accepting, lets in-flight requests finish, then closes every connection. */
   async stop(): Promise<void> {
     if (this.stopping) return;
     this.stopping = true;
+    if (this.bindRetry) clearTimeout(this.bindRetry);
     const closing = [...this.servers.values()].map(
       (s) => new Promise<void>((resolve) => s.close(() => resolve())),
     );
@@ -214,9 +284,11 @@ export class KafkaProxy {
       nodes.push(nodeId);
       return { host: this.advertisedHost, port: this.brokers.localPort(nodeId) };
     });
-    // The client may connect as soon as it reads the response: the listener must exist first.
+    // The client may connect as soon as it reads the response: the listener must exist first. A
+    // port that cannot be bound does not fail the response (the client can still use the other
+    // brokers): it is logged, listed by readiness and retried.
     if (nodes.length === 0) return false;
-    await Promise.all(nodes.map((n) => this.ensureListener(n)));
+    await Promise.all(nodes.map((n) => this.ensureListener(n).catch(() => undefined)));
     return true;
   }
 
@@ -227,7 +299,7 @@ export class KafkaProxy {
   private exposeBroker(nodeId: number, upstream: HostPort): ExposedBroker {
     this.brokers.learn(nodeId, upstream);
     const exposed: ExposedBroker = { host: this.advertisedHost, port: this.brokers.localPort(nodeId) };
-    if (!this.listeningNow.has(nodeId)) exposed.ready = this.ensureListener(nodeId);
+    if (!this.listeningNow.has(nodeId)) exposed.ready = this.ensureListener(nodeId).catch(() => undefined);
     return exposed;
   }
 
@@ -236,22 +308,47 @@ export class KafkaProxy {
     if (!ready) {
       const server = this.createServer(nodeId);
       const port = this.brokers.localPort(nodeId);
-      ready = listen(server, this.opts.listen.host, port).then(
+      const address = { host: this.opts.listen.host, port };
+      ready = listen(server, address.host, port).then(
         () => {
           server.on('error', (err) => this.onServerError(err, nodeId));
           this.servers.set(`node-${nodeId}`, server);
           this.listeningNow.add(nodeId);
-          this.log.info('listening', { role: 'broker', node: nodeId, host: this.opts.listen.host, port });
+          const retried = this.unbound.delete(nodeId);
+          this.log.info('listening', {
+            role: 'broker',
+            node: nodeId,
+            host: address.host,
+            port,
+            ...(retried ? { retried } : {}),
+          });
+          if (this.stopping) server.close();
         },
         (err: unknown) => {
           this.listening.delete(nodeId);
-          this.log.error('cannot listen for broker', { node: nodeId, port, error: err });
-          throw err;
+          const option = this.opts.brokerPorts?.has(nodeId) ? 'broker-port' : 'listen';
+          const failure = new ListenError(option, address, nodeId, bindProblem(err), { cause: err });
+          // Logged once per port, not at every retry.
+          if (!this.unbound.has(nodeId))
+            this.log.error('cannot listen for broker', { node: nodeId, port, option, error: failure.reason });
+          this.unbound.set(nodeId, failure);
+          this.scheduleBindRetry();
+          throw failure;
         },
       );
       this.listening.set(nodeId, ready);
     }
     return ready;
+  }
+
+  private scheduleBindRetry(): void {
+    if (this.bindRetry !== null || this.stopping) return;
+    this.bindRetry = setTimeout(() => {
+      this.bindRetry = null;
+      if (this.stopping) return;
+      for (const nodeId of this.unbound.keys()) void this.ensureListener(nodeId).catch(() => undefined);
+    }, BIND_RETRY_MS);
+    this.bindRetry.unref();
   }
 
   private createServer(nodeId: number | null): net.Server {

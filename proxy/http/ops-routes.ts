@@ -1,8 +1,11 @@
 /**
- * The built-in routes: /healthz (the process answers), /readyz (the offset store answers and at
- * least one broker is reachable), /metrics (Prometheus text format, token-protected).
+ * The built-in routes: /healthz (the process answers), /readyz (the proxy can serve a client end to
+ * end: every listener it needs is bound, the offset store answers and a broker answers), /metrics
+ * (Prometheus text format, token-protected). A change of readiness is logged with its reason.
  */
 import type { Registry } from 'prom-client';
+import type { Logger } from '../logger.js';
+import { silentLogger } from '../logger.js';
 import type { OpsHttpServer } from './http-server.js';
 
 export interface ReadinessChecks {
@@ -10,6 +13,8 @@ export interface ReadinessChecks {
   store(): Promise<void>;
   /** Resolves when a broker answers (e.g. a Metadata request through the cluster client). */
   broker(): Promise<void>;
+  /** Resolves when every listener the proxy needs is bound; rejects naming the ports that are not. */
+  listeners?(): Promise<void>;
 }
 
 export interface OpsRoutesOptions {
@@ -17,6 +22,8 @@ export interface OpsRoutesOptions {
   readiness: ReadinessChecks;
   /** Each readiness check fails after this long. Default 5000. */
   checkTimeoutMs?: number;
+  /** Where a change of readiness (ready → not ready and back) is logged. */
+  log?: Logger;
 }
 
 type CheckResult = { ok: true; ms: number } | { ok: false; ms: number; error: string };
@@ -24,6 +31,8 @@ type CheckResult = { ok: true; ms: number } | { ok: false; ms: number; error: st
 export function registerOpsRoutes(server: OpsHttpServer, opts: OpsRoutesOptions): void {
   const started = Date.now();
   const timeoutMs = opts.checkTimeoutMs ?? 5000;
+  const log = opts.log ?? silentLogger;
+  let wasReady: boolean | null = null;
 
   server.addRoute(
     'GET',
@@ -36,14 +45,26 @@ export function registerOpsRoutes(server: OpsHttpServer, opts: OpsRoutesOptions)
     'GET',
     '/readyz',
     async () => {
-      const [store, broker] = await Promise.all([
+      const listenersCheck = opts.readiness.listeners;
+      const [store, broker, listeners] = await Promise.all([
         check(() => opts.readiness.store(), timeoutMs),
         check(() => opts.readiness.broker(), timeoutMs),
+        listenersCheck ? check(() => listenersCheck(), timeoutMs) : undefined,
       ]);
-      const ready = store.ok && broker.ok;
+      const checks = { ...(listeners ? { listeners } : {}), store, broker };
+      const failing = Object.entries(checks).filter(([, c]) => !c.ok);
+      const ready = failing.length === 0;
+      if (ready !== wasReady) {
+        if (!ready) {
+          log.warn('not ready', {
+            reason: failing.map(([name, c]) => `${name}: ${c.ok ? '' : c.error}`).join('; '),
+          });
+        } else if (wasReady === false) log.info('ready again');
+        wasReady = ready;
+      }
       return {
         status: ready ? 200 : 503,
-        json: { status: ready ? 'ready' : 'not ready', checks: { store, broker } },
+        json: { status: ready ? 'ready' : 'not ready', checks },
       };
     },
     { public: true },
