@@ -6,35 +6,18 @@
  * metadata `cas:<expected>` or `cas:<expected>;<metadata>`; the offset is written only if the
  * stored offset equals <expected> (-1 = no committed offset). `off`: last write wins.
  */
+import { globToRegExp, GroupModes, parseGroupModes } from './group-modes.js';
+import type { GroupModeOverride } from './group-modes.js';
+
 export type CommitGuardMode = 'fence' | 'cas' | 'off';
 export const COMMIT_GUARD_MODES: readonly CommitGuardMode[] = ['fence', 'cas', 'off'];
 
-export interface GroupOverride {
-  /** A group name, or a pattern with `*` wildcards. */
-  pattern: string;
-  mode: CommitGuardMode;
-}
+export type GroupOverride = GroupModeOverride<CommitGuardMode>;
 
-export class GuardPolicy {
-  private readonly overrides: { re: RegExp; mode: CommitGuardMode }[];
+/** The commit guard of each group: --commit-guard, with the --commit-guard-group overrides. */
+export class GuardPolicy extends GroupModes<CommitGuardMode> {}
 
-  constructor(
-    private readonly defaultMode: CommitGuardMode,
-    overrides: readonly GroupOverride[] = [],
-  ) {
-    this.overrides = overrides.map((o) => ({ re: globToRegExp(o.pattern), mode: o.mode }));
-  }
-
-  modeFor(group: string): CommitGuardMode {
-    for (const o of this.overrides) if (o.re.test(group)) return o.mode;
-    return this.defaultMode;
-  }
-}
-
-export function globToRegExp(pattern: string): RegExp {
-  const escaped = pattern.replace(/[.+?^${}()|[\]\\]/g, '\\$&').replace(/\*/g, '.*');
-  return new RegExp(`^${escaped}$`);
-}
+export { globToRegExp };
 
 const CAS_FORM = /^cas:(-1|\d{1,19})(?:;([\s\S]*))?$/;
 
@@ -52,15 +35,5 @@ export function parseCasMetadata(
 
 /** Parses `group-or-pattern=mode,...` (the --commit-guard-group option). */
 export function parseGroupOverrides(text: string): GroupOverride[] {
-  return text
-    .split(',')
-    .map((s) => s.trim())
-    .filter(Boolean)
-    .map((part) => {
-      const eq = part.lastIndexOf('=');
-      const mode = part.slice(eq + 1) as CommitGuardMode;
-      if (eq <= 0 || !COMMIT_GUARD_MODES.includes(mode))
-        throw new Error(`expected group=fence|cas|off, got "${part}"`);
-      return { pattern: part.slice(0, eq), mode };
-    });
+  return parseGroupModes(text, COMMIT_GUARD_MODES);
 }

@@ -16,6 +16,8 @@ import type { Logger } from '../logger.js';
 import type { BrokerAuthorizer } from './authorizer.js';
 import type { BrokerLookups } from './broker-lookups.js';
 import type { GuardPolicy } from './guard-policy.js';
+import { GroupModes } from './group-modes.js';
+import type { GroupModeOverride } from './group-modes.js';
 import { afterDeleteGroups, MembershipRecorder, membershipUpdate, OBSERVED_APIS } from './membership.js';
 import { handleOffsetCommit } from './offset-commit.js';
 import type { CommitDeps, CommitRefusal } from './offset-commit.js';
@@ -87,7 +89,10 @@ export interface OffsetServiceMetrics {
 export interface OffsetServiceOptions {
   store: OffsetStore;
   guards: GuardPolicy;
+  /** Commits to topics or partitions the cluster lacks: refused as a broker does, or stored (mirroring). */
   unknownTopics: 'allow' | 'reject';
+  /** Per-group overrides of unknownTopics (--unknown-topics-group). */
+  unknownTopicsGroups?: readonly GroupModeOverride<'allow' | 'reject'>[];
   fallbackUpstream: boolean;
   mirrorCommits: boolean;
   /** The proxy's own client of the cluster; null only in unit tests without a broker. */
@@ -107,16 +112,17 @@ export class OffsetService implements ProxyExtension {
 
   /** What every commit needs, built once (not per request: commits are the hot path). */
   private readonly commitDeps: CommitDeps;
+  /** The same for groups whose commits to unknown topics are refused (topics are looked up). */
+  private readonly rejectingDeps: CommitDeps;
+  private readonly unknownTopics: GroupModes<'allow' | 'reject'>;
 
   constructor(private readonly opts: OffsetServiceOptions) {
     this.recorder = new MembershipRecorder(opts.store, opts.log);
     const { store, lookups } = opts;
+    this.unknownTopics = new GroupModes(opts.unknownTopics, opts.unknownTopicsGroups ?? []);
     this.commitDeps = {
       store,
       guards: opts.guards,
-      ...(opts.unknownTopics === 'reject' && lookups
-        ? { topicExists: (t: string, p: number) => lookups.topicExists(t, p).catch(() => true) }
-        : {}),
       ...(lookups
         ? {
             groupIsEmptyAtBroker: (g: string) => lookups.groupIsEmpty(g),
@@ -125,6 +131,13 @@ export class OffsetService implements ProxyExtension {
         : {}),
       onRefused: (g, reason, n) => this.opts.metrics?.commitRefused(g, reason, n),
     };
+    // Without a cluster to ask (unit tests) nothing can be known to be missing.
+    this.rejectingDeps = lookups
+      ? {
+          ...this.commitDeps,
+          topicExists: (t: string, p: number) => lookups.topicExists(t, p).catch(() => true),
+        }
+      : this.commitDeps;
   }
 
   interceptsRequest(apiKey: number): boolean {
@@ -182,8 +195,10 @@ export class OffsetService implements ProxyExtension {
           this.opts.metrics?.commitRefused(req.groupId, 'unauthorized', countPartitions(req));
           return { action: 'respond', body: commitRefusedWhole(req, auth.groupError) };
         }
+        const deps =
+          this.unknownTopics.modeFor(req.groupId) === 'reject' ? this.rejectingDeps : this.commitDeps;
         const body = await handleOffsetCommit(req, info.apiVersion, {
-          ...this.commitDeps,
+          ...deps,
           ...(auth ? { deniedTopics: auth.deniedTopics } : {}),
           onAccepted: (g, writes) => this.accepted(g, req, info.apiVersion, writes),
         });
