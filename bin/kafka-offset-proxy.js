@@ -1,8 +1,23 @@
 #!/usr/bin/env node
 // Thin launcher: the compiled CLI lives in dist/ (built by `npm ci` through the prepare script).
+
+// Under npm (`npx kafka-offset-proxy`, `npm exec`, an npm script), npm runs this file through
+// `sh -c`: a SIGTERM or SIGINT sent to npm is passed to that shell, which dies without passing it
+// on, and the proxy would keep running as an orphan. So when started by npm, the parent going
+// away is taken as the signal npm received: the proxy shuts down as on SIGTERM.
+if (process.env.npm_lifecycle_event !== undefined && process.ppid > 1) {
+  const parent = process.ppid;
+  const watch = setInterval(() => {
+    if (process.ppid === parent) return;
+    clearInterval(watch);
+    process.kill(process.pid, 'SIGTERM');
+  }, 250);
+  watch.unref();
+}
+
 import('../dist/proxy/cli.js')
   .then((m) => m.main(process.argv.slice(2)))
   .catch((err) => {
-    console.error(err instanceof Error ? err.message : err);
+    console.error(`kafka-offset-proxy: ${err instanceof Error ? err.message : err}`);
     process.exit(1);
   });
