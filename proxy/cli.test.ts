@@ -4,6 +4,7 @@ import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { optionsMarkdown, redactUrl, startupSummary } from './cli.js';
 import { loadConfig, OPTIONS, usage } from './config.js';
+import { createLogger } from './logger.js';
 
 const docFile = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../docs/configuration.md');
 const BEGIN = /<!-- options:begin[^>]*-->\n/;
@@ -48,28 +49,46 @@ describe('startup log', () => {
     expect(redactUrl('zk://zk1:2181,zk2:2181/kop')).toBe('zk://zk1:2181,zk2:2181/kop');
   });
 
-  it('shows the effective configuration without the token or store password', () => {
+  it('shows the version, the store and every option given, without the token or any password', () => {
     const config = loadConfig(
       ['--bootstrap-server', 'k:9092', '--http', '127.0.0.1:9464', '--lag-groups-exclude', 'tmp-*,test'],
-      { KOP_HTTP_TOKEN: 'tok-very-secret', KOP_STORE: 'redis://:hunter2@r:6379' },
+      {
+        KOP_HTTP_TOKEN: 'tok-very-secret',
+        KOP_STORE: 'redis://:hunter2@r:6379?wait=1',
+        KOP_CLUSTER_SASL_MECHANISM: 'PLAIN',
+        KOP_CLUSTER_SASL_USERNAME: 'proxy',
+        KOP_CLUSTER_SASL_PASSWORD: 'sasl-secret',
+      },
     );
     const summary = startupSummary(config);
     const text = JSON.stringify(summary);
-    expect(text).not.toContain('tok-very-secret');
-    expect(text).not.toContain('hunter2');
+    for (const secret of ['tok-very-secret', 'hunter2', 'sasl-secret']) expect(text).not.toContain(secret);
     expect(summary).toMatchObject({
-      bootstrapServers: ['k:9092'],
+      version: expect.stringMatching(/^\d+\.\d+\.\d+/),
+      offsetStore: 'redis r:6379',
+      'bootstrap-server': 'k:9092',
       http: '127.0.0.1:9464',
-      httpToken: 'set',
-      store: 'redis://:***@r:6379',
-      lag: { intervalMs: 30000, include: [], exclude: ['tmp-*', 'test'], maxGroups: 500 },
-      commitGuard: 'fence',
-      mirrorCommits: false,
+      'http-token': '***',
+      store: 'redis://:***@r:6379?wait=1',
+      'lag-groups-exclude': 'tmp-*,test',
+      'cluster-sasl-username': 'proxy',
+      'cluster-sasl-password': '***',
     });
-    // Every config field is shown (a new option must be added to the summary too).
-    for (const key of Object.keys(config)) {
-      const shown = key === 'dataDir' ? 'store' : key;
-      expect(summary, key).toHaveProperty(shown);
-    }
+    // Every option given is shown (defaults are documented; an option given and not shown would hide it).
+    for (const name of config.given.keys()) expect(summary, name).toHaveProperty([name]);
+  });
+
+  it('text logs: one line per event, fields as key=value', () => {
+    const lines: string[] = [];
+    const log = createLogger('info', { service: 'kafka-offset-proxy' }, (l) => lines.push(l), 'text');
+    log.info('starting', { version: '1.2.3', listen: '127.0.0.1:19092', note: 'two words\nand a break' });
+    log.warn('offset store not answering', { error: new Error('connection refused to r:6379') });
+    log.debug('hidden');
+    expect(lines).toHaveLength(2);
+    expect(lines[0]).toMatch(
+      /^\d{4}-\d\d-\d\dT[\d:.]+Z INFO {2}starting version=1\.2\.3 listen=127\.0\.0\.1:19092 note="two words\\nand a break"$/,
+    );
+    expect(lines[1]).toMatch(/WARN {2}offset store not answering error="connection refused to r:6379"$/);
+    expect(lines.join('')).not.toContain('service=');
   });
 });

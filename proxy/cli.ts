@@ -1,15 +1,24 @@
 /** Command-line entry point: `kafka-offset-proxy [options]`. */
 import { readFileSync } from 'node:fs';
-import { ConfigError, envName, loadConfig, OPTIONS, usage } from './config.js';
+import { describeStoreTarget } from '../backends/open-store.js';
+import { redactUrl } from '../backends/redact-url.js';
+import type { OffsetStore } from '../backends/store.js';
+import type { HostPort } from './broker-map.js';
+import { ConfigError, describeOption, envName, loadConfig, OPTIONS, shownValue, usage } from './config.js';
 import type { ProxyConfig } from './config.js';
 import { registerOffsetsAdminRoutes } from './admin/http-routes.js';
 import { OpsHttpServer } from './http/http-server.js';
 import { registerOpsRoutes } from './http/ops-routes.js';
 import { LagCollector } from './lag/lag-collector.js';
-import { createLogger } from './logger.js';
+import { createLogger, defaultLogFormat } from './logger.js';
 import { createProxyMetrics } from './metrics/proxy-metrics.js';
-import { createOffsetService, openOffsetStore } from './offsets/setup.js';
-import { KafkaProxy } from './server.js';
+import { RefusalLog } from './offsets/refusal-log.js';
+import { createOffsetService, openOffsetStore, storeEndpoints } from './offsets/setup.js';
+import { StoreHealth } from './offsets/store-health.js';
+import { bindProblem, KafkaProxy, ListenError } from './server.js';
+import { checkStartup } from './startup-checks.js';
+import type { StartupNotes } from './startup-checks.js';
+import { productVersion } from './version.js';
 import type { ProxyOptions } from './server.js';
 
 export async function main(argv: string[]): Promise<void> {
@@ -22,9 +31,15 @@ export async function main(argv: string[]): Promise<void> {
     console.log(usage());
     return;
   }
+  if (argv.includes('--version')) {
+    console.log(`kafka-offset-proxy ${productVersion()}`);
+    return;
+  }
   let config: ProxyConfig;
+  let notes: StartupNotes;
   try {
     config = loadConfig(argv);
+    notes = await checkStartup(config);
   } catch (err) {
     if (err instanceof ConfigError) {
       console.error(`kafka-offset-proxy: ${err.message}`);
@@ -33,12 +48,34 @@ export async function main(argv: string[]): Promise<void> {
     }
     throw err;
   }
-  const log = createLogger(config.logLevel, { service: 'kafka-offset-proxy' });
-  log.info('starting', { config: startupSummary(config) });
+  const log = createLogger(
+    config.logLevel,
+    { service: 'kafka-offset-proxy' },
+    undefined,
+    config.logFormat ?? defaultLogFormat(),
+  );
+  log.info('starting', startupSummary(config));
+  for (const w of notes.warnings) log.warn(w.event, w.fields);
   const options = proxyOptions(config, log);
   // Metrics are collected only when something can scrape them (--http).
-  const metrics = config.http ? createProxyMetrics({ apiVersions: config.metricsApiVersions }) : null;
-  const rawStore = await openOffsetStore(config, log);
+  const metrics = config.http
+    ? createProxyMetrics({
+        apiVersions: config.metricsApiVersions,
+        build: { version: productVersion(), store: config.storeTarget.kind },
+      })
+    : null;
+  const storeOption = config.given.has('store') ? 'store' : 'data-dir';
+  let rawStore: OffsetStore;
+  try {
+    rawStore = await openOffsetStore(config, log);
+  } catch (err) {
+    // The checks passed, yet the store refused (an LMDB file of another format, say).
+    const shown = shownValue(storeOption, config.given.get(storeOption) ?? config.dataDir);
+    console.error(
+      `kafka-offset-proxy: ${new ConfigError(storeOption, shown, `cannot open the store: ${(err as Error).message}`).message}`,
+    );
+    process.exit(2);
+  }
   process.on('uncaughtException', (err) => {
     if (rawStore.recoverFromFault?.(err)) {
       log.error('store client fault: client replaced', { store: rawStore.kind, error: err });
@@ -49,11 +86,38 @@ export async function main(argv: string[]): Promise<void> {
     log.error('uncaught exception', { error: err, stack: err instanceof Error ? err.stack : undefined });
     process.exit(70);
   });
-  const store = metrics ? metrics.measureStore(rawStore) : rawStore;
-  log.info('offset store open', { store: store.kind });
-  const offsets = createOffsetService(config, store, options.brokerTls ?? null, log, metrics?.offsets);
+  const health = new StoreHealth(rawStore, {
+    target: describeStoreTarget(config.storeTarget),
+    endpoints: storeEndpoints(config.storeTarget),
+    log: log.child({ component: 'store' }),
+  });
+  // Logs "offset store open", or that it does not answer; does not hold the start up.
+  void health.check();
+  metrics?.watchStore(health);
+  const store = metrics ? metrics.measureStore(health) : health;
+  const refusals = new RefusalLog(
+    metrics?.offsets,
+    log.child({ component: 'offsets' }),
+    () => health.problem,
+  );
+  const offsets = createOffsetService(config, store, options.brokerTls ?? null, log, refusals);
+
+  const shownOption = (option: string): string =>
+    shownValue(option, config.given.get(option) ?? OPTIONS.find((o) => o.name === option)?.default ?? '');
+  /** A listener that cannot be bound at start: one line naming the option, exit code 2. */
+  const cannotBind = async (line: string): Promise<never> => {
+    log.error('cannot start', { error: line });
+    console.error(`kafka-offset-proxy: ${line}`);
+    await Promise.race([
+      offsets.close().catch(() => undefined),
+      new Promise((r) => setTimeout(r, 1000).unref()),
+    ]);
+    process.exit(2);
+  };
+
   const proxy = new KafkaProxy({
     ...options,
+    bindFailure: config.bindFailure,
     extension: offsets.service,
     discoverBrokers: async () =>
       (await offsets.cluster.metadata([])).brokers.map((b) => ({
@@ -63,7 +127,12 @@ export async function main(argv: string[]): Promise<void> {
     ...(metrics ? { observer: metrics.observer } : {}),
   });
   metrics?.watchProxy(proxy);
-  await proxy.start();
+  try {
+    await proxy.start();
+  } catch (err) {
+    if (!(err instanceof ListenError)) throw err;
+    return cannotBind(listenFailureLine(err, shownOption(err.option)));
+  }
 
   let lag: LagCollector | null = null;
   let http: OpsHttpServer | null = null;
@@ -79,32 +148,63 @@ export async function main(argv: string[]): Promise<void> {
         exclude: config.lag.exclude,
         maxGroups: config.lag.maxGroups,
       });
-      lag.start();
     }
     http = new OpsHttpServer({ token: config.httpToken, log: log.child({ component: 'http' }) });
     registerOpsRoutes(http, {
       registry: metrics.registry,
+      log: log.child({ component: 'readiness' }),
       readiness: {
         store: () => store.ping(),
         broker: async () => {
           await offsets.cluster.metadata([]);
         },
+        listeners: async () => {
+          const problems = proxy.listenerProblems();
+          if (problems.length > 0) throw new Error(problems.join('; '));
+        },
       },
     });
     registerOffsetsAdminRoutes(http, store, { groupIsEmptyAtBroker: (g) => offsets.lookups.groupIsEmpty(g) });
-    const bound = await http.listen(config.http);
+    let bound: HostPort;
+    try {
+      bound = await http.listen(config.http);
+    } catch (err) {
+      await proxy.stop();
+      return cannotBind(
+        new ConfigError('http', shownOption('http'), `cannot be bound: ${bindProblem(err)}`).message,
+      );
+    }
+    lag?.start();
     log.info('http listening', { host: bound.host, port: bound.port, token: config.httpToken !== undefined });
   }
 
   let stopping = false;
   const shutdown = (signal: string): void => {
-    if (stopping) return;
+    if (stopping) {
+      log.warn('second signal: exiting now', { signal });
+      process.exit(1);
+    }
     stopping = true;
-    log.info('shutting down', { signal });
+    const deadlineMs = config.shutdownTimeoutMs;
+    log.info('shutting down', { signal, deadlineMs });
+    let pending = 'in-flight client requests';
+    // The process ends within the deadline whatever hangs: a store call that never returns, a
+    // broker that never answers. Acknowledged commits are in the store already.
+    setTimeout(() => {
+      log.error('shutdown deadline passed: exiting', { pending, deadlineMs });
+      process.exit(1);
+    }, deadlineMs);
     proxy
       .stop()
-      .then(() => Promise.all([lag?.stop(), http?.close()]))
-      .then(() => offsets.close())
+      .then(() => {
+        pending = 'the lag collector and the HTTP endpoint';
+        return Promise.all([lag?.stop(), http?.close()]);
+      })
+      .then(() => {
+        pending = 'closing the offset store';
+        refusals.flushAll();
+        return offsets.close();
+      })
       .then(
         () => process.exit(0),
         (err: unknown) => {
@@ -115,6 +215,24 @@ export async function main(argv: string[]): Promise<void> {
   };
   process.on('SIGTERM', () => shutdown('SIGTERM'));
   process.on('SIGINT', () => shutdown('SIGINT'));
+}
+
+/** The line a listener that cannot be bound at start is reported with; `shown` is its option's value. */
+export function listenFailureLine(err: ListenError, shown: string): string {
+  const hint =
+    err.nodeId === null
+      ? ''
+      : `; free the port, ${err.option === 'broker-port' ? 'map' : `map broker ${err.nodeId}`} to another port ` +
+        `with --broker-port ${err.nodeId}=<port>, or start anyway with --bind-failure unready`;
+  return new ConfigError(err.option, shown, err.message + hint).message;
+}
+
+/**
+ * How long a shutdown waits for in-flight requests: the shutdown deadline less a reserve for
+ * closing the store and the cluster connections (up to 1 s, a quarter of short deadlines).
+ */
+export function drainBudgetMs(shutdownTimeoutMs: number): number {
+  return shutdownTimeoutMs - Math.min(1000, Math.floor(shutdownTimeoutMs / 4));
 }
 
 export function proxyOptions(config: ProxyConfig, log: ReturnType<typeof createLogger>): ProxyOptions {
@@ -131,7 +249,7 @@ export function proxyOptions(config: ProxyConfig, log: ReturnType<typeof createL
     maxBufferedRequestBytes: config.maxBufferedRequestBytes,
     idleTimeoutMs: config.idleTimeoutMs,
     requestTimeoutMs: config.requestTimeoutMs,
-    shutdownTimeoutMs: config.shutdownTimeoutMs,
+    shutdownTimeoutMs: drainBudgetMs(config.shutdownTimeoutMs),
     clientTls: config.clientTls
       ? {
           cert: read(config.clientTls.cert)!,
@@ -152,50 +270,21 @@ export function proxyOptions(config: ProxyConfig, log: ReturnType<typeof createL
   };
 }
 
-// ---- startup log: the effective configuration, with secrets removed (the HTTP token, passwords
-// inside store URLs). TLS files are logged by path, never read here.
+// ---- startup log: the version, the store and every option that was given, secrets removed
+// (tokens and passwords as ***, store URLs redacted); every other option has its default.
 
-const hostPort = (h: { host: string; port: number }): string => `${h.host}:${h.port}`;
-
-/** Replaces the password of `scheme://user:password@host` (and of every host of a list) with ***. */
-export function redactUrl(url: string): string {
-  return url.replace(
-    /(\/\/|,)([^:@/,]*):([^@/,]*)@/g,
-    (_m, lead: string, user: string) => `${lead}${user}:***@`,
-  );
-}
+export { redactUrl };
 
 export function startupSummary(config: ProxyConfig): Record<string, unknown> {
+  const given = Object.fromEntries([...config.given].map(([name, value]) => [name, shownValue(name, value)]));
   return {
-    bootstrapServers: config.bootstrapServers.map(hostPort),
-    listen: hostPort(config.listen),
-    advertisedHost: config.advertisedHost ?? null,
-    brokerPorts: Object.fromEntries(config.brokerPorts),
-    store: config.store === undefined ? `embedded:${config.dataDir}` : redactUrl(config.store),
-    http: config.http ? hostPort(config.http) : null,
-    httpToken: config.httpToken === undefined ? 'unset' : 'set',
-    lag: config.lag,
-    metricsApiVersions: config.metricsApiVersions,
-    maxFrameSize: config.maxFrameSize,
-    maxInFlight: config.maxInFlight,
-    maxConnections: config.maxConnections,
-    maxBufferedRequestBytes: config.maxBufferedRequestBytes,
-    idleTimeoutMs: config.idleTimeoutMs,
-    requestTimeoutMs: config.requestTimeoutMs,
-    shutdownTimeoutMs: config.shutdownTimeoutMs,
-    storeTimeoutMs: config.storeTimeoutMs,
-    clientTls: config.clientTls ?? null,
-    brokerTls: config.brokerTls ?? null,
-    commitGuard: config.commitGuard,
-    commitGuardGroups: config.commitGuardGroups,
-    unknownTopics: config.unknownTopics,
-    fallback: config.fallback,
-    mirrorCommits: config.mirrorCommits,
-    authorize: config.authorize,
-    clusterSasl: config.clusterSasl
-      ? { mechanism: config.clusterSasl.mechanism, username: config.clusterSasl.username, password: 'set' }
-      : null,
-    logLevel: config.logLevel,
+    version: productVersion(),
+    node: process.version,
+    offsetStore:
+      config.storeTarget.kind === 'memory'
+        ? 'memory'
+        : `${config.storeTarget.kind} ${describeStoreTarget(config.storeTarget)}`,
+    ...given,
   };
 }
 
@@ -206,9 +295,8 @@ export function startupSummary(config: ProxyConfig): Record<string, unknown> {
 export function optionsMarkdown(): string {
   const cell = (s: string): string => s.replace(/\|/g, '\\|');
   const rows = OPTIONS.map((o) => {
-    const values = o.values ? ` One of: ${o.values.map((v) => `\`${v}\``).join(', ')}.` : '';
     const def = o.default !== undefined ? `\`${o.default}\`` : '';
-    return `| \`--${o.name}\` | \`${envName(o.name)}\` | ${def} | ${cell(o.help)}${values} |`;
+    return `| \`--${o.name}\` | \`${envName(o.name)}\` | ${def} | ${cell(describeOption(o, (v) => `\`${v}\``))} |`;
   });
   return ['| Flag | Environment | Default | Description |', '| --- | --- | --- | --- |', ...rows].join('\n');
 }

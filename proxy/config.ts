@@ -2,36 +2,74 @@
  * One configuration model with one precedence order: command-line flags, then environment
  * variables (KOP_ + the flag name in upper snake case), then the YAML file given by --config,
  * then defaults. Every value is validated at start; a bad one is reported in one line naming the
- * key and the value.
+ * option, the value (never a secret: tokens and passwords show as ***, store URLs redacted) and
+ * the allowed range or form. What needs the file system (TLS files, the data directory) is checked
+ * by startup-checks.ts, which the CLI runs right after this.
  */
 import { readFileSync } from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
 import { parse as parseYaml } from 'yaml';
+import { parseStoreUrl, STORE_URL_FORMS } from '../backends/open-store.js';
+import type { StoreTarget } from '../backends/open-store.js';
+import { redactUrl } from '../backends/redact-url.js';
 import type { HostPort } from './broker-map.js';
-import { parseHostPort, parseHostPortList } from './broker-map.js';
-import type { LogLevel } from './logger.js';
+import type { LogFormat, LogLevel } from './logger.js';
 import { SASL_MECHANISMS } from './sasl-client.js';
 import type { SaslCredentials, SaslMechanism } from './sasl-client.js';
 import type { CommitGuardMode, GroupOverride } from './offsets/guard-policy.js';
-import { parseGroupOverrides } from './offsets/guard-policy.js';
+import { parseGroupModes } from './offsets/group-modes.js';
+import type { GroupModeOverride } from './offsets/group-modes.js';
 
 export class ConfigError extends Error {
-  constructor(key: string, value: unknown, why: string) {
-    super(`invalid configuration: ${key}=${JSON.stringify(value)}: ${why}`);
+  /** `shown` is the value as it may be printed: callers pass *** or a redacted URL for secrets. */
+  constructor(
+    readonly key: string,
+    shown: unknown,
+    why: string,
+  ) {
+    super(`invalid configuration: ${key}=${JSON.stringify(shown)}: ${why}`);
     this.name = 'ConfigError';
   }
 }
 
-type Kind = 'string' | 'int' | 'bool' | 'hostport' | 'hostports' | 'enum' | 'portmap';
+type Kind =
+  | 'string'
+  | 'host'
+  | 'int'
+  | 'bool'
+  | 'hostport'
+  | 'hostports'
+  | 'enum'
+  | 'portmap'
+  | 'store'
+  | 'file'
+  | 'dir'
+  | 'patterns'
+  | 'group-modes'
+  | 'secret';
 
-interface OptionSpec {
+export interface OptionSpec {
   name: string;
   kind: Kind;
   help: string;
   default?: string;
+  /** enum: the values; group-modes: the modes. */
   values?: readonly string[];
+  /** int: the range; `zero` says what 0 means when 0 is allowed below `min`. */
+  min?: number;
+  max?: number;
+  zero?: string;
+  unit?: string;
+  /** The accepted form, where the kind's general one says too little. */
+  form?: string;
 }
 
-/** Every option, in the order `--help` lists them. docs/configuration.md mirrors this table. */
+/** Node.js timers fire at once for anything longer (2^31-1 ms, about 24.8 days). */
+export const MAX_TIMER_MS = 2_147_483_647;
+const MAX_INT32 = 2_147_483_647;
+
+/** Every option, in the order `--help` lists them. docs/configuration.md is generated from it. */
 export const OPTIONS: readonly OptionSpec[] = [
   {
     name: 'bootstrap-server',
@@ -42,12 +80,12 @@ export const OPTIONS: readonly OptionSpec[] = [
     name: 'listen',
     kind: 'hostport',
     default: '127.0.0.1:19092',
-    help: 'Bootstrap listener; broker N is exposed on this port + 1 + N.',
+    help: 'Bootstrap listener; broker N is exposed on this port + 1 + N (port 0: any free port).',
   },
   {
     name: 'advertised-host',
-    kind: 'string',
-    help: 'Host name clients are told to connect to (default: the listen host).',
+    kind: 'host',
+    help: 'Host name or IP address clients are told to connect to (default: the listen host).',
   },
   {
     name: 'broker-port',
@@ -55,47 +93,61 @@ export const OPTIONS: readonly OptionSpec[] = [
     help: 'Explicit node-id=port mappings, comma separated (e.g. 1=29092,2=29093).',
   },
   {
+    name: 'bind-failure',
+    kind: 'enum',
+    values: ['exit', 'unready'],
+    default: 'exit',
+    help: 'A broker port that cannot be bound at start (in use, not permitted): exit (stop with exit code 2 naming the port) or unready (start anyway; /readyz answers 503 naming the port, and binding is retried every 5 s). A broker port that cannot be bound later always turns /readyz 503 and is retried. The bootstrap (--listen) and --http ports always exit.',
+  },
+  {
     name: 'store',
-    kind: 'string',
-    help: 'Offset store URL: redis://, rediss://, redis+sentinel://, redis+cluster://, zk://, memory://. Default: the embedded store.',
+    kind: 'store',
+    help: 'Offset store URL: embedded:<dir>, redis://, rediss://, redis+sentinel://, redis+cluster://, zk://, memory:// (docs/configuration.md#store-urls). Default: the embedded store in --data-dir.',
   },
   {
     name: 'data-dir',
-    kind: 'string',
+    kind: 'dir',
     default: './kafka-offset-proxy-data',
-    help: 'Directory of the embedded store.',
+    help: 'Directory of the embedded store: created if missing; must be writable, on a real file system.',
   },
   {
     name: 'http',
     kind: 'hostport',
     help: 'Address of the HTTP endpoint (metrics, health, admin), e.g. 127.0.0.1:9464.',
   },
-  { name: 'config', kind: 'string', help: 'YAML file with any of these options (flag names as keys).' },
+  { name: 'config', kind: 'file', help: 'YAML file with any of these options (flag names as keys).' },
   {
     name: 'http-token',
-    kind: 'string',
-    help: 'Bearer token required by /metrics and the admin routes of the HTTP endpoint (/healthz and /readyz stay open).',
+    kind: 'secret',
+    form: 'printable ASCII without spaces',
+    help: 'Bearer token required by /metrics and the admin routes of the HTTP endpoint (/healthz and /readyz stay open). Printable ASCII, no spaces. Never logged.',
   },
   {
     name: 'lag-interval-ms',
     kind: 'int',
     default: '30000',
-    help: 'How often consumer lag is computed for the groups in the store; 0 turns lag metrics off.',
+    min: 1,
+    max: MAX_TIMER_MS,
+    zero: 'lag metrics off',
+    unit: 'ms',
+    help: 'How often consumer lag is computed for the groups in the store.',
   },
   {
     name: 'lag-groups-include',
-    kind: 'string',
+    kind: 'patterns',
     help: 'Groups whose lag is exported: names or * patterns, comma separated (default: all).',
   },
   {
     name: 'lag-groups-exclude',
-    kind: 'string',
+    kind: 'patterns',
     help: 'Groups whose lag is not exported: names or * patterns, comma separated; wins over include.',
   },
   {
     name: 'lag-max-groups',
     kind: 'int',
     default: '500',
+    min: 1,
+    max: MAX_INT32,
     help: 'At most this many groups (first by name) get lag series, to bound metric cardinality.',
   },
   {
@@ -109,47 +161,67 @@ export const OPTIONS: readonly OptionSpec[] = [
     name: 'max-frame-size',
     kind: 'int',
     default: String(100 * 1024 * 1024),
-    help: 'Largest request or response frame in bytes; larger ones close the connection.',
+    min: 1024,
+    max: MAX_INT32,
+    unit: 'bytes',
+    help: 'Largest request or response frame; larger ones close the connection.',
   },
   {
     name: 'max-in-flight',
     kind: 'int',
     default: '1000',
+    min: 1,
+    max: MAX_INT32,
     help: 'Requests in flight per client connection before the proxy stops reading it.',
   },
   {
     name: 'max-connections',
     kind: 'int',
     default: '10000',
+    min: 1,
+    max: MAX_INT32,
     help: 'Client connections at once, all listeners together; more are closed when accepted (connection storms).',
   },
   {
     name: 'max-buffered-request-bytes',
     kind: 'int',
     default: String(256 * 1024 * 1024),
+    min: 1,
+    max: Number.MAX_SAFE_INTEGER,
+    unit: 'bytes',
     help: "Memory for requests not yet fully received, all client connections together, like a broker's queued.max.request.bytes. A request over 64 KiB reserves its declared size once its body starts to arrive; while the reservations reach this limit, a connection starting such a request is no longer read (its client waits) until memory is freed, then in arrival order; --idle-timeout-ms still applies. Requests up to 64 KiB are always read. Memory can pass the limit by one request and one 64 KiB socket read per connection. Gauge: kop_request_buffer_bytes.",
   },
   {
     name: 'idle-timeout-ms',
     kind: 'int',
     default: '600000',
-    help: "A client connection with nothing in flight and no traffic for this long is closed, like a broker's connections.max.idle.ms; 0 never.",
+    min: 1,
+    max: MAX_TIMER_MS,
+    zero: 'never',
+    unit: 'ms',
+    help: "A client connection with nothing in flight and no traffic for this long is closed, like a broker's connections.max.idle.ms.",
   },
   {
     name: 'request-timeout-ms',
     kind: 'int',
     default: '10000',
+    min: 1,
+    max: MAX_TIMER_MS,
+    unit: 'ms',
     help: "Deadline of the proxy's own requests to brokers and of broker connects.",
   },
   {
     name: 'shutdown-timeout-ms',
     kind: 'int',
     default: '10000',
-    help: 'How long SIGTERM waits for in-flight requests.',
+    min: 1,
+    max: MAX_TIMER_MS,
+    unit: 'ms',
+    help: 'SIGTERM or SIGINT ends the process within this long: in-flight requests are waited for up to it (less a reserve of up to 1 s to close the store); whatever is still pending then is abandoned and the process exits with code 1.',
   },
-  { name: 'client-tls-cert', kind: 'string', help: 'PEM certificate: serve TLS to clients.' },
-  { name: 'client-tls-key', kind: 'string', help: 'PEM private key for client TLS.' },
-  { name: 'client-tls-ca', kind: 'string', help: 'PEM CA bundle for client certificates.' },
+  { name: 'client-tls-cert', kind: 'file', help: 'PEM certificate: serve TLS to clients.' },
+  { name: 'client-tls-key', kind: 'file', help: 'PEM private key for client TLS.' },
+  { name: 'client-tls-ca', kind: 'file', help: 'PEM CA bundle for client certificates.' },
   {
     name: 'client-tls-require-cert',
     kind: 'bool',
@@ -157,9 +229,9 @@ export const OPTIONS: readonly OptionSpec[] = [
     help: 'Require and verify client certificates.',
   },
   { name: 'broker-tls', kind: 'bool', default: 'false', help: 'Connect to brokers with TLS.' },
-  { name: 'broker-tls-ca', kind: 'string', help: 'PEM CA bundle to verify brokers.' },
-  { name: 'broker-tls-cert', kind: 'string', help: 'PEM client certificate for brokers (mutual TLS).' },
-  { name: 'broker-tls-key', kind: 'string', help: 'PEM private key for broker mutual TLS.' },
+  { name: 'broker-tls-ca', kind: 'file', help: 'PEM CA bundle to verify brokers.' },
+  { name: 'broker-tls-cert', kind: 'file', help: 'PEM client certificate for brokers (mutual TLS).' },
+  { name: 'broker-tls-key', kind: 'file', help: 'PEM private key for broker mutual TLS.' },
   {
     name: 'broker-tls-insecure',
     kind: 'bool',
@@ -170,6 +242,9 @@ export const OPTIONS: readonly OptionSpec[] = [
     name: 'store-timeout-ms',
     kind: 'int',
     default: '5000',
+    min: 1,
+    max: MAX_TIMER_MS,
+    unit: 'ms',
     help: 'Deadline of one offset store operation; a commit that misses it is answered with a retriable error.',
   },
   {
@@ -181,15 +256,22 @@ export const OPTIONS: readonly OptionSpec[] = [
   },
   {
     name: 'commit-guard-group',
-    kind: 'string',
+    kind: 'group-modes',
+    values: ['fence', 'cas', 'off'],
     help: 'Per-group overrides of commit-guard: group-or-pattern=mode,... (* wildcards; first match wins).',
   },
   {
     name: 'unknown-topics',
     kind: 'enum',
-    values: ['allow', 'reject'],
-    default: 'allow',
-    help: 'Commits to topics/partitions the cluster does not have: store them (allow) or refuse them (reject).',
+    values: ['reject', 'allow'],
+    default: 'reject',
+    help: 'Commits to topics/partitions the cluster does not have: refuse them with UNKNOWN_TOPIC_OR_PARTITION, as a broker does (reject), or store them (allow: for mirroring, where the offsets belong to topics of another cluster).',
+  },
+  {
+    name: 'unknown-topics-group',
+    kind: 'group-modes',
+    values: ['reject', 'allow'],
+    help: 'Per-group overrides of unknown-topics: group-or-pattern=reject|allow,... (* wildcards; first match wins), e.g. mirror-*=allow.',
   },
   {
     name: 'fallback',
@@ -201,7 +283,7 @@ export const OPTIONS: readonly OptionSpec[] = [
   {
     name: 'cluster-sasl-mechanism',
     kind: 'enum',
-    values: ['PLAIN', 'SCRAM-SHA-256', 'SCRAM-SHA-512'],
+    values: SASL_MECHANISMS,
     help: "SASL mechanism of the proxy's own connections to the cluster (metadata, coordinators, lag, fallback, mirrored commits). Clients' own SASL passes through untouched.",
   },
   {
@@ -211,7 +293,7 @@ export const OPTIONS: readonly OptionSpec[] = [
   },
   {
     name: 'cluster-sasl-password',
-    kind: 'string',
+    kind: 'secret',
     help: 'Password of that user; prefer the environment variable or the config file to a flag. Never logged.',
   },
   {
@@ -234,14 +316,25 @@ export const OPTIONS: readonly OptionSpec[] = [
     default: 'info',
     help: 'Log level.',
   },
+  {
+    name: 'log-format',
+    kind: 'enum',
+    values: ['text', 'json'],
+    help: 'text: one readable line per event; json: one JSON object per line. Default: text when stderr is a terminal, json otherwise.',
+  },
 ];
+
+export type UnknownTopics = 'reject' | 'allow';
 
 export interface ProxyConfig {
   bootstrapServers: HostPort[];
   listen: HostPort;
   advertisedHost: string | undefined;
   brokerPorts: Map<number, number>;
+  bindFailure: 'exit' | 'unready';
   store: string | undefined;
+  /** What --store names, parsed (the embedded store's directory resolved with --data-dir). */
+  storeTarget: StoreTarget;
   dataDir: string;
   http: HostPort | undefined;
   httpToken: string | undefined;
@@ -259,15 +352,20 @@ export interface ProxyConfig {
     | { ca: string | undefined; cert: string | undefined; key: string | undefined; insecure: boolean }
     | undefined;
   logLevel: LogLevel;
+  /** undefined: text on a terminal, JSON otherwise (decided where the logger is made). */
+  logFormat: LogFormat | undefined;
   storeTimeoutMs: number;
   commitGuard: CommitGuardMode;
   commitGuardGroups: GroupOverride[];
-  unknownTopics: 'allow' | 'reject';
+  unknownTopics: UnknownTopics;
+  unknownTopicsGroups: GroupModeOverride<UnknownTopics>[];
   fallback: 'none' | 'upstream';
   mirrorCommits: boolean;
   authorize: 'broker' | 'off';
   /** The proxy's own SASL principal for its cluster connections. */
   clusterSasl: SaslCredentials | undefined;
+  /** The options given (flags, environment, file) as raw text, secrets included: never log this. */
+  given: ReadonlyMap<string, string>;
 }
 
 const byName = new Map(OPTIONS.map((o) => [o.name, o]));
@@ -276,22 +374,71 @@ export function envName(option: string): string {
   return 'KOP_' + option.toUpperCase().replace(/-/g, '_');
 }
 
+/** The value of an option as it may be shown (logs, errors): secrets masked, URLs redacted. */
+export function shownValue(name: string, value: string): string {
+  const kind = byName.get(name)?.kind;
+  if (kind === 'secret') return '***';
+  if (kind === 'store') return redactUrl(value);
+  return value;
+}
+
+/** The accepted range or form of an option, as errors, --help and the docs state it. */
+export function allowedForm(o: OptionSpec): string {
+  if (o.form !== undefined) return o.form;
+  switch (o.kind) {
+    case 'int': {
+      const unit = o.unit ? ` ${o.unit}` : '';
+      const zero = o.zero !== undefined ? `, or 0 (${o.zero})` : '';
+      return `a whole number from ${o.min} to ${o.max}${unit}${zero}`;
+    }
+    case 'bool':
+      return 'true or false';
+    case 'enum':
+      return `one of ${o.values!.join(', ')}`;
+    case 'hostport':
+      return 'host:port, port 0 to 65535';
+    case 'hostports':
+      return 'host:port[,host:port...], ports 1 to 65535';
+    case 'host':
+      return 'a host name or an IP address';
+    case 'portmap':
+      return 'node-id=port[,node-id=port...], ports 1 to 65535, each port once';
+    case 'store':
+      return STORE_URL_FORMS;
+    case 'file':
+      return 'a readable file';
+    case 'dir':
+      return 'a writable directory on a real file system';
+    case 'patterns':
+      return 'group names or * patterns, comma separated';
+    case 'group-modes':
+      return `group-or-pattern=${o.values!.join('|')}[,...]`;
+    case 'secret':
+    case 'string':
+      return 'a non-empty value';
+  }
+}
+
 /** Reads flags (argv without the command), the environment and the YAML file into raw strings. */
 export function collectRaw(argv: readonly string[], env: NodeJS.ProcessEnv): Map<string, string> {
   const flags = new Map<string, string>();
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]!;
-    if (!arg.startsWith('--')) throw new ConfigError('argument', arg, 'unexpected argument');
+    if (!arg.startsWith('--'))
+      throw new ConfigError('argument', arg, 'unexpected argument (options start with --; see --help)');
     const eq = arg.indexOf('=');
     const name = arg.slice(2, eq < 0 ? undefined : eq);
     const spec = byName.get(name);
-    if (!spec) throw new ConfigError(name, arg, 'unknown option (see --help)');
+    // Only the flag is shown: the value of a misspelt --http-tokn=... may be a secret.
+    if (!spec)
+      throw new ConfigError(name, arg.slice(0, eq < 0 ? undefined : eq), 'unknown option (see --help)');
     let value: string | undefined;
     if (eq >= 0) value = arg.slice(eq + 1);
     else if (spec.kind === 'bool' && (argv[i + 1] === undefined || argv[i + 1]!.startsWith('--')))
       value = 'true';
     else value = argv[++i];
-    if (value === undefined) throw new ConfigError(name, null, 'missing value');
+    if (value === undefined)
+      throw new ConfigError(name, null, `missing value: expected ${allowedForm(spec)}`);
     flags.set(name, value);
   }
 
@@ -305,6 +452,7 @@ export function collectRaw(argv: readonly string[], env: NodeJS.ProcessEnv): Map
     if (v !== undefined && v !== '') merged.set(spec.name, v);
   }
   for (const [k, v] of flags) merged.set(k, v);
+  if (file !== undefined) merged.set('config', file);
   return merged;
 }
 
@@ -313,7 +461,7 @@ function readYaml(file: string): Map<string, string> {
   try {
     text = readFileSync(file, 'utf8');
   } catch (err) {
-    throw new ConfigError('config', file, `cannot read: ${(err as Error).message}`);
+    throw new ConfigError('config', file, `cannot read: ${fileProblem(err)}; expected a readable file`);
   }
   let doc: unknown;
   try {
@@ -324,9 +472,14 @@ function readYaml(file: string): Map<string, string> {
   const out = new Map<string, string>();
   if (doc === null || doc === undefined) return out;
   if (typeof doc !== 'object' || Array.isArray(doc))
-    throw new ConfigError('config', file, 'expected a mapping');
+    throw new ConfigError('config', file, 'expected a mapping of option names to values');
   for (const [k, v] of Object.entries(doc as Record<string, unknown>)) {
-    if (!byName.has(k) || k === 'config') throw new ConfigError(k, v, `unknown key in ${file}`);
+    if (!byName.has(k) || k === 'config')
+      throw new ConfigError(
+        k,
+        '(not shown)',
+        `unknown key in ${file} (the keys are the option names of --help)`,
+      );
     if (Array.isArray(v)) out.set(k, v.map(String).join(','));
     else if (v !== null && typeof v === 'object') {
       out.set(
@@ -340,96 +493,181 @@ function readYaml(file: string): Map<string, string> {
   return out;
 }
 
+/** A file system error as a short reason (the code and what it means), not Node's full message. */
+export function fileProblem(err: unknown): string {
+  const code = (err as NodeJS.ErrnoException).code;
+  const reasons: Record<string, string> = {
+    ENOENT: 'no such file or directory',
+    EACCES: 'permission denied',
+    EPERM: 'operation not permitted',
+    EISDIR: 'is a directory',
+    ENOTDIR: 'a part of the path is not a directory',
+    EROFS: 'read-only file system',
+    ENOSPC: 'no space left on the device',
+    ELOOP: 'too many symbolic links',
+    ENAMETOOLONG: 'name too long',
+  };
+  if (code !== undefined && reasons[code] !== undefined) return `${reasons[code]} (${code})`;
+  return code ?? (err instanceof Error ? err.message : String(err));
+}
+
+function parseHostPortStrict(text: string, minPort: number): HostPort {
+  const trimmed = text.trim();
+  const m = /^\[([^\]]+)\]:(\d{1,5})$/.exec(trimmed) ?? /^([^:\s[\]]+):(\d{1,5})$/.exec(trimmed);
+  if (!m) throw new Error(`"${text}" is not host:port`);
+  const port = Number(m[2]);
+  if (port < minPort || port > 65535) throw new Error(`port ${m[2]} is out of range`);
+  if (!isHost(m[1]!)) throw new Error(`"${m[1]}" is not a host name or IP address`);
+  return { host: m[1]!, port };
+}
+
+/** A DNS name (labels of letters, digits, '-' and '_', dot separated; one final dot allowed) or an IP address. */
+function isHost(text: string): boolean {
+  if (net.isIP(text) !== 0) return true;
+  const name = text.endsWith('.') ? text.slice(0, -1) : text;
+  return (
+    name.length > 0 &&
+    name.length <= 253 &&
+    name.split('.').every((label) => /^[A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?$/.test(label))
+  );
+}
+
+function parsePortMap(text: string): Map<number, number> {
+  const map = new Map<number, number>();
+  const ports = new Map<number, number>();
+  for (const part of text
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean)) {
+    const m = /^(\d{1,10})=(\d{1,5})$/.exec(part);
+    if (!m) throw new Error(`"${part}" is not node-id=port`);
+    const node = Number(m[1]);
+    const port = Number(m[2]);
+    if (node > MAX_INT32) throw new Error(`node id ${m[1]} is out of range`);
+    if (port < 1 || port > 65535) throw new Error(`port out of range in "${part}"`);
+    if (map.has(node)) throw new Error(`node ${node} is mapped twice`);
+    if (ports.has(port)) throw new Error(`port ${port} is given to nodes ${ports.get(port)} and ${node}`);
+    map.set(node, port);
+    ports.set(port, node);
+  }
+  if (map.size === 0) throw new Error('no mapping given');
+  return map;
+}
+
+function parsePatterns(text: string): string[] {
+  const parts = text.split(',').map((p) => p.trim());
+  if (parts.some((p) => p === '')) throw new Error('an empty name or pattern (between commas, or no value)');
+  return parts;
+}
+
 export function loadConfig(argv: readonly string[], env: NodeJS.ProcessEnv = process.env): ProxyConfig {
   const raw = collectRaw(argv, env);
   const get = (name: string): string | undefined => raw.get(name) ?? byName.get(name)?.default;
+  const fail = (name: string, text: string | undefined, why: string): never => {
+    throw new ConfigError(name, text === undefined ? null : shownValue(name, text), why);
+  };
 
+  /** Converts the option's text; a failure names the option, its value and the accepted form. */
   const value = <T>(name: string, convert: (text: string) => T): T | undefined => {
     const text = get(name);
     if (text === undefined) return undefined;
     try {
       return convert(text);
     } catch (err) {
-      throw new ConfigError(name, text, (err as Error).message);
+      if (err instanceof ConfigError) throw err;
+      return fail(name, text, `${(err as Error).message}; expected ${allowedForm(byName.get(name)!)}`);
     }
   };
-  const int = (name: string, min: number): number =>
+  const int = (name: string): number =>
     value(name, (t) => {
-      if (!/^\d+$/.test(t.trim())) throw new Error('expected a whole number');
-      const n = Number(t);
-      if (n < min) throw new Error(`must be at least ${min}`);
+      const o = byName.get(name)!;
+      const text = t.trim();
+      if (!/^\d+$/.test(text)) throw new Error('not a whole number');
+      const n = Number(text);
+      if (n === 0 && o.zero !== undefined) return 0;
+      if (n < o.min! || n > o.max!) throw new Error('out of range');
       return n;
     })!;
   const bool = (name: string): boolean =>
     value(name, (t) => {
       if (/^(true|yes|1)$/i.test(t)) return true;
       if (/^(false|no|0)$/i.test(t)) return false;
-      throw new Error('expected true or false');
+      throw new Error('not a boolean');
     })!;
-
-  const nonEmpty = (name: string): string | undefined =>
+  const oneOf = <T extends string>(name: string): T | undefined =>
     value(name, (t) => {
-      if (t === '') throw new Error('must not be empty');
+      if (!byName.get(name)!.values!.includes(t)) throw new Error('not an allowed value');
+      return t as T;
+    });
+  const text = (name: string): string | undefined =>
+    value(name, (t) => {
+      if (t === '') throw new Error('empty');
       return t;
     });
-  const patternList = (name: string): string[] =>
-    (get(name) ?? '')
-      .split(',')
-      .map((p) => p.trim())
-      .filter(Boolean);
 
-  const bootstrapServers = value('bootstrap-server', parseHostPortList);
-  if (!bootstrapServers) throw new ConfigError('bootstrap-server', null, 'required');
+  const bootstrapServers = value('bootstrap-server', (t) => {
+    const parts = t.split(',').map((s) => s.trim());
+    if (parts.some((p) => p === '')) throw new Error('an empty entry');
+    return parts.map((p) => parseHostPortStrict(p, 1));
+  });
+  if (!bootstrapServers)
+    throw new ConfigError(
+      'bootstrap-server',
+      null,
+      `required: expected ${allowedForm(byName.get('bootstrap-server')!)}`,
+    );
 
-  const oneOf = <T extends string>(name: string): T =>
-    value(name, (t) => {
-      const allowed = byName.get(name)!.values!;
-      if (!allowed.includes(t)) throw new Error(`expected one of ${allowed.join(', ')}`);
-      return t as T;
-    })!;
-  const logLevel = oneOf<LogLevel>('log-level');
+  const listen = value('listen', (t) => parseHostPortStrict(t, 0))!;
+  const brokerPorts = value('broker-port', parsePortMap) ?? new Map<number, number>();
+  for (const [node, port] of brokerPorts) {
+    if (port === listen.port)
+      fail('broker-port', get('broker-port'), `node ${node}'s port ${port} is the --listen port`);
+  }
+
+  const token = value('http-token', (t) => {
+    if (t === '') throw new Error('empty');
+    if (!/^[\x21-\x7e]+$/.test(t)) throw new Error('a space, control or non-ASCII character');
+    return t;
+  });
 
   const clusterSasl = (): SaslCredentials | undefined => {
-    const mechanism = get('cluster-sasl-mechanism');
-    const username = get('cluster-sasl-username');
-    const password = get('cluster-sasl-password');
+    const mechanism = oneOf<SaslMechanism>('cluster-sasl-mechanism');
+    const username = text('cluster-sasl-username');
+    const password = text('cluster-sasl-password');
     if (mechanism === undefined && username === undefined && password === undefined) return undefined;
-    if (mechanism === undefined || !(SASL_MECHANISMS as readonly string[]).includes(mechanism)) {
-      throw new ConfigError(
-        'cluster-sasl-mechanism',
-        mechanism ?? null,
-        `expected one of ${SASL_MECHANISMS.join(', ')}`,
-      );
+    if (mechanism === undefined) {
+      const given = username !== undefined ? 'cluster-sasl-username' : 'cluster-sasl-password';
+      return fail(given, get(given), `needs cluster-sasl-mechanism (one of ${SASL_MECHANISMS.join(', ')})`);
     }
-    if (!username)
-      throw new ConfigError(
-        'cluster-sasl-username',
-        username ?? null,
-        'required with cluster-sasl-mechanism',
-      );
+    if (username === undefined)
+      fail('cluster-sasl-username', undefined, 'required with cluster-sasl-mechanism');
     if (password === undefined)
-      throw new ConfigError('cluster-sasl-password', null, 'required with cluster-sasl-mechanism');
-    return { mechanism: mechanism as SaslMechanism, username, password };
+      fail('cluster-sasl-password', undefined, 'required with cluster-sasl-mechanism');
+    return { mechanism, username: username!, password: password! };
   };
 
   /** A certificate and its key: both or neither (a certificate alone would never be presented). */
   const certAndKey = (certName: string, keyName: string, what: string) => {
-    const cert = get(certName);
-    const key = get(keyName);
+    const cert = text(certName);
+    const key = text(keyName);
     if ((cert === undefined) !== (key === undefined)) {
-      throw new ConfigError(
-        cert === undefined ? certName : keyName,
-        null,
-        `${what} needs both a certificate and a key`,
-      );
+      fail(cert === undefined ? certName : keyName, undefined, `${what} needs both a certificate and a key`);
     }
     return cert !== undefined && key !== undefined ? { cert, key } : undefined;
   };
 
   const clientCertAndKey = certAndKey('client-tls-cert', 'client-tls-key', 'client TLS');
   const requireCert = bool('client-tls-require-cert');
-  if (requireCert && get('client-tls-ca') === undefined) {
-    throw new ConfigError('client-tls-ca', null, 'required when client-tls-require-cert is true');
+  const clientCa = text('client-tls-ca');
+  if (requireCert && clientCa === undefined) {
+    fail('client-tls-ca', undefined, 'required when client-tls-require-cert is true');
+  }
+  if ((requireCert || clientCa !== undefined) && clientCertAndKey === undefined) {
+    fail(
+      requireCert ? 'client-tls-require-cert' : 'client-tls-ca',
+      get(requireCert ? 'client-tls-require-cert' : 'client-tls-ca'),
+      'needs client-tls-cert and client-tls-key (the proxy serves plaintext without them)',
+    );
   }
   const brokerTls = bool('broker-tls');
   const brokerCertAndKey = certAndKey('broker-tls-cert', 'broker-tls-key', 'broker mutual TLS');
@@ -439,86 +677,127 @@ export function loadConfig(argv: readonly string[], env: NodeJS.ProcessEnv = pro
       (name) => get(name) !== undefined && (name !== 'broker-tls-insecure' || bool(name)),
     );
     if (ignored !== undefined) {
-      throw new ConfigError(
-        ignored,
-        get(ignored),
-        'needs broker-tls true (broker connections would be plaintext)',
-      );
+      fail(ignored, get(ignored), 'needs broker-tls true (broker connections would be plaintext)');
     }
   }
 
+  const dataDir = text('data-dir')!;
+  const storeTarget =
+    value('store', (t) => {
+      try {
+        return parseStoreUrl(t, dataDir);
+      } catch (err) {
+        // The store parsers name what is wrong and redact the URL themselves; the URL is not repeated.
+        const message = (err as Error).message;
+        const shown = shownValue('store', t.trim());
+        const at = message.indexOf(`${shown}: `);
+        throw new ConfigError('store', shown, at < 0 ? message : message.slice(at + shown.length + 2));
+      }
+    }) ?? parseStoreUrl(undefined, dataDir);
+  if (
+    storeTarget.kind === 'embedded' &&
+    raw.has('data-dir') &&
+    path.resolve(storeTarget.dir) !== path.resolve(dataDir)
+  ) {
+    fail(
+      'store',
+      get('store'),
+      `names the directory ${storeTarget.dir}, but --data-dir is ${dataDir}: give the directory once`,
+    );
+  }
+
+  const groupModes = <M extends string>(name: string): GroupModeOverride<M>[] =>
+    value(name, (t) => {
+      const parsed = parseGroupModes(t, byName.get(name)!.values! as readonly M[]);
+      if (parsed.length === 0) throw new Error('no override given');
+      return parsed;
+    }) ?? [];
+
+  const lagInclude = value('lag-groups-include', parsePatterns) ?? [];
+  const lagExclude = value('lag-groups-exclude', parsePatterns) ?? [];
+
   return {
     bootstrapServers,
-    listen: value('listen', parseHostPort)!,
-    advertisedHost: get('advertised-host'),
-    brokerPorts: value('broker-port', parsePortMap) ?? new Map(),
+    listen,
+    advertisedHost: value('advertised-host', (t) => {
+      if (!isHost(t)) throw new Error('not a host name or IP address');
+      return t;
+    }),
+    brokerPorts,
+    bindFailure: oneOf<'exit' | 'unready'>('bind-failure')!,
     store: get('store'),
-    dataDir: get('data-dir')!,
-    http: value('http', parseHostPort),
-    httpToken: nonEmpty('http-token'),
+    storeTarget,
+    dataDir: storeTarget.kind === 'embedded' ? storeTarget.dir : dataDir,
+    http: value('http', (t) => parseHostPortStrict(t, 0)),
+    httpToken: token,
     lag: {
-      intervalMs: int('lag-interval-ms', 0),
-      include: patternList('lag-groups-include'),
-      exclude: patternList('lag-groups-exclude'),
-      maxGroups: int('lag-max-groups', 1),
+      intervalMs: int('lag-interval-ms'),
+      include: lagInclude,
+      exclude: lagExclude,
+      maxGroups: int('lag-max-groups'),
     },
     metricsApiVersions: bool('metrics-api-versions'),
-    maxFrameSize: int('max-frame-size', 1024),
-    maxInFlight: int('max-in-flight', 1),
-    maxConnections: int('max-connections', 1),
-    maxBufferedRequestBytes: int('max-buffered-request-bytes', 1),
-    idleTimeoutMs: int('idle-timeout-ms', 0),
-    requestTimeoutMs: int('request-timeout-ms', 1),
-    shutdownTimeoutMs: int('shutdown-timeout-ms', 0),
-    clientTls: clientCertAndKey ? { ...clientCertAndKey, ca: get('client-tls-ca'), requireCert } : undefined,
+    maxFrameSize: int('max-frame-size'),
+    maxInFlight: int('max-in-flight'),
+    maxConnections: int('max-connections'),
+    maxBufferedRequestBytes: int('max-buffered-request-bytes'),
+    idleTimeoutMs: int('idle-timeout-ms'),
+    requestTimeoutMs: int('request-timeout-ms'),
+    shutdownTimeoutMs: int('shutdown-timeout-ms'),
+    clientTls: clientCertAndKey ? { ...clientCertAndKey, ca: clientCa, requireCert } : undefined,
     brokerTls: brokerTls
       ? {
-          ca: get('broker-tls-ca'),
+          ca: text('broker-tls-ca'),
           cert: brokerCertAndKey?.cert,
           key: brokerCertAndKey?.key,
           insecure: bool('broker-tls-insecure'),
         }
       : undefined,
-    logLevel,
-    storeTimeoutMs: int('store-timeout-ms', 1),
-    commitGuard: oneOf<CommitGuardMode>('commit-guard'),
-    commitGuardGroups: value('commit-guard-group', parseGroupOverrides) ?? [],
-    unknownTopics: oneOf<'allow' | 'reject'>('unknown-topics'),
-    fallback: oneOf<'none' | 'upstream'>('fallback'),
+    logLevel: oneOf<LogLevel>('log-level')!,
+    logFormat: oneOf<LogFormat>('log-format'),
+    storeTimeoutMs: int('store-timeout-ms'),
+    commitGuard: oneOf<CommitGuardMode>('commit-guard')!,
+    commitGuardGroups: groupModes<CommitGuardMode>('commit-guard-group'),
+    unknownTopics: oneOf<UnknownTopics>('unknown-topics')!,
+    unknownTopicsGroups: groupModes<UnknownTopics>('unknown-topics-group'),
+    fallback: oneOf<'none' | 'upstream'>('fallback')!,
     mirrorCommits: bool('mirror-commits'),
-    authorize: oneOf<'broker' | 'off'>('authorize'),
+    authorize: oneOf<'broker' | 'off'>('authorize')!,
     clusterSasl: clusterSasl(),
+    given: raw,
   };
 }
 
-function parsePortMap(text: string): Map<number, number> {
-  const map = new Map<number, number>();
-  for (const part of text
-    .split(',')
-    .map((s) => s.trim())
-    .filter(Boolean)) {
-    const m = /^(\d+)=(\d+)$/.exec(part);
-    if (!m) throw new Error(`expected node-id=port, got "${part}"`);
-    const port = Number(m[2]);
-    if (port < 1 || port > 65535) throw new Error(`port out of range in "${part}"`);
-    map.set(Number(m[1]), port);
+/** The option's help with its accepted values or range and its default, as --help and the docs show it. */
+export function describeOption(o: OptionSpec, code: (s: string) => string = (s) => s): string {
+  let text = o.help;
+  if (o.kind === 'enum') text += ` One of: ${o.values!.map(code).join(', ')}.`;
+  if (o.kind === 'group-modes') text += ` Modes: ${o.values!.map(code).join(', ')}.`;
+  if (o.kind === 'int') {
+    const unit = o.unit ? ` ${o.unit}` : '';
+    text += ` Range: ${code(`${o.min}`)} to ${code(`${o.max}`)}${unit}`;
+    text += o.zero !== undefined ? `, or ${code('0')}: ${o.zero}.` : '.';
   }
-  return map;
+  return text;
 }
 
 export function usage(): string {
   const lines = [
     'Usage: kafka-offset-proxy --bootstrap-server host:port[,host:port...] [options]',
-    '',
-    '       kafka-offset-proxy offsets <export|import|get|set|delete> ...   (see: kafka-offset-proxy offsets --help)',
+    '       kafka-offset-proxy offsets <groups|export|import|get|set|delete> ...   (see: kafka-offset-proxy offsets --help)',
+    '       kafka-offset-proxy --version | --help',
     '',
     'Options (each also as environment variable KOP_<NAME> or as a key of the --config YAML file;',
     'flags win over the environment, which wins over the file):',
   ];
   for (const o of OPTIONS) {
-    const values = o.values ? ` One of: ${o.values.join(', ')}.` : '';
     const def = o.default !== undefined ? ` (default ${o.default})` : '';
-    lines.push(`  --${o.name.padEnd(26)} ${o.help}${values}${def}`);
+    lines.push(`  --${o.name.padEnd(26)} ${describeOption(o)}${def}`);
   }
+  lines.push(
+    '',
+    'Exit codes: 0 stopped by SIGTERM/SIGINT, 1 shutdown deadline passed or failed, 2 bad configuration',
+    '(one line naming the option), 70 unexpected internal error.',
+  );
   return lines.join('\n');
 }

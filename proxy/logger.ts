@@ -1,8 +1,10 @@
 /**
- * Structured JSON logs: one line per event on stderr. Payloads and credentials are never passed
- * here; callers log identifiers (connection ids, api names), not bytes.
+ * Logs: one line per event on stderr, as a JSON object (`json`, for log collectors) or as readable
+ * text (`text`: time, level, event, then key=value fields). Payloads and credentials are never
+ * passed here; callers log identifiers (connection ids, api names), not bytes.
  */
 export type LogLevel = 'debug' | 'info' | 'warn' | 'error';
+export type LogFormat = 'text' | 'json';
 const rank: Record<LogLevel, number> = { debug: 10, info: 20, warn: 30, error: 40 };
 
 export interface Logger {
@@ -13,19 +15,25 @@ export interface Logger {
   child(fields: Record<string, unknown>): Logger;
 }
 
+/** text on a terminal, JSON otherwise (--log-format unset). */
+export function defaultLogFormat(stream: { isTTY?: boolean } = process.stderr): LogFormat {
+  return stream.isTTY ? 'text' : 'json';
+}
+
 export function createLogger(
   level: LogLevel = 'info',
   base: Record<string, unknown> = {},
   sink: (line: string) => void = (line) => process.stderr.write(line + '\n'),
+  format: LogFormat = 'json',
 ): Logger {
   const min = rank[level];
   const emit = (lvl: LogLevel, event: string, fields?: Record<string, unknown>): void => {
     if (rank[lvl] < min) return;
+    const time = new Date().toISOString();
     sink(
-      JSON.stringify(
-        { time: new Date().toISOString(), level: lvl, event, ...base, ...fields },
-        errorReplacer,
-      ),
+      format === 'json'
+        ? JSON.stringify({ time, level: lvl, event, ...base, ...fields }, errorReplacer)
+        : textLine(time, lvl, event, { ...base, ...fields }),
     );
   };
   return {
@@ -33,8 +41,30 @@ export function createLogger(
     info: (e, f) => emit('info', e, f),
     warn: (e, f) => emit('warn', e, f),
     error: (e, f) => emit('error', e, f),
-    child: (fields) => createLogger(level, { ...base, ...fields }, sink),
+    child: (fields) => createLogger(level, { ...base, ...fields }, sink, format),
   };
+}
+
+/** Fields every line of the process carries; the text form leaves them out (one program, one service). */
+const CONSTANT_FIELDS = new Set(['service']);
+
+function textLine(time: string, level: LogLevel, event: string, fields: Record<string, unknown>): string {
+  let line = `${time} ${level.toUpperCase().padEnd(5)} ${event}`;
+  for (const [key, value] of Object.entries(fields)) {
+    if (value === undefined || CONSTANT_FIELDS.has(key)) continue;
+    line += ` ${key}=${textValue(value)}`;
+  }
+  return line;
+}
+
+/** A bare word when it reads unambiguously, otherwise JSON (quoted, escaped: one line always). */
+function textValue(value: unknown): string {
+  if (value instanceof Error) return textValue(value.message);
+  if (typeof value === 'string') return /^[\w.:/@+*,-]+$/.test(value) ? value : JSON.stringify(value);
+  if (typeof value === 'number' || typeof value === 'boolean' || typeof value === 'bigint')
+    return String(value);
+  if (value === null) return 'null';
+  return JSON.stringify(value, errorReplacer) ?? String(value);
 }
 
 function errorReplacer(_key: string, value: unknown): unknown {

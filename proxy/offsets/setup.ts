@@ -1,4 +1,5 @@
 /** Builds the offset service from the configuration: the store, the cluster client, the guards. */
+import type { StoreTarget } from '../../backends/open-store.js';
 import type { OffsetStore } from '../../backends/store.js';
 import { BrokerMap } from '../broker-map.js';
 import { ClusterClient } from '../cluster-client.js';
@@ -20,14 +21,24 @@ export interface OffsetServiceHandle {
 }
 
 export async function openOffsetStore(config: ProxyConfig, log?: Logger): Promise<OffsetStore> {
-  const { openStore } = await import('../../backends/open-store.js');
-  return openStore(config.store, {
-    dataDir: config.dataDir,
+  const { openStoreTarget } = await import('../../backends/open-store.js');
+  return openStoreTarget(config.storeTarget, {
     operationTimeoutMs: config.storeTimeoutMs,
     ...(log
       ? { notice: (message: string, fields: Record<string, unknown>) => log.info(message, fields) }
       : {}),
   });
+}
+
+/** The TCP endpoints of a networked store (probed to tell why it does not answer); none for local ones. */
+export function storeEndpoints(target: StoreTarget): { host: string; port: number }[] {
+  if (target.kind === 'redis') return target.redis.endpoints;
+  if (target.kind === 'zookeeper')
+    return target.zookeeper.connectString.split(',').map((hp) => {
+      const colon = hp.lastIndexOf(':');
+      return { host: hp.slice(0, colon), port: Number(hp.slice(colon + 1)) };
+    });
+  return [];
 }
 
 export function createOffsetService(
@@ -50,6 +61,7 @@ export function createOffsetService(
     store,
     guards: new GuardPolicy(config.commitGuard, config.commitGuardGroups),
     unknownTopics: config.unknownTopics,
+    unknownTopicsGroups: config.unknownTopicsGroups,
     fallbackUpstream: config.fallback === 'upstream',
     mirrorCommits: config.mirrorCommits,
     lookups,

@@ -77,7 +77,9 @@ export async function spawnProxy(
   const port = await freePortRange();
   // The embedded store's default directory is relative to the working directory: a test gets its own.
   const dataDir =
-    args.includes('--data-dir') || env['KOP_DATA_DIR'] !== undefined
+    args.includes('--data-dir') ||
+    args.some((a) => a.startsWith('embedded:')) ||
+    env['KOP_DATA_DIR'] !== undefined
       ? []
       : ['--data-dir', mkdtempSync(path.join(os.tmpdir(), 'kop-cli-data-'))];
   const child = spawn(

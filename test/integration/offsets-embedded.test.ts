@@ -5,7 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, test } from 'vitest';
 import { EmbeddedStore } from '../../backends/embedded-store.js';
-import { fetchCommittedOffsets, kafkajsClient } from '../bed/clients/kafkajs.js';
+import { createTopics, fetchCommittedOffsets, kafkajsClient } from '../bed/clients/kafkajs.js';
 import { commitStopResume } from '../bed/clients/scenarios.js';
 import { decodeResponseFrame, encodeRequestFrame } from '../../protocol/frames.js';
 import { ApiKey } from '../../protocol/messages/index.js';
@@ -48,7 +48,9 @@ describe('offsets on the embedded store, single broker', () => {
     // requests concurrently, and an LMDB write is applied after the event-loop turn: the fetch
     // read the old offset (2,987 of 3,000 in the load run's generator).
     const group = `ryw-${Date.now()}`;
-    const topic = 'ryw-topic';
+    // A topic the cluster has: commits to others are refused as a broker refuses them.
+    const topic = `ryw-topic-${Date.now()}`;
+    await createTopics({ bootstrap: brokerBootstrap }, [{ topic, partitions: 1 }]);
     const client = await RawClient.connect(proxy.bootstrap);
     try {
       const frames: Buffer[] = [];

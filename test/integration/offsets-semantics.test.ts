@@ -74,6 +74,23 @@ async function commit(client: RawClient, version: number, a: CommitArgs): Promis
   return r.topics.flatMap((t) => t.partitions.map((p) => p.errorCode));
 }
 
+/** The error code of each committed partition, by "topic/partition" (a broker may answer in another order). */
+async function commitByPartition(
+  client: RawClient,
+  version: number,
+  a: CommitArgs,
+): Promise<Record<string, number>> {
+  const r = await client.request<OffsetCommitResponse>(
+    ApiKey.OffsetCommit,
+    version,
+    correlation++,
+    commitBody(version, a),
+  );
+  return Object.fromEntries(
+    r.topics.flatMap((t) => t.partitions.map((p) => [`${t.name}/${p.partitionIndex}`, p.errorCode])),
+  );
+}
+
 async function fetchV8(client: RawClient, group: string, topic: string | null, partitions: number[]) {
   const r = await client.request<OffsetFetchResponse>(ApiKey.OffsetFetch, 8, correlation++, {
     ...defaultOffsetFetchRequest(),
@@ -383,7 +400,9 @@ describe('proxy options', () => {
     const client = await RawClient.connect(proxy.bootstrap);
     try {
       const group = uniqueName('cas');
-      const topic = 'any-topic';
+      // A topic the cluster has: commits to others are refused as a broker refuses them.
+      const topic = uniqueName('cas-topic');
+      await createTopics({ bootstrap: brokerBootstrap }, [{ topic, partitions: 2, replicationFactor: 1 }]);
       expect(
         await commit(client, 8, {
           group,
@@ -435,46 +454,92 @@ describe('proxy options', () => {
     }
   });
 
-  test('--unknown-topics reject refuses offsets of topics the cluster lacks; the default stores them (mirroring)', async () => {
+  test('unknown topics: refused by default as a broker refuses them; allow stores them (mirroring), also per group', async () => {
     const topic = uniqueName('exists');
     await createTopics({ bootstrap: brokerBootstrap }, [{ topic, partitions: 2, replicationFactor: 1 }]);
-    const rejecting = await startOffsetProxy(brokerBootstrap, store, ['--unknown-topics', 'reject']);
-    const allowing = await startOffsetProxy(brokerBootstrap, store);
-    const r = await RawClient.connect(rejecting.bootstrap);
+    const byDefault = await startOffsetProxy(brokerBootstrap, store);
+    const allowing = await startOffsetProxy(brokerBootstrap, store, ['--unknown-topics', 'allow']);
+    const perGroup = await startOffsetProxy(brokerBootstrap, store, [
+      '--unknown-topics-group',
+      'mirror-*=allow',
+    ]);
+    const r = await RawClient.connect(byDefault.bootstrap);
     const a = await RawClient.connect(allowing.bootstrap);
+    const p = await RawClient.connect(perGroup.bootstrap);
     try {
-      const group = uniqueName('mirror');
-      expect(
-        await commit(r, 8, {
+      const group = uniqueName('plain');
+      const missing = 'no-such-topic-' + group;
+      const twoPartitions = {
+        topic,
+        partitions: [
+          { partition: 0, offset: 1n },
+          { partition: 5, offset: 1n },
+        ],
+      };
+      const viaProxy = {
+        ...(await commitByPartition(r, 8, {
           group,
-          topic: 'no-such-topic-' + group,
+          topic: missing,
           partitions: [{ partition: 0, offset: 1n }],
-        }),
-      ).toEqual([E.UNKNOWN_TOPIC_OR_PARTITION]);
-      expect(
-        await commit(r, 8, {
-          group,
-          topic,
-          partitions: [
-            { partition: 0, offset: 1n },
-            { partition: 5, offset: 1n },
-          ],
-        }),
-      ).toEqual([E.NONE, E.UNKNOWN_TOPIC_OR_PARTITION]);
+        })),
+        ...(await commitByPartition(r, 8, { group, ...twoPartitions })),
+      };
+      expect(viaProxy).toEqual({
+        [`${missing}/0`]: E.UNKNOWN_TOPIC_OR_PARTITION,
+        [`${topic}/0`]: E.NONE,
+        [`${topic}/5`]: E.UNKNOWN_TOPIC_OR_PARTITION,
+      });
+      // The broker answers the same for the same commits.
+      const direct = await RawClient.connect(brokerBootstrap);
+      try {
+        const other = uniqueName('direct');
+        expect({
+          ...(await commitByPartition(direct, 8, {
+            group: other,
+            topic: missing,
+            partitions: [{ partition: 0, offset: 1n }],
+          })),
+          ...(await commitByPartition(direct, 8, { group: other, ...twoPartitions })),
+        }).toEqual(viaProxy);
+      } finally {
+        direct.close();
+      }
+      const mirror = uniqueName('mirror');
       expect(
         await commit(a, 8, {
-          group,
+          group: mirror,
           topic: 'other-cluster-topic',
           partitions: [{ partition: 9, offset: 77n }],
         }),
       ).toEqual([E.NONE]);
-      const stored = (await store.fetch(group, null)).map((o) => `${o.topic}/${o.partition}=${o.offset}`);
-      expect(stored.sort()).toEqual(['other-cluster-topic/9=77', `${topic}/0=1`].sort());
+      expect((await store.fetch(group, null)).map((o) => `${o.topic}/${o.partition}=${o.offset}`)).toEqual([
+        `${topic}/0=1`,
+      ]);
+      expect((await store.fetch(mirror, null)).map((o) => `${o.topic}/${o.partition}=${o.offset}`)).toEqual([
+        'other-cluster-topic/9=77',
+      ]);
+      // --unknown-topics-group: allow for the mirror-* groups, the default (reject) for the rest.
+      expect(
+        await commit(p, 8, {
+          group: `mirror-${group}`,
+          topic: 'elsewhere',
+          partitions: [{ partition: 0, offset: 3n }],
+        }),
+      ).toEqual([E.NONE]);
+      expect(
+        await commit(p, 8, {
+          group: `other-${group}`,
+          topic: 'elsewhere',
+          partitions: [{ partition: 0, offset: 3n }],
+        }),
+      ).toEqual([E.UNKNOWN_TOPIC_OR_PARTITION]);
     } finally {
       r.close();
       a.close();
-      await rejecting.stop();
+      p.close();
+      await byDefault.stop();
       await allowing.stop();
+      await perGroup.stop();
     }
   });
 });

@@ -35,6 +35,8 @@ describe('the checker itself', () => {
     const store = await openStore('memory://');
     const proxy = await startOffsetProxy(brokerBootstrap, store);
     const topic = uniqueName('checker');
+    // Commits to a topic the cluster lacks are refused, as a broker refuses them.
+    await createTopics({ bootstrap: brokerBootstrap }, [{ topic, partitions: 2 }]);
     const groups = [`${topic}-a`, `${topic}-b`];
     const checker = new CommitChecker({ target: () => proxy.bootstrap, groups, topic, partitions: 2 });
     try {
@@ -160,6 +162,7 @@ describe('ZooKeeper restarted mid-run (store zk://)', () => {
       '1000',
     ]);
     const topic = uniqueName('zk-restart');
+    await createTopics({ bootstrap: brokerBootstrap }, [{ topic, partitions: 2 }]);
     const groups = Array.from({ length: 4 }, (_, i) => `${topic}-raw-${i}`);
     const checker = new CommitChecker({ target: () => proxy.bootstrap, groups, topic, partitions: 2 });
     let store: OffsetStore | undefined;

@@ -11,6 +11,7 @@
 import { expect } from 'vitest';
 import { openStore } from '../../backends/open-store.js';
 import type { OffsetStore } from '../../backends/store.js';
+import { createTopics } from '../bed/clients/kafkajs.js';
 import { ensureBuilt, spawnProxy } from '../harness/proxy.js';
 import { CommitChecker, rssOf } from './commit-checker.js';
 import type { Violation } from './commit-checker.js';
@@ -70,6 +71,8 @@ function errorDiff(after: Record<number, number>, before: Record<number, number>
 
 export async function runStoreFault(o: StoreFaultOptions): Promise<StoreFaultResult> {
   await ensureBuilt();
+  // Commits to a topic the cluster lacks are refused, as a broker refuses them.
+  await createTopics({ bootstrap: o.brokerBootstrap }, [{ topic: o.topic, partitions: o.partitions ?? 2 }]);
   const proxy = await spawnProxy([
     '--bootstrap-server',
     o.brokerBootstrap,

@@ -61,7 +61,11 @@ function secretsFor(container: any, objects: K8sObject[]): SecretValues {
   for (const e of container.env ?? []) {
     const ref = e.valueFrom?.secretKeyRef;
     if (ref && !(ref.name in rendered)) {
-      secrets[ref.name] = { ...secrets[ref.name], [ref.key]: `secret-${ref.name}-${ref.key}` };
+      // A store URL must be one the proxy accepts: it is checked at start.
+      const value = /url/i.test(ref.key)
+        ? `redis://secret-${ref.name}-${ref.key}:6379`
+        : `secret-${ref.name}-${ref.key}`;
+      secrets[ref.name] = { ...secrets[ref.name], [ref.key]: value };
     }
   }
   return secrets;
