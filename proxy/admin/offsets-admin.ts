@@ -122,10 +122,62 @@ function lineToWrite(l: OffsetLine): OffsetWrite {
 }
 
 /** Lines by group, in first-seen order. */
-function byGroup(lines: OffsetLine[]): Map<string, OffsetLine[]> {
+export function byGroup(lines: OffsetLine[]): Map<string, OffsetLine[]> {
   const groups = new Map<string, OffsetLine[]>();
-  for (const l of lines) groups.set(l.group, [...(groups.get(l.group) ?? []), l]);
+  for (const l of lines) {
+    const list = groups.get(l.group);
+    if (list) list.push(l);
+    else groups.set(l.group, [l]);
+  }
   return groups;
+}
+
+/** Called as work advances: `done` of `total` units (groups for exports, offsets for imports). */
+export type OnProgress = (done: number, total: number) => void;
+
+/** Groups read from the store at once by exports and listings (network stores answer in parallel). */
+const READ_CONCURRENCY = 8;
+
+/**
+ * Runs `work` on every item, at most `limit` at a time; results in the items' order. Store reads
+ * may settle within the microtask queue: the event loop is given back every 50 items.
+ */
+async function mapLimited<T, R>(
+  items: readonly T[],
+  limit: number,
+  work: (item: T) => Promise<R>,
+): Promise<R[]> {
+  const results = new Array<R>(items.length);
+  let next = 0;
+  const worker = async (): Promise<void> => {
+    while (next < items.length) {
+      const i = next++;
+      results[i] = await work(items[i]!);
+      if (i % 50 === 49) await nextTurn();
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+  return results;
+}
+
+/** One group of a store, as `offsets groups` lists it. */
+export interface GroupSummary {
+  group: string;
+  partitions: number;
+  /** Milliseconds since the epoch of the newest commit; null when the group has no offsets. */
+  lastCommit: number | null;
+}
+
+export async function groupSummaries(store: OffsetStore, onProgress?: OnProgress): Promise<GroupSummary[]> {
+  const names = (await store.listGroups()).sort();
+  let done = 0;
+  return mapLimited(names, READ_CONCURRENCY, async (group) => {
+    const offsets = await store.fetch(group, null);
+    let last: bigint | null = null;
+    for (const o of offsets) if (last === null || o.commitTimestamp > last) last = o.commitTimestamp;
+    onProgress?.(++done, names.length);
+    return { group, partitions: offsets.length, lastCommit: last === null ? null : Number(last) };
+  });
 }
 
 function compareLines(a: OffsetLine, b: OffsetLine): number {
@@ -213,15 +265,19 @@ export async function deleteOffsets(
 }
 
 /** Every stored offset of the groups (all groups when none are named). */
-export async function exportFromStore(store: OffsetStore, groups?: string[]): Promise<OffsetLine[]> {
+export async function exportFromStore(
+  store: OffsetStore,
+  groups?: string[],
+  onProgress?: OnProgress,
+): Promise<OffsetLine[]> {
   const names = groups && groups.length > 0 ? groups : await store.listGroups();
-  const lines: OffsetLine[] = [];
-  for (const [i, group] of names.entries()) {
-    lines.push(...(await getOffsets(store, group)));
-    // Store reads may settle within the microtask queue: give the event loop back now and then.
-    if (i % 50 === 49) await nextTurn();
-  }
-  return sortLines(lines);
+  let done = 0;
+  const perGroup = await mapLimited(names, READ_CONCURRENCY, async (group) => {
+    const lines = await getOffsets(store, group);
+    onProgress?.(++done, names.length);
+    return lines;
+  });
+  return sortLines(perGroup.flat());
 }
 
 /**
@@ -233,8 +289,10 @@ export async function importToStore(
   store: OffsetStore,
   lines: OffsetLine[],
   guard: AdminGuard = {},
+  onProgress?: OnProgress,
 ): Promise<number> {
   let written = 0;
+  let done = 0;
   const refused: string[] = [];
   for (const [group, ls] of byGroup(lines)) {
     const outcome = await adminCommit(
@@ -246,6 +304,8 @@ export async function importToStore(
     else if (outcome.status !== 'ok')
       throw new AdminError(`import of group ${group} refused (${outcome.status})`, 'conflict');
     else written += ls.length;
+    done += ls.length;
+    onProgress?.(done, lines.length);
   }
   if (refused.length > 0) throw new GroupNotEmptyError(refused, `imported ${written} offsets; `);
   return written;
@@ -277,11 +337,13 @@ export async function exportFromCluster(
   cluster: ClusterClient,
   lookups: BrokerLookups,
   groups?: string[],
+  onProgress?: OnProgress,
 ): Promise<OffsetLine[]> {
   const names = groups && groups.length > 0 ? groups : await listClusterGroups(cluster);
   const lines: OffsetLine[] = [];
   const now = BigInt(Date.now());
-  for (const group of names) {
+  for (const [i, group] of names.entries()) {
+    onProgress?.(i, names.length);
     const fetched = await lookups.fetchOffsets(group, null, false);
     if (fetched.errorCode !== ErrorCode.NONE) {
       throw new AdminError(
