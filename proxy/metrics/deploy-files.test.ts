@@ -111,6 +111,16 @@ describe('docker-compose and Prometheus configuration', () => {
     expect(env['KOP_STORE']).toMatch(/^redis:\/\/redis:6379/);
   });
 
+  it('runs Redis with the durable settings docs/stores.md recommends', () => {
+    const args = (services['redis'].command as string[]).join(' ');
+    const stores = read('docs/stores.md');
+    expect(stores).toMatch(/`appendonly yes` and `appendfsync always`/);
+    expect(stores).toMatch(/`maxmemory-policy noeviction`/);
+    expect(args).toContain('--appendonly yes');
+    expect(args).toContain('--appendfsync always');
+    expect(args).toContain('--maxmemory-policy noeviction');
+  });
+
   it('has Prometheus scrape the proxy on its HTTP port with its token', () => {
     const env = services['proxy'].environment as Record<string, string>;
     const httpPort = env['KOP_HTTP']!.split(':')[1];
