@@ -161,6 +161,50 @@ describe('listeners that cannot be bound', () => {
   });
 });
 
+describe('a proxy started before its cluster', () => {
+  test('/readyz opens the broker ports once the cluster answers, and is 200 only then', async () => {
+    // The bootstrap address is a forwarder to the broker that is not there yet.
+    const forwardPort = await freePort();
+    const [kafkaHost, kafkaPort] = kafka.split(',')[0]!.split(':') as [string, string];
+    const base = await freePortRange();
+    const httpPort = await freePort();
+    const cli = startCli([
+      ...['--bootstrap-server', `127.0.0.1:${forwardPort}`, '--listen', `127.0.0.1:${base}`],
+      ...['--store', 'memory://', '--http', `127.0.0.1:${httpPort}`, '--request-timeout-ms', '2000'],
+    ]);
+    let forwarder: net.Server | undefined;
+    try {
+      await cli.waitFor(/"http listening"/);
+      const before = await readyz(httpPort);
+      expect(before.status).toBe(503);
+      expect(before.body.checks['broker']!.ok).toBe(false);
+      expect(cli.output()).not.toMatch(/"role":"broker"/);
+      forwarder = net.createServer((client) => {
+        const upstream = net.connect({ host: kafkaHost, port: Number(kafkaPort) });
+        client.pipe(upstream).pipe(client);
+        client.on('error', () => upstream.destroy());
+        upstream.on('error', () => client.destroy());
+      });
+      await new Promise<void>((r) => forwarder!.listen({ host: '127.0.0.1', port: forwardPort }, () => r()));
+      await eventually('readyz 200', async () => (await readyz(httpPort)).status === 200);
+      // No client has connected: the readiness check opened the broker's port.
+      expect(cli.output()).toMatch(
+        new RegExp(`"role":"broker","node":${nodeId},"host":"127.0.0.1","port":${base + 1 + nodeId}`),
+      );
+      await new Promise<void>((resolve, reject) => {
+        const s = net.connect({ host: '127.0.0.1', port: base + 1 + nodeId }, () => {
+          s.destroy();
+          resolve();
+        });
+        s.once('error', reject);
+      });
+    } finally {
+      expect(await cli.stop()).toBe(0);
+      forwarder?.close();
+    }
+  });
+});
+
 describe('store health', () => {
   let redis: RedisServer;
   beforeAll(async () => {
