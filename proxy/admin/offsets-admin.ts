@@ -372,7 +372,12 @@ export async function exportFromCluster(
 }
 
 /** Commits the lines at the cluster's coordinators, as an admin tool does (the group must be empty there). */
-export async function importToCluster(lookups: BrokerLookups, lines: OffsetLine[]): Promise<number> {
+export async function importToCluster(
+  lookups: BrokerLookups,
+  lines: OffsetLine[],
+  onProgress?: OnProgress,
+): Promise<number> {
+  let done = 0;
   for (const [group, ls] of byGroup(lines)) {
     const refused = await lookups.mirrorCommit(
       group,
@@ -384,6 +389,8 @@ export async function importToCluster(lookups: BrokerLookups, lines: OffsetLine[
         `the cluster refused ${refused} partitions of group ${group} (is it empty?)`,
         'conflict',
       );
+    done += ls.length;
+    onProgress?.(done, lines.length);
   }
   return lines.length;
 }

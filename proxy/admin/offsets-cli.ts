@@ -341,7 +341,7 @@ export async function offsetsMain(argv: string[], env: NodeJS.ProcessEnv = proce
         try {
           n =
             side('to') === 'cluster'
-              ? await importToCluster(clusterSide().lookups, lines)
+              ? await importToCluster(clusterSide().lookups, lines, onProgress)
               : await importToStore(await openTheStore(), lines, guard(), onProgress);
         } finally {
           progress.end();
