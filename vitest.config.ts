@@ -8,6 +8,8 @@ export default defineConfig({
       {
         test: {
           name: 'unit',
+          // Behaviour, not speed: CPU-bound property tests must pass on a loaded machine as well.
+          testTimeout: 60_000,
           include: [
             'protocol/**/*.test.ts',
             'proxy/**/*.test.ts',
