@@ -55,6 +55,8 @@ export interface StartKafkaOptions {
    * own traffic need no certificates.
    */
   tls?: KafkaTlsOptions;
+  /** More server.properties lines (`key=value`), after the bed's own, so they win. */
+  serverProperties?: string[];
 }
 
 export interface KafkaTlsOptions {
@@ -259,6 +261,7 @@ function serverProperties(
       );
     }
   }
+  if (opts.serverProperties) lines.push(...opts.serverProperties);
   return lines.join('\n') + '\n';
 }
 

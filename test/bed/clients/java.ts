@@ -216,6 +216,13 @@ export interface JavaClient extends BedClient {
     replicationFactor?: number,
   ): Promise<boolean>;
   deleteGroup(target: ClientTarget, group: string): Promise<void>;
+  /** Admin.listConsumerGroups: each group with the state the client reports. */
+  listGroups(target: ClientTarget): Promise<{ group: string; state: string }[]>;
+  /** Admin.describeConsumerGroups of one group. */
+  describeGroup(
+    target: ClientTarget,
+    group: string,
+  ): Promise<{ state: string; members: number; simple: boolean }>;
   /** Runs the driver with raw arguments (plus the target's); returns its JSON lines. */
   run(target: ClientTarget, args: string[], timeoutMs?: number): Promise<Record<string, unknown>[]>;
 }
@@ -360,6 +367,25 @@ export async function javaClient(
 
     async deleteGroup(target, group) {
       await run(target, ['admin', 'delete-group', '--group', group]);
+    },
+
+    async listGroups(target) {
+      return (await run(target, ['admin', 'list-groups']))
+        .filter((l) => l['type'] === 'group')
+        .map((l) => ({ group: String(l['group']), state: String(l['state']) }));
+    },
+
+    async describeGroup(target, group) {
+      const line = single(
+        await run(target, ['admin', 'describe-group', '--group', group]),
+        'described',
+        'describe-group',
+      );
+      return {
+        state: String(line['state']),
+        members: Number(line['members']),
+        simple: line['simple'] === true,
+      };
     },
   };
 }

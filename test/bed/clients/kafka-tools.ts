@@ -200,6 +200,29 @@ export async function describeConsumerGroup(
     .sort((a, b) => (a.topic === b.topic ? a.partition - b.partition : a.topic < b.topic ? -1 : 1));
 }
 
+/** `kafka-consumer-groups --bootstrap-server B <args>`; resolves with its stdout (exit 0 required). */
+export async function consumerGroups(
+  classpath: string,
+  target: ClientTarget,
+  args: string[],
+): Promise<string> {
+  const result = await runTool(classpath, 'consumerGroupCommand', target, (config) => [
+    '--bootstrap-server',
+    target.bootstrap,
+    ...args,
+    ...(config ? ['--command-config', config] : []),
+  ]);
+  return result.stdout;
+}
+
+/** `kafka-consumer-groups --list`: the group names, one per line. */
+export async function listConsumerGroups(classpath: string, target: ClientTarget): Promise<string[]> {
+  return (await consumerGroups(classpath, target, ['--list']))
+    .split('\n')
+    .map((l) => l.trim())
+    .filter((l) => l !== '');
+}
+
 export type ResetTarget = 'earliest' | 'latest' | { offset: number } | { shiftBy: number };
 
 /** `kafka-consumer-groups --reset-offsets` for one topic; executes unless `dryRun`. Returns the new offsets. */

@@ -48,7 +48,7 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *            [--protocol classic|consumer] [--timeout-ms MS] [--abort-first]
  *   warmup   (loads the client classes without a broker, to record a class-data-sharing archive)
  *   admin describe-cluster | group-offsets --group G | create-topic --topic T [--partitions P]
- *            [--replication-factor R] | delete-group --group G
+ *            [--replication-factor R] | delete-group --group G | list-groups | describe-group --group G
  * Common: --sasl-mechanism PLAIN|SCRAM-SHA-256|SCRAM-SHA-512 --username U --password P
  */
 public final class Driver {
@@ -75,6 +75,8 @@ public final class Driver {
         case "admin group-offsets" -> groupOffsets(args);
         case "admin create-topic" -> createTopic(args);
         case "admin delete-group" -> deleteGroup(args);
+        case "admin list-groups" -> listGroups(args);
+        case "admin describe-group" -> describeGroup(args);
         default -> throw new IllegalArgumentException("unknown command: " + command);
       }
     } catch (Throwable e) {
@@ -339,6 +341,47 @@ public final class Driver {
       admin.deleteConsumerGroups(List.of(group)).all().get(30, TimeUnit.SECONDS);
     }
     emit(new Json().put("type", "group-deleted").put("group", group));
+  }
+
+  /** Admin.listConsumerGroups: one line per group, with its state as the client reports it. */
+  static void listGroups(Args args) throws Exception {
+    try (Admin admin = Admin.create(common(args))) {
+      for (Object listing : admin.listConsumerGroups().all().get(30, TimeUnit.SECONDS)) {
+        emit(new Json().put("type", "group").put("group", (String) call(listing, "groupId")).put("state", stateName(call(listing, "groupState", "state"))));
+      }
+    }
+    emit(new Json().put("type", "listed"));
+  }
+
+  /** Admin.describeConsumerGroups of one group: state, members and partition assignor. */
+  static void describeGroup(Args args) throws Exception {
+    String group = args.required("group");
+    try (Admin admin = Admin.create(common(args))) {
+      Object d = admin.describeConsumerGroups(List.of(group)).describedGroups().get(group).get(30, TimeUnit.SECONDS);
+      Collection<?> members = (Collection<?>) call(d, "members");
+      emit(new Json().put("type", "described").put("group", group).put("state", stateName(call(d, "groupState", "state"))).put("members", members.size()).put("simple", call(d, "isSimpleConsumerGroup")));
+    }
+  }
+
+  /**
+   * The first of these no-argument methods that exists: 4.x renamed `state()` to `groupState()`,
+   * and the driver compiles against 3.9 and 4.x alike.
+   */
+  static Object call(Object target, String... names) throws Exception {
+    for (String name : names) {
+      try {
+        return target.getClass().getMethod(name).invoke(target);
+      } catch (NoSuchMethodException e) {
+        // try the next name
+      }
+    }
+    throw new NoSuchMethodException(target.getClass().getName() + "." + String.join("/", names));
+  }
+
+  /** An Optional<state> or a state, as its name ("Empty", "Stable", ...). */
+  static String stateName(Object state) {
+    if (state instanceof java.util.Optional<?> o) return o.map(String::valueOf).orElse("");
+    return String.valueOf(state);
   }
 
   // ---------------------------------------------------------------- configuration
