@@ -305,6 +305,37 @@ export class ClusterClient {
     return body.nodeId;
   }
 
+  /**
+   * The coordinators of many groups: one FindCoordinator naming them all where the broker batches
+   * keys (v4+, Kafka 3.0+), one per group before. Groups without a coordinator (an error for that
+   * key) are left out.
+   */
+  async coordinatorsOf(groups: readonly string[]): Promise<Map<string, number>> {
+    const out = new Map<string, number>();
+    if (groups.length === 0) return out;
+    if ((await this.versionFor('any', ApiKey.FindCoordinator)) < 4) {
+      for (const g of groups) {
+        try {
+          out.set(g, await this.coordinatorOf(g));
+        } catch {
+          // no coordinator for this one now
+        }
+      }
+      return out;
+    }
+    const { body } = await this.request<FindCoordinatorResponse>('any', ApiKey.FindCoordinator, {
+      ...defaultFindCoordinatorRequest(),
+      keyType: 0,
+      coordinatorKeys: [...groups],
+    });
+    for (const c of body.coordinators) {
+      if (c.errorCode !== 0) continue;
+      this.opts.brokers.learn(c.nodeId, { host: c.host, port: c.port });
+      out.set(c.key, c.nodeId);
+    }
+    return out;
+  }
+
   close(): void {
     for (const ch of this.channels.values()) ch.close();
     this.channels.clear();

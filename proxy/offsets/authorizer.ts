@@ -39,6 +39,9 @@ const PROBE_PARTITION = 2147483647;
 const COMMIT_PROBE_VERSION = 2;
 const FETCH_PROBE_VERSION = 2;
 const DELETE_PROBE_VERSION = 0;
+/** OffsetFetch v8 (Kafka 3.0+) carries many groups; at most this many per probe. */
+const BATCH_FETCH_PROBE_VERSION = 8;
+const BATCH_PROBE_GROUPS = 1000;
 
 type Verdict = 'allowed' | 'denied' | 'undecided';
 
@@ -161,6 +164,44 @@ export class BrokerAuthorizer {
         return { groupError: ErrorCode.COORDINATOR_NOT_AVAILABLE, deniedTopics: new Set() };
     }
     return { groupError: ErrorCode.NONE, deniedTopics: denied };
+  }
+
+  /**
+   * Which of `groups` the client may DESCRIBE (group tools listing groups the broker does not
+   * hold): one OffsetFetch v8 naming them all with no topics, where the broker authorizes each group
+   * and answers it on its own. Cached like every verdict; an undecided group is left out.
+   */
+  async describableGroups(info: RequestInfo, groups: readonly string[]): Promise<Set<string>> {
+    const ask = info.askBroker;
+    if (!ask) return new Set(groups);
+    const conn = info.connectionId;
+    const key = (g: string) => `describe\u0000g\u0000${g}`;
+    const allowed = new Set<string>();
+    const missing: string[] = [];
+    for (const g of groups) {
+      const v = this.cached(conn, key(g));
+      if (v === 'allowed') allowed.add(g);
+      else if (v === undefined) missing.push(g);
+    }
+    for (let i = 0; i < missing.length; i += BATCH_PROBE_GROUPS) {
+      const batch = missing.slice(i, i + BATCH_PROBE_GROUPS);
+      try {
+        const r = (await ask(ApiKey.OffsetFetch, BATCH_FETCH_PROBE_VERSION, {
+          ...defaultOffsetFetchRequest(),
+          groups: batch.map((groupId) => ({ groupId, memberId: null, memberEpoch: -1, topics: [] })),
+        })) as OffsetFetchResponse;
+        for (const g of r.groups) {
+          // Anything but the refusal comes after the group was authorized (NOT_COORDINATOR, ...).
+          const verdict: Verdict =
+            g.errorCode === ErrorCode.GROUP_AUTHORIZATION_FAILED ? 'denied' : 'allowed';
+          this.remember(conn, key(g.groupId), verdict);
+          if (verdict === 'allowed') allowed.add(g.groupId);
+        }
+      } catch {
+        // undecided: left out of this answer, asked again next time
+      }
+    }
+    return allowed;
   }
 
   private async probeCommit(

@@ -5,7 +5,13 @@
  */
 import { GuardError } from '../../backends/store.js';
 import type { CommitIdentity, GroupUpdate, OffsetStore, OffsetWrite } from '../../backends/store.js';
+import type { ConsumerGroupDescribeRequest } from '../../protocol/messages/consumer-group-describe-request.js';
+import type { ConsumerGroupDescribeResponse } from '../../protocol/messages/consumer-group-describe-response.js';
 import type { DeleteGroupsResponse } from '../../protocol/messages/delete-groups-response.js';
+import type { DescribeGroupsRequest } from '../../protocol/messages/describe-groups-request.js';
+import type { DescribeGroupsResponse } from '../../protocol/messages/describe-groups-response.js';
+import type { ListGroupsRequest } from '../../protocol/messages/list-groups-request.js';
+import type { ListGroupsResponse } from '../../protocol/messages/list-groups-response.js';
 import { ApiKey, getApiCodec } from '../../protocol/messages/index.js';
 import type { OffsetCommitRequest } from '../../protocol/messages/offset-commit-request.js';
 import type { OffsetCommitResponse } from '../../protocol/messages/offset-commit-response.js';
@@ -18,6 +24,8 @@ import type { BrokerLookups } from './broker-lookups.js';
 import type { GuardPolicy } from './guard-policy.js';
 import { GroupModes } from './group-modes.js';
 import type { GroupModeOverride } from './group-modes.js';
+import { GroupViews } from './group-views.js';
+import type { StoreGroupIndex } from './store-groups.js';
 import { afterDeleteGroups, MembershipRecorder, membershipUpdate, OBSERVED_APIS } from './membership.js';
 import { handleOffsetCommit } from './offset-commit.js';
 import type { CommitDeps, CommitRefusal } from './offset-commit.js';
@@ -101,14 +109,24 @@ export interface OffsetServiceOptions {
   metrics?: OffsetServiceMetrics;
   /** Checks the cluster's ACLs for each client (the default); null: no checks (`--authorize off`). */
   authorizer: BrokerAuthorizer | null;
+  /** The store's groups for group tools (ListGroups, DescribeGroups, ConsumerGroupDescribe); absent: the broker's answers stand. */
+  groups?: StoreGroupIndex;
 }
+
+/** Group tools' APIs whose answers are completed with the store's groups (group-views.ts). */
+const GROUP_VIEW_APIS: ReadonlySet<number> = new Set([
+  ApiKey.ListGroups,
+  ApiKey.DescribeGroups,
+  ApiKey.ConsumerGroupDescribe,
+]);
 
 const ANSWERED = new Set<number>([ApiKey.OffsetCommit, ApiKey.OffsetFetch, ApiKey.OffsetDelete]);
 
 export class OffsetService implements ProxyExtension {
   readonly name = 'offsets';
-  readonly apiKeys: ReadonlySet<number> = new Set([...ANSWERED, ...OBSERVED_APIS]);
+  readonly apiKeys: ReadonlySet<number>;
   private readonly recorder: MembershipRecorder;
+  private readonly views: GroupViews | null;
 
   /** What every commit needs, built once (not per request: commits are the hot path). */
   private readonly commitDeps: CommitDeps;
@@ -118,6 +136,15 @@ export class OffsetService implements ProxyExtension {
 
   constructor(private readonly opts: OffsetServiceOptions) {
     this.recorder = new MembershipRecorder(opts.store, opts.log);
+    const authorizer = opts.authorizer;
+    this.views = opts.groups
+      ? new GroupViews(
+          opts.groups,
+          authorizer ? (info, groups) => authorizer.describableGroups(info, groups) : null,
+          opts.log,
+        )
+      : null;
+    this.apiKeys = new Set([...ANSWERED, ...OBSERVED_APIS, ...(this.views ? GROUP_VIEW_APIS : [])]);
     const { store, lookups } = opts;
     this.unknownTopics = new GroupModes(opts.unknownTopics, opts.unknownTopicsGroups ?? []);
     this.commitDeps = {
@@ -145,7 +172,7 @@ export class OffsetService implements ProxyExtension {
   }
 
   observesResponse(apiKey: number): boolean {
-    return OBSERVED_APIS.has(apiKey);
+    return OBSERVED_APIS.has(apiKey) || (this.views !== null && GROUP_VIEW_APIS.has(apiKey));
   }
 
   /**
@@ -272,9 +299,44 @@ export class OffsetService implements ProxyExtension {
       );
   }
 
+  /** A group view that cannot be built (store or broker unreachable) leaves the broker's answer as it is. */
+  private async viewed<T>(build: () => Promise<T | undefined> | undefined): Promise<T | undefined> {
+    try {
+      return await build();
+    } catch (err) {
+      this.opts.log.warn("could not add the store's groups to a group listing", { error: err });
+      return undefined;
+    }
+  }
+
   async onResponse(info: RequestInfo, request: unknown, response: unknown): Promise<unknown> {
-    if (info.apiKey === ApiKey.DeleteGroups) {
-      return afterDeleteGroups(response as DeleteGroupsResponse, this.opts.store, this.recorder);
+    const views = this.views;
+    switch (info.apiKey) {
+      case ApiKey.DeleteGroups: {
+        const answered = await afterDeleteGroups(
+          response as DeleteGroupsResponse,
+          this.opts.store,
+          this.recorder,
+        );
+        for (const r of answered.results) if (r.errorCode === 0) this.opts.groups?.drop(r.groupId);
+        return answered;
+      }
+      case ApiKey.ListGroups:
+        return this.viewed(() =>
+          views?.listGroups(info, request as ListGroupsRequest, response as ListGroupsResponse),
+        );
+      case ApiKey.DescribeGroups:
+        return this.viewed(() =>
+          views?.describeGroups(info, request as DescribeGroupsRequest, response as DescribeGroupsResponse),
+        );
+      case ApiKey.ConsumerGroupDescribe:
+        return this.viewed(() =>
+          views?.consumerGroupDescribe(
+            info,
+            request as ConsumerGroupDescribeRequest,
+            response as ConsumerGroupDescribeResponse,
+          ),
+        );
     }
     const observed = membershipUpdate(info.apiKey, info.apiVersion, request, response);
     if (observed) await this.recorder.record(observed.group, observed.update);

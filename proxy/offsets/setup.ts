@@ -8,6 +8,7 @@ import type { Logger } from '../logger.js';
 import type { UpstreamTls } from '../upstream-request.js';
 import { BrokerAuthorizer } from './authorizer.js';
 import { BrokerLookups } from './broker-lookups.js';
+import { StoreGroupIndex } from './store-groups.js';
 import { GuardPolicy } from './guard-policy.js';
 import { OffsetService } from './service.js';
 import type { OffsetServiceMetrics } from './service.js';
@@ -66,6 +67,7 @@ export function createOffsetService(
     mirrorCommits: config.mirrorCommits,
     lookups,
     authorizer: config.authorize === 'broker' ? new BrokerAuthorizer() : null,
+    groups: new StoreGroupIndex(store, cluster),
     log: log.child({ component: 'offsets' }),
     ...(metrics ? { metrics } : {}),
   });

@@ -1,0 +1,174 @@
+/**
+ * Groups whose offsets live in the store, shown to group tools as a broker shows an empty group
+ * with committed offsets. A broker forgets an empty group whose offsets it does not hold (after
+ * offsets.retention.check.interval.ms, or at a restart), so without this kafka-consumer-groups
+ * --list/--describe, AdminClient, kafka_exporter and Kafka UIs lose idle groups that the proxy
+ * still has every offset of.
+ *
+ * What a broker answers for such a group (read off a real broker, and compared with one in
+ * test/integration/groups-tools.test.ts) depends on what its members last used:
+ *   - never joined (commits of assign() consumers and admin tools, a "simple" group): ListGroups
+ *     protocolType "", state Empty, type classic; DescribeGroups Empty with protocolType "";
+ *     ConsumerGroupDescribe GROUP_ID_NOT_FOUND ("not a consumer group").
+ *   - the classic protocol: the same with protocolType "consumer".
+ *   - the consumer protocol (KIP-848): ListGroups protocolType "consumer", type consumer;
+ *     ConsumerGroupDescribe Empty with no members; DescribeGroups Dead (a classic-only view).
+ * The broker's answer stands wherever it knows the group. A group is added to one broker's
+ * ListGroups only: the one FindCoordinator names for it, so a tool that asks every broker sees it
+ * once, and only where the client may describe it.
+ */
+import { ErrorCode } from '../../protocol/error-codes.js';
+import { ApiKey } from '../../protocol/messages/index.js';
+import type { ConsumerGroupDescribeRequest } from '../../protocol/messages/consumer-group-describe-request.js';
+import type { ConsumerGroupDescribeResponse } from '../../protocol/messages/consumer-group-describe-response.js';
+import type { DescribeGroupsRequest } from '../../protocol/messages/describe-groups-request.js';
+import { defaultDescribeGroupsRequest } from '../../protocol/messages/describe-groups-request.js';
+import type { DescribeGroupsResponse } from '../../protocol/messages/describe-groups-response.js';
+import type { ListGroupsRequest } from '../../protocol/messages/list-groups-request.js';
+import type { ListedGroup, ListGroupsResponse } from '../../protocol/messages/list-groups-response.js';
+import type { RequestInfo } from '../extension.js';
+import type { Logger } from '../logger.js';
+import type { StoreGroup, StoreGroupIndex } from './store-groups.js';
+
+/** Which of these groups the client's principal may describe (all, when nobody checks). */
+export type DescribeCheck = (info: RequestInfo, groups: string[]) => Promise<Set<string>>;
+
+const protocolTypeOf = (g: StoreGroup): string => (g.protocol === null ? '' : 'consumer');
+const groupTypeOf = (g: StoreGroup): string => (g.protocol === 'consumer' ? 'consumer' : 'classic');
+const matches = (filter: string[], value: string): boolean =>
+  filter.length === 0 || filter.some((f) => f.toLowerCase() === value.toLowerCase());
+
+export class GroupViews {
+  constructor(
+    private readonly index: StoreGroupIndex,
+    private readonly mayDescribe: DescribeCheck | null,
+    private readonly log: Logger,
+  ) {}
+
+  /** ListGroups: the broker's groups, plus the store's groups this broker coordinates and does not list. */
+  async listGroups(
+    info: RequestInfo,
+    req: ListGroupsRequest,
+    res: ListGroupsResponse,
+  ): Promise<ListGroupsResponse | undefined> {
+    if (res.errorCode !== ErrorCode.NONE || info.nodeId === null) return undefined;
+    const listed = new Set(res.groups.map((g) => g.groupId));
+    const candidates = [...(await this.index.groups()).values()].filter(
+      (g) =>
+        !listed.has(g.group) &&
+        matches(info.apiVersion >= 4 ? req.statesFilter : [], 'Empty') &&
+        matches(info.apiVersion >= 5 ? req.typesFilter : [], groupTypeOf(g)),
+    );
+    if (candidates.length === 0) return undefined;
+    const coordinators = await this.index.coordinatorsOf(candidates.map((g) => g.group));
+    const here = candidates.filter((g) => coordinators.get(g.group) === info.nodeId);
+    const allowed = this.mayDescribe
+      ? await this.mayDescribe(
+          info,
+          here.map((g) => g.group),
+        )
+      : null;
+    const added: ListedGroup[] = here
+      .filter((g) => allowed === null || allowed.has(g.group))
+      .map((g) => ({
+        groupId: g.group,
+        protocolType: protocolTypeOf(g),
+        groupState: info.apiVersion >= 4 ? 'Empty' : '',
+        groupType: info.apiVersion >= 5 ? groupTypeOf(g) : '',
+      }));
+    if (added.length === 0) return undefined;
+    return { ...res, groups: [...res.groups, ...added] };
+  }
+
+  /** DescribeGroups: a classic or simple group the broker calls Dead is Empty when its offsets are here. */
+  async describeGroups(
+    _info: RequestInfo,
+    _req: DescribeGroupsRequest,
+    res: DescribeGroupsResponse,
+  ): Promise<DescribeGroupsResponse | undefined> {
+    let changed = false;
+    const groups = [];
+    for (const g of res.groups) {
+      const stored =
+        g.errorCode === ErrorCode.NONE && g.groupState === 'Dead'
+          ? await this.index.get(g.groupId)
+          : undefined;
+      // A KIP-848 group is Dead to DescribeGroups on a broker too, offsets or not.
+      if (stored === undefined || stored.protocol === 'consumer') {
+        groups.push(g);
+        continue;
+      }
+      changed = true;
+      groups.push({
+        ...g,
+        groupState: 'Empty',
+        protocolType: protocolTypeOf(stored),
+        protocolData: '',
+        members: [],
+      });
+    }
+    return changed ? { ...res, groups } : undefined;
+  }
+
+  /**
+   * ConsumerGroupDescribe: a KIP-848 group the broker does not know is Empty when its offsets are
+   * here; a classic or simple one gets the broker's "is not a consumer group" (AdminClient then
+   * describes it with DescribeGroups).
+   */
+  async consumerGroupDescribe(
+    info: RequestInfo,
+    _req: ConsumerGroupDescribeRequest,
+    res: ConsumerGroupDescribeResponse,
+  ): Promise<ConsumerGroupDescribeResponse | undefined> {
+    const stored = new Map<string, StoreGroup>();
+    for (const g of res.groups) {
+      if (g.errorCode !== ErrorCode.GROUP_ID_NOT_FOUND) continue;
+      const s = await this.index.get(g.groupId);
+      if (s !== undefined) stored.set(g.groupId, s);
+    }
+    if (stored.size === 0) return undefined;
+    // GROUP_ID_NOT_FOUND also means "a classic group" on a broker: only a group it calls Dead is
+    // one it does not know.
+    const dead = await this.deadAtBroker(info, [...stored.keys()]);
+    if (dead.size === 0) return undefined;
+    return {
+      ...res,
+      groups: res.groups.map((g) => {
+        const s = stored.get(g.groupId);
+        if (s === undefined || !dead.has(g.groupId) || g.errorCode !== ErrorCode.GROUP_ID_NOT_FOUND) return g;
+        // A classic or simple group with offsets: the broker's refusal, in its words.
+        if (s.protocol !== 'consumer')
+          return { ...g, errorMessage: `Group ${g.groupId} is not a consumer group.` };
+        return {
+          ...g,
+          errorCode: ErrorCode.NONE,
+          errorMessage: null,
+          groupState: 'Empty',
+          groupEpoch: 0,
+          assignmentEpoch: 0,
+          assignorName: '',
+          members: [],
+        };
+      }),
+    };
+  }
+
+  /** The groups the broker calls Dead in DescribeGroups, asked on the client's own connection. */
+  private async deadAtBroker(info: RequestInfo, groups: string[]): Promise<Set<string>> {
+    if (!info.askBroker) return new Set();
+    try {
+      const res = (await info.askBroker(ApiKey.DescribeGroups, 5, {
+        ...defaultDescribeGroupsRequest(),
+        groups,
+      })) as DescribeGroupsResponse;
+      return new Set(
+        res.groups
+          .filter((g) => g.errorCode === ErrorCode.NONE && g.groupState === 'Dead')
+          .map((g) => g.groupId),
+      );
+    } catch (err) {
+      this.log.debug('could not confirm groups with DescribeGroups', { error: err });
+      return new Set();
+    }
+  }
+}

@@ -1,0 +1,353 @@
+// Group tools on groups whose offsets live in the proxy's store. A broker forgets an empty group
+// once it holds none of its offsets (here after offsets.retention.check.interval.ms, set to 1 s;
+// by default 10 minutes), and after a restart; through the proxy such a group must still look as
+// an empty group with committed offsets looks on a broker. A 3-broker cluster, so that a group is
+// listed by the one broker that coordinates it.
+//
+// - Differential: a "simple" group (commits with generation -1, as assign() consumers and admin
+//   tools send) and a classic consumer group, each once through the proxy (offsets in the store,
+//   the broker forgot the group) and once directly at the broker (offsets in __consumer_offsets):
+//   ListGroups v0/v4/v5 on every broker, DescribeGroups v0/v5 and ConsumerGroupDescribe answer
+//   the same, and the group is listed by exactly one broker. On the embedded store also a KIP-848
+//   group of the Java client.
+// - Kafka's kafka-consumer-groups of 4.x and 3.9 (--list, --describe, --describe --members,
+//   --reset-offsets, --delete-offsets, --delete) and the Java AdminClient (listConsumerGroups,
+//   describeConsumerGroups, listConsumerGroupOffsets, deleteConsumerGroups) through the proxy, on
+//   the embedded store, Redis and ZooKeeper; and after a broker restart.
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, inject, test } from 'vitest';
+import { EmbeddedStore } from '../../backends/embedded-store.js';
+import { openStore } from '../../backends/open-store.js';
+import type { OffsetStore } from '../../backends/store.js';
+import { ApiKey } from '../../protocol/messages/index.js';
+import type { ConsumerGroupDescribeResponse } from '../../protocol/messages/consumer-group-describe-response.js';
+import type { DescribeGroupsResponse } from '../../protocol/messages/describe-groups-response.js';
+import type { ListGroupsResponse } from '../../protocol/messages/list-groups-response.js';
+import { javaClient } from '../bed/clients/java.js';
+import type { JavaClient } from '../bed/clients/java.js';
+import {
+  consumerGroups,
+  describeConsumerGroup,
+  listConsumerGroups,
+  parseTable,
+} from '../bed/clients/kafka-tools.js';
+import { createTopics, kafkajsClient } from '../bed/clients/kafkajs.js';
+import { uniqueName } from '../bed/clients/scenarios.js';
+import { kafkaClasspath, startKafka } from '../bed/kafka.js';
+import type { KafkaCluster } from '../bed/kafka.js';
+import { startOffsetProxy } from '../harness/offset-proxy.js';
+import type { OffsetProxy } from '../harness/offset-proxy.js';
+import { RawClient } from '../harness/raw-client.js';
+import { commitOnce } from '../reliability/commit-checker.js';
+
+const PARTITIONS = 3;
+let correlation = 1;
+
+let kafka: KafkaCluster;
+let tools39: string;
+let java: JavaClient;
+const dirs: string[] = [];
+
+beforeAll(async () => {
+  [kafka, tools39] = await Promise.all([
+    startKafka({ brokers: 3, serverProperties: ['offsets.retention.check.interval.ms=1000'] }),
+    kafkaClasspath('3.9.2'),
+  ]);
+  java = await javaClient(kafka.classpath);
+}, 240_000);
+afterAll(async () => {
+  await kafka?.stop();
+  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+});
+
+/** The address of broker `nodeId` through the proxy (listen port + 1 + node id). */
+const viaProxy = (proxy: OffsetProxy, nodeId: number): string => `127.0.0.1:${proxy.port + 1 + nodeId}`;
+const direct = (nodeId: number): string => {
+  const b = kafka.brokers.find((x) => x.nodeId === nodeId)!;
+  return `${b.host}:${b.port}`;
+};
+
+async function ask<T>(address: string, apiKey: number, version: number, body: unknown): Promise<T> {
+  const c = await RawClient.connect(address);
+  try {
+    return await c.request<T>(apiKey, version, correlation++, body);
+  } finally {
+    c.close();
+  }
+}
+
+/** ListGroups v0, v4 and v5 of every broker at `addressOf`: the entries naming `group`, by broker. */
+async function listings(addressOf: (nodeId: number) => string, group: string) {
+  const out: Record<string, unknown>[] = [];
+  for (const b of kafka.brokers) {
+    for (const v of [0, 4, 5]) {
+      const r = await ask<ListGroupsResponse>(addressOf(b.nodeId), ApiKey.ListGroups, v, {
+        statesFilter: [],
+        typesFilter: [],
+      });
+      for (const g of r.groups.filter((x) => x.groupId === group))
+        out.push({ v, node: b.nodeId, protocolType: g.protocolType, state: g.groupState, type: g.groupType });
+    }
+  }
+  return out;
+}
+
+/** DescribeGroups v0 and v5 and ConsumerGroupDescribe of `group` at `address`, the group id left out. */
+async function descriptions(address: string, group: string) {
+  const out: unknown[] = [];
+  for (const v of [0, 5]) {
+    const r = await ask<DescribeGroupsResponse>(address, ApiKey.DescribeGroups, v, {
+      groups: [group],
+      includeAuthorizedOperations: v >= 3,
+    });
+    const { groupId: _g, ...rest } = r.groups[0]!;
+    out.push({ v, ...rest });
+  }
+  const c = await ask<ConsumerGroupDescribeResponse>(address, ApiKey.ConsumerGroupDescribe, 0, {
+    groupIds: [group],
+    includeAuthorizedOperations: false,
+  });
+  const { groupId: _g, errorMessage, ...rest } = c.groups[0]!;
+  out.push({ cgd: rest, message: errorMessage?.replace(group, '<group>') ?? null });
+  return out;
+}
+
+async function coordinatorOf(group: string): Promise<number> {
+  const r = await ask<{ coordinators: { nodeId: number; errorCode: number }[] }>(
+    kafka.bootstrap.split(',')[0]!,
+    ApiKey.FindCoordinator,
+    4,
+    { key: '', keyType: 0, coordinatorKeys: [group] },
+  );
+  return r.coordinators[0]!.nodeId;
+}
+
+/** Until the broker lists none of `groups` any more (it forgets empty groups without offsets). */
+async function brokerForgets(groups: string[]): Promise<void> {
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    const listed = new Set<string>();
+    for (const b of kafka.brokers) {
+      const r = await ask<ListGroupsResponse>(direct(b.nodeId), ApiKey.ListGroups, 0, {
+        statesFilter: [],
+        typesFilter: [],
+      });
+      for (const g of r.groups) listed.add(g.groupId);
+    }
+    if (groups.every((g) => !listed.has(g))) return;
+    if (Date.now() > deadline)
+      throw new Error(`the broker still lists ${groups.filter((g) => listed.has(g))}`);
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}
+
+/** A simple group (generation -1 commits) and a classic group, through `bootstrap`. */
+async function makeGroups(bootstrap: string, topic: string, label: string) {
+  const simple = uniqueName(`${label}-simple`);
+  const classic = uniqueName(`${label}-classic`);
+  const c = await RawClient.connect(bootstrap.split(',')[0]!);
+  try {
+    // Through the proxy any listener answers OffsetCommit; at the broker it must be the coordinator.
+    const at =
+      bootstrap === kafka.bootstrap ? await RawClient.connect(direct(await coordinatorOf(simple))) : c;
+    expect(await commitOnce(at, simple, topic, PARTITIONS, 7n)).toEqual([0, 0, 0]);
+    if (at !== c) at.close();
+  } finally {
+    c.close();
+  }
+  const consumed = await kafkajsClient.consume({ bootstrap }, { topic, group: classic, max: 12 });
+  expect(consumed.timedOut).toBe(false);
+  return { simple, classic };
+}
+
+interface StoreCase {
+  name: string;
+  open(): Promise<OffsetStore>;
+}
+
+const stores: StoreCase[] = [
+  {
+    name: 'embedded',
+    open: async () => {
+      const dir = mkdtempSync(path.join(os.tmpdir(), 'kop-groups-tools-'));
+      dirs.push(dir);
+      return new EmbeddedStore({ dataDir: dir });
+    },
+  },
+  { name: 'Redis', open: () => openStore(`${inject('redisUrl')}?prefix=${uniqueName('gt')}`) },
+  { name: 'ZooKeeper', open: () => openStore(`zk://${inject('zkConnect')}/${uniqueName('gt')}`) },
+];
+
+describe.each(stores)('groups whose offsets are in the $name store', ({ name, open }) => {
+  let store: OffsetStore;
+  let proxy: OffsetProxy;
+  let topic: string;
+  let groups: { simple: string; classic: string };
+  beforeAll(async () => {
+    store = await open();
+    proxy = await startOffsetProxy(kafka.bootstrap, store);
+    topic = uniqueName(`gt-${name.toLowerCase()}`);
+    await createTopics({ bootstrap: kafka.bootstrap }, [{ topic, partitions: PARTITIONS }]);
+    await kafkajsClient.produce({ bootstrap: kafka.bootstrap }, { topic, count: 60 });
+    groups = await makeGroups(proxy.bootstrap, topic, name.toLowerCase());
+    await brokerForgets([groups.simple, groups.classic]);
+  }, 120_000);
+  afterAll(async () => {
+    await proxy?.stop();
+    await store?.close();
+  });
+
+  test('ListGroups, DescribeGroups and ConsumerGroupDescribe answer as the broker does for such groups', async () => {
+    const atBroker = await makeGroups(kafka.bootstrap, topic, `${name.toLowerCase()}-direct`);
+    for (const kind of ['simple', 'classic'] as const) {
+      const mine = groups[kind];
+      const theirs = atBroker[kind];
+      const proxied = await listings((n) => viaProxy(proxy, n), mine);
+      const expected = await listings(direct, theirs);
+      // Listed once per version, by the broker FindCoordinator names for it.
+      expect(proxied.map((l) => l['node'])).toEqual([0, 4, 5].map(() => expect.any(Number)));
+      expect(new Set(proxied.map((l) => l['node']))).toEqual(new Set([await coordinatorOf(mine)]));
+      const strip = (ls: Record<string, unknown>[]) => ls.map(({ node: _n, ...rest }) => rest);
+      expect(strip(proxied), kind).toEqual(strip(expected));
+      expect(await descriptions(viaProxy(proxy, await coordinatorOf(mine)), mine), kind).toEqual(
+        await descriptions(direct(await coordinatorOf(theirs)), theirs),
+      );
+    }
+  });
+
+  test('kafka-consumer-groups 4.x and 3.9 and the AdminClient list, describe, reset, delete them', async () => {
+    const target = { bootstrap: proxy.bootstrap };
+    for (const classpath of [kafka.classpath, tools39]) {
+      const listed = await listConsumerGroups(classpath, target);
+      expect(listed.filter((g) => g === groups.simple)).toHaveLength(1);
+      expect(listed.filter((g) => g === groups.classic)).toHaveLength(1);
+      const rows = await describeConsumerGroup(classpath, target, groups.classic);
+      expect(rows.length).toBeGreaterThan(0);
+      expect(rows.reduce((s, r) => s + (r.currentOffset ?? 0), 0)).toBe(12);
+      expect(rows.every((r) => r.consumerId === null)).toBe(true);
+      const members = await consumerGroups(classpath, target, [
+        '--describe',
+        '--members',
+        '--group',
+        groups.classic,
+      ]);
+      // No member rows (4.x prints the header, 3.9 says the group has no active members).
+      expect(parseTable(members)).toEqual([]);
+      const state = await consumerGroups(classpath, target, [
+        '--describe',
+        '--state',
+        '--group',
+        groups.simple,
+      ]);
+      expect(state).toMatch(/Empty/);
+    }
+
+    // --reset-offsets (4.x), then --delete-offsets (3.9) of the simple group.
+    await consumerGroups(kafka.classpath, target, [
+      '--reset-offsets',
+      '--group',
+      groups.simple,
+      '--topic',
+      topic,
+      '--to-offset',
+      '3',
+      '--execute',
+    ]);
+    expect((await store.fetch(groups.simple, null)).map((o) => o.offset)).toEqual([3n, 3n, 3n]);
+    await consumerGroups(tools39, target, ['--delete-offsets', '--group', groups.simple, '--topic', topic]);
+    expect(await store.fetch(groups.simple, null)).toEqual([]);
+
+    // The AdminClient.
+    expect((await java.listGroups(target)).find((g) => g.group === groups.classic)?.state).toBe('Empty');
+    expect(await java.describeGroup(target, groups.classic)).toEqual({
+      state: 'Empty',
+      members: 0,
+      simple: false,
+    });
+    expect((await java.groupOffsets(target, groups.classic)).reduce((s, o) => s + o.offset, 0)).toBe(12);
+
+    // --delete (4.x): the offsets go with the group, and the group from every listing.
+    await consumerGroups(kafka.classpath, target, ['--delete', '--group', groups.classic]);
+    expect(await store.fetch(groups.classic, null)).toEqual([]);
+    expect(await listConsumerGroups(tools39, target)).not.toContain(groups.classic);
+    // AdminClient deleteConsumerGroups of a group only the store knows.
+    const another = (await makeGroups(proxy.bootstrap, topic, `${name.toLowerCase()}-again`)).classic;
+    await brokerForgets([another]);
+    await java.deleteGroup(target, another);
+    expect(await store.fetch(another, null)).toEqual([]);
+  });
+});
+
+describe('a KIP-848 group of the Java client, offsets in the embedded store', () => {
+  let store: OffsetStore;
+  let proxy: OffsetProxy;
+  let topic: string;
+  beforeAll(async () => {
+    store = await stores[0]!.open();
+    proxy = await startOffsetProxy(kafka.bootstrap, store);
+    topic = uniqueName('gt-kip848');
+    await createTopics({ bootstrap: kafka.bootstrap }, [{ topic, partitions: PARTITIONS }]);
+    await kafkajsClient.produce({ bootstrap: kafka.bootstrap }, { topic, count: 30 });
+  }, 120_000);
+  afterAll(async () => {
+    await proxy?.stop();
+    await store?.close();
+  });
+
+  test('looks as the broker shows an empty consumer group with offsets', async () => {
+    const consumer = await javaClient(kafka.classpath, { protocol: 'consumer' });
+    const [mine, theirs] = [uniqueName('kip848'), uniqueName('kip848-direct')];
+    for (const [bootstrap, group] of [
+      [proxy.bootstrap, mine],
+      [kafka.bootstrap, theirs],
+    ] as const) {
+      const r = await consumer.consume({ bootstrap }, { topic, group, max: 9 });
+      expect(r.timedOut).toBe(false);
+    }
+    await brokerForgets([mine]);
+    const strip = (ls: Record<string, unknown>[]) => ls.map(({ node: _n, ...rest }) => rest);
+    expect(strip(await listings((n) => viaProxy(proxy, n), mine))).toEqual(
+      strip(await listings(direct, theirs)),
+    );
+    // What a broker that forgot the group cannot tell: its epochs and assignor. The rest is equal.
+    const comparable = (ds: unknown[]) =>
+      ds.map((d) => {
+        const x = d as { cgd?: Record<string, unknown> };
+        if (x.cgd === undefined) return d;
+        const { groupEpoch: _e, assignmentEpoch: _a, assignorName: _n, ...cgd } = x.cgd;
+        return { ...x, cgd };
+      });
+    expect(comparable(await descriptions(viaProxy(proxy, await coordinatorOf(mine)), mine))).toEqual(
+      comparable(await descriptions(direct(await coordinatorOf(theirs)), theirs)),
+    );
+  });
+});
+
+describe('after a broker restart', () => {
+  test('an idle group in the store is still listed and described through the proxy', async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'kop-groups-restart-'));
+    dirs.push(dir);
+    const store = new EmbeddedStore({ dataDir: dir });
+    const proxy = await startOffsetProxy(kafka.bootstrap, store);
+    try {
+      const topic = uniqueName('gt-restart');
+      await createTopics({ bootstrap: kafka.bootstrap }, [{ topic, partitions: PARTITIONS }]);
+      await kafkajsClient.produce({ bootstrap: kafka.bootstrap }, { topic, count: 30 });
+      const { classic } = await makeGroups(proxy.bootstrap, topic, 'restart');
+      const nodeId = await coordinatorOf(classic);
+      await kafka.stopBroker(nodeId);
+      await kafka.startBroker(nodeId);
+      const target = { bootstrap: proxy.bootstrap };
+      for (const classpath of [kafka.classpath, tools39]) {
+        expect(await listConsumerGroups(classpath, target)).toContain(classic);
+        const rows = await describeConsumerGroup(classpath, target, classic);
+        expect(rows.reduce((s, r) => s + (r.currentOffset ?? 0), 0)).toBe(12);
+      }
+    } finally {
+      await proxy.stop();
+      await store.close();
+    }
+  });
+});
