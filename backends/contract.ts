@@ -692,6 +692,21 @@ export function runStoreContract(name: string, makeStore: () => Promise<OffsetSt
       expect((await other.getGroup(g))?.transactional).toBe(true);
     });
 
+    it('a lease has one holder at a time across instances; released or lapsed, another takes it', async () => {
+      const name = `lease-${uniqueGroup('l')}`;
+      expect(await store.lease(name, 'a', 10_000)).toBe(true);
+      expect(await other.lease(name, 'b', 10_000)).toBe(false);
+      expect(await store.lease(name, 'a', 10_000)).toBe(true); // renewed
+      await other.releaseLease(name, 'b'); // not b's to release
+      expect(await other.lease(name, 'b', 10_000)).toBe(false);
+      await store.releaseLease(name, 'a');
+      expect(await other.lease(name, 'b', 300)).toBe(true);
+      expect(await store.lease(name, 'a', 10_000)).toBe(false);
+      await new Promise((r) => setTimeout(r, 600)); // b stopped renewing: its lease lapses
+      expect(await store.lease(name, 'a', 10_000)).toBe(true);
+      await store.releaseLease(name, 'a');
+    });
+
     it('pings, and fails with StoreUnavailableError once closed', async () => {
       const s = await makeStore();
       await s.ping();

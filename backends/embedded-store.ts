@@ -74,7 +74,8 @@ export interface EmbeddedDatabases {
   groups: Database<GroupRecord, Buffer>;
   requests: Database<{ at: number; r: EncodedOutcome }, Buffer>;
   requestTimes: Database<1, Buffer>;
-  meta: Database<number, string>;
+  /** 'layout' → 2; 'lease:<name>' → a lease's holder and end (ms since the epoch). */
+  meta: Database<number | { h: string; u: number }, string>;
 }
 
 export interface EmbeddedStoreOptions {
@@ -298,6 +299,35 @@ export class EmbeddedStore implements OffsetStore {
         void this.db.groups.put(g, { n: group, s: state });
       });
       await this.db.root.flushed;
+    });
+  }
+
+  /** In the meta database, one write transaction: processes sharing the directory agree too. */
+  lease(name: string, holder: string, ttlMs: number): Promise<boolean> {
+    return this.run('lease', async () => {
+      const key = `lease:${name}`;
+      const { root, meta } = this.db;
+      const held = await root.transaction(() => {
+        const now = Date.now();
+        const cur = meta.get(key);
+        if (typeof cur === 'object' && cur.h !== holder && cur.u > now) return false;
+        meta.putSync(key, { h: holder, u: now + ttlMs });
+        return true;
+      });
+      await root.flushed;
+      return held;
+    });
+  }
+
+  releaseLease(name: string, holder: string): Promise<void> {
+    return this.run('releaseLease', async () => {
+      const key = `lease:${name}`;
+      const { root, meta } = this.db;
+      await root.transaction(() => {
+        const cur = meta.get(key);
+        if (typeof cur === 'object' && cur.h === holder) meta.removeSync(key);
+      });
+      await root.flushed;
     });
   }
 

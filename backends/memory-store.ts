@@ -27,17 +27,20 @@ export class MemoryData {
   readonly groups = new Map<string, MemoryGroup>();
   /** requestId → outcome, so a repeated request is answered, not applied twice. */
   readonly outcomes = new Map<string, CommitOutcome>();
+  readonly leases = new Map<string, { holder: string; until: number }>();
 }
 
 export class MemoryStore implements OffsetStore {
   readonly kind = 'memory';
   private readonly groups: Map<string, MemoryGroup>;
   private readonly outcomes: Map<string, CommitOutcome>;
+  private readonly leases: MemoryData['leases'];
   private closed = false;
 
   constructor(data: MemoryData = new MemoryData()) {
     this.groups = data.groups;
     this.outcomes = data.outcomes;
+    this.leases = data.leases;
   }
 
   private open(): void {
@@ -125,6 +128,20 @@ export class MemoryStore implements OffsetStore {
     this.open();
     const g = this.group(group, true)!;
     g.state = applyGroupUpdate(g.state, update);
+  }
+
+  async lease(name: string, holder: string, ttlMs: number): Promise<boolean> {
+    this.open();
+    const now = Date.now();
+    const cur = this.leases.get(name);
+    if (cur !== undefined && cur.holder !== holder && cur.until > now) return false;
+    this.leases.set(name, { holder, until: now + ttlMs });
+    return true;
+  }
+
+  async releaseLease(name: string, holder: string): Promise<void> {
+    this.open();
+    if (this.leases.get(name)?.holder === holder) this.leases.delete(name);
   }
 
   async ping(): Promise<void> {

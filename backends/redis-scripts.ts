@@ -257,3 +257,20 @@ if redis.call('HLEN', KEYS[1]) == 1 and redis.call('HEXISTS', KEYS[1], '${HASHTA
 end
 return 0
 `;
+
+/**
+ * KEYS[1] the lease; ARGV[1] holder, ARGV[2] ttl ms. Takes the lease when it is free or ours
+ * (renewing it), in Redis's own clock. Returns 1 when held by ARGV[1], else 0.
+ */
+export const LEASE_LUA = `
+local cur = redis.call('GET', KEYS[1])
+if cur and cur ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return 1
+`;
+
+/** KEYS[1] the lease; ARGV[1] holder: deletes it only if ARGV[1] holds it. */
+export const RELEASE_LEASE_LUA = `
+if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
+return 1
+`;

@@ -17,7 +17,14 @@ import { StoreCorruptError, StoreUnavailableError, withDeadline } from './errors
 import { decodeOutcome, parseDecimal } from './outcome-codec.js';
 import type { EncodedOutcome } from './outcome-codec.js';
 import { fieldOf, packCommitWrites } from './redis-pack.js';
-import { COMMIT_LUA, DELETE_OFFSETS_LUA, HASHTABLE_MARKER_FIELD, UPDATE_GROUP_LUA } from './redis-scripts.js';
+import {
+  COMMIT_LUA,
+  DELETE_OFFSETS_LUA,
+  HASHTABLE_MARKER_FIELD,
+  LEASE_LUA,
+  RELEASE_LEASE_LUA,
+  UPDATE_GROUP_LUA,
+} from './redis-scripts.js';
 import { parseRedisUrl } from './redis-url.js';
 import type { RedisTarget } from './redis-url.js';
 import type {
@@ -34,6 +41,8 @@ interface ScriptClient {
   kopCommit(...args: (string | number | Buffer)[]): Promise<string>;
   kopUpdateGroup(key: string, update: string): Promise<number>;
   kopDeleteOffsets(key: string, ...fields: string[]): Promise<number>;
+  kopLease(key: string, holder: string, ttlMs: number): Promise<number>;
+  kopReleaseLease(key: string, holder: string): Promise<number>;
 }
 
 interface WaitPipeline {
@@ -117,6 +126,8 @@ export class RedisStore implements OffsetStore {
     this.client.defineCommand('kopCommit', { numberOfKeys: 3, lua: COMMIT_LUA });
     this.client.defineCommand('kopUpdateGroup', { numberOfKeys: 1, lua: UPDATE_GROUP_LUA });
     this.client.defineCommand('kopDeleteOffsets', { numberOfKeys: 1, lua: DELETE_OFFSETS_LUA });
+    this.client.defineCommand('kopLease', { numberOfKeys: 1, lua: LEASE_LUA });
+    this.client.defineCommand('kopReleaseLease', { numberOfKeys: 1, lua: RELEASE_LEASE_LUA });
   }
 
   private key(group: string, suffix: string): string {
@@ -332,6 +343,18 @@ export class RedisStore implements OffsetStore {
   updateGroup(group: string, update: GroupUpdate): Promise<void> {
     return this.run('updateGroup', group, async () => {
       await this.scripts.kopUpdateGroup(this.key(group, 'state'), JSON.stringify(update));
+    });
+  }
+
+  lease(name: string, holder: string, ttlMs: number): Promise<boolean> {
+    return this.run('lease', null, async () => {
+      return (await this.scripts.kopLease(`${this.target.prefix}:lease:${name}`, holder, ttlMs)) === 1;
+    });
+  }
+
+  releaseLease(name: string, holder: string): Promise<void> {
+    return this.run('releaseLease', null, async () => {
+      await this.scripts.kopReleaseLease(`${this.target.prefix}:lease:${name}`, holder);
     });
   }
 

@@ -20,6 +20,8 @@ export const STORE_OPERATIONS = [
   'list_groups',
   'get_group',
   'update_group',
+  'lease',
+  'release_lease',
   'ping',
 ] as const;
 export type StoreOperation = (typeof STORE_OPERATIONS)[number];
@@ -54,6 +56,12 @@ export abstract class StoreDecorator implements OffsetStore {
   }
   updateGroup(group: string, update: GroupUpdate): Promise<void> {
     return this.around('update_group', () => this.inner.updateGroup(group, update));
+  }
+  lease(name: string, holder: string, ttlMs: number): Promise<boolean> {
+    return this.around('lease', () => this.inner.lease(name, holder, ttlMs));
+  }
+  releaseLease(name: string, holder: string): Promise<void> {
+    return this.around('release_lease', () => this.inner.releaseLease(name, holder));
   }
   ping(): Promise<void> {
     return this.around('ping', () => this.inner.ping());

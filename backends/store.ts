@@ -158,6 +158,16 @@ export interface OffsetStore {
   /** Groups that have offsets or a membership record. */
   listGroups(): Promise<string[]>;
 
+  /**
+   * Takes or renews the lease `name` for `holder` for `ttlMs`: true when `holder` holds it now,
+   * false while another holder's lease runs. Atomic across every proxy sharing the store, so one
+   * proxy at a time does what must happen once per cluster (exporting lag series). A lease not
+   * renewed lapses after its TTL (a proxy that died), one released goes at once.
+   */
+  lease(name: string, holder: string, ttlMs: number): Promise<boolean>;
+  /** Gives the lease up if `holder` holds it. */
+  releaseLease(name: string, holder: string): Promise<void>;
+
   getGroup(group: string): Promise<GroupState | null>;
   updateGroup(group: string, update: GroupUpdate): Promise<void>;
 

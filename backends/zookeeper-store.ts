@@ -724,6 +724,70 @@ export class ZooKeeperStore implements OffsetStore {
     });
   }
 
+  /**
+   * A persistent znode `<chroot>/kop-leases/<name>` holding {h, u} (holder, end in ms since the
+   * epoch), changed only by a setData against the version just read: of two proxies taking it at
+   * once, one gets BAD_VERSION and reads it again.
+   */
+  lease(name: string, holder: string, ttlMs: number): Promise<boolean> {
+    return this.run('lease', async () => {
+      const client = await this.connected();
+      const path = this.leasePath(name);
+      const read = await this.read(client, path);
+      const next = Buffer.from(JSON.stringify({ h: holder, u: Date.now() + ttlMs }));
+      try {
+        if (read === null) {
+          await this.ensureDir(client, `${this.root}/kop-leases`);
+          // A plain create: version 0, and plain setData checks version 0 correctly.
+          await this.call<string>(client, (cb) => client.create(path, next, cb));
+          return true;
+        }
+        const cur = this.parseLease(read);
+        if (cur !== null && cur.h !== holder && cur.u > Date.now()) return false;
+        await this.call<Stat>(client, (cb) => client.setData(path, next, read.stat.version, cb));
+        return true;
+      } catch (err) {
+        const c = code(err);
+        if (c === Exception.BAD_VERSION || c === Exception.NODE_EXISTS) throw new Retry();
+        if (c === Exception.NO_NODE) {
+          this.knownDirs.clear();
+          throw new Retry();
+        }
+        throw err;
+      }
+    });
+  }
+
+  releaseLease(name: string, holder: string): Promise<void> {
+    return this.run('releaseLease', async () => {
+      const client = await this.connected();
+      const path = this.leasePath(name);
+      const read = await this.read(client, path);
+      if (read === null || this.parseLease(read)?.h !== holder) return;
+      try {
+        await this.call(client, (cb) => client.remove(path, read.stat.version, cb));
+      } catch (err) {
+        const c = code(err);
+        if (c === Exception.BAD_VERSION) throw new Retry();
+        if (c !== Exception.NO_NODE) throw err;
+      }
+    });
+  }
+
+  private leasePath(name: string): string {
+    return `${this.root}/kop-leases/${encodeSegment(name)}`;
+  }
+
+  private parseLease(read: Read): { h: string; u: number } | null {
+    try {
+      const v = JSON.parse(read.data?.toString('utf8') ?? '') as { h?: unknown; u?: unknown };
+      return typeof v.h === 'string' && typeof v.u === 'number' ? { h: v.h, u: v.u } : null;
+    } catch {
+      // Not ours: a lease anyone may take.
+      return null;
+    }
+  }
+
   ping(): Promise<void> {
     return this.run('ping', async () => {
       const client = await this.connected();
