@@ -58,6 +58,7 @@ declare module 'node-zookeeper-client' {
     ): void;
     exists(path: string, callback: Cb<Stat | null>): void;
     getChildren(path: string, callback: Cb<string[]>): void;
+    getChildren(path: string, watcher: (event: unknown) => void, callback: Cb<string[]>): void;
     mkdirp(path: string, callback: Cb<string>): void;
     transaction(): Transaction;
   }

@@ -202,6 +202,12 @@ export class ZooKeeperStore implements OffsetStore {
     this.windows.set(client, new RequestWindow(WINDOW));
     // Every operation waiting for the connection listens for one state change (connected()).
     client.setMaxListeners(0);
+    // Kafka 0.8 layout readers (Burrow's ZooKeeper module, CMAK) watch <chroot>/consumers: it is
+    // there as soon as the store has connected, before the first commit.
+    client.once(
+      'connected',
+      () => void this.ensureDir(client, `${this.root}/consumers`).catch(() => undefined),
+    );
     client.on('state', (state: State) => {
       // Session expiry is final for a client object: replace it. Nothing is lost: an operation
       // in flight fails, reads back its marker and retries on the new client.

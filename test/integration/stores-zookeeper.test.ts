@@ -148,6 +148,36 @@ describe('zookeeper store on a real server', () => {
     }
   });
 
+  it('creates <chroot>/consumers on connect, so a Burrow-style reader watching it sees groups arrive', async () => {
+    const store = new ZooKeeperStore(`zk://${zk.connectString}/fresh-root`);
+    try {
+      await store.ping();
+      // A reader that starts before the first commit: /consumers is there, empty, and watchable.
+      const deadline = Date.now() + 5000;
+      let children: string[] | null = null;
+      while (children === null && Date.now() < deadline) {
+        children = await p<string[]>((cb) => raw.getChildren('/fresh-root/consumers', cb)).catch(() => null);
+        if (children === null) await new Promise((r) => setTimeout(r, 50));
+      }
+      expect(children).toEqual([]);
+      const arrived = new Promise<string[]>((resolve) =>
+        raw.getChildren(
+          '/fresh-root/consumers',
+          () => void p<string[]>((cb) => raw.getChildren('/fresh-root/consumers', cb)).then(resolve),
+          () => undefined,
+        ),
+      );
+      await store.commit({ group: 'late-reader', writes: [w(2, 5n)], requestId: 'fr1' });
+      expect(await arrived).toEqual(['late-reader']);
+      expect((await getData('/fresh-root/consumers/late-reader/offsets/orders/2')).data).toBe('5');
+      // What a Kafka 0.8 reader does not find: owner and member znodes (the broker runs the group).
+      const kids = await p<string[]>((cb) => raw.getChildren('/fresh-root/consumers/late-reader', cb));
+      expect(kids.sort()).toEqual(['kop-offset-meta', 'kop-requests', 'kop-state', 'offsets']);
+    } finally {
+      await store.close();
+    }
+  });
+
   it('reads offsets a Kafka 0.8 consumer wrote (no metadata znode; mtime as commit time)', async () => {
     await p((cb) => raw.mkdirp('/legacy/consumers/old-group/offsets/orders', cb));
     await p((cb) => raw.create('/legacy/consumers/old-group/offsets/orders/3', Buffer.from('1234'), cb));
