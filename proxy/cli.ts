@@ -1,5 +1,7 @@
 /** Command-line entry point: `kafka-offset-proxy [options]`. */
+import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { hostname } from 'node:os';
 import { describeStoreTarget } from '../backends/open-store.js';
 import { redactUrl } from '../backends/redact-url.js';
 import type { OffsetStore } from '../backends/store.js';
@@ -141,6 +143,13 @@ export async function main(argv: string[]): Promise<void> {
       lag = new LagCollector({
         store,
         cluster: offsets.cluster,
+        members: (groups) => offsets.lookups.memberCounts(groups),
+        // One proxy per shared store exports lag series; a dead one's lease lapses after 3 intervals.
+        lease: {
+          store,
+          holder: `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`,
+          ttlMs: Math.max(3 * config.lag.intervalMs, 3_000),
+        },
         registry: metrics.registry,
         log: log.child({ component: 'lag' }),
         intervalMs: config.lag.intervalMs,

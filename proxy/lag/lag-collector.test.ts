@@ -5,8 +5,9 @@ import { ApiKey } from '../../protocol/messages/index.js';
 import type { ListOffsetsRequest } from '../../protocol/messages/list-offsets-request.js';
 import type { ListOffsetsResponse } from '../../protocol/messages/list-offsets-response.js';
 import type { MetadataResponse } from '../../protocol/messages/metadata-response.js';
+import { MemoryData, MemoryStore } from '../../backends/memory-store.js';
 import { silentLogger } from '../logger.js';
-import { computeLag, lagSums, partitionKey } from './compute-lag.js';
+import { computeLag, currentOffsetSums, lagSums, partitionKey } from './compute-lag.js';
 import { GroupFilter } from './group-filter.js';
 import { LagCollector } from './lag-collector.js';
 import type { LogEndSource } from './log-end-offsets.js';
@@ -40,12 +41,39 @@ describe('computeLag', () => {
       ['g2', 't', 0, 12n, 12n, 0n],
       ['g2', 'gone', 0, 3n, undefined, undefined],
     ]);
-    expect(lagSums(rows)).toEqual(
+    expect(lagSums(rows)).toEqual([
+      { group: 'g1', topic: 't', sum: 6n },
+      { group: 'g2', topic: 't', sum: 0n },
+    ]);
+  });
+
+  it('gives the uncommitted partitions of a consumed topic -1, as the Kafka exporter does', () => {
+    const rows = computeLag(
       new Map([
-        ['g1', 6n],
-        ['g2', 0n],
+        ['g', [offset('t', 1, 5n), offset('u', 0, -1n)]],
+        // NUL in a group name stays in the group: sums are kept per group and topic, not by a joined key.
+        ['g\u0000t', [offset('t', 0, 2n)]],
+      ]),
+      new Map([[partitionKey('t', 1), 9n]]),
+      new Map([
+        ['t', [0, 1, 2]],
+        ['u', [0]],
       ]),
     );
+    expect(rows.map((r) => [r.group, r.topic, r.partition, r.committed, r.lag, r.uncommitted])).toEqual([
+      ['g', 't', 1, 5n, 4n, false],
+      ['g', 't', 0, -1n, -1n, true],
+      ['g', 't', 2, -1n, -1n, true],
+      // u: no committed offset at all, so not a consumed topic.
+      ['g\u0000t', 't', 0, 2n, undefined, false],
+      ['g\u0000t', 't', 1, -1n, -1n, true],
+      ['g\u0000t', 't', 2, -1n, -1n, true],
+    ]);
+    expect(lagSums(rows)).toEqual([{ group: 'g', topic: 't', sum: 4n }]);
+    expect(currentOffsetSums(rows)).toEqual([
+      { group: 'g', topic: 't', sum: 3n },
+      { group: 'g\u0000t', topic: 't', sum: 0n },
+    ]);
   });
 
   it('reports a committed offset beyond the log end as negative lag, as kafka-consumer-groups does', () => {
@@ -200,20 +228,23 @@ describe('LagCollector', () => {
   it('exports current offset, lag, sums, log end and commit age under the Kafka exporter names', async () => {
     const { registry, collector } = setup();
     expect(await collector.refresh()).toBe(true);
+    // audit has not committed t/1: -1 there, as the Kafka exporter shows it.
     expect(await seriesOf(registry, 'kafka_consumergroup_current_offset')).toEqual({
       'orders/t/0': 90,
       'orders/t/1': 200,
       'audit/t/0': 100,
+      'audit/t/1': -1,
     });
     expect(await seriesOf(registry, 'kafka_consumergroup_lag')).toEqual({
       'orders/t/0': 10,
       'orders/t/1': 50,
       'audit/t/0': 0,
+      'audit/t/1': -1,
     });
-    expect(await seriesOf(registry, 'kafka_consumergroup_lag_sum')).toEqual({ orders: 60, audit: 0 });
+    expect(await seriesOf(registry, 'kafka_consumergroup_lag_sum')).toEqual({ 'orders/t': 60, 'audit/t': 0 });
     expect(await seriesOf(registry, 'kafka_consumergroup_current_offset_sum')).toEqual({
-      orders: 290,
-      audit: 100,
+      'orders/t': 290,
+      'audit/t': 99,
     });
     expect(await seriesOf(registry, 'kafka_topic_partition_current_offset')).toEqual({
       't/0': 100,
@@ -239,8 +270,11 @@ describe('LagCollector', () => {
     groups.delete('audit');
     groups.set('orders', [offset('t', 1, 240n, 4_000n)]);
     await collector.refresh();
-    expect(await seriesOf(registry, 'kafka_consumergroup_lag')).toEqual({ 'orders/t/1': 10 });
-    expect(await seriesOf(registry, 'kafka_consumergroup_lag_sum')).toEqual({ orders: 10 });
+    expect(await seriesOf(registry, 'kafka_consumergroup_lag')).toEqual({
+      'orders/t/1': 10,
+      'orders/t/0': -1,
+    });
+    expect(await seriesOf(registry, 'kafka_consumergroup_lag_sum')).toEqual({ 'orders/t': 10 });
     expect(Object.keys(await seriesOf(registry, 'kop_consumergroup_last_commit_age_seconds'))).toEqual([
       'orders/t/1',
     ]);
@@ -251,7 +285,7 @@ describe('LagCollector', () => {
     await collector.refresh();
     setStoreDown(true);
     expect(await collector.refresh()).toBe(false);
-    expect(await seriesOf(registry, 'kafka_consumergroup_lag_sum')).toEqual({ orders: 60, audit: 0 });
+    expect(await seriesOf(registry, 'kafka_consumergroup_lag_sum')).toEqual({ 'orders/t': 60, 'audit/t': 0 });
     expect(await seriesOf(registry, 'kop_lag_refresh_errors_total')).toEqual({ '': 1 });
     setStoreDown(false);
     cluster.down = true;
@@ -272,7 +306,7 @@ describe('LagCollector', () => {
       maxGroups: 2,
     });
     await bounded.refresh();
-    expect(await seriesOf(registry, 'kafka_consumergroup_lag_sum')).toEqual({ a: 99, b: 99 });
+    expect(await seriesOf(registry, 'kafka_consumergroup_lag_sum')).toEqual({ 'a/t': 99, 'b/t': 99 });
     expect(await seriesOf(registry, 'kop_lag_groups_truncated')).toEqual({ '': 1 });
   });
 
@@ -301,5 +335,68 @@ describe('LagCollector', () => {
     expect(atStop).toBeGreaterThan(2);
     await new Promise((r) => setTimeout(r, 50));
     expect(await refreshes()).toBe(atStop);
+  });
+
+  it('exports the member counts the broker reports', async () => {
+    const registry = new Registry();
+    const asked: string[][] = [];
+    const collector = new LagCollector({
+      store: { listGroups: async () => ['a', 'b'], fetch: async () => [offset('t', 0, 1n)] },
+      cluster: fakeCluster({ t: { 0: [1, 100n] } }),
+      members: async (groups) => {
+        asked.push(groups);
+        return new Map([
+          ['a', 3],
+          ['b', 0],
+        ]);
+      },
+      registry,
+      log: silentLogger,
+      intervalMs: 60_000,
+      include: [],
+      exclude: [],
+      maxGroups: 10,
+    });
+    await collector.refresh();
+    expect(asked).toEqual([['a', 'b']]);
+    expect(await seriesOf(registry, 'kafka_consumergroup_members')).toEqual({ a: 3, b: 0 });
+  });
+
+  it('with a lease, exactly one of two proxies on a shared store exports; the other takes over', async () => {
+    const data = new MemoryData();
+    const make = (holder: string) => {
+      const registry = new Registry();
+      const collector = new LagCollector({
+        store: { listGroups: async () => ['g'], fetch: async () => [offset('t', 0, 1n)] },
+        cluster: fakeCluster({ t: { 0: [1, 100n] } }),
+        lease: { store: new MemoryStore(data), holder, ttlMs: 200 },
+        registry,
+        log: silentLogger,
+        intervalMs: 60_000,
+        include: [],
+        exclude: [],
+        maxGroups: 10,
+      });
+      return { registry, collector };
+    };
+    const [a, b] = [make('a'), make('b')];
+    await a.collector.refresh();
+    await b.collector.refresh();
+    expect(await seriesOf(a.registry, 'kafka_consumergroup_lag_sum')).toEqual({ 'g/t': 99 });
+    expect(await seriesOf(b.registry, 'kafka_consumergroup_lag_sum')).toEqual({});
+    expect(await seriesOf(a.registry, 'kop_lag_exporter')).toEqual({ '': 1 });
+    expect(await seriesOf(b.registry, 'kop_lag_exporter')).toEqual({ '': 0 });
+    // a stops: it releases the lease and b exports from its next refresh.
+    await a.collector.stop();
+    await b.collector.refresh();
+    expect(await seriesOf(b.registry, 'kafka_consumergroup_lag_sum')).toEqual({ 'g/t': 99 });
+    // b dies (no release): after the TTL, a new proxy c takes over.
+    const c = make('c');
+    await c.collector.refresh();
+    expect(await seriesOf(c.registry, 'kop_lag_exporter')).toEqual({ '': 0 });
+    await new Promise((r) => setTimeout(r, 300));
+    await c.collector.refresh();
+    expect(await seriesOf(c.registry, 'kop_lag_exporter')).toEqual({ '': 1 });
+    expect(await seriesOf(c.registry, 'kafka_consumergroup_lag_sum')).toEqual({ 'g/t': 99 });
   });
 });

@@ -3,10 +3,15 @@
  * names (danielqsj/kafka_exporter) so existing dashboards and alerts work unchanged:
  *
  *   kafka_consumergroup_current_offset{consumergroup,topic,partition}
- *   kafka_consumergroup_current_offset_sum{consumergroup}
+ *   kafka_consumergroup_current_offset_sum{consumergroup,topic}
  *   kafka_consumergroup_lag{consumergroup,topic,partition}
- *   kafka_consumergroup_lag_sum{consumergroup}
+ *   kafka_consumergroup_lag_sum{consumergroup,topic}
+ *   kafka_consumergroup_members{consumergroup}               (from the broker's DescribeGroups)
  *   kafka_topic_partition_current_offset{topic,partition}   (log-end offset)
+ *
+ * with the Kafka exporter's conventions: every partition of a topic the group has committed to
+ * has a series, -1 (offset and lag) where the group has no commit, and the offset sum adds those
+ * -1s as the exporter does (docs/metrics.md has the comparison with a real kafka_exporter).
  *
  * plus kop_consumergroup_last_commit_age_seconds{consumergroup,topic,partition}, computed at
  * scrape time from the stored commit timestamps so it keeps growing between refreshes.
@@ -14,22 +19,40 @@
  * A refresh replaces every series in one synchronous step (reset, then set): a scrape never sees
  * half a refresh, and series of groups or partitions that disappeared from the store are gone.
  * A refresh that fails (store down, no broker) keeps the previous series and counts the error.
+ *
+ * Several proxies on one shared store would each export the same series: with a lease, only the
+ * proxy holding it exports (kop_lag_exporter 1), the others export none, and when the holder stops
+ * (it releases) or dies (the lease lapses) another one takes over at its next refresh.
  */
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { Counter, Gauge, Histogram } from 'prom-client';
 import type { Registry } from 'prom-client';
 import type { OffsetStore, PartitionOffset, TopicPartition } from '../../backends/store.js';
 import type { Logger } from '../logger.js';
-import { computeLag, lagSums } from './compute-lag.js';
+import { computeLag, currentOffsetSums, lagSums } from './compute-lag.js';
 import type { LagRow } from './compute-lag.js';
 import { GroupFilter } from './group-filter.js';
 import type { GroupFilterOptions } from './group-filter.js';
 import { fetchLogEndOffsets } from './log-end-offsets.js';
 import type { LogEndSource } from './log-end-offsets.js';
 
+/** One exporter per cluster: the store lease this proxy must hold to export lag series. */
+export interface LagLease {
+  store: Pick<OffsetStore, 'lease' | 'releaseLease'>;
+  /** Unique to this proxy process. */
+  holder: string;
+  ttlMs: number;
+}
+
+export const LAG_LEASE = 'lag-exporter';
+
 export interface LagCollectorOptions extends GroupFilterOptions {
   store: Pick<OffsetStore, 'listGroups' | 'fetch'>;
   cluster: LogEndSource;
+  /** Member counts of groups, as the broker's DescribeGroups says (absent: no members gauge). */
+  members?: (groups: string[]) => Promise<Map<string, number>>;
+  /** Absent: this proxy always exports (a store only it uses). */
+  lease?: LagLease;
   registry: Registry;
   log: Logger;
   intervalMs: number;
@@ -43,9 +66,12 @@ const YIELD_EVERY_GROUPS = 50;
 export class LagCollector {
   private readonly filter: GroupFilter;
   private readonly currentOffset: Gauge<(typeof GROUP_PARTITION)[number]>;
-  private readonly currentOffsetSum: Gauge<'consumergroup'>;
+  private readonly currentOffsetSum: Gauge<'consumergroup' | 'topic'>;
   private readonly lag: Gauge<(typeof GROUP_PARTITION)[number]>;
-  private readonly lagSum: Gauge<'consumergroup'>;
+  private readonly lagSum: Gauge<'consumergroup' | 'topic'>;
+  private readonly members: Gauge<'consumergroup'>;
+  private readonly exporter: Gauge;
+  private holding = false;
   private readonly logEnd: Gauge<'topic' | 'partition'>;
   private readonly refreshDuration: Histogram;
   private readonly refreshErrors: Counter;
@@ -71,8 +97,8 @@ export class LagCollector {
     });
     this.currentOffsetSum = new Gauge({
       name: 'kafka_consumergroup_current_offset_sum',
-      help: 'Sum of the committed offsets of a consumer group.',
-      labelNames: ['consumergroup'],
+      help: 'Sum of the committed offsets of a consumer group in a topic (-1 for each uncommitted partition, as the Kafka exporter adds them).',
+      labelNames: ['consumergroup', 'topic'],
       registers,
     });
     this.lag = new Gauge({
@@ -83,8 +109,19 @@ export class LagCollector {
     });
     this.lagSum = new Gauge({
       name: 'kafka_consumergroup_lag_sum',
-      help: 'Sum of the lag of a consumer group over its partitions.',
+      help: 'Sum of the lag of a consumer group over its committed partitions of a topic.',
+      labelNames: ['consumergroup', 'topic'],
+      registers,
+    });
+    this.members = new Gauge({
+      name: 'kafka_consumergroup_members',
+      help: "Members of a consumer group, as the group coordinator's DescribeGroups reports them.",
       labelNames: ['consumergroup'],
+      registers,
+    });
+    this.exporter = new Gauge({
+      name: 'kop_lag_exporter',
+      help: 'Whether this proxy exports the lag series (1): one proxy per shared store does.',
       registers,
     });
     this.logEnd = new Gauge({
@@ -149,12 +186,37 @@ export class LagCollector {
     this.stopped = true;
     if (this.timer) clearTimeout(this.timer);
     await this.running;
+    const lease = this.opts.lease;
+    if (lease && this.holding) {
+      this.holding = false;
+      await lease.store.releaseLease(LAG_LEASE, lease.holder).catch(() => undefined);
+    }
+  }
+
+  /** Takes or renews the lease; without one, this proxy always exports. */
+  private async holdsLease(): Promise<boolean> {
+    const lease = this.opts.lease;
+    if (!lease) return true;
+    try {
+      this.holding = await lease.store.lease(LAG_LEASE, lease.holder, lease.ttlMs);
+    } catch (err) {
+      // Unsure: another proxy may take it over once it lapses, so stop exporting.
+      this.opts.log.warn('lag: could not renew the exporter lease', { error: err });
+      this.holding = false;
+    }
+    return this.holding;
   }
 
   /** One refresh; resolves false when it failed (and the previous series stay). */
   async refresh(): Promise<boolean> {
     const end = this.refreshDuration.startTimer();
     try {
+      if (!(await this.holdsLease())) {
+        this.exporter.set(0);
+        this.publish([], 0, new Map());
+        return true;
+      }
+      this.exporter.set(1);
       const { selected, truncated } = this.filter.select(await this.opts.store.listGroups());
       const committed = new Map<string, PartitionOffset[]>();
       // Sequential on purpose: a background task should not burst the store at commit time. A
@@ -172,7 +234,8 @@ export class LagCollector {
           first: logEnds.missing[0],
         });
       }
-      const rows = computeLag(committed, logEnds.offsets);
+      const rows = computeLag(committed, logEnds.offsets, logEnds.partitionsOf);
+      const members = this.opts.members ? await this.opts.members(selected) : new Map<string, number>();
       if (truncated > 0 && !this.warnedTruncated) {
         this.warnedTruncated = true;
         this.opts.log.warn('lag: more groups than lag-max-groups; the rest get no lag series', {
@@ -180,7 +243,13 @@ export class LagCollector {
           truncated,
         });
       }
-      this.publish(rows, truncated);
+      // Renewed right before publishing: a refresh may outlast a lease another proxy then took.
+      if (!(await this.holdsLease())) {
+        this.exporter.set(0);
+        this.publish([], 0, new Map());
+        return true;
+      }
+      this.publish(rows, truncated, members);
       return true;
     } catch (err) {
       this.refreshErrors.inc();
@@ -192,25 +261,26 @@ export class LagCollector {
   }
 
   /** Synchronous: replaces every lag series at once. */
-  private publish(rows: LagRow[], truncated: number): void {
+  private publish(rows: LagRow[], truncated: number, members: ReadonlyMap<string, number>): void {
     this.currentOffset.reset();
     this.currentOffsetSum.reset();
     this.lag.reset();
     this.lagSum.reset();
     this.logEnd.reset();
-    const offsetSums = new Map<string, number>();
+    this.members.reset();
     for (const r of rows) {
       const partition = String(r.partition);
       this.currentOffset.labels(r.group, r.topic, partition).set(Number(r.committed));
-      offsetSums.set(r.group, (offsetSums.get(r.group) ?? 0) + Number(r.committed));
       if (r.lag !== undefined) this.lag.labels(r.group, r.topic, partition).set(Number(r.lag));
       if (r.logEnd !== undefined) this.logEnd.labels(r.topic, partition).set(Number(r.logEnd));
     }
-    for (const [group, sum] of offsetSums) this.currentOffsetSum.labels(group).set(sum);
-    for (const [group, sum] of lagSums(rows)) this.lagSum.labels(group).set(Number(sum));
+    for (const s of currentOffsetSums(rows))
+      this.currentOffsetSum.labels(s.group, s.topic).set(Number(s.sum));
+    for (const s of lagSums(rows)) this.lagSum.labels(s.group, s.topic).set(Number(s.sum));
+    for (const [g, n] of members) this.members.labels(g).set(n);
     this.groupsTruncated.set(truncated);
     this.lastSuccess.set(this.now() / 1000);
-    this.rows = rows;
+    this.rows = rows.filter((r) => !r.uncommitted);
   }
 }
 

@@ -27,6 +27,8 @@ export const LATEST_TIMESTAMP = -1n;
 export interface LogEndResult {
   /** By partitionKey(topic, partition). */
   offsets: Map<string, bigint>;
+  /** Every partition of each topic asked about that the cluster has, from its metadata. */
+  partitionsOf: Map<string, number[]>;
   /** Partitions without a log end, with why (for a debug log; not an error of the refresh). */
   missing: { topic: string; partition: number; reason: string }[];
 }
@@ -35,7 +37,7 @@ export async function fetchLogEndOffsets(
   cluster: LogEndSource,
   partitions: readonly TopicPartition[],
 ): Promise<LogEndResult> {
-  const result: LogEndResult = { offsets: new Map(), missing: [] };
+  const result: LogEndResult = { offsets: new Map(), partitionsOf: new Map(), missing: [] };
   if (partitions.length === 0) return result;
   const topics = [...new Set(partitions.map((p) => p.topic))].sort();
   const metadata = await cluster.metadata(topics);
@@ -43,6 +45,10 @@ export async function fetchLogEndOffsets(
   const leaderOf = new Map<string, number>();
   for (const t of metadata.topics) {
     if (t.name === null || t.errorCode !== 0) continue;
+    result.partitionsOf.set(
+      t.name,
+      t.partitions.map((p) => p.partitionIndex).sort((a, b) => a - b),
+    );
     for (const p of t.partitions) {
       if (p.errorCode === 0 && p.leaderId >= 0)
         leaderOf.set(partitionKey(t.name, p.partitionIndex), p.leaderId);

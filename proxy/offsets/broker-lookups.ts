@@ -97,6 +97,38 @@ export class BrokerLookups {
     });
   }
 
+  /**
+   * Member counts of groups as their coordinators' DescribeGroups report them (a group the
+   * broker does not know, or a KIP-848 group, which DescribeGroups calls Dead: 0). One request per
+   * coordinator; groups whose coordinator or answer is missing are left out.
+   */
+  async memberCounts(groups: readonly string[]): Promise<Map<string, number>> {
+    const out = new Map<string, number>();
+    const byNode = new Map<number, string[]>();
+    for (const [g, nodeId] of await this.cluster.coordinatorsOf(groups)) {
+      let list = byNode.get(nodeId);
+      if (!list) byNode.set(nodeId, (list = []));
+      list.push(g);
+    }
+    await Promise.all(
+      [...byNode].map(async ([nodeId, gs]) => {
+        try {
+          const { body } = await this.cluster.request<DescribeGroupsResponse>(
+            nodeId,
+            ApiKey.DescribeGroups,
+            { ...defaultDescribeGroupsRequest(), groups: gs },
+            5,
+          );
+          for (const g of body.groups)
+            if (g.errorCode === ErrorCode.NONE) out.set(g.groupId, g.members.length);
+        } catch {
+          // that coordinator's groups get no members series this round
+        }
+      }),
+    );
+    return out;
+  }
+
   /** True when the broker says the group has no members (Empty, Dead, or unknown). */
   async groupIsEmpty(group: string): Promise<boolean> {
     return this.atCoordinator(group, async (nodeId) => {
