@@ -71,6 +71,18 @@ describe('Grafana dashboard', () => {
     expect(targets.length).toBeGreaterThan(10);
   });
 
+  it('has job and instance variables, and every query selects by them (no job name written in)', () => {
+    const names = dashboard.templating.list.map((v) => (v as unknown as { name: string }).name);
+    expect(names).toEqual(expect.arrayContaining(['job', 'instance']));
+    for (const t of targets) {
+      for (const selector of t.expr.match(/\b(?:kop|kafka|process|nodejs)_[a-z0-9_]+(\{[^}]*\})?/g) ?? []) {
+        expect(selector, t.expr).toContain('job=~"$job"');
+        expect(selector, t.expr).toContain('instance=~"$instance"');
+      }
+      expect(t.expr).not.toMatch(/job="/);
+    }
+  });
+
   it('queries only metrics the proxy exports', async () => {
     const names = await exportedNames();
     const queries = [...targets.map((t) => t.expr), ...dashboard.templating.list.map((v) => v.query.query)];
