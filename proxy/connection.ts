@@ -5,7 +5,8 @@
  * request order, whether they come from the broker (possibly rewritten) or are answered by the
  * proxy itself, so a locally answered request in the middle of a pipeline keeps its place.
  * Backpressure runs both ways: a side that cannot keep up pauses the side that feeds it, and the
- * number of requests in flight is bounded.
+ * number of requests in flight is bounded. The broker connection is opened when the client first
+ * needs the broker (broker-link.ts).
  */
 import type { Socket } from 'node:net';
 import { FrameSplitter } from '../protocol/frame-splitter.js';
@@ -28,6 +29,7 @@ import type { Logger } from './logger.js';
 import type { AnsweredBy, ProxyObserver, RejectCause } from './observer.js';
 import { ResponseReader } from './response-reader.js';
 import type { FrameRoute } from './response-reader.js';
+import { BrokerLink } from './broker-link.js';
 import { legacySaslRoundTrips } from './sasl-legacy.js';
 
 export interface ConnectionPolicy {
@@ -172,6 +174,9 @@ export class ProxyConnection {
   private closed = false;
   private draining = false;
   private clientPausedFor = new Set<PauseReason>();
+  private readonly broker: BrokerLink;
+  /** The broker connection was opened (and so is counted as open until this one closes). */
+  private brokerCounted = false;
   /** Memory of the incomplete request frame, as last told to `policy.requestBuffers`. */
   private requestHeld = 0;
   /** What the incomplete request counts in the pool: its reservation once admitted, else its memory. */
@@ -182,7 +187,7 @@ export class ProxyConnection {
 
   constructor(
     private readonly client: Socket,
-    private readonly upstream: Socket,
+    openUpstream: () => Promise<Socket>,
     readonly nodeId: number | null,
     private readonly policy: ConnectionPolicy,
   ) {
@@ -193,6 +198,21 @@ export class ProxyConnection {
       stream: (bytes, end) => this.streamResponse(bytes, end),
       whole: (payload) => this.wholeResponse(payload),
     });
+    this.broker = new BrokerLink(openUpstream, {
+      data: (chunk) => this.onUpstreamData(chunk),
+      drain: () => this.resumeClient('upstream'),
+      opened: () => {
+        this.brokerCounted = true;
+        policy.observer.brokerConnectionOpened(nodeId);
+      },
+      lost: (reason, err) => {
+        if (reason === 'no broker connection' && !this.closed) {
+          this.log.warn('no broker connection for client', { error: err });
+          policy.observer.upstreamConnectFailed(nodeId);
+        }
+        this.close(reason, err);
+      },
+    });
 
     client.setNoDelay(true);
     if (policy.idleTimeoutMs) {
@@ -201,17 +221,11 @@ export class ProxyConnection {
         if (this.pending.length === 0 && this.forwarded.length === 0) this.close('idle');
       });
     }
-    upstream.setNoDelay(true);
     client.on('data', (chunk: Buffer) => this.onClientData(chunk));
-    upstream.on('data', (chunk: Buffer) => this.onUpstreamData(chunk));
-    client.on('drain', () => this.upstream.resume());
-    upstream.on('drain', () => this.resumeClient('upstream'));
+    client.on('drain', () => this.broker.resume());
     client.on('error', (err) => this.close('client error', err));
-    upstream.on('error', (err) => this.close('broker error', err));
     client.on('close', () => this.close('client closed'));
-    upstream.on('close', () => this.close('broker closed'));
     client.on('end', () => this.close('client ended'));
-    upstream.on('end', () => this.close('broker ended'));
   }
 
   get inFlight(): number {
@@ -431,8 +445,7 @@ export class ProxyConnection {
   private forward(frame: Buffer, p: Pending | null): void {
     if (p) this.forwarded.push(p);
     this.policy.observer.bytes('broker_out', frame.length + 4);
-    const ok = writeFrame(this.upstream, frame);
-    if (!ok) this.pauseClient('upstream');
+    if (!this.broker.write([sizePrefix(frame.length), frame])) this.pauseClient('upstream');
   }
 
   // ---- broker → client -------------------------------------------------------------------
@@ -514,7 +527,7 @@ export class ProxyConnection {
 
   private sendStreamed(bytes: Buffer): void {
     this.policy.observer.bytes('client_out', bytes.length);
-    if (!this.client.write(bytes)) this.upstream.pause();
+    if (!this.client.write(bytes)) this.broker.pause();
   }
 
   /** The streamed response of `p` (the head of the queue) has gone out whole. */
@@ -567,7 +580,7 @@ export class ProxyConnection {
     }
     this.client.uncork();
     // The client reads slower than the broker answers: stop reading the broker until it drains.
-    if (full) this.upstream.pause();
+    if (full) this.broker.pause();
     if (this.pending.length < this.policy.maxInFlight) this.resumeClient('inflight');
     if (this.draining && this.pending.length === 0) this.drainResolve?.();
   }
@@ -676,7 +689,7 @@ export class ProxyConnection {
         body,
       );
       this.policy.observer.bytes('broker_out', frame.length);
-      if (!this.upstream.write(frame)) this.pauseClient('upstream');
+      if (!this.broker.write([frame])) this.pauseClient('upstream');
     });
   }
 
@@ -688,11 +701,13 @@ export class ProxyConnection {
       reason.endsWith('closed') ||
       reason.endsWith('ended') ||
       reason === 'proxy shutting down' ||
-      reason === 'idle';
+      reason === 'idle' ||
+      reason === 'no broker connection'; // logged as such already
     if (quiet) this.log.debug('connection closed', { reason });
     else this.log.warn('connection closed', { reason, error: detail });
     this.client.destroy();
-    this.upstream.destroy();
+    this.broker.destroy();
+    if (this.brokerCounted) this.policy.observer.brokerConnectionClosed(this.nodeId);
     this.pending.length = 0;
     this.forwarded.length = 0;
     const pool = this.policy.requestBuffers;
@@ -714,15 +729,6 @@ function sizePrefix(length: number): Buffer {
 
 function withSize(frame: Buffer): Buffer[] {
   return [sizePrefix(frame.length), frame];
-}
-
-/** Writes one frame (its size, then its bytes) and says whether the socket wants more. */
-function writeFrame(socket: Socket, frame: Buffer): boolean {
-  socket.cork();
-  socket.write(sizePrefix(frame.length));
-  const ok = socket.write(frame);
-  socket.uncork();
-  return ok;
 }
 
 /** ApiVersions error response: a v0 body (header v0, as always for ApiVersions) listing its own range. */

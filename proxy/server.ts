@@ -126,8 +126,6 @@ export class KafkaProxy {
   private readonly policy: ConnectionPolicy;
   private readonly requestBuffers: RequestBufferPool;
   private bootstrapIndex = 0;
-  /** Client connections accepted whose broker connection is still being opened. */
-  private accepting = 0;
   private refused = 0;
   private acceptErrors = 0;
   private stopping = false;
@@ -387,9 +385,9 @@ export class KafkaProxy {
       client.destroy();
       return;
     }
-    // A connection storm must not exhaust memory or file descriptors: count the connections being
-    // opened too, and refuse beyond the limit (clients retry with backoff, as against a broker).
-    if (this.connections.size + this.accepting >= (this.opts.maxConnections ?? 10_000)) {
+    // A connection storm must not exhaust memory or file descriptors: refuse beyond the limit
+    // (clients retry with backoff, as against a broker).
+    if (this.connections.size >= (this.opts.maxConnections ?? 10_000)) {
       this.refused++;
       if (this.refused === 1 || this.refused % 1000 === 0) {
         this.log.warn('connection limit reached: refusing', {
@@ -400,31 +398,10 @@ export class KafkaProxy {
       client.destroy();
       return;
     }
-    this.accepting++;
-    // Nothing is read from the client until its broker connection is up, so nothing is lost
-    // if that connection fails and the client has to reconnect.
-    client.pause();
-    client.on('error', () => client.destroy());
-    this.openUpstream(nodeId).then(
-      (upstream) => {
-        this.accepting--;
-        if (client.destroyed || this.stopping) {
-          upstream.destroy();
-          client.destroy();
-          return;
-        }
-        const conn = new ProxyConnection(client, upstream, nodeId, this.policy);
-        this.connections.add(conn);
-        this.observer.connectionOpened(nodeId);
-        client.resume();
-      },
-      (err: unknown) => {
-        this.accepting--;
-        this.log.warn('no broker connection for client', { node: nodeId, error: err });
-        this.observer.upstreamConnectFailed(nodeId);
-        client.destroy();
-      },
-    );
+    // The broker connection is opened by the connection itself when the client first needs it.
+    const conn = new ProxyConnection(client, () => this.openUpstream(nodeId), nodeId, this.policy);
+    this.connections.add(conn);
+    this.observer.connectionOpened(nodeId);
   }
 
   private async openUpstream(nodeId: number | null): Promise<net.Socket> {

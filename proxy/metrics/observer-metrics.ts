@@ -103,7 +103,7 @@ export class ObserverMetrics implements ProxyObserver {
     >;
     const connections = new Gauge({
       name: 'kop_connections_active',
-      help: 'Open connections: side="client" from Kafka clients, side="broker" the proxy holds to brokers for them.',
+      help: 'Open connections: side="client" from Kafka clients, side="broker" the proxy holds to brokers for them (opened at a client\'s first request that needs the broker).',
       labelNames: ['side'],
       registers: [registry],
     });
@@ -119,13 +119,19 @@ export class ObserverMetrics implements ProxyObserver {
   }
 
   connectionOpened(): void {
-    // Every proxied client connection is paired with its own broker connection.
     this.clientConnections.inc();
-    this.brokerConnections.inc();
   }
 
   connectionClosed(): void {
     this.clientConnections.dec();
+  }
+
+  // A client connection gets its own broker connection once it first needs the broker.
+  brokerConnectionOpened(): void {
+    this.brokerConnections.inc();
+  }
+
+  brokerConnectionClosed(): void {
     this.brokerConnections.dec();
   }
 

@@ -86,13 +86,18 @@ describe('observer metrics', () => {
     m.observer.bytes('broker_out', 7);
     m.observer.connectionOpened(null);
     m.observer.connectionOpened(1);
+    m.observer.connectionOpened(2);
     m.observer.connectionClosed(null);
+    // Broker connections are opened when a client first needs one: not every client has one.
+    m.observer.brokerConnectionOpened(1);
+    m.observer.brokerConnectionOpened(null);
+    m.observer.brokerConnectionClosed(null);
     m.observer.upstreamConnectFailed(2);
     m.observer.frameRejected('too_large');
     expect(await sample(m, 'kop_bytes_total', { direction: 'client_in' })).toBe(105);
     expect(await sample(m, 'kop_bytes_total', { direction: 'broker_out' })).toBe(7);
     expect(await sample(m, 'kop_bytes_total', { direction: 'client_out' })).toBe(0);
-    expect(await sample(m, 'kop_connections_active', { side: 'client' })).toBe(1);
+    expect(await sample(m, 'kop_connections_active', { side: 'client' })).toBe(2);
     expect(await sample(m, 'kop_connections_active', { side: 'broker' })).toBe(1);
     expect(await sample(m, 'kop_upstream_connect_failures_total')).toBe(1);
     expect(await sample(m, 'kop_frames_rejected_total', { cause: 'too_large' })).toBe(1);

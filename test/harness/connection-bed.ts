@@ -13,22 +13,28 @@ export interface ConnectionBed {
   client: net.Socket;
   received: () => Buffer;
   closed: Promise<void>;
+  /** Connections the proxy opened to the fake broker so far. */
+  brokerConnections: () => number;
   stop: () => Promise<void>;
 }
 
 /**
  * A fake broker answering every request with `responses(correlationId)` (a whole frame, size
  * prefix included), `requestsPerWrite` answers per write, and a ProxyConnection in front of it
- * with `policy` over quiet defaults (no extension, nothing rewritten).
+ * with `policy` over quiet defaults (no extension, nothing rewritten). `brokerPort` replaces the
+ * fake broker's address (e.g. a closed port).
  */
 export async function connectionBed(
   responses: (correlationId: number) => Buffer,
   policy: Partial<ConnectionPolicy>,
   requestsPerWrite = 1,
+  brokerPort?: number,
 ): Promise<ConnectionBed> {
   const sockets: net.Socket[] = [];
+  let connections = 0;
   const broker = net.createServer((s) => {
     sockets.push(s);
+    connections++;
     const splitter = new FrameSplitter({ maxFrameSize: 1 << 24 });
     let batch: Buffer[] = [];
     s.on('data', (chunk: Buffer) => {
@@ -56,9 +62,14 @@ export async function connectionBed(
   };
   const front = net.createServer((c) => {
     sockets.push(c);
-    const up = net.connect((broker.address() as net.AddressInfo).port, '127.0.0.1');
-    sockets.push(up);
-    up.once('connect', () => new ProxyConnection(c, up, null, full));
+    const open = () =>
+      new Promise<net.Socket>((resolve, reject) => {
+        const up = net.connect(brokerPort ?? (broker.address() as net.AddressInfo).port, '127.0.0.1');
+        sockets.push(up);
+        up.once('connect', () => resolve(up));
+        up.once('error', reject);
+      });
+    new ProxyConnection(c, open, null, full);
   });
   await new Promise<void>((r) => front.listen(0, '127.0.0.1', r));
   const client = net.connect((front.address() as net.AddressInfo).port, '127.0.0.1');
@@ -72,6 +83,7 @@ export async function connectionBed(
     client,
     received: () => Buffer.concat(chunks),
     closed,
+    brokerConnections: () => connections,
     stop: async () => {
       for (const s of sockets) s.destroy();
       await Promise.all([broker, front].map((srv) => new Promise((r) => srv.close(r))));

@@ -13,13 +13,13 @@ import { decodeResponseFrame } from '../../protocol/frames.js';
 import { ApiKey } from '../../protocol/messages/index.js';
 import { createTopics } from '../bed/clients/kafkajs.js';
 import { uniqueName } from '../bed/clients/scenarios.js';
-import { ensureBuilt, freePortRange, spawnProxy } from '../harness/proxy.js';
-import type { ProxyProcess } from '../harness/proxy.js';
+import { ensureBuilt } from '../harness/proxy.js';
 import { RawClient, apiVersionsRequest, produceRequest } from '../harness/raw-client.js';
 import { commitOnce, fetchOnce, rssOf, sleep } from '../reliability/commit-checker.js';
 import { until } from '../reliability/fault-helpers.js';
 import {
   MiB,
+  cliWithMetrics,
   closeProbes,
   fmt,
   latencies,
@@ -38,21 +38,7 @@ beforeAll(async () => {
 });
 
 /** The CLI with the memory store, its HTTP endpoint (metrics) on a free port, lag off. */
-async function cli(args: string[]): Promise<{ proxy: ProxyProcess; http: string }> {
-  const http = `127.0.0.1:${await freePortRange(0)}`;
-  const proxy = await spawnProxy([
-    '--bootstrap-server',
-    brokerBootstrap,
-    '--store',
-    'memory://',
-    '--http',
-    http,
-    '--lag-interval-ms',
-    '0',
-    ...args,
-  ]);
-  return { proxy, http };
-}
+const cli = (args: string[] = []) => cliWithMetrics(brokerBootstrap, args);
 
 /** A normal client still gets Metadata, ApiVersions and an OffsetCommit/OffsetFetch round trip. */
 async function expectServes(bootstrap: string, topic: string): Promise<number[]> {

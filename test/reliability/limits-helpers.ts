@@ -1,11 +1,34 @@
-// Shared pieces of test/integration/reliability-limits.test.ts: many raw sockets opened at once
-// (each recording what happened to it), the proxy's own metrics read over HTTP, round-trip latencies.
+// Shared pieces of test/integration/reliability-limits.test.ts and reliability-unread-responses.test.ts:
+// the CLI with its metrics, many raw sockets opened at once (each recording what happened to it),
+// the proxy's own metrics read over HTTP, round-trip latencies.
 import net from 'node:net';
 import { ApiKey } from '../../protocol/messages/index.js';
 import type { ApiVersionsResponse } from '../../protocol/messages/api-versions-response.js';
 import type { MetadataResponse } from '../../protocol/messages/metadata-response.js';
+import { freePortRange, spawnProxy } from '../harness/proxy.js';
+import type { ProxyProcess } from '../harness/proxy.js';
 import type { RawClient } from '../harness/raw-client.js';
 import { metadataRequestBody, splitHostPort } from '../harness/raw-client.js';
+
+/** The CLI with the memory store in front of `bootstrap`, its HTTP endpoint (metrics) on a free port, lag off. */
+export async function cliWithMetrics(
+  bootstrap: string,
+  args: string[] = [],
+): Promise<{ proxy: ProxyProcess; http: string }> {
+  const http = `127.0.0.1:${await freePortRange(0)}`;
+  const proxy = await spawnProxy([
+    '--bootstrap-server',
+    bootstrap,
+    '--store',
+    'memory://',
+    '--http',
+    http,
+    '--lag-interval-ms',
+    '0',
+    ...args,
+  ]);
+  return { proxy, http };
+}
 
 /** One value of the proxy's /metrics: `name` with exactly `labels` (e.g. `side="client"`), or undefined. */
 export async function scrape(http: string, name: string, labels = ''): Promise<number | undefined> {

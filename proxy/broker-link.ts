@@ -1,0 +1,111 @@
+/**
+ * The broker side of one client connection, opened when the client first needs the broker.
+ *
+ * A client connection that has sent nothing, or only part of a request, costs the broker nothing:
+ * idle and slowloris connections hold no broker connection (each held one, with its descriptor and
+ * a slot of the broker's connection limits, when the proxy opened it at accept). The first request
+ * the broker must see (ApiVersions for most clients, or an authorization probe) opens it. Frames
+ * written before the connection is up are queued and `write` returns false, as a full socket
+ * would, so the caller stops reading its client until `drain`: the queue holds at most the frames
+ * of one client read.
+ */
+import type { Socket } from 'node:net';
+
+export interface BrokerLinkEvents {
+  data(chunk: Buffer): void;
+  /** Writes may go on (after `write` returned false). */
+  drain(): void;
+  /** The connection is open (counted as a broker connection from now until `destroy`). */
+  opened(): void;
+  /** The connection could not be opened, failed or was closed by the broker. */
+  lost(reason: string, err?: unknown): void;
+}
+
+export class BrokerLink {
+  private socket: Socket | null = null;
+  private opening = false;
+  private queued: Buffer[] = [];
+  private paused = false;
+  private destroyed = false;
+
+  constructor(
+    private readonly open: () => Promise<Socket>,
+    private readonly events: BrokerLinkEvents,
+  ) {}
+
+  /** The connection is open now (not merely being opened). */
+  get isOpen(): boolean {
+    return this.socket !== null;
+  }
+
+  /**
+   * Sends `buffers` as one write, opening the connection first if needed. False: the caller
+   * should stop producing until `drain`.
+   */
+  write(buffers: Buffer[]): boolean {
+    const socket = this.socket;
+    if (socket !== null) return writeAll(socket, buffers);
+    if (this.destroyed) return false;
+    this.queued.push(...buffers);
+    if (!this.opening) this.start();
+    return false;
+  }
+
+  pause(): void {
+    this.paused = true;
+    this.socket?.pause();
+  }
+
+  resume(): void {
+    this.paused = false;
+    this.socket?.resume();
+  }
+
+  destroy(): void {
+    this.destroyed = true;
+    this.queued = [];
+    this.socket?.destroy();
+  }
+
+  private start(): void {
+    this.opening = true;
+    this.open().then(
+      (socket) => {
+        this.opening = false;
+        if (this.destroyed) {
+          socket.destroy();
+          return;
+        }
+        this.attach(socket);
+      },
+      (err: unknown) => {
+        this.opening = false;
+        if (!this.destroyed) this.events.lost('no broker connection', err);
+      },
+    );
+  }
+
+  private attach(socket: Socket): void {
+    this.socket = socket;
+    socket.setNoDelay(true);
+    socket.on('data', (chunk: Buffer) => this.events.data(chunk));
+    socket.on('drain', () => this.events.drain());
+    socket.on('error', (err) => this.events.lost('broker error', err));
+    socket.on('close', () => this.events.lost('broker closed'));
+    socket.on('end', () => this.events.lost('broker ended'));
+    if (this.paused) socket.pause();
+    this.events.opened();
+    const queued = this.queued;
+    this.queued = [];
+    // A full socket emits 'drain' itself later; otherwise the caller may write on now.
+    if (writeAll(socket, queued)) this.events.drain();
+  }
+}
+
+function writeAll(socket: Socket, buffers: Buffer[]): boolean {
+  socket.cork();
+  let ok = true;
+  for (const b of buffers) ok = socket.write(b);
+  socket.uncork();
+  return ok;
+}
