@@ -259,6 +259,7 @@ export function proxyOptions(config: ProxyConfig, log: ReturnType<typeof createL
     maxInFlight: config.maxInFlight,
     maxConnections: config.maxConnections,
     maxBufferedRequestBytes: config.maxBufferedRequestBytes,
+    maxBufferedResponseBytes: config.maxBufferedResponseBytes,
     idleTimeoutMs: config.idleTimeoutMs,
     requestTimeoutMs: config.requestTimeoutMs,
     shutdownTimeoutMs: drainBudgetMs(config.shutdownTimeoutMs),

@@ -192,6 +192,15 @@ export const OPTIONS: readonly OptionSpec[] = [
     help: "Memory for requests not yet fully received, all client connections together, like a broker's queued.max.request.bytes. A request over 64 KiB reserves its declared size once its body starts to arrive; while the reservations reach this limit, a connection starting such a request is no longer read (its client waits) until memory is freed, then in arrival order; --idle-timeout-ms still applies. Requests up to 64 KiB are always read. Memory can pass the limit by one request and one 64 KiB socket read per connection. Gauge: kop_request_buffer_bytes.",
   },
   {
+    name: 'max-buffered-response-bytes',
+    kind: 'int',
+    default: String(256 * 1024 * 1024),
+    min: 1,
+    max: Number.MAX_SAFE_INTEGER,
+    unit: 'bytes',
+    help: "Memory for responses clients have not read yet, all client connections together, whether the broker or the proxy answered. A connection holding 1 MiB of them, or any while this limit is reached, is no longer read and starts no answer of the proxy's own until its client reads, as a broker stops reading a connection while a response to it is being sent; other connections go on. Memory can pass the limit by one response per connection. Gauge: kop_response_buffer_bytes.",
+  },
+  {
     name: 'idle-timeout-ms',
     kind: 'int',
     default: '600000',
@@ -344,6 +353,7 @@ export interface ProxyConfig {
   maxInFlight: number;
   maxConnections: number;
   maxBufferedRequestBytes: number;
+  maxBufferedResponseBytes: number;
   idleTimeoutMs: number;
   requestTimeoutMs: number;
   shutdownTimeoutMs: number;
@@ -741,6 +751,7 @@ export function loadConfig(argv: readonly string[], env: NodeJS.ProcessEnv = pro
     maxInFlight: int('max-in-flight'),
     maxConnections: int('max-connections'),
     maxBufferedRequestBytes: int('max-buffered-request-bytes'),
+    maxBufferedResponseBytes: int('max-buffered-response-bytes'),
     idleTimeoutMs: int('idle-timeout-ms'),
     requestTimeoutMs: int('request-timeout-ms'),
     shutdownTimeoutMs: int('shutdown-timeout-ms'),

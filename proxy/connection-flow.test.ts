@@ -1,15 +1,18 @@
-// Flow control of one ProxyConnection on the fake-broker bed: the broker connection is opened only
-// when the client first needs it.
+// Flow control of one ProxyConnection on the fake-broker bed: a client that does not read stops
+// being read whoever answers it, a slow answer at the head never deadlocks the queue, and the
+// broker connection is opened only when the client first needs it.
 import net from 'node:net';
 import { afterEach, describe, expect, test } from 'vitest';
 import { encodeRequestFrame, encodeResponseFrame } from '../protocol/frames.js';
 import { ApiKey } from '../protocol/messages/index.js';
 import { defaultMetadataRequest } from '../protocol/messages/metadata-request.js';
+import { defaultMetadataResponse } from '../protocol/messages/metadata-response.js';
 import { defaultOffsetFetchRequest } from '../protocol/messages/offset-fetch-request.js';
 import type { OffsetFetchResponse } from '../protocol/messages/offset-fetch-response.js';
 import { connectionBed } from '../test/harness/connection-bed.js';
 import type { ConnectionBed } from '../test/harness/connection-bed.js';
 import type { ProxyExtension, RequestDecision, RequestInfo } from './extension.js';
+import { CONNECTION_RESPONSE_BYTES } from './response-backlog.js';
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
@@ -105,10 +108,108 @@ function localExtension(opts: {
   return ext;
 }
 
+// Tests that move tens of MB through loopback get 30 s: the machine may be shared and loaded.
 let bed: ConnectionBed | null = null;
 afterEach(async () => {
   await bed?.stop();
   bed = null;
+});
+
+describe('a client that does not read', { timeout: 30_000 }, () => {
+  test('locally answered requests stop being started; once it reads, every answer comes in order', async () => {
+    const ext = localExtension({ bytes: 1_000_000 });
+    bed = await connectionBed((id) => brokerAnswer(id, 10), { extension: ext, maxInFlight: 1000 });
+    bed.client.pause();
+    const n = 60;
+    bed.client.write(Buffer.concat(Array.from({ length: n }, (_, k) => local(k + 1))));
+    await sleep(300);
+    const startedEarly = ext.started;
+    await sleep(300);
+    // Stopped: what it holds is the kernel's socket buffers, ~1 MiB here and the answer that
+    // passed it, not 60 answers of 1 MB.
+    expect(ext.started).toBe(startedEarly);
+    expect(ext.started).toBeLessThan(n / 2);
+    bed.client.resume();
+    await until(() => correlationIds(bed!.received()).length === n, 'every answer', 30_000);
+    expect(correlationIds(bed.received())).toEqual(Array.from({ length: n }, (_, k) => k + 1));
+  });
+
+  test('requests it sends meanwhile are not read either (as a broker mutes a connection)', async () => {
+    const ext = localExtension({ bytes: 500_000 });
+    bed = await connectionBed((id) => brokerAnswer(id, 10), { extension: ext });
+    bed.client.pause();
+    bed.client.write(Buffer.concat(Array.from({ length: 100 }, (_, k) => local(k + 1))));
+    await sleep(300);
+    const started = ext.started;
+    const brokerBytes = bed.brokerWritten();
+    // Forwarded requests behind them: not read, so the broker sees none of them.
+    bed.client.write(Buffer.concat(Array.from({ length: 50 }, (_, k) => forwarded(101 + k))));
+    await sleep(300);
+    expect(ext.started).toBe(started);
+    expect(bed.brokerWritten()).toBe(brokerBytes);
+    bed.client.resume();
+    await until(() => correlationIds(bed!.received()).length === 150, 'every answer', 30_000);
+    expect(correlationIds(bed.received())).toEqual(Array.from({ length: 150 }, (_, k) => k + 1));
+  });
+});
+
+describe('answers that wait behind a slow one', { timeout: 30_000 }, () => {
+  test('a broker answer at the head: local answers behind it stop at the bound, none deadlocks', async () => {
+    const ext = localExtension({ bytes: 300_000 });
+    let release!: () => void;
+    const held = new Promise<void>((r) => (release = r));
+    bed = await connectionBed(
+      (id) => (id === 1 ? held.then(() => brokerAnswer(id, 10)) : brokerAnswer(id, 10)),
+      { extension: ext },
+    );
+    bed.client.write(Buffer.concat([forwarded(1), ...Array.from({ length: 20 }, (_, k) => local(k + 2))]));
+    await sleep(300);
+    // They wait for the head, in memory: started only up to the bound (and the one that passed it).
+    expect(ext.started).toBeLessThanOrEqual(Math.ceil(CONNECTION_RESPONSE_BYTES / 300_000) + 1);
+    release();
+    await until(() => correlationIds(bed!.received()).length === 21, 'every answer');
+    expect(correlationIds(bed.received())).toEqual(Array.from({ length: 21 }, (_, k) => k + 1));
+  });
+
+  test('a slow local answer at the head: broker answers behind it pile up only to the bound', async () => {
+    let release!: () => void;
+    const held = new Promise<void>((r) => (release = r));
+    const ext = localExtension({ bytes: 1000, delay: (n) => (n === 1 ? held : Promise.resolve()) });
+    const big = 400_000;
+    const n = 80;
+    bed = await connectionBed((id) => brokerAnswer(id, big), { extension: ext });
+    bed.client.write(Buffer.concat([local(1), ...Array.from({ length: n }, (_, k) => forwarded(k + 2))]));
+    await sleep(500);
+    // The broker is no longer read once ~1 MiB waits: it has sent what its socket buffers and
+    // the proxy's took, far from the 32 MB asked for.
+    expect(bed.brokerWritten()).toBeLessThan((n * big) / 2);
+    expect(bed.received().length).toBe(0);
+    release();
+    await until(() => correlationIds(bed!.received()).length === n + 1, 'every answer', 30_000);
+    expect(correlationIds(bed.received())).toEqual(Array.from({ length: n + 1 }, (_, k) => k + 1));
+  });
+
+  test('a local answer waiting for its own probe behind broker answers: the broker is read on', async () => {
+    // Answer 1 is slow, so 20 broker answers of 400 KB pile up behind it and the broker is no
+    // longer read; answer 2 then starts and probes, and its probe's answer comes after those 8 MB.
+    const ext = localExtension({
+      bytes: 1000,
+      delay: (n) => (n === 1 ? sleep(200) : Promise.resolve()),
+      probe: (n) => n === 2,
+    });
+    const probeAnswer = (id: number) =>
+      encodeResponseFrame(ApiKey.Metadata, 1, id, defaultMetadataResponse());
+    bed = await connectionBed((id) => (id < 0 ? probeAnswer(id) : brokerAnswer(id, 400_000)), {
+      extension: ext,
+    });
+    const n = 22;
+    bed.client.write(
+      Buffer.concat([local(1), local(2), ...Array.from({ length: n - 2 }, (_, k) => forwarded(k + 3))]),
+    );
+    await until(() => correlationIds(bed!.received()).length === n, 'every answer', 30_000);
+    expect(correlationIds(bed.received())).toEqual(Array.from({ length: n }, (_, k) => k + 1));
+    expect(ext.probeErrors).toEqual([]);
+  });
 });
 
 describe('the broker connection', () => {

@@ -5,8 +5,9 @@
  * request order, whether they come from the broker (possibly rewritten) or are answered by the
  * proxy itself, so a locally answered request in the middle of a pipeline keeps its place.
  * Backpressure runs both ways: a side that cannot keep up pauses the side that feeds it, and the
- * number of requests in flight is bounded. The broker connection is opened when the client first
- * needs the broker (broker-link.ts).
+ * number of requests in flight is bounded. A client that does not read its responses stops being
+ * read, whoever answers it (response-backlog.ts). The broker connection is opened when the client
+ * first needs the broker (broker-link.ts).
  */
 import type { Socket } from 'node:net';
 import { FrameSplitter } from '../protocol/frame-splitter.js';
@@ -21,7 +22,7 @@ import {
 } from '../protocol/frames.js';
 import { ApiKey } from '../protocol/messages/index.js';
 import { defaultApiVersionsResponse } from '../protocol/messages/api-versions-response.js';
-import type { ProxyExtension, RequestInfo } from './extension.js';
+import type { ProxyExtension, RequestDecision, RequestInfo } from './extension.js';
 import { FetchResponseStream, canStreamFetch } from './fetch-stream.js';
 import type { ExposeBrokerNow } from './fetch-stream.js';
 import { canWalkProduceResponse, produceResponseHasNodeEndpoints } from './produce-endpoints.js';
@@ -30,6 +31,8 @@ import type { AnsweredBy, ProxyObserver, RejectCause } from './observer.js';
 import { ResponseReader } from './response-reader.js';
 import type { FrameRoute } from './response-reader.js';
 import { BrokerLink } from './broker-link.js';
+import { ResponseBacklog } from './response-backlog.js';
+import type { ResponseBufferPool } from './response-backlog.js';
 import { legacySaslRoundTrips } from './sasl-legacy.js';
 
 export interface ConnectionPolicy {
@@ -58,6 +61,8 @@ export interface ConnectionPolicy {
   observer: ProxyObserver;
   /** The bound on memory in incomplete request frames, shared by every client connection. */
   requestBuffers?: RequestBufferPool;
+  /** The bound on memory in responses clients have not read, shared by every client connection. */
+  responseBuffers?: ResponseBufferPool;
 }
 
 /**
@@ -118,7 +123,11 @@ export class RequestBufferPool {
   }
 }
 
-type PauseReason = 'upstream' | 'inflight' | 'memory';
+/**
+ * Why the client is not read: its broker connection takes no more bytes, --max-in-flight requests
+ * wait, the request buffer pool is exhausted, or the client has not read what it was sent.
+ */
+type PauseReason = 'upstream' | 'inflight' | 'memory' | 'responses';
 
 interface Pending {
   correlationId: number;
@@ -126,6 +135,10 @@ interface Pending {
   apiVersion: number;
   /** Bytes to send to the client once every earlier response has gone. */
   out: Buffer[] | null;
+  /** The length of `out` (counted in the backlog until it is written). */
+  outBytes: number;
+  /** Sent to the broker, its response not read yet. */
+  awaitingBroker: boolean;
   /** Handles the broker's response frame for this request (forwarded requests only). */
   onResponse?: (frame: Buffer) => void;
   /** A raw legacy SASL token exchange, not a Kafka request. */
@@ -153,6 +166,17 @@ function mayHaveNodeEndpoints(frame: Buffer, apiVersion: number): boolean {
   }
 }
 
+/** A request the proxy answers itself (ProxyExtension.handleRequest), read and not answered yet. */
+interface LocalAnswer {
+  p: Pending;
+  frame: Buffer;
+  info: RequestInfo;
+  request: unknown;
+  /** How to handle the broker's response should the extension forward the request after all. */
+  observed: boolean;
+  coreRewrite: boolean;
+}
+
 let nextId = 1;
 
 export class ProxyConnection {
@@ -177,6 +201,16 @@ export class ProxyConnection {
   private readonly broker: BrokerLink;
   /** The broker connection was opened (and so is counted as open until this one closes). */
   private brokerCounted = false;
+  /** Not reading the broker now (see updateFlow). */
+  private brokerPaused = false;
+  /** A write to the client returned false and its 'drain' has not come yet. */
+  private clientFull = false;
+  private readonly backlog: ResponseBacklog;
+  /** Requests the proxy answers itself, read and not started: one runs at a time. */
+  private readonly localAnswers: LocalAnswer[] = [];
+  private localRunning = false;
+  /** Requests of the proxy's own (askBroker) whose answer is awaited. */
+  private ownInFlight = 0;
   /** Memory of the incomplete request frame, as last told to `policy.requestBuffers`. */
   private requestHeld = 0;
   /** What the incomplete request counts in the pool: its reservation once admitted, else its memory. */
@@ -198,6 +232,7 @@ export class ProxyConnection {
       stream: (bytes, end) => this.streamResponse(bytes, end),
       whole: (payload) => this.wholeResponse(payload),
     });
+    this.backlog = new ResponseBacklog(policy.responseBuffers ?? null);
     this.broker = new BrokerLink(openUpstream, {
       data: (chunk) => this.onUpstreamData(chunk),
       drain: () => this.resumeClient('upstream'),
@@ -222,7 +257,11 @@ export class ProxyConnection {
       });
     }
     client.on('data', (chunk: Buffer) => this.onClientData(chunk));
-    client.on('drain', () => this.broker.resume());
+    client.on('drain', () => {
+      this.clientFull = false;
+      this.backlog.setUnsent(0);
+      this.updateFlow();
+    });
     client.on('error', (err) => this.close('client error', err));
     client.on('close', () => this.close('client closed'));
     client.on('end', () => this.close('client ended'));
@@ -271,6 +310,8 @@ export class ProxyConnection {
         apiKey: -1,
         apiVersion: -1,
         out: null,
+        outBytes: 0,
+        awaitingBroker: false,
         raw: true,
         answeredBy: 'broker',
         started: performance.now(),
@@ -288,6 +329,8 @@ export class ProxyConnection {
       apiKey: h.apiKey,
       apiVersion: h.apiVersion,
       out: null,
+      outBytes: 0,
+      awaitingBroker: false,
       answeredBy: 'broker',
       started: performance.now(),
     };
@@ -343,18 +386,7 @@ export class ProxyConnection {
     }
 
     if (intercepted && ext?.handleRequest && decoded) {
-      ext.handleRequest(info, decoded.body).then(
-        (decision) => {
-          if (this.closed) return;
-          if (decision.action === 'respond') {
-            p.answeredBy = 'proxy';
-            this.complete(p, [encodeResponseFrame(h.apiKey, h.apiVersion, h.correlationId, decision.body)]);
-          } else {
-            this.forwardWithResponseHandling(frame, p, info, decoded.body, observed, coreRewrite);
-          }
-        },
-        (err: unknown) => this.close('extension failed', err),
-      );
+      this.answerLocally({ p, frame, info, request: decoded.body, observed, coreRewrite });
       return;
     }
     this.forwardWithResponseHandling(frame, p, info, decoded?.body, observed, coreRewrite);
@@ -442,8 +474,54 @@ export class ProxyConnection {
     this.rawTokensLeft = trips;
   }
 
+  /**
+   * Queues a request the proxy answers itself: one runs at a time (as a broker handles one request
+   * of a connection at a time), and none starts while the client has not read what it was sent.
+   */
+  private answerLocally(a: LocalAnswer): void {
+    this.localAnswers.push(a);
+    this.backlog.addQueued(a.frame.length);
+    this.startLocalAnswer();
+    if (this.backlog.stopReading) this.pauseClient('responses');
+  }
+
+  private startLocalAnswer(): void {
+    if (this.localRunning || this.closed) return;
+    const next = this.localAnswers[0];
+    if (next === undefined) return;
+    // The request at the head of the queue holds back every response after it: it may start
+    // whatever waits behind it, as long as the client reads what it was sent.
+    if (next.p === this.pending[0] ? this.backlog.clientBehind : this.backlog.full) return;
+    this.localAnswers.shift();
+    this.backlog.addQueued(-next.frame.length);
+    this.localRunning = true;
+    this.policy.extension!.handleRequest!(next.info, next.request).then(
+      (decision) => this.localAnswered(next, decision),
+      (err: unknown) => {
+        this.localRunning = false;
+        this.close('extension failed', err);
+      },
+    );
+  }
+
+  private localAnswered(a: LocalAnswer, decision: RequestDecision): void {
+    this.localRunning = false;
+    if (this.closed) return;
+    const p = a.p;
+    if (decision.action === 'respond') {
+      p.answeredBy = 'proxy';
+      this.complete(p, [encodeResponseFrame(p.apiKey, p.apiVersion, p.correlationId, decision.body)]);
+    } else {
+      this.forwardWithResponseHandling(a.frame, p, a.info, a.request, a.observed, a.coreRewrite);
+      this.startLocalAnswer();
+    }
+  }
+
   private forward(frame: Buffer, p: Pending | null): void {
-    if (p) this.forwarded.push(p);
+    if (p) {
+      this.forwarded.push(p);
+      p.awaitingBroker = true;
+    }
     this.policy.observer.bytes('broker_out', frame.length + 4);
     if (!this.broker.write([sizePrefix(frame.length), frame])) this.pauseClient('upstream');
   }
@@ -481,6 +559,7 @@ export class ProxyConnection {
     }
     if ((p.passThrough || p.streamFetch) && this.pending[0] === p) {
       this.forwarded.shift();
+      p.awaitingBroker = false;
       this.streaming = p;
       if (p.streamFetch) this.fetchStream = new FetchResponseStream(p.apiVersion);
       return 'stream';
@@ -527,7 +606,11 @@ export class ProxyConnection {
 
   private sendStreamed(bytes: Buffer): void {
     this.policy.observer.bytes('client_out', bytes.length);
-    if (!this.client.write(bytes)) this.broker.pause();
+    if (!this.client.write(bytes)) {
+      this.clientFull = true;
+      this.backlog.setUnsent(this.client.writableLength);
+      this.updateFlow();
+    }
   }
 
   /** The streamed response of `p` (the head of the queue) has gone out whole. */
@@ -545,6 +628,7 @@ export class ProxyConnection {
   private wholeResponse(payload: Buffer): void {
     if (this.closed) return;
     const p = this.forwarded.shift()!;
+    p.awaitingBroker = false;
     p.onResponse?.(payload);
   }
 
@@ -555,6 +639,10 @@ export class ProxyConnection {
 
   private complete(p: Pending, out: Buffer[]): void {
     p.out = out;
+    let bytes = 0;
+    for (const b of out) bytes += b.length;
+    p.outBytes = bytes;
+    this.backlog.addWaiting(bytes);
     this.flush();
   }
 
@@ -567,22 +655,51 @@ export class ProxyConnection {
     // completed after an await (an answer from the store, a decoded Produce response) is flushed
     // outside the cork of onUpstreamData.
     this.client.cork();
+    let written = 0;
     while (this.pending.length > 0 && this.pending[0]!.out !== null) {
       const p = this.pending.shift()!;
-      let bytes = 0;
       for (const buf of p.out!) {
-        bytes += buf.length;
         if (!this.client.write(buf)) full = true;
       }
-      observer.bytes('client_out', bytes);
+      written += p.outBytes;
+      observer.bytes('client_out', p.outBytes);
       if (!p.raw)
         observer.responded(p.apiKey, p.apiVersion, p.answeredBy, (performance.now() - p.started) / 1000);
     }
     this.client.uncork();
-    // The client reads slower than the broker answers: stop reading the broker until it drains.
-    if (full) this.broker.pause();
+    if (written > 0) {
+      this.backlog.addWaiting(-written);
+      // The client reads slower than it is answered: what the kernel did not take is held here.
+      if (full) this.clientFull = true;
+      this.backlog.setUnsent(this.client.writableNeedDrain ? this.client.writableLength : 0);
+    }
     if (this.pending.length < this.policy.maxInFlight) this.resumeClient('inflight');
+    this.updateFlow();
     if (this.draining && this.pending.length === 0) this.drainResolve?.();
+  }
+
+  /**
+   * Reads the client and the broker, and starts local answers, as far as what the client has not
+   * read allows (response-backlog.ts). The broker is not read while the client's socket is full
+   * (its answers would only pile up here), nor while the responses held reach their bound, unless
+   * the head of the queue or a request of the proxy's own waits for the broker: those answers
+   * are what lets the queue move.
+   */
+  private updateFlow(): void {
+    if (this.closed) return;
+    if (this.backlog.stopReading) this.pauseClient('responses');
+    else this.resumeClient('responses');
+    const holdBroker = this.clientFull || (this.backlog.full && !this.brokerNeeded());
+    if (holdBroker !== this.brokerPaused) {
+      this.brokerPaused = holdBroker;
+      if (holdBroker) this.broker.pause();
+      else this.broker.resume();
+    }
+    this.startLocalAnswer();
+  }
+
+  private brokerNeeded(): boolean {
+    return this.ownInFlight > 0 || this.streaming !== null || this.pending[0]?.awaitingBroker === true;
   }
 
   /**
@@ -628,6 +745,7 @@ export class ProxyConnection {
   }
 
   private pauseClient(reason: PauseReason): void {
+    if (this.clientPausedFor.has(reason)) return;
     this.clientPausedFor.add(reason);
     this.client.pause();
   }
@@ -667,22 +785,35 @@ export class ProxyConnection {
     const correlationId = this.nextInternalId;
     this.nextInternalId = this.nextInternalId <= -0x7ffffff0 ? -1 : this.nextInternalId - 1;
     return new Promise((resolve, reject) => {
+      let settled = false;
+      const settle = (): boolean => {
+        if (settled) return false;
+        settled = true;
+        this.ownInFlight--;
+        return true;
+      };
       const p: Pending = {
         correlationId,
         apiKey,
         apiVersion,
         out: null,
+        outBytes: 0,
+        awaitingBroker: false,
         answeredBy: 'proxy',
         started: performance.now(),
-        onLost: reject,
+        onLost: (err) => {
+          if (settle()) reject(err);
+        },
       };
       p.onResponse = (frame) => {
+        if (!settle()) return;
         try {
           resolve(decodeResponseFrame(frame, apiKey, apiVersion).body);
         } catch (err) {
           reject(err as Error);
         }
       };
+      this.ownInFlight++;
       this.forwarded.push(p);
       const frame = encodeRequestFrame(
         { apiKey, apiVersion, correlationId, clientId: 'kafka-offset-proxy' },
@@ -690,6 +821,8 @@ export class ProxyConnection {
       );
       this.policy.observer.bytes('broker_out', frame.length);
       if (!this.broker.write([frame])) this.pauseClient('upstream');
+      // Its answer must be read even while responses wait for the client.
+      this.updateFlow();
     });
   }
 
@@ -710,6 +843,8 @@ export class ProxyConnection {
     if (this.brokerCounted) this.policy.observer.brokerConnectionClosed(this.nodeId);
     this.pending.length = 0;
     this.forwarded.length = 0;
+    this.localAnswers.length = 0;
+    this.backlog.release();
     const pool = this.policy.requestBuffers;
     if (pool) {
       pool.forget(this);

@@ -39,7 +39,12 @@ export interface ProxyExtension {
   readonly apiKeys: ReadonlySet<number>;
   /** Called for every request's api key: keep it cheap and synchronous. */
   interceptsRequest?(apiKey: number, apiVersion: number): boolean;
-  /** The decoded request body of an intercepted request. */
+  /**
+   * The decoded request body of an intercepted request. The core hands a connection's requests
+   * over one at a time, the next once this one's decision has resolved (as a broker handles one
+   * request of a connection at a time), and none while that connection's client has not read
+   * what it was sent (response-backlog.ts).
+   */
   handleRequest?(info: RequestInfo, request: unknown): Promise<RequestDecision>;
   /** Called for every forwarded request's api key: keep it cheap and synchronous. */
   observesResponse?(apiKey: number, apiVersion: number): boolean;

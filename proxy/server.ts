@@ -15,6 +15,7 @@ import { BrokerMap } from './broker-map.js';
 import type { HostPort } from './broker-map.js';
 import { ProxyConnection, RequestBufferPool } from './connection.js';
 import type { ConnectionPolicy } from './connection.js';
+import { ResponseBufferPool } from './response-backlog.js';
 import type { ProxyExtension } from './extension.js';
 import type { ExposedBroker } from './fetch-stream.js';
 import type { Logger } from './logger.js';
@@ -50,6 +51,11 @@ export interface ProxyOptions {
    * queued.max.request.bytes); beyond it, connections sending large requests wait (RequestBufferPool).
    */
   maxBufferedRequestBytes?: number;
+  /**
+   * Memory for responses clients have not read, all client connections together; beyond it, a
+   * connection holding any is not read until its client reads (response-backlog.ts).
+   */
+  maxBufferedResponseBytes?: number;
   clientTls?: ClientTls | null;
   brokerTls?: UpstreamTls | null;
   extension?: ProxyExtension | null;
@@ -125,6 +131,7 @@ export class KafkaProxy {
   private readonly observer: ProxyObserver;
   private readonly policy: ConnectionPolicy;
   private readonly requestBuffers: RequestBufferPool;
+  private readonly responseBuffers: ResponseBufferPool;
   private bootstrapIndex = 0;
   private refused = 0;
   private acceptErrors = 0;
@@ -140,6 +147,7 @@ export class KafkaProxy {
     this.brokers = new BrokerMap(opts.listen.port, opts.brokerPorts);
     this.versions = new ApiVersionsPolicy(opts.extension ?? null);
     this.requestBuffers = new RequestBufferPool(opts.maxBufferedRequestBytes ?? 256 * 1024 * 1024);
+    this.responseBuffers = new ResponseBufferPool(opts.maxBufferedResponseBytes ?? 256 * 1024 * 1024);
     this.policy = {
       log: this.log,
       maxFrameSize: opts.maxFrameSize ?? 100 * 1024 * 1024,
@@ -159,6 +167,7 @@ export class KafkaProxy {
       },
       observer: this.observer,
       requestBuffers: this.requestBuffers,
+      responseBuffers: this.responseBuffers,
     };
   }
 
@@ -179,6 +188,11 @@ export class KafkaProxy {
   /** Client connections not read now because the request buffer pool is exhausted. */
   get mutedConnections(): number {
     return this.requestBuffers.mutedCount;
+  }
+
+  /** Memory held in responses clients have not read yet, all client connections together. */
+  get bufferedResponseBytes(): number {
+    return this.responseBuffers.held;
   }
 
   /** Client connections closed at accept because of --max-connections, since the start. */

@@ -104,18 +104,31 @@ describe('observer metrics', () => {
     expect(await sample(m, 'kop_frames_rejected_total', { cause: 'malformed' })).toBe(0);
   });
 
-  it("reads the proxy's request buffer and refused connections at scrape time", async () => {
+  it("reads the proxy's request and response buffers and refused connections at scrape time", async () => {
     const m = createProxyMetrics({ processMetrics: false });
     expect(await sample(m, 'kop_request_buffer_bytes')).toBe(0);
+    expect(await sample(m, 'kop_response_buffer_bytes')).toBe(0);
     expect(await sample(m, 'kop_connections_refused_total')).toBe(0);
-    const state = { bufferedRequestBytes: 4096, mutedConnections: 2, refusedConnections: 7 };
+    const state = {
+      bufferedRequestBytes: 4096,
+      mutedConnections: 2,
+      bufferedResponseBytes: 8192,
+      refusedConnections: 7,
+    };
     m.watchProxy(state);
     expect(await sample(m, 'kop_request_buffer_bytes')).toBe(4096);
     expect(await sample(m, 'kop_request_buffer_muted_connections')).toBe(2);
+    expect(await sample(m, 'kop_response_buffer_bytes')).toBe(8192);
     expect(await sample(m, 'kop_connections_refused_total')).toBe(7);
-    Object.assign(state, { bufferedRequestBytes: 0, mutedConnections: 0, refusedConnections: 9 });
+    Object.assign(state, {
+      bufferedRequestBytes: 0,
+      mutedConnections: 0,
+      bufferedResponseBytes: 0,
+      refusedConnections: 9,
+    });
     expect(await sample(m, 'kop_request_buffer_bytes')).toBe(0);
     expect(await sample(m, 'kop_request_buffer_muted_connections')).toBe(0);
+    expect(await sample(m, 'kop_response_buffer_bytes')).toBe(0);
     expect(await sample(m, 'kop_connections_refused_total')).toBe(9);
   });
 

@@ -33,6 +33,7 @@ export interface StoreState {
 export interface ProxyState {
   readonly bufferedRequestBytes: number;
   readonly mutedConnections: number;
+  readonly bufferedResponseBytes: number;
   readonly refusedConnections: number;
 }
 
@@ -44,7 +45,7 @@ export interface ProxyMetrics {
   readonly offsets: OffsetServiceMetrics;
   /** Wraps a store so every operation's latency and failures are measured. */
   measureStore(store: OffsetStore): OffsetStore;
-  /** Exports the proxy's request buffer and refused-connection figures (read at each scrape, 0 until then). */
+  /** Exports the proxy's request and response buffer and refused-connection figures (read at each scrape, 0 until then). */
   watchProxy(proxy: ProxyState): void;
   /** Exports whether the store answers as kop_store_up (0 until then). */
   watchStore(store: StoreState): void;
@@ -102,6 +103,14 @@ function registerProxyState(registry: Registry, state: () => ProxyState | null):
     registers: [registry],
     collect() {
       this.set(state()?.mutedConnections ?? 0);
+    },
+  });
+  new Gauge({
+    name: 'kop_response_buffer_bytes',
+    help: 'Memory held for responses clients have not read yet, all client connections together (bounded by --max-buffered-response-bytes).',
+    registers: [registry],
+    collect() {
+      this.set(state()?.bufferedResponseBytes ?? 0);
     },
   });
   let reported = 0;

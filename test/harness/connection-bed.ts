@@ -1,5 +1,6 @@
 // One ProxyConnection between a real client socket and a fake broker on loopback, for tests of
-// what the connection does to the bytes of responses (streaming, rewriting, passing through).
+// what the connection does to the bytes of responses (streaming, rewriting, passing through) and
+// of its flow control (clients that do not read, a broker that answers late).
 import net from 'node:net';
 import { FrameSplitter } from '../../protocol/frame-splitter.js';
 import { peekRequestHeader } from '../../protocol/frames.js';
@@ -15,33 +16,57 @@ export interface ConnectionBed {
   closed: Promise<void>;
   /** Connections the proxy opened to the fake broker so far. */
   brokerConnections: () => number;
+  /** Bytes the fake broker has written so far. */
+  brokerWritten: () => number;
   stop: () => Promise<void>;
 }
 
 /**
  * A fake broker answering every request with `responses(correlationId)` (a whole frame, size
- * prefix included), `requestsPerWrite` answers per write, and a ProxyConnection in front of it
- * with `policy` over quiet defaults (no extension, nothing rewritten). `brokerPort` replaces the
- * fake broker's address (e.g. a closed port).
+ * prefix included; a promise of one delays it and every answer after it, as a busy broker would),
+ * `requestsPerWrite` answers per write, and a ProxyConnection in front of it with `policy` over
+ * quiet defaults (no extension, nothing rewritten). `brokerPort` replaces the fake broker's
+ * address (e.g. a closed port).
  */
 export async function connectionBed(
-  responses: (correlationId: number) => Buffer,
+  responses: (correlationId: number) => Buffer | Promise<Buffer>,
   policy: Partial<ConnectionPolicy>,
   requestsPerWrite = 1,
   brokerPort?: number,
 ): Promise<ConnectionBed> {
   const sockets: net.Socket[] = [];
   let connections = 0;
+  let written = 0;
   const broker = net.createServer((s) => {
     sockets.push(s);
     connections++;
+    s.on('error', () => undefined);
     const splitter = new FrameSplitter({ maxFrameSize: 1 << 24 });
     let batch: Buffer[] = [];
+    // Answers after a delayed one, or after a write the socket did not take, wait their turn: the
+    // broker then stops at what its socket takes, as a real one does.
+    let delayed: Promise<void> | null = null;
+    const send = (bytes: Buffer): Promise<void> | null => {
+      written += bytes.length;
+      if (s.write(bytes) || s.destroyed) return null;
+      return new Promise((resolve) => {
+        s.once('drain', resolve);
+        s.once('close', resolve);
+      });
+    };
     s.on('data', (chunk: Buffer) => {
       for (const f of splitter.push(chunk)) {
-        batch.push(responses(peekRequestHeader(f).correlationId));
+        const answer = responses(peekRequestHeader(f).correlationId);
+        if (answer instanceof Promise || delayed !== null) {
+          const before = delayed ?? Promise.resolve();
+          delayed = before.then(async () => {
+            await send(await answer);
+          });
+          continue;
+        }
+        batch.push(answer);
         if (batch.length === requestsPerWrite) {
-          s.write(Buffer.concat(batch));
+          delayed = send(Buffer.concat(batch));
           batch = [];
         }
       }
@@ -84,6 +109,7 @@ export async function connectionBed(
     received: () => Buffer.concat(chunks),
     closed,
     brokerConnections: () => connections,
+    brokerWritten: () => written,
     stop: async () => {
       for (const s of sockets) s.destroy();
       await Promise.all([broker, front].map((srv) => new Promise((r) => srv.close(r))));
