@@ -208,7 +208,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     max: MAX_TIMER_MS,
     zero: 'never',
     unit: 'ms',
-    help: "A client connection with nothing in flight and no traffic for this long is closed, like a broker's connections.max.idle.ms.",
+    help: "A client connection with nothing in flight and no traffic for this long is closed, like a broker's connections.max.idle.ms, and so is one whose client has read nothing of its answers for this long.",
   },
   {
     name: 'request-timeout-ms',

@@ -151,6 +151,18 @@ describe('a client that does not read', { timeout: 30_000 }, () => {
     await until(() => correlationIds(bed!.received()).length === 150, 'every answer', 30_000);
     expect(correlationIds(bed.received())).toEqual(Array.from({ length: 150 }, (_, k) => k + 1));
   });
+
+  test('it is closed after idleTimeoutMs without reading, though answers are in flight', async () => {
+    const ext = localExtension({ bytes: 1_000_000 });
+    bed = await connectionBed((id) => brokerAnswer(id, 10), { extension: ext, idleTimeoutMs: 500 });
+    bed.client.pause();
+    bed.client.write(Buffer.concat(Array.from({ length: 60 }, (_, k) => local(k + 1))));
+    await sleep(1_500);
+    // It sees the close once it reads what the kernel holds for it: a part of the answers.
+    bed.client.resume();
+    await bed.closed;
+    expect(correlationIds(bed.received()).length).toBeLessThan(60);
+  });
 });
 
 describe('answers that wait behind a slow one', { timeout: 30_000 }, () => {

@@ -251,9 +251,10 @@ export class ProxyConnection {
 
     client.setNoDelay(true);
     if (policy.idleTimeoutMs) {
-      // Only when nothing is in flight: a long Fetch wait or a slow broker is not idleness.
+      // When nothing is in flight, or the client has read nothing of its answers all this time
+      // (a broker closes such a connection too): a long Fetch wait or a slow broker is not idleness.
       client.setTimeout(policy.idleTimeoutMs, () => {
-        if (this.pending.length === 0 && this.forwarded.length === 0) this.close('idle');
+        if ((this.pending.length === 0 && this.forwarded.length === 0) || this.clientFull) this.close('idle');
       });
     }
     client.on('data', (chunk: Buffer) => this.onClientData(chunk));

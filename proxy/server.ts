@@ -44,7 +44,10 @@ export interface ProxyOptions {
   maxInFlight?: number;
   /** Client connections at once (all listeners together); more are closed at accept. */
   maxConnections?: number;
-  /** A client connection with nothing in flight and no bytes either way for this long is closed. */
+  /**
+   * A client connection with nothing in flight and no bytes either way for this long is closed,
+   * and so is one whose client has read none of its answers for this long.
+   */
   idleTimeoutMs?: number;
   /**
    * Memory for incomplete request frames, all client connections together (a broker's
