@@ -1,6 +1,7 @@
 // Flow control of one ProxyConnection on the fake-broker bed: a client that does not read stops
-// being read whoever answers it, a slow answer at the head never deadlocks the queue, and the
-// broker connection is opened only when the client first needs it.
+// being read whoever answers it, a slow answer at the head never deadlocks the queue, a request of
+// the proxy's own (askBroker) fails after its deadline, and the broker connection is opened only
+// when the client first needs it.
 import net from 'node:net';
 import { afterEach, describe, expect, test } from 'vitest';
 import { encodeRequestFrame, encodeResponseFrame } from '../protocol/frames.js';
@@ -213,6 +214,7 @@ describe('answers that wait behind a slow one', { timeout: 30_000 }, () => {
       encodeResponseFrame(ApiKey.Metadata, 1, id, defaultMetadataResponse());
     bed = await connectionBed((id) => (id < 0 ? probeAnswer(id) : brokerAnswer(id, 400_000)), {
       extension: ext,
+      requestTimeoutMs: 3_000,
     });
     const n = 22;
     bed.client.write(
@@ -221,6 +223,28 @@ describe('answers that wait behind a slow one', { timeout: 30_000 }, () => {
     await until(() => correlationIds(bed!.received()).length === n, 'every answer', 30_000);
     expect(correlationIds(bed.received())).toEqual(Array.from({ length: n }, (_, k) => k + 1));
     expect(ext.probeErrors).toEqual([]);
+  });
+});
+
+describe("a request of the proxy's own (askBroker)", () => {
+  test('fails after requestTimeoutMs; its late answer is read and dropped, later answers are right', async () => {
+    let release!: () => void;
+    const frozen = new Promise<void>((r) => (release = r));
+    const ext = localExtension({ bytes: 1000, probe: () => true });
+    bed = await connectionBed((id) => frozen.then(() => brokerAnswer(id, 10)), {
+      extension: ext,
+      requestTimeoutMs: 200,
+    });
+    const t0 = Date.now();
+    bed.client.write(local(1));
+    await until(() => correlationIds(bed!.received()).length === 1, 'the answer');
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(190);
+    expect(ext.probeErrors).toEqual([expect.stringMatching(/did not answer api 3 within 200 ms/)]);
+    // The broker wakes up: the probe's late answer comes first, then the client's own.
+    bed.client.write(forwarded(2));
+    release();
+    await until(() => correlationIds(bed!.received()).length === 2, 'the forwarded answer');
+    expect(correlationIds(bed.received())).toEqual([1, 2]);
   });
 });
 

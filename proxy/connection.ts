@@ -63,6 +63,8 @@ export interface ConnectionPolicy {
   requestBuffers?: RequestBufferPool;
   /** The bound on memory in responses clients have not read, shared by every client connection. */
   responseBuffers?: ResponseBufferPool;
+  /** Deadline of a request of the proxy's own on this connection (askBroker); default 10 s. */
+  requestTimeoutMs?: number;
 }
 
 /**
@@ -779,20 +781,29 @@ export class ProxyConnection {
   /**
    * Sends a request of the proxy's own on this connection's broker connection, so the broker
    * answers it for the client's authenticated principal (authorization probes). Negative
-   * correlation ids keep it apart from the client's requests; its response is consumed here.
+   * correlation ids keep it apart from the client's requests; its response is consumed here. It
+   * fails after --request-timeout-ms without an answer (the answer, if it comes later, is read and
+   * dropped: the broker answers in order).
    */
   askBroker(apiKey: number, apiVersion: number, body: unknown): Promise<unknown> {
     if (this.closed) return Promise.reject(new Error('connection closed'));
     const correlationId = this.nextInternalId;
     this.nextInternalId = this.nextInternalId <= -0x7ffffff0 ? -1 : this.nextInternalId - 1;
+    const timeoutMs = this.policy.requestTimeoutMs ?? 10_000;
     return new Promise((resolve, reject) => {
       let settled = false;
       const settle = (): boolean => {
         if (settled) return false;
         settled = true;
+        clearTimeout(timer);
         this.ownInFlight--;
         return true;
       };
+      const timer = setTimeout(() => {
+        if (!settle()) return;
+        reject(new Error(`the broker did not answer api ${apiKey} within ${timeoutMs} ms`));
+        this.updateFlow();
+      }, timeoutMs);
       const p: Pending = {
         correlationId,
         apiKey,

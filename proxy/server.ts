@@ -65,7 +65,10 @@ export interface ProxyOptions {
   log?: Logger;
   /** How long shutdown waits for in-flight requests. */
   shutdownTimeoutMs?: number;
-  /** Deadline of the proxy's own requests to the cluster. */
+  /**
+   * Deadline of the proxy's own requests, to the cluster and on clients' connections
+   * (authorization probes), and of broker connects.
+   */
   requestTimeoutMs?: number;
   observer?: ProxyObserver;
   /**
@@ -171,6 +174,7 @@ export class KafkaProxy {
       observer: this.observer,
       requestBuffers: this.requestBuffers,
       responseBuffers: this.responseBuffers,
+      requestTimeoutMs: opts.requestTimeoutMs ?? 10_000,
     };
   }
 
