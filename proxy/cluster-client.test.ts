@@ -79,4 +79,52 @@ describe('ClusterClient', () => {
     expect(metadata.brokers.map((b) => b.nodeId)).toEqual([1]);
     expect(broker.connections()).toBe(2);
   });
+
+  /** A broker whose process is frozen: the kernel accepts its connections, nothing is ever answered. */
+  async function frozenBroker(): Promise<{ port: number; close: () => void }> {
+    const sockets: net.Socket[] = [];
+    const server = net.createServer((socket) => {
+      sockets.push(socket);
+      socket.on('error', () => undefined);
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    return {
+      port: (server.address() as net.AddressInfo).port,
+      close: () => {
+        for (const s of sockets) s.destroy();
+        server.close();
+      },
+    };
+  }
+
+  test('with frozen brokers a request fails within one timeout, however many brokers it tries', async () => {
+    const frozen = await Promise.all([frozenBroker(), frozenBroker(), frozenBroker()]);
+    const cluster = new ClusterClient({
+      bootstrapServers: frozen.map((b) => ({ host: '127.0.0.1', port: b.port })),
+      brokers: new BrokerMap(0),
+      timeoutMs: 1_000,
+    });
+    cleanup.push(() => cluster.close(), ...frozen.map((b) => b.close));
+    const t0 = Date.now();
+    await expect(cluster.metadata([])).rejects.toThrow(/within/);
+    const took = Date.now() - t0;
+    // One deadline (1 s), not one per broker tried (3 s).
+    expect(took).toBeGreaterThanOrEqual(990);
+    expect(took).toBeLessThan(2_500);
+  });
+
+  test('within() fails composite work at the deadline; the work left running settles quietly', async () => {
+    const cluster = new ClusterClient({ bootstrapServers: [], brokers: new BrokerMap(0), timeoutMs: 100 });
+    cleanup.push(() => cluster.close());
+    let failLater!: (err: Error) => void;
+    const t0 = Date.now();
+    await expect(
+      cluster.within('the test work', () => new Promise((_resolve, reject) => (failLater = reject))),
+    ).rejects.toThrow(/the test work: no answer within the request timeout/);
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(90);
+    // Its own failure afterwards is no unhandled rejection.
+    failLater(new Error('too late'));
+    await new Promise((r) => setTimeout(r, 10));
+    await expect(cluster.within('quick', () => Promise.resolve(7))).resolves.toBe(7);
+  });
 });

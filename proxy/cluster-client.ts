@@ -3,9 +3,12 @@
  * metadata (which topics exist), group coordinators, a group's state, offsets the broker still
  * holds (migration, transactional groups), log-end offsets (lag), and mirrored commits.
  *
- * One persistent connection per broker, requests pipelined with correlation ids, a deadline per
- * request, and API versions negotiated once per connection (the highest both the broker and the
- * codec know), so it works against Kafka 3.x and 4.x alike.
+ * One persistent connection per broker, requests pipelined with correlation ids, and API versions
+ * negotiated once per connection (the highest both the broker and the codec know), so it works
+ * against Kafka 3.x and 4.x alike. Everything has a deadline of `timeoutMs` (--request-timeout-ms):
+ * a connection (TCP, ApiVersions and SASL together), one request (its connection, and for `'any'`
+ * every broker it tries, included), and the composite work done for one client request
+ * (`within`: finding the coordinator, asking it, asking again once it moved).
  */
 import type net from 'node:net';
 import { FrameSplitter } from '../protocol/frame-splitter.js';
@@ -72,6 +75,7 @@ class BrokerChannel {
 
   connect(): Promise<void> {
     if (this.ready) return this.ready;
+    const deadline = Date.now() + this.timeoutMs;
     this.ready = new Promise<void>((resolve, reject) => {
       const socket = connectUpstream(this.target, this.tls);
       this.socket = socket;
@@ -99,14 +103,16 @@ class BrokerChannel {
       socket.on('close', () => {
         if (current()) this.fail(new ClusterRequestError(`connection to ${this.describe()} closed`));
       });
-      // ApiVersions v0 works on every broker; it also proves the connection is up.
-      this.send(ApiKey.ApiVersions, 0, {})
+      // ApiVersions v0 works on every broker; it also proves the connection is up. Its deadline
+      // (and the SASL exchange's) is the connection's: a broker that accepts and never answers
+      // fails the connect within timeoutMs.
+      this.send(ApiKey.ApiVersions, 0, {}, deadline)
         .then(async (body) => {
           const response = body as ApiVersionsResponse;
           this.versions = new Map(
             response.apiKeys.map((k) => [k.apiKey, { min: k.minVersion, max: k.maxVersion }]),
           );
-          if (this.sasl) await authenticate((k, v, b) => this.send(k, v, b), this.sasl);
+          if (this.sasl) await authenticate((k, v, b) => this.send(k, v, b, deadline), this.sasl);
         })
         .then(resolve, (err: unknown) => {
           if (current()) this.fail(err as Error);
@@ -117,25 +123,27 @@ class BrokerChannel {
     return this.ready;
   }
 
-  async request(apiKey: number, body: BodyFor, atMost?: number): Promise<{ version: number; body: unknown }> {
-    await this.connect();
+  /** Sends one request, connecting first if needed, all by `deadline` (a Date.now() value). */
+  async request(
+    apiKey: number,
+    body: BodyFor,
+    atMost: number | undefined,
+    deadline: number,
+  ): Promise<{ version: number; body: unknown }> {
+    await withDeadline(this.connect(), deadline, () => `connect to ${this.describe()}`);
     const version = this.versionFor(apiKey, atMost);
     return {
       version,
-      body: await this.send(apiKey, version, typeof body === 'function' ? body(version) : body),
+      body: await this.send(apiKey, version, typeof body === 'function' ? body(version) : body, deadline),
     };
   }
 
-  async requestAt(apiKey: number, version: number, body: unknown): Promise<unknown> {
-    await this.connect();
-    return this.send(apiKey, version, body);
-  }
-
-  private send(apiKey: number, apiVersion: number, body: unknown): Promise<unknown> {
+  private send(apiKey: number, apiVersion: number, body: unknown, deadline: number): Promise<unknown> {
     const socket = this.socket;
     if (!socket || socket.destroyed)
       return Promise.reject(new ClusterRequestError(`not connected to ${this.describe()}`));
     const correlationId = this.nextCorrelationId++ & 0x7fffffff;
+    const waitMs = Math.max(0, deadline - Date.now());
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => {
         this.inFlight.delete(correlationId);
@@ -144,7 +152,7 @@ class BrokerChannel {
             `${this.describe()} did not answer api ${apiKey} within ${this.timeoutMs} ms`,
           ),
         );
-      }, this.timeoutMs);
+      }, waitMs);
       this.inFlight.set(correlationId, { apiKey, apiVersion, resolve, reject, timer });
       try {
         socket.write(encodeRequestFrame({ apiKey, apiVersion, correlationId, clientId: CLIENT_ID }, body));
@@ -220,15 +228,25 @@ export class ClusterClient {
     const key = `${target.host}:${target.port}`;
     let ch = this.channels.get(key);
     if (!ch) {
-      ch = new BrokerChannel(
-        target,
-        this.opts.tls ?? null,
-        this.opts.timeoutMs ?? 10_000,
-        this.opts.sasl ?? null,
-      );
+      ch = new BrokerChannel(target, this.opts.tls ?? null, this.timeoutMs, this.opts.sasl ?? null);
       this.channels.set(key, ch);
     }
     return ch;
+  }
+
+  /** The deadline of every request, connect and `within` (--request-timeout-ms). */
+  get timeoutMs(): number {
+    return this.opts.timeoutMs ?? 10_000;
+  }
+
+  /**
+   * Runs work of several requests done for one client request (find the coordinator, ask it,
+   * maybe again) and fails it with ClusterRequestError once `timeoutMs` has passed, so the client
+   * gets its answer in time whatever the brokers do. Work that goes on after that ends by its own
+   * requests' deadlines; its result is dropped.
+   */
+  within<T>(what: string, work: () => Promise<T>): Promise<T> {
+    return withDeadline(work(), Date.now() + this.timeoutMs, () => what);
   }
 
   /** Sends to broker `nodeId`, or to any reachable broker. Resolves with the decoded body and the version used. */
@@ -238,10 +256,11 @@ export class ClusterClient {
     body: BodyFor,
     atMostVersion?: number,
   ): Promise<{ version: number; body: T }> {
+    const deadline = Date.now() + this.timeoutMs;
     if (target !== 'any') {
       const address = this.opts.brokers.upstreamOf(target);
       if (!address) throw new ClusterRequestError(`unknown broker ${target}`);
-      const r = await this.channel(address).request(apiKey, body, atMostVersion);
+      const r = await this.channel(address).request(apiKey, body, atMostVersion, deadline);
       return { version: r.version, body: r.body as T };
     }
     const candidates = [
@@ -249,10 +268,11 @@ export class ClusterClient {
       ...this.opts.brokers.nodeIds().map((n) => this.opts.brokers.upstreamOf(n)!),
     ];
     let lastError: unknown;
-    for (let i = 0; i < candidates.length; i++) {
+    // One deadline for all of them: a frozen broker must not cost a deadline per candidate.
+    for (let i = 0; i < candidates.length && Date.now() < deadline; i++) {
       const address = candidates[this.bootstrapIndex++ % candidates.length]!;
       try {
-        const r = await this.channel(address).request(apiKey, body, atMostVersion);
+        const r = await this.channel(address).request(apiKey, body, atMostVersion, deadline);
         return { version: r.version, body: r.body as T };
       } catch (err) {
         lastError = err;
@@ -340,4 +360,29 @@ export class ClusterClient {
     for (const ch of this.channels.values()) ch.close();
     this.channels.clear();
   }
+}
+
+/**
+ * `promise`, or a ClusterRequestError naming `what()` once `deadline` (a Date.now() value) has
+ * passed. The promise's own later failure is dropped.
+ */
+function withDeadline<T>(promise: Promise<T>, deadline: number, what: () => string): Promise<T> {
+  const waitMs = deadline - Date.now();
+  promise.catch(() => undefined);
+  return new Promise<T>((resolve, reject) => {
+    const timer = setTimeout(
+      () => reject(new ClusterRequestError(`${what()}: no answer within the request timeout`)),
+      Math.max(0, waitMs),
+    );
+    promise.then(
+      (v) => {
+        clearTimeout(timer);
+        resolve(v);
+      },
+      (err: unknown) => {
+        clearTimeout(timer);
+        reject(err instanceof Error ? err : new ClusterRequestError(String(err)));
+      },
+    );
+  });
 }

@@ -217,7 +217,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     min: 1,
     max: MAX_TIMER_MS,
     unit: 'ms',
-    help: "Deadline of the proxy's own requests to brokers and of broker connects.",
+    help: "Deadline of the proxy's own requests to brokers (authorization probes on a client's connection, lookups, fallbacks, mirrored commits; a lookup of several requests has one deadline in all) and of broker connects. A client waiting on one is answered by then (docs/errors.md says with what).",
   },
   {
     name: 'shutdown-timeout-ms',

@@ -45,21 +45,26 @@ export class BrokerLookups {
     private readonly topicCacheMs = 10_000,
   ) {}
 
-  /** Runs `op` against the group's coordinator, looking the coordinator up again once if it moved. */
-  private async atCoordinator<T>(
+  /**
+   * Runs `op` against the group's coordinator, looking the coordinator up again once if it moved;
+   * all of it within the request timeout (`ClusterClient.within`), as every lookup goes through here.
+   */
+  private atCoordinator<T>(
     group: string,
     op: (nodeId: number) => Promise<{ result: T; retry: boolean }>,
   ): Promise<T> {
-    let nodeId = await this.cluster.coordinatorOf(group);
-    const first = await op(nodeId);
-    let result = first.result;
-    const retry = first.retry;
-    if (retry) {
-      await new Promise((r) => setTimeout(r, 200));
-      nodeId = await this.cluster.coordinatorOf(group);
-      ({ result } = await op(nodeId));
-    }
-    return result;
+    return this.cluster.within(`asking the coordinator of group ${group}`, async () => {
+      let nodeId = await this.cluster.coordinatorOf(group);
+      const first = await op(nodeId);
+      let result = first.result;
+      const retry = first.retry;
+      if (retry) {
+        await new Promise((r) => setTimeout(r, 200));
+        nodeId = await this.cluster.coordinatorOf(group);
+        ({ result } = await op(nodeId));
+      }
+      return result;
+    });
   }
 
   async fetchOffsets(
@@ -227,16 +232,18 @@ export class BrokerLookups {
   }
 
   /** Whether topic `topic` has partition `partition`, from metadata cached for a few seconds. */
-  async topicExists(topic: string, partition: number): Promise<boolean> {
-    const fresh = this.topics && Date.now() - this.topics.at < this.topicCacheMs;
-    if (!fresh) await this.refreshTopics();
-    let count = this.topics?.names.get(topic);
-    if (count === undefined && fresh) {
-      // Maybe created since the last refresh.
-      await this.refreshTopics();
-      count = this.topics?.names.get(topic);
-    }
-    return count !== undefined && partition >= 0 && partition < count;
+  topicExists(topic: string, partition: number): Promise<boolean> {
+    return this.cluster.within(`looking up topic ${topic}`, async () => {
+      const fresh = this.topics && Date.now() - this.topics.at < this.topicCacheMs;
+      if (!fresh) await this.refreshTopics();
+      let count = this.topics?.names.get(topic);
+      if (count === undefined && fresh) {
+        // Maybe created since the last refresh.
+        await this.refreshTopics();
+        count = this.topics?.names.get(topic);
+      }
+      return count !== undefined && partition >= 0 && partition < count;
+    });
   }
 
   private refreshTopics(): Promise<void> {
