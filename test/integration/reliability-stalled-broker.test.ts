@@ -3,9 +3,13 @@
 // proxy must stop reading those clients once the broker no longer takes their bytes (its
 // upstream socket refuses writes, or --max-in-flight requests wait), so its memory does not grow
 // with what the producers try to send; a client doing admin-style OffsetCommit + OffsetFetch round
-// trips (answered from the store, no broker involved for a plaintext client: the authorizer only
-// probes for SASL-authenticated clients) is not slowed; after SIGCONT every request is answered, in
-// order, and no record is lost or written twice.
+// trips (answered from the store: the broker was asked whether its principal may, on every
+// connection, and that verdict was cached before the stall) is not slowed; after SIGCONT every
+// request is answered, in order, and no record is lost or written twice.
+// Issue #20: every request the proxy sends on a client's behalf while the broker is frozen (an
+// authorization probe on a new connection, an OffsetFetch fallback, a topic lookup, a member
+// re-check, a mirrored commit) fails within --request-timeout-ms, and the client gets a Kafka error
+// in time instead of no answer.
 import { execFileSync } from 'node:child_process';
 import { describe, expect, inject, test } from 'vitest';
 import { decodeResponseFrame, encodeRequestFrame } from '../../protocol/frames.js';
@@ -21,7 +25,8 @@ import { createTopics } from '../bed/clients/kafkajs.js';
 import { uniqueName } from '../bed/clients/scenarios.js';
 import { ensureBuilt, spawnProxy } from '../harness/proxy.js';
 import { RawClient, produceRequest } from '../harness/raw-client.js';
-import { commitOnce, fetchOnce, rssOf, sleep } from '../reliability/commit-checker.js';
+import { commitBody, commitOnce, fetchOnce, rssOf, sleep } from '../reliability/commit-checker.js';
+import type { OffsetCommitResponse } from '../../protocol/messages/offset-commit-response.js';
 
 const brokerBootstrap = inject('kafkaBootstrap');
 
@@ -231,6 +236,126 @@ describe.skipIf(process.env['KOP_BOOTSTRAP'] !== undefined)('the broker stalled 
     } finally {
       // The broker is shared with the test files that follow: never leave it stopped.
       // (SIGCONT to a running process does nothing, so it is sent whatever happened.)
+      if (brokerPid !== undefined) process.kill(brokerPid, 'SIGCONT');
+      for (const c of clients) c.close();
+      await proxy.stop('SIGKILL');
+    }
+  });
+
+  test("requests the proxy sends on a client's behalf fail within --request-timeout-ms", async () => {
+    await ensureBuilt();
+    const brokerPid = pidOnPort(brokerBootstrap);
+    expect(brokerPid, `no process listening on ${brokerBootstrap}`).toBeDefined();
+    const topic = uniqueName('stalled-deadline');
+    await createTopics({ bootstrap: brokerBootstrap }, [{ topic, partitions: 1 }]);
+    const timeoutMs = 1_000;
+    const proxy = await spawnProxy([
+      '--bootstrap-server',
+      brokerBootstrap,
+      '--store',
+      'memory://',
+      '--request-timeout-ms',
+      String(timeoutMs),
+      '--fallback',
+      'upstream',
+      '--mirror-commits',
+      'true',
+      '--unknown-topics',
+      'reject',
+    ]);
+    const clients: RawClient[] = [];
+    const connect = async () => {
+      const c = await RawClient.connect(proxy.bootstrap);
+      clients.push(c);
+      return c;
+    };
+    const group = (name: string) => `${topic}-${name}`;
+    try {
+      // Before the stall, on each connection, what makes the broker's verdict on its principal
+      // cached there (so only the request under test needs the broker during the stall).
+      const fallback = await connect();
+      expect((await fetchOnce(fallback, group('fallback'), topic, 1)).errorCode).toBe(0);
+      // A topic the cluster does not have: refused, and the metadata the proxy caches lacks it.
+      const unknownTopic = `${topic}-none`;
+      const lookup = await connect();
+      expect(await commitOnce(lookup, group('lookup'), unknownTopic, 1, 1n)).toEqual([3]);
+      const member = await connect();
+      expect(await commitOnce(member, group('member'), topic, 1, 1n)).toEqual([0]);
+      const mirror = await connect();
+      expect(await commitOnce(mirror, group('mirror'), topic, 1, 1n)).toEqual([0]);
+      await sleep(500); // the mirrored copies of those commits are done
+
+      const timed = async <T>(what: string, work: () => Promise<T>) => {
+        const t0 = performance.now();
+        const value = await work();
+        return { what, ms: performance.now() - t0, value };
+      };
+      const commitCodes = (r: OffsetCommitResponse) =>
+        r.topics.flatMap((t) => t.partitions.map((p) => p.errorCode));
+      process.kill(brokerPid!, 'SIGSTOP');
+      const stallStart = performance.now();
+      let results: { what: string; ms: number; value: number[] }[];
+      try {
+        results = await Promise.all([
+          // A new connection: nothing is cached, the authorization probe goes to the frozen broker.
+          timed('authorization probe (new connection)', async () => {
+            const fresh = await connect();
+            return commitOnce(fresh, group('lookup'), topic, 1, 2n);
+          }),
+          // A group the store has never seen: --fallback upstream asks its coordinator.
+          timed('OffsetFetch fallback', async () => [
+            (await fetchOnce(fallback, group('fallback'), topic, 1)).errorCode,
+          ]),
+          // A topic not in the cached metadata: --unknown-topics reject looks again.
+          timed('topic lookup', () => commitOnce(lookup, group('lookup'), unknownTopic, 1, 2n)),
+          // A member the store does not know: the broker is asked whether it is current.
+          timed('member re-check', async () => {
+            const body = {
+              ...(commitBody(group('member'), topic, 1, 2n) as object),
+              generationIdOrMemberEpoch: 5,
+              memberId: 'm-1',
+            };
+            return commitCodes(await member.request<OffsetCommitResponse>(ApiKey.OffsetCommit, 8, 902, body));
+          }),
+          // Accepted from the store; its copy to the broker fails in the background.
+          timed('commit mirrored to the broker', async () =>
+            commitOnce(mirror, group('mirror'), topic, 1, 2n),
+          ),
+        ]);
+        // The mirrored copy's failure is logged within the deadline too.
+        for (let i = 0; i < 60 && !proxy.output().includes('mirrored commit failed'); i++) await sleep(50);
+      } finally {
+        process.kill(brokerPid!, 'SIGCONT');
+      }
+      const stallMs = performance.now() - stallStart;
+      console.log(
+        `[faults] frozen broker, --request-timeout-ms ${timeoutMs}: ` +
+          results
+            .map((r) => `${r.what} answered in ${r.ms.toFixed(0)} ms with ${r.value.join(',')}`)
+            .join('; ') +
+          `; mirrored commit failure logged: ${proxy.output().includes('mirrored commit failed')}; stall ${(stallMs / 1000).toFixed(1)} s`,
+      );
+      // Each within a generous bound, well before the broker ran again (the stall lasts > 5 s).
+      for (const r of results) expect(r.ms, r.what).toBeLessThan(4 * timeoutMs);
+      const byWhat = new Map(results.map((r) => [r.what, r.value]));
+      // Probe and fallback failed: COORDINATOR_NOT_AVAILABLE, which clients retry.
+      expect(byWhat.get('authorization probe (new connection)')).toEqual([15]);
+      expect(byWhat.get('OffsetFetch fallback')).toEqual([15]);
+      // The mirrored commit is acknowledged from the store whatever the broker does.
+      expect(byWhat.get('commit mirrored to the broker')).toEqual([0]);
+      expect(proxy.output()).toContain('mirrored commit failed');
+      expect(proxy.child.exitCode).toBe(null);
+
+      // After SIGCONT the broker answers again: a new connection commits.
+      const after = await connect();
+      let codes: number[] = [];
+      for (let i = 0; i < 50; i++) {
+        codes = await commitOnce(after, group('lookup'), topic, 1, 5n);
+        if (codes[0] === 0) break;
+        await sleep(200);
+      }
+      expect(codes).toEqual([0]);
+    } finally {
       if (brokerPid !== undefined) process.kill(brokerPid, 'SIGCONT');
       for (const c of clients) c.close();
       await proxy.stop('SIGKILL');
