@@ -74,7 +74,8 @@ describe('clients that do not read their answers', () => {
     const readers = env('KOP_UNREAD_CLIENTS', 2);
     const perClient = env('KOP_UNREAD_REQUESTS', 150);
     const topic = uniqueName('unread');
-    await createTopics({ bootstrap: brokerBootstrap }, [{ topic, partitions: 1 }]);
+    // Every committed partition exists: the proxy refuses commits to partitions the cluster lacks.
+    await createTopics({ bootstrap: brokerBootstrap }, [{ topic, partitions: PARTITIONS }]);
     const { proxy, http } = await cli();
     const pid = proxy.child.pid!;
     const big = `${topic}-big`;
