@@ -9,7 +9,9 @@
 //   the broker forgot the group) and once directly at the broker (offsets in __consumer_offsets):
 //   ListGroups v0/v4/v5 on every broker, DescribeGroups v0/v5 and ConsumerGroupDescribe answer
 //   the same, and the group is listed by exactly one broker. On the embedded store also a KIP-848
-//   group of the Java client.
+//   group of the Java client. ListGroups v5 with state and type filters (as tools spell them)
+//   answers the same; DeleteGroups of a group with a live member is refused with NON_EMPTY_GROUP
+//   as the broker refuses it, its stored offsets kept until the member left.
 // - Kafka's kafka-consumer-groups of 4.x and 3.9 (--list, --describe, --describe --members,
 //   --reset-offsets, --delete-offsets, --delete) and the Java AdminClient (listConsumerGroups,
 //   describeConsumerGroups, listConsumerGroupOffsets, deleteConsumerGroups) through the proxy, on
@@ -17,11 +19,13 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { Kafka, logLevel, type Consumer } from 'kafkajs';
 import { afterAll, beforeAll, describe, expect, inject, test } from 'vitest';
 import { EmbeddedStore } from '../../backends/embedded-store.js';
 import { openStore } from '../../backends/open-store.js';
 import type { OffsetStore } from '../../backends/store.js';
 import { ApiKey } from '../../protocol/messages/index.js';
+import type { DeleteGroupsResponse } from '../../protocol/messages/delete-groups-response.js';
 import type { ConsumerGroupDescribeResponse } from '../../protocol/messages/consumer-group-describe-response.js';
 import type { DescribeGroupsResponse } from '../../protocol/messages/describe-groups-response.js';
 import type { ListGroupsResponse } from '../../protocol/messages/list-groups-response.js';
@@ -162,6 +166,37 @@ async function makeGroups(bootstrap: string, topic: string, label: string) {
   return { simple, classic };
 }
 
+interface Filter {
+  statesFilter: string[];
+  typesFilter: string[];
+}
+
+/** v5 filters as tools send them, including a spelling the broker matches case-insensitively. */
+const FILTERS: Filter[] = [
+  { statesFilter: ['Empty'], typesFilter: [] },
+  { statesFilter: ['Stable', 'PreparingRebalance'], typesFilter: [] },
+  { statesFilter: ['empty'], typesFilter: [] },
+  { statesFilter: [], typesFilter: ['classic'] },
+  { statesFilter: [], typesFilter: ['consumer'] },
+  { statesFilter: [], typesFilter: ['Classic'] },
+  { statesFilter: ['Empty'], typesFilter: ['classic'] },
+  { statesFilter: ['Dead'], typesFilter: [] },
+];
+
+/** A kafkajs consumer joined to `group` on `topic`, with offset 5 of partition 0 committed. */
+async function liveMember(bootstrap: string, topic: string, group: string): Promise<Consumer> {
+  const consumer = new Kafka({ brokers: bootstrap.split(','), logLevel: logLevel.NOTHING }).consumer({
+    groupId: group,
+  });
+  const joined = new Promise<void>((resolve) => consumer.on(consumer.events.GROUP_JOIN, () => resolve()));
+  await consumer.connect();
+  await consumer.subscribe({ topic, fromBeginning: true });
+  await consumer.run({ autoCommit: false, eachMessage: async () => {} });
+  await joined;
+  await consumer.commitOffsets([{ topic, partition: 0, offset: '5' }]);
+  return consumer;
+}
+
 interface StoreCase {
   name: string;
   open(): Promise<OffsetStore>;
@@ -215,6 +250,55 @@ describe.each(stores)('groups whose offsets are in the $name store', ({ name, op
         await descriptions(direct(await coordinatorOf(theirs)), theirs),
       );
     }
+  });
+
+  test('ListGroups v5 state and type filters answer as the broker does for such groups', async () => {
+    const atBroker = await makeGroups(kafka.bootstrap, topic, `${name.toLowerCase()}-filters`);
+    const filtered = async (addressOf: (nodeId: number) => string, group: string, f: Filter) => {
+      const out: Record<string, unknown>[] = [];
+      for (const b of kafka.brokers) {
+        const r = await ask<ListGroupsResponse>(addressOf(b.nodeId), ApiKey.ListGroups, 5, f);
+        for (const g of r.groups.filter((x) => x.groupId === group))
+          out.push({ protocolType: g.protocolType, state: g.groupState, type: g.groupType });
+      }
+      return out;
+    };
+    for (const f of FILTERS)
+      for (const kind of ['simple', 'classic'] as const)
+        expect(
+          await filtered((n) => viaProxy(proxy, n), groups[kind], f),
+          `${kind} ${JSON.stringify(f)}`,
+        ).toEqual(await filtered(direct, atBroker[kind], f));
+  });
+
+  test('DeleteGroups of a group with a live member is refused as the broker refuses it, its offsets kept', async () => {
+    const answers: Record<string, number[]> = {};
+    for (const [label, bootstrap, addressOf] of [
+      ['proxy', proxy.bootstrap, (n: number) => viaProxy(proxy, n)],
+      ['broker', kafka.bootstrap, direct],
+    ] as const) {
+      const group = uniqueName(`${name.toLowerCase()}-live-${label}`);
+      const member = await liveMember(bootstrap, topic, group);
+      try {
+        const at = addressOf(await coordinatorOf(group));
+        const codes: number[] = [];
+        for (const v of [0, 2]) {
+          const r = await ask<DeleteGroupsResponse>(at, ApiKey.DeleteGroups, v, { groupsNames: [group] });
+          codes.push(r.results[0]!.errorCode);
+        }
+        if (label === 'proxy') expect((await store.fetch(group, null)).map((o) => o.offset)).toEqual([5n]);
+        await member.disconnect();
+        // Once the member left, the group goes, and with it its offsets.
+        const r = await ask<DeleteGroupsResponse>(at, ApiKey.DeleteGroups, 2, { groupsNames: [group] });
+        codes.push(r.results[0]!.errorCode);
+        if (label === 'proxy') expect(await store.fetch(group, null)).toEqual([]);
+        answers[label] = codes;
+      } finally {
+        await member.disconnect();
+      }
+    }
+    expect(answers['proxy']).toEqual(answers['broker']);
+    expect(answers['broker']).toEqual([68, 68, 0]); // NON_EMPTY_GROUP, then NONE
   });
 
   test('kafka-consumer-groups 4.x and 3.9 and the AdminClient list, describe, reset, delete them', async () => {
