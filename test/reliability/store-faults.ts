@@ -22,6 +22,10 @@ export interface FaultContext {
   stopWitnesses(): Promise<void>;
   /** Records a moment of the fault for the report ("promoted", ...), in ms since it began. */
   mark(event: string): void;
+  /** The witness groups' acknowledged commits so far. */
+  witnessAcks(): number;
+  /** How many witness groups commit. */
+  readonly witnessGroups: number;
 }
 
 export interface StoreFaultOptions {
@@ -123,7 +127,12 @@ export async function runStoreFault(o: StoreFaultOptions): Promise<StoreFaultRes
       await witness.stop();
       events['witnesses stopped'] = Date.now() - t0;
     };
-    await o.inject({ stopWitnesses, mark: (e) => (events[e] = Date.now() - t0) });
+    await o.inject({
+      stopWitnesses,
+      mark: (e) => (events[e] = Date.now() - t0),
+      witnessAcks: () => witness.acknowledged,
+      witnessGroups: o.witnesses.length,
+    });
     await stopWitnesses();
     const back = Date.now();
     events['store back'] = back - t0;
