@@ -304,6 +304,12 @@ describe('invalid configuration', () => {
       allowed: /from 1 to 9007199254740991 bytes/,
     },
     {
+      option: 'max-buffered-response-bytes',
+      why: 'not a number',
+      args: () => [...k, '--max-buffered-response-bytes', '256MiB'],
+      allowed: /from 1 to 9007199254740991 bytes/,
+    },
+    {
       option: 'idle-timeout-ms',
       why: 'over the timer limit',
       args: () => [...k, '--idle-timeout-ms', '2147483648'],
