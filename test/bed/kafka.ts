@@ -221,6 +221,11 @@ function serverProperties(
     `log.dirs=${dataDir}`,
     // Fast start and fast first group use.
     'group.initial.rebalance.delay.ms=0',
+    // Lower bounds only (the defaults stay): tests of session and rebalance timeouts may choose
+    // short ones instead of waiting out Kafka's default minimums (6 s classic, 45 s KIP-848).
+    'group.min.session.timeout.ms=500',
+    'group.consumer.min.session.timeout.ms=1000',
+    'group.consumer.min.heartbeat.interval.ms=200',
     'offsets.topic.num.partitions=5',
     `offsets.topic.replication.factor=${n}`,
     'transaction.state.log.num.partitions=5',
