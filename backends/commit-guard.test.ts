@@ -306,4 +306,133 @@ describe('applyGroupUpdate', () => {
       { numRuns: 500 },
     );
   });
+
+  describe('static membership (group.instance.id)', () => {
+    const join = (gen: number, memberId: string, instance: string | null, extra: Partial<GroupUpdate> = {}) =>
+      ({ kind: 'joined', generationId: gen, memberId, groupInstanceId: instance, ...extra }) as GroupUpdate;
+    const leaderList: GroupUpdate = {
+      kind: 'joined',
+      generationId: 1,
+      memberId: 'a1',
+      groupInstanceId: 'ia',
+      members: [
+        { memberId: 'a1', groupInstanceId: 'ia' },
+        { memberId: 'b1', groupInstanceId: 'ib' },
+      ],
+    };
+    const fold = (us: GroupUpdate[]) => us.reduce<GroupState | null>((s, u) => applyGroupUpdate(s, u), null)!;
+
+    it('a replacement within the generation takes the instance over: the new member commits, the old one is fenced', () => {
+      const s = fold([
+        leaderList,
+        { kind: 'synced', generationId: 1, memberId: 'a1', groupInstanceId: 'ia' },
+        join(1, 'a2', 'ia', { takeover: true }),
+        { kind: 'synced', generationId: 1, memberId: 'a2', groupInstanceId: 'ia' },
+      ]);
+      expect(s.members.map((m) => m.memberId).sort()).toEqual(['a2', 'b1']);
+      expect(checkCommit(s, id(1, 'a2', 'ia'))).toBeNull();
+      expect(checkCommit(s, id(1, 'a1', 'ia'))).toBe(GuardError.FENCED_INSTANCE_ID);
+      // Without its instance id (v6 and older) the replaced member is unknown, as on the broker.
+      expect(checkCommit(s, id(1, 'a1', null, 6))).toBe(GuardError.UNKNOWN_MEMBER_ID);
+    });
+
+    it('the replacement wins whatever order the observations arrive in (two proxy instances)', () => {
+      const updates: GroupUpdate[] = [
+        leaderList,
+        { kind: 'synced', generationId: 1, memberId: 'a1', groupInstanceId: 'ia' },
+        join(1, 'a2', 'ia', { takeover: true }),
+        { kind: 'synced', generationId: 1, memberId: 'a2', groupInstanceId: 'ia' },
+      ];
+      const expected = normalizeState(fold(updates));
+      fc.assert(
+        fc.property(fc.shuffledSubarray(updates, { minLength: 4, maxLength: 4 }), (order) => {
+          expect(normalizeState(fold(order))).toEqual(expected);
+        }),
+      );
+    });
+
+    it('two takeovers of one instance in one generation: the record cannot tell, so it refuses both (the broker decides)', () => {
+      const s = fold([
+        leaderList,
+        join(1, 'a2', 'ia', { takeover: true }),
+        join(1, 'a3', 'ia', { takeover: true }),
+      ]);
+      expect(checkCommit(s, id(1, 'a2', 'ia'))).toBe(GuardError.FENCED_INSTANCE_ID);
+      expect(checkCommit(s, id(1, 'a3', 'ia'))).toBe(GuardError.FENCED_INSTANCE_ID);
+      // The broker's word settles it.
+      const settled = applyGroupUpdate(s, {
+        kind: 'verified',
+        generationId: 1,
+        memberId: 'a3',
+        groupInstanceId: 'ia',
+        state: 'Stable',
+      });
+      expect(checkCommit(settled, id(1, 'a3', 'ia'))).toBeNull();
+      expect(checkCommit(settled, id(1, 'a2', 'ia'))).toBe(GuardError.FENCED_INSTANCE_ID);
+    });
+
+    it('a static rejoin after a restart with a new generation starts from the leader list', () => {
+      const s = fold([
+        leaderList,
+        join(2, 'a2', 'ia', { takeover: true }),
+        {
+          ...leaderList,
+          generationId: 2,
+          members: [
+            { memberId: 'a2', groupInstanceId: 'ia' },
+            { memberId: 'b1', groupInstanceId: 'ib' },
+          ],
+        },
+      ]);
+      expect(s.generationId).toBe(2);
+      expect(checkCommit(s, id(1, 'a1', 'ia'))).toBe(GuardError.FENCED_INSTANCE_ID);
+      expect(checkCommit(s, id(2, 'b1', 'ib'))).toBe(GuardError.REBALANCE_IN_PROGRESS);
+    });
+
+    it('a member removed by its instance id alone (admin LeaveGroup) is gone', () => {
+      const s = fold([leaderList, { kind: 'left', memberIds: [], groupInstanceIds: ['ib'] }]);
+      expect(s.members.map((m) => m.memberId)).toEqual(['a1']);
+    });
+
+    it('the broker saying a member is unknown removes it', () => {
+      const s = fold([leaderList, { kind: 'gone', memberId: 'b1' }]);
+      expect(checkCommit(s, id(1, 'b1', 'ib'))).toBe(GuardError.UNKNOWN_MEMBER_ID);
+      expect(
+        fold([leaderList, { kind: 'gone', memberId: 'a1' }, { kind: 'gone', memberId: 'b1' }]).state,
+      ).toBe('Empty');
+    });
+  });
+
+  describe('KIP-848 static members and leaves', () => {
+    const epoch = (memberId: string, memberEpoch: number, extra: Partial<GroupUpdate> = {}) =>
+      ({ kind: 'member-epoch', memberId, memberEpoch, ...extra }) as GroupUpdate;
+    const fold = (us: GroupUpdate[]) => us.reduce<GroupState | null>((s, u) => applyGroupUpdate(s, u), null)!;
+
+    it('a static member that leaves with -2 stays a member with epoch -2 (its commits are stale, not unknown)', () => {
+      const s = fold([
+        epoch('m1', 5, { instanceId: 'i', exact: true }),
+        epoch('m1', -2, { instanceId: 'i' }),
+      ]);
+      expect(s.members).toEqual([{ memberId: 'm1', groupInstanceId: 'i', memberEpoch: -2 }]);
+      expect(checkCommit(s, id(5, 'm1'))).toBe(GuardError.STALE_MEMBER_EPOCH);
+      expect(checkCommit(s, id(-1))).toBe(GuardError.UNKNOWN_MEMBER_ID);
+    });
+
+    it('its replacement (a join with the instance id) removes it; the epoch of a join is set, not raised', () => {
+      const s = fold([
+        epoch('m1', 5, { instanceId: 'i', exact: true }),
+        epoch('m1', -2, { instanceId: 'i' }),
+        epoch('m2', 5, { instanceId: 'i', exact: true }),
+      ]);
+      expect(s.members).toEqual([{ memberId: 'm2', groupInstanceId: 'i', memberEpoch: 5 }]);
+      expect(checkCommit(s, id(5, 'm1'))).toBe(GuardError.UNKNOWN_MEMBER_ID);
+      // A member of a re-created group rejoins with its old id and a lower epoch.
+      expect(fold([epoch('m', 9), epoch('m', 1, { exact: true })]).members[0]?.memberEpoch).toBe(1);
+      expect(fold([epoch('m', 9), epoch('m', 1)]).members[0]?.memberEpoch).toBe(9);
+    });
+
+    it('a leave with -1 removes the member', () => {
+      expect(fold([epoch('m1', 3), epoch('m1', -1)]).members).toEqual([]);
+    });
+  });
 });

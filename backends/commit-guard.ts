@@ -51,9 +51,11 @@ function checkClassicGroup(state: GroupState, id: CommitIdentity): GuardErrorCod
   if (gen < 0 && empty) return null;
   if (gen >= 0 || id.memberId !== '' || id.groupInstanceId !== null) {
     if (id.groupInstanceId !== null) {
-      const owner = state.members.find((m) => m.groupInstanceId === id.groupInstanceId);
-      if (owner === undefined) return GuardError.UNKNOWN_MEMBER_ID;
-      if (owner.memberId !== id.memberId) return GuardError.FENCED_INSTANCE_ID;
+      const owners = state.members.filter((m) => m.groupInstanceId === id.groupInstanceId);
+      if (owners.length === 0) return GuardError.UNKNOWN_MEMBER_ID;
+      // Two claimants of one instance id: the record cannot tell which one the broker has now,
+      // so it refuses, and the refusal is checked with the broker (offset-commit.ts).
+      if (owners.length > 1 || owners[0]!.memberId !== id.memberId) return GuardError.FENCED_INSTANCE_ID;
     }
     if (!state.members.some((m) => m.memberId === id.memberId)) return GuardError.UNKNOWN_MEMBER_ID;
     if (gen !== state.generationId) return GuardError.ILLEGAL_GENERATION;
@@ -110,16 +112,37 @@ function laterState(a: ClassicGroupState, b: ClassicGroupState): ClassicGroupSta
   return STATE_RANK[a] >= STATE_RANK[b] ? a : b;
 }
 
-/** Adds or merges members; a known instance id wins over null so the merge is order-independent. */
-function unionMembers(into: GroupMember[], add: GroupMember[]): GroupMember[] {
-  const out = into.map((m) => ({ ...m }));
-  for (const m of add) {
-    const existing = out.find((x) => x.memberId === m.memberId);
-    if (existing === undefined) out.push({ ...m });
-    else if (existing.groupInstanceId === null && m.groupInstanceId !== null)
-      existing.groupInstanceId = m.groupInstanceId;
+const rank = (m: GroupMember): number => (m.takeover === true ? 1 : 0);
+
+/**
+ * Adds or merges one member of the current generation (in place). A known instance id wins over
+ * null; of the members claiming one instance id only those of the highest rank stay, so a
+ * takeover (a static member's replacement) outranks the generation's join whatever order the two
+ * observations arrive in. Claimants of equal rank all stay: the guard then defers to the broker.
+ */
+function admit(members: GroupMember[], m: GroupMember): void {
+  let self = members.find((x) => x.memberId === m.memberId);
+  if (self === undefined) {
+    self = { memberId: m.memberId, groupInstanceId: m.groupInstanceId };
+    members.push(self);
+  } else if (self.groupInstanceId === null && m.groupInstanceId !== null) {
+    self.groupInstanceId = m.groupInstanceId;
   }
-  return out;
+  if (m.takeover === true) self.takeover = true;
+  const instance = self.groupInstanceId;
+  if (instance === null) return;
+  let top = 0;
+  for (const x of members) if (x.groupInstanceId === instance) top = Math.max(top, rank(x));
+  for (let i = members.length - 1; i >= 0; i--) {
+    const x = members[i]!;
+    if (x.groupInstanceId === instance && rank(x) < top) members.splice(i, 1);
+  }
+}
+
+/** Removes the members matching `gone` (in place); a classic group without members is Empty. */
+function without(base: GroupState, gone: (m: GroupMember) => boolean): GroupState {
+  const members = base.members.filter((m) => !gone(m)).map((m) => ({ ...m }));
+  return { ...base, members, state: members.length === 0 ? 'Empty' : base.state };
 }
 
 /**
@@ -141,17 +164,34 @@ export function applyGroupUpdate(state: GroupState | null, update: GroupUpdate):
     case 'joined': {
       const next = atGeneration(base, update.generationId);
       if (next === null) return base;
-      const joiner: GroupMember = { memberId: update.memberId, groupInstanceId: update.groupInstanceId };
       // The leader's response lists every member of the generation; a follower's names only itself.
-      next.members = unionMembers(next.members, update.members ? [...update.members, joiner] : [joiner]);
+      for (const m of update.members ?? [])
+        admit(next.members, { memberId: m.memberId, groupInstanceId: m.groupInstanceId });
+      admit(next.members, {
+        memberId: update.memberId,
+        groupInstanceId: update.groupInstanceId,
+        ...(update.takeover === true ? { takeover: true } : {}),
+      });
       next.state = laterState(next.state, 'CompletingRebalance');
       return next;
     }
     case 'synced': {
       const next = atGeneration(base, update.generationId);
       if (next === null) return base;
-      next.members = unionMembers(next.members, [{ memberId: update.memberId, groupInstanceId: null }]);
+      admit(next.members, { memberId: update.memberId, groupInstanceId: update.groupInstanceId ?? null });
       next.state = laterState(next.state, 'Stable');
+      return next;
+    }
+    case 'verified': {
+      const next = atGeneration(base, update.generationId);
+      if (next === null) return base;
+      const instance = update.groupInstanceId;
+      if (instance !== null)
+        next.members = next.members.filter(
+          (m) => m.groupInstanceId !== instance || m.memberId === update.memberId,
+        );
+      admit(next.members, { memberId: update.memberId, groupInstanceId: instance, takeover: true });
+      next.state = laterState(next.state, update.state);
       return next;
     }
     case 'rebalancing': {
@@ -161,21 +201,34 @@ export function applyGroupUpdate(state: GroupState | null, update: GroupUpdate):
       return next;
     }
     case 'left': {
-      const members = base.members.filter((m) => !update.memberIds.includes(m.memberId));
-      return { ...base, members, state: members.length === 0 ? 'Empty' : base.state };
+      const instances = update.groupInstanceIds ?? [];
+      return without(
+        base,
+        (m) =>
+          update.memberIds.includes(m.memberId) ||
+          (m.groupInstanceId !== null && instances.includes(m.groupInstanceId)),
+      );
     }
+    case 'gone':
+      return without(base, (m) => m.memberId === update.memberId);
     case 'member-epoch': {
-      const members = base.members.map((m) => ({ ...m }));
+      const epoch = update.memberEpoch;
+      const instance = update.instanceId ?? null;
+      let members = base.members.map((m) => ({ ...m }));
+      if (update.exact === true && instance !== null)
+        members = members.filter((m) => m.groupInstanceId !== instance || m.memberId === update.memberId);
       const i = members.findIndex((m) => m.memberId === update.memberId);
-      if (update.memberEpoch < 0) {
+      if (epoch === -1) {
         if (i >= 0) members.splice(i, 1);
       } else if (i < 0) {
-        members.push({ memberId: update.memberId, groupInstanceId: null, memberEpoch: update.memberEpoch });
+        members.push({ memberId: update.memberId, groupInstanceId: instance, memberEpoch: epoch });
       } else {
-        // A member's epoch only grows (responses carry the group's target epoch): a late,
-        // older response must not roll it back.
         const m = members[i]!;
-        m.memberEpoch = Math.max(m.memberEpoch ?? -1, update.memberEpoch);
+        if (instance !== null) m.groupInstanceId = instance;
+        // A member's epoch only grows (responses carry the group's target epoch), so a late, older
+        // response must not roll it back; a join, a static member's leave (-2) and the broker's
+        // word set it.
+        m.memberEpoch = update.exact === true || epoch === -2 ? epoch : Math.max(m.memberEpoch ?? -1, epoch);
       }
       return { ...base, protocol: 'consumer', members, state: members.length === 0 ? 'Empty' : 'Stable' };
     }

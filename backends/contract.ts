@@ -63,9 +63,12 @@ const sortOffsets = (xs: PartitionOffset[]): PartitionOffset[] =>
 export function normalizeState(s: GroupState | null): GroupState | null {
   if (s === null) return null;
   const members = s.members
-    .map((m) =>
-      m.memberEpoch === undefined ? { memberId: m.memberId, groupInstanceId: m.groupInstanceId } : { ...m },
-    )
+    .map((m) => ({
+      memberId: m.memberId,
+      groupInstanceId: m.groupInstanceId,
+      ...(m.memberEpoch === undefined ? {} : { memberEpoch: m.memberEpoch }),
+      ...(m.takeover === true ? { takeover: true } : {}),
+    }))
     .sort((a, b) => (a.memberId < b.memberId ? -1 : a.memberId > b.memberId ? 1 : 0));
   return { ...s, members };
 }
@@ -438,34 +441,63 @@ export function runStoreContract(name: string, makeStore: () => Promise<OffsetSt
 
     it('stores group state as applyGroupUpdate computes it, and judges commits as checkCommit does', async () => {
       const memberId = fc.constantFrom('a', 'b', 'c', '');
+      const instance = fc.constantFrom(null, 'i1', 'i2');
       const update: fc.Arbitrary<GroupUpdate> = fc.oneof(
+        fc.record(
+          {
+            kind: fc.constant('joined' as const),
+            generationId: fc.integer({ min: 0, max: 3 }),
+            memberId,
+            groupInstanceId: instance,
+            members: fc.array(fc.record({ memberId, groupInstanceId: instance }), { maxLength: 3 }),
+            takeover: fc.boolean(),
+          },
+          { requiredKeys: ['kind', 'generationId', 'memberId', 'groupInstanceId'] },
+        ),
+        fc.record(
+          {
+            kind: fc.constant('synced' as const),
+            generationId: fc.integer({ min: 0, max: 3 }),
+            memberId,
+            groupInstanceId: instance,
+          },
+          { requiredKeys: ['kind', 'generationId', 'memberId'] },
+        ),
         fc.record({
-          kind: fc.constant('joined' as const),
+          kind: fc.constant('verified' as const),
           generationId: fc.integer({ min: 0, max: 3 }),
           memberId,
-          groupInstanceId: fc.constantFrom(null, 'i1', 'i2'),
-          members: fc.option(
-            fc.array(fc.record({ memberId, groupInstanceId: fc.constantFrom(null, 'i1', 'i2') }), {
-              maxLength: 3,
-            }),
-            { nil: undefined },
+          groupInstanceId: instance,
+          state: fc.constantFrom(
+            'Empty' as const,
+            'CompletingRebalance' as const,
+            'Stable' as const,
+            'PreparingRebalance' as const,
           ),
-        }),
-        fc.record({
-          kind: fc.constant('synced' as const),
-          generationId: fc.integer({ min: 0, max: 3 }),
-          memberId,
         }),
         fc.record({
           kind: fc.constant('rebalancing' as const),
           generationId: fc.integer({ min: 0, max: 3 }),
         }),
-        fc.record({ kind: fc.constant('left' as const), memberIds: fc.array(memberId, { maxLength: 2 }) }),
-        fc.record({
-          kind: fc.constant('member-epoch' as const),
-          memberId,
-          memberEpoch: fc.integer({ min: -2, max: 4 }),
-        }),
+        fc.record(
+          {
+            kind: fc.constant('left' as const),
+            memberIds: fc.array(memberId, { maxLength: 2 }),
+            groupInstanceIds: fc.array(fc.constantFrom('i1', 'i2'), { maxLength: 2 }),
+          },
+          { requiredKeys: ['kind', 'memberIds'] },
+        ),
+        fc.record({ kind: fc.constant('gone' as const), memberId }),
+        fc.record(
+          {
+            kind: fc.constant('member-epoch' as const),
+            memberId,
+            memberEpoch: fc.integer({ min: -2, max: 4 }),
+            instanceId: instance,
+            exact: fc.boolean(),
+          },
+          { requiredKeys: ['kind', 'memberId', 'memberEpoch'] },
+        ),
         fc.constant({ kind: 'empty' as const }),
         fc.constant({ kind: 'transactional' as const }),
       );
@@ -479,7 +511,7 @@ export function runStoreContract(name: string, makeStore: () => Promise<OffsetSt
         { nil: undefined },
       );
       await fc.assert(
-        fc.asyncProperty(fc.array(update, { maxLength: 5 }), identity, async (updates, id) => {
+        fc.asyncProperty(fc.array(update, { maxLength: 6 }), identity, async (updates, id) => {
           const g = uniqueGroup('prop');
           let expectedState: GroupState | null = null;
           for (const u of updates) {
@@ -495,7 +527,7 @@ export function runStoreContract(name: string, makeStore: () => Promise<OffsetSt
           });
           expect(outcome).toEqual(outcomeOf(checkCommit(expectedState, id)));
         }),
-        { numRuns: 60 },
+        { numRuns: 100 },
       );
     });
 

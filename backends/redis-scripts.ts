@@ -71,12 +71,12 @@ local function guard(id)
   if gen < 0 and #members == 0 then return nil end
   if gen >= 0 or id.m ~= '' or present(id.i) then
     if present(id.i) then
-      local owner = nil
+      local owner, owners = nil, 0
       for _, m in ipairs(members) do
-        if m.groupInstanceId == id.i then owner = m; break end
+        if m.groupInstanceId == id.i then owner = m; owners = owners + 1 end
       end
       if owner == nil then return 25 end
-      if owner.memberId ~= id.m then return 82 end
+      if owners > 1 or owner.memberId ~= id.m then return 82 end
     end
     if findMember(members, id.m) == nil then return 25 end
     if gen ~= state.generationId then return 22 end
@@ -164,18 +164,36 @@ local function atGeneration(g)
   s.protocol = 'classic'
   return true
 end
-local function union(m)
+local function rank(x)
+  if x.takeover == true then return 1 end
+  return 0
+end
+local function present(v) return v ~= nil and v ~= cjson.null end
+local function admit(m)
+  local self = nil
   for _, x in ipairs(s.members) do
-    if x.memberId == m.memberId then
-      if x.groupInstanceId == cjson.null and m.groupInstanceId ~= cjson.null and m.groupInstanceId ~= nil then
-        x.groupInstanceId = m.groupInstanceId
-      end
-      return
-    end
+    if x.memberId == m.memberId then self = x; break end
   end
-  local gi = m.groupInstanceId
-  if gi == nil then gi = cjson.null end
-  table.insert(s.members, { memberId = m.memberId, groupInstanceId = gi })
+  if self == nil then
+    local gi = m.groupInstanceId
+    if not present(gi) then gi = cjson.null end
+    self = { memberId = m.memberId, groupInstanceId = gi }
+    table.insert(s.members, self)
+  elseif not present(self.groupInstanceId) and present(m.groupInstanceId) then
+    self.groupInstanceId = m.groupInstanceId
+  end
+  if m.takeover == true then self.takeover = true end
+  local instance = self.groupInstanceId
+  if not present(instance) then return end
+  local top = 0
+  for _, x in ipairs(s.members) do
+    if x.groupInstanceId == instance and rank(x) > top then top = rank(x) end
+  end
+  local kept = {}
+  for _, x in ipairs(s.members) do
+    if not (x.groupInstanceId == instance and rank(x) < top) then table.insert(kept, x) end
+  end
+  s.members = kept
 end
 local function advance(state)
   if RANK[state] > RANK[s.state] then s.state = state end
@@ -187,40 +205,62 @@ local function without(pred)
   end
   s.members = kept
 end
+local function contains(list, v)
+  if type(list) ~= 'table' then return false end
+  for _, x in ipairs(list) do if x == v then return true end end
+  return false
+end
 
 if u.kind == 'joined' then
   if atGeneration(u.generationId) then
     if type(u.members) == 'table' then
-      for _, m in ipairs(u.members) do union(m) end
+      for _, m in ipairs(u.members) do admit({ memberId = m.memberId, groupInstanceId = m.groupInstanceId }) end
     end
-    union({ memberId = u.memberId, groupInstanceId = u.groupInstanceId })
+    admit({ memberId = u.memberId, groupInstanceId = u.groupInstanceId, takeover = u.takeover == true })
     advance('CompletingRebalance')
   end
 elseif u.kind == 'synced' then
   if atGeneration(u.generationId) then
-    union({ memberId = u.memberId, groupInstanceId = cjson.null })
+    admit({ memberId = u.memberId, groupInstanceId = u.groupInstanceId })
     advance('Stable')
+  end
+elseif u.kind == 'verified' then
+  if atGeneration(u.generationId) then
+    if present(u.groupInstanceId) then
+      without(function(x) return x.groupInstanceId == u.groupInstanceId and x.memberId ~= u.memberId end)
+    end
+    admit({ memberId = u.memberId, groupInstanceId = u.groupInstanceId, takeover = true })
+    advance(u.state)
   end
 elseif u.kind == 'rebalancing' then
   if atGeneration(u.generationId) then s.state = 'PreparingRebalance' end
 elseif u.kind == 'left' then
-  local gone = {}
-  for _, id in ipairs(u.memberIds) do gone[id] = true end
-  without(function(x) return gone[x.memberId] == true end)
+  without(function(x)
+    return contains(u.memberIds, x.memberId) or (present(x.groupInstanceId) and contains(u.groupInstanceIds, x.groupInstanceId))
+  end)
+  if #s.members == 0 then s.state = 'Empty' end
+elseif u.kind == 'gone' then
+  without(function(x) return x.memberId == u.memberId end)
   if #s.members == 0 then s.state = 'Empty' end
 elseif u.kind == 'member-epoch' then
+  local instance = u.instanceId
+  if not present(instance) then instance = cjson.null end
+  if u.exact == true and instance ~= cjson.null then
+    without(function(x) return x.groupInstanceId == instance and x.memberId ~= u.memberId end)
+  end
   local found = nil
   for _, x in ipairs(s.members) do
     if x.memberId == u.memberId then found = x end
   end
-  if u.memberEpoch < 0 then
+  if u.memberEpoch == -1 then
     without(function(x) return x.memberId == u.memberId end)
   elseif found == nil then
-    table.insert(s.members, { memberId = u.memberId, groupInstanceId = cjson.null, memberEpoch = u.memberEpoch })
+    table.insert(s.members, { memberId = u.memberId, groupInstanceId = instance, memberEpoch = u.memberEpoch })
   else
+    if instance ~= cjson.null then found.groupInstanceId = instance end
     local cur = found.memberEpoch
     if cur == nil or cur == cjson.null then cur = -1 end
-    if u.memberEpoch > cur then found.memberEpoch = u.memberEpoch else found.memberEpoch = cur end
+    if u.exact == true or u.memberEpoch == -2 or u.memberEpoch > cur then found.memberEpoch = u.memberEpoch else found.memberEpoch = cur end
   end
   s.protocol = 'consumer'
   if #s.members == 0 then s.state = 'Empty' else s.state = 'Stable' end
@@ -237,6 +277,7 @@ local parts = {}
 for _, m in ipairs(s.members) do
   local e = ''
   if m.memberEpoch ~= nil and m.memberEpoch ~= cjson.null then e = ',"memberEpoch":' .. string.format('%d', m.memberEpoch) end
+  if m.takeover == true then e = e .. ',"takeover":true' end
   table.insert(parts, '{"memberId":' .. cjson.encode(m.memberId) .. ',"groupInstanceId":' .. cjson.encode(m.groupInstanceId) .. e .. '}')
 end
 redis.call('SET', KEYS[1], '{"protocol":' .. cjson.encode(s.protocol) .. ',"generationId":' .. string.format('%d', s.generationId)

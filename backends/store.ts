@@ -94,8 +94,14 @@ export type ClassicGroupState = 'Empty' | 'PreparingRebalance' | 'CompletingReba
 export interface GroupMember {
   memberId: string;
   groupInstanceId: string | null;
-  /** KIP-848 only: the member's current epoch. */
+  /** KIP-848 only: the member's current epoch (-2: a static member that left and may come back). */
   memberEpoch?: number;
+  /**
+   * Classic only: the member took its instance id over within the generation (a static member's
+   * replacement, or the broker's word after a check), so it outranks a member the generation's
+   * join listed with the same instance id, whatever order the two observations arrive in.
+   */
+  takeover?: boolean;
 }
 
 /** What the store knows about a group's membership and mode. */
@@ -115,22 +121,50 @@ export interface GroupState {
  * older generation than the stored one is ignored.
  */
 export type GroupUpdate =
-  /** A JoinGroup response. `members` is present only in the leader's response (the full list). */
+  /**
+   * A JoinGroup response. `members` is present only in the leader's response (the full list).
+   * `takeover`: the request had no member id but an instance id, and the answer came within the
+   * generation: the broker replaced the instance's member (static membership).
+   */
   | {
       kind: 'joined';
       generationId: number;
       memberId: string;
       groupInstanceId: string | null;
       members?: GroupMember[];
+      takeover?: boolean;
     }
   /** A successful SyncGroup response: the generation is Stable. */
-  | { kind: 'synced'; generationId: number; memberId: string }
+  | { kind: 'synced'; generationId: number; memberId: string; groupInstanceId?: string | null }
   /** A Heartbeat/commit answered REBALANCE_IN_PROGRESS by the broker. */
   | { kind: 'rebalancing'; generationId: number }
-  /** LeaveGroup (classic) of these members. */
-  | { kind: 'left'; memberIds: string[] }
-  /** A ConsumerGroupHeartbeat response: the member's epoch (epoch < 0 removes the member). */
-  | { kind: 'member-epoch'; memberId: string; memberEpoch: number }
+  /** LeaveGroup (classic) of these members, and of the members holding these instance ids. */
+  | { kind: 'left'; memberIds: string[]; groupInstanceIds?: string[] }
+  /**
+   * A ConsumerGroupHeartbeat response: the member's epoch. -1 removes the member; -2 keeps a
+   * static member that left to come back. `exact`: a join (epoch 0 in the request) or the
+   * broker's word: the epoch is set, not raised, and other members of its instance id are gone.
+   */
+  | {
+      kind: 'member-epoch';
+      memberId: string;
+      memberEpoch: number;
+      instanceId?: string | null;
+      exact?: boolean;
+    }
+  /**
+   * The broker's word that a classic member is current in this generation and the group in this
+   * state: it holds its instance id alone from now on.
+   */
+  | {
+      kind: 'verified';
+      generationId: number;
+      memberId: string;
+      groupInstanceId: string | null;
+      state: ClassicGroupState;
+    }
+  /** The broker does not know this member (UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID): it is gone. */
+  | { kind: 'gone'; memberId: string }
   /** The broker says the group has no members (DescribeGroups Empty/Dead, or GROUP_ID_NOT_FOUND). */
   | { kind: 'empty' }
   /** The group committed through TxnOffsetCommit. */

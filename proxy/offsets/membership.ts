@@ -32,6 +32,12 @@ export const OBSERVED_APIS: ReadonlySet<number> = new Set([
   ApiKey.DeleteGroups,
 ]);
 
+/** Codes by which the broker says a member (of this id) is not in the group. */
+const MEMBER_GONE = new Set<number>([ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.FENCED_INSTANCE_ID]);
+
+const gone = (group: string, memberId: string): { group: string; update: GroupUpdate } | null =>
+  memberId === '' ? null : { group, update: { kind: 'gone', memberId } };
+
 /** The group update a response implies, or null. */
 export function membershipUpdate(
   apiKey: number,
@@ -43,13 +49,19 @@ export function membershipUpdate(
     case ApiKey.JoinGroup: {
       const req = request as JoinGroupRequest;
       const res = response as JoinGroupResponse;
+      if (MEMBER_GONE.has(res.errorCode)) return gone(req.groupId, req.memberId);
       if (res.errorCode !== ErrorCode.NONE) return null;
+      const instance = apiVersion >= 5 ? req.groupInstanceId : null;
       const update: GroupUpdate = {
         kind: 'joined',
         generationId: res.generationId,
         memberId: res.memberId,
-        groupInstanceId: apiVersion >= 5 ? req.groupInstanceId : null,
+        groupInstanceId: instance,
       };
+      // A static member joining without its member id is given a new one; when that happens within
+      // the generation, the broker replaced the instance's previous member (a new generation makes
+      // the flag moot: it starts from the leader's list).
+      if (instance !== null && req.memberId === '') update.takeover = true;
       // Only the leader's response lists the members: the whole generation.
       if (res.members.length > 0) {
         update.members = res.members.map((m) => ({
@@ -65,17 +77,24 @@ export function membershipUpdate(
       if (res.errorCode === ErrorCode.NONE) {
         return {
           group: req.groupId,
-          update: { kind: 'synced', generationId: req.generationId, memberId: req.memberId },
+          update: {
+            kind: 'synced',
+            generationId: req.generationId,
+            memberId: req.memberId,
+            groupInstanceId: apiVersion >= 3 ? req.groupInstanceId : null,
+          },
         };
       }
       if (res.errorCode === ErrorCode.REBALANCE_IN_PROGRESS) {
         return { group: req.groupId, update: { kind: 'rebalancing', generationId: req.generationId } };
       }
+      if (MEMBER_GONE.has(res.errorCode)) return gone(req.groupId, req.memberId);
       return null;
     }
     case ApiKey.Heartbeat: {
       const req = request as HeartbeatRequest;
       const res = response as HeartbeatResponse;
+      if (MEMBER_GONE.has(res.errorCode)) return gone(req.groupId, req.memberId);
       if (res.errorCode !== ErrorCode.REBALANCE_IN_PROGRESS) return null;
       return { group: req.groupId, update: { kind: 'rebalancing', generationId: req.generationId } };
     }
@@ -83,20 +102,31 @@ export function membershipUpdate(
       const req = request as LeaveGroupRequest;
       const res = response as LeaveGroupResponse;
       if (res.errorCode !== ErrorCode.NONE) return null;
-      const memberIds =
-        apiVersion >= 3
-          ? res.members.filter((m) => m.errorCode === ErrorCode.NONE).map((m) => m.memberId)
-          : [req.memberId];
-      return memberIds.length > 0 ? { group: req.groupId, update: { kind: 'left', memberIds } } : null;
+      if (apiVersion < 3) return { group: req.groupId, update: { kind: 'left', memberIds: [req.memberId] } };
+      const left = res.members.filter((m) => m.errorCode === ErrorCode.NONE);
+      // An admin removes a static member by its instance id alone (member id "").
+      const memberIds = left.filter((m) => m.memberId !== '').map((m) => m.memberId);
+      const groupInstanceIds = left.flatMap((m) => (m.groupInstanceId === null ? [] : [m.groupInstanceId]));
+      if (memberIds.length === 0 && groupInstanceIds.length === 0) return null;
+      return {
+        group: req.groupId,
+        update: { kind: 'left', memberIds, ...(groupInstanceIds.length > 0 ? { groupInstanceIds } : {}) },
+      };
     }
     case ApiKey.ConsumerGroupHeartbeat: {
       const req = request as ConsumerGroupHeartbeatRequest;
       const res = response as ConsumerGroupHeartbeatResponse;
+      if (res.errorCode === ErrorCode.UNKNOWN_MEMBER_ID) return gone(req.groupId, req.memberId);
       if (res.errorCode !== ErrorCode.NONE) return null;
       const memberId = res.memberId ?? req.memberId;
       // A leave (epoch -1, or -2 for a static member) is answered with the same epoch.
       const memberEpoch = req.memberEpoch < 0 ? req.memberEpoch : res.memberEpoch;
-      return { group: req.groupId, update: { kind: 'member-epoch', memberId, memberEpoch } };
+      const update: GroupUpdate = { kind: 'member-epoch', memberId, memberEpoch };
+      // The instance id is only sent when it changed (a join); a join also resets the member's
+      // epoch and, for a static member, replaces the instance's previous member.
+      if (req.instanceId !== null) update.instanceId = req.instanceId;
+      if (req.memberEpoch === 0) update.exact = true;
+      return { group: req.groupId, update };
     }
     case ApiKey.TxnOffsetCommit: {
       const req = request as TxnOffsetCommitRequest;
@@ -121,25 +151,32 @@ export class MembershipRecorder {
     private readonly log: Logger,
   ) {}
 
-  async record(group: string, update: GroupUpdate): Promise<void> {
+  /** Resolves false when the store could not take the update (it is logged). */
+  async record(group: string, update: GroupUpdate): Promise<boolean> {
+    // Only plain heartbeats are skipped: a join (`exact`) is always written, as it may replace
+    // another member of the instance id.
     const key =
-      update.kind === 'member-epoch'
+      update.kind === 'member-epoch' && update.exact !== true
         ? `${group}\u0000${update.memberId}`
         : update.kind === 'transactional'
           ? `${group}\u0000txn`
           : null;
     const value = update.kind === 'member-epoch' ? String(update.memberEpoch) : 'true';
-    if (key !== null && this.lastWritten.get(key) === value) return;
+    if (key !== null && this.lastWritten.get(key) === value) return true;
+    if (update.kind === 'gone' || update.kind === 'member-epoch')
+      this.lastWritten.delete(`${group}\u0000${update.memberId}`);
     try {
       await this.store.updateGroup(group, update);
       if (key !== null) {
         if (this.lastWritten.size > 100_000) this.lastWritten.clear();
         this.lastWritten.set(key, value);
       }
+      return true;
     } catch (err) {
-      // The response still goes to the client: the broker's decision stands. A later commit is
-      // then checked against older state, which errs on the side of refusing (and is retried).
+      // The response still goes to the client: the broker's decision stands. The store may now
+      // lack what the broker decided; the service then asks the broker (see MemberLiveness).
       this.log.warn('could not record group membership', { group, update: update.kind, error: err });
+      return false;
     }
   }
 
