@@ -26,6 +26,18 @@ const RETRY_COORDINATOR = new Set<number>([
   ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
 ]);
 
+const NO_CONSUMER_GROUP: ConsumerGroupDescribeResponse['groups'][number] = {
+  errorCode: ErrorCode.GROUP_ID_NOT_FOUND,
+  errorMessage: null,
+  groupId: '',
+  groupState: '',
+  groupEpoch: -1,
+  assignmentEpoch: -1,
+  assignorName: '',
+  members: [],
+  authorizedOperations: -2147483648,
+};
+
 function groupTopics(partitions: TopicPartition[]): { name: string; partitionIndexes: number[] }[] {
   const byTopic = new Map<string, number[]>();
   for (const tp of partitions) {
@@ -228,6 +240,49 @@ export class BrokerLookups {
       const g = body.groups[0];
       if (!g || RETRY_COORDINATOR.has(g.errorCode)) return { result: null, retry: true };
       return { result: g.members.find((m) => m.memberId === memberId)?.memberEpoch ?? null, retry: false };
+    });
+  }
+
+  /**
+   * The group as DescribeGroups sees it (classic groups; a KIP-848 group is "not found" to it), or
+   * null when the coordinator did not answer for it.
+   */
+  async describeClassicGroup(group: string): Promise<DescribeGroupsResponse['groups'][number] | null> {
+    return this.atCoordinator(group, async (nodeId) => {
+      const { body } = await this.cluster.request<DescribeGroupsResponse>(
+        nodeId,
+        ApiKey.DescribeGroups,
+        { ...defaultDescribeGroupsRequest(), groups: [group] },
+        5,
+      );
+      const g = body.groups[0] ?? null;
+      return { result: g, retry: g === null || RETRY_COORDINATOR.has(g.errorCode) };
+    });
+  }
+
+  /**
+   * The group as ConsumerGroupDescribe sees it (KIP-848 groups), or null when the coordinator did
+   * not answer for it; a broker without the API (before Kafka 3.7) has no such groups, which is
+   * answered as GROUP_ID_NOT_FOUND.
+   */
+  async describeConsumerGroup(
+    group: string,
+  ): Promise<ConsumerGroupDescribeResponse['groups'][number] | null> {
+    return this.atCoordinator(group, async (nodeId) => {
+      try {
+        await this.cluster.versionFor(nodeId, ApiKey.ConsumerGroupDescribe);
+      } catch (err) {
+        if (err instanceof ClusterRequestError && /does not support|no common version/.test(err.message))
+          return { result: { ...NO_CONSUMER_GROUP, groupId: group }, retry: false };
+        throw err;
+      }
+      const { body } = await this.cluster.request<ConsumerGroupDescribeResponse>(
+        nodeId,
+        ApiKey.ConsumerGroupDescribe,
+        { ...defaultConsumerGroupDescribeRequest(), groupIds: [group] },
+      );
+      const g = body.groups[0] ?? null;
+      return { result: g, retry: g === null || RETRY_COORDINATOR.has(g.errorCode) };
     });
   }
 

@@ -9,14 +9,15 @@ import type {
   CommitIdentity,
   CommitOutcome,
   CommitRequest,
-  GroupUpdate,
   OffsetStore,
   OffsetWrite,
 } from '../../backends/store.js';
+import type { GuardErrorCode } from '../../backends/store.js';
 import { GuardError } from '../../backends/store.js';
 import { ErrorCode } from '../../protocol/error-codes.js';
 import type { OffsetCommitRequest } from '../../protocol/messages/offset-commit-request.js';
 import type { OffsetCommitResponse } from '../../protocol/messages/offset-commit-response.js';
+import type { Verdict } from './broker-verdict.js';
 import type { GuardPolicy } from './guard-policy.js';
 import { parseCasMetadata } from './guard-policy.js';
 import { CAS_MISMATCH, MAX_METADATA_LENGTH, storeFailureCode } from './kafka-errors.js';
@@ -31,17 +32,15 @@ export interface CommitDeps {
   /** Topics the client's principal may not READ at the broker (checked first, as the broker does). */
   deniedTopics?: ReadonlySet<string>;
   /**
-   * Asks the broker whether the group still has live members; used before refusing an
-   * assign()/admin commit (generation -1) because of members the proxy saw earlier.
+   * The broker's own decision on a commit with this identity (broker-verdict.ts), for whenever the
+   * store's record cannot decide alone. Absent without a broker (unit tests): the store decides.
    */
-  groupIsEmptyAtBroker?: (group: string) => Promise<boolean>;
+  brokerVerdict?: (group: string, identity: CommitIdentity) => Promise<Verdict>;
   /**
-   * Asks the broker about a member the store refused (the store may have missed a JoinGroup or a
-   * heartbeat while it was down, or another proxy instance may have failed to record it). Returns
-   * the update that brings the store up to date when the broker says the member is current, or
-   * the broker's own refusal code.
+   * Whether this proxy instance has fresh evidence that the broker has the committer as the store
+   * records it (liveness.ts). Absent: always.
    */
-  verifyMemberAtBroker?: (group: string, identity: CommitIdentity) => Promise<GroupUpdate[] | number>;
+  committerFresh?: (group: string, identity: CommitIdentity) => boolean;
   now?: () => bigint;
   /** Called once per partition refused, and once per accepted request with the partition count. */
   onRefused?: (group: string, reason: CommitRefusal, partitions: number) => void;
@@ -177,7 +176,7 @@ export async function handleOffsetCommit(
   let outcome: CommitOutcome = { status: 'ok' };
   if (writes.length > 0) {
     try {
-      outcome = await commitWithEmptyCheck(deps, group, identity, writes);
+      outcome = await commitFenced(deps, group, identity, writes);
     } catch (err) {
       return refuseAll(storeFailureCode(err), 'store_down');
     }
@@ -224,35 +223,49 @@ export async function commitAnonymous(
   return store.commit({ ...request, requestId: randomUUID() });
 }
 
-/** The store's verdict, checked with the broker before a refusal stands (see commitAnonymous). */
-async function commitWithEmptyCheck(
+/**
+ * The fence: the store accepts on its own only a committer this instance has fresh evidence for;
+ * any other commit, and every commit the store refuses, is decided by the broker's verdict, which
+ * also brings the store up to date. When the broker cannot be asked, the store's decision stands.
+ */
+async function commitFenced(
   deps: CommitDeps,
   group: string,
   identity: CommitIdentity | undefined,
   writes: OffsetWrite[],
 ): Promise<CommitOutcome> {
-  const request = { group, writes, requestId: randomUUID(), ...(identity ? { identity } : {}) };
-  const anonymous =
-    identity !== undefined &&
-    identity.generationIdOrMemberEpoch < 0 &&
-    identity.memberId === '' &&
-    identity.groupInstanceId === null;
-  if (anonymous) return commitAnonymous(deps.store, request, deps.groupIsEmptyAtBroker);
+  const request: CommitRequest = {
+    group,
+    writes,
+    requestId: randomUUID(),
+    ...(identity ? { identity } : {}),
+  };
+  if (identity === undefined || !deps.brokerVerdict) return deps.store.commit(request);
+  if (deps.committerFresh && !deps.committerFresh(group, identity)) {
+    const verdict = await askBroker(deps.brokerVerdict, group, identity);
+    if (verdict !== null) return settle(deps.store, request, verdict);
+  }
   const outcome = await deps.store.commit(request);
-  if (outcome.status !== 'fenced' || identity === undefined) return outcome;
-  // The store refused a member the broker may know: the broker decides.
-  const recheck: number[] = [
-    GuardError.UNKNOWN_MEMBER_ID,
-    GuardError.ILLEGAL_GENERATION,
-    GuardError.STALE_MEMBER_EPOCH,
-    GuardError.GROUP_ID_NOT_FOUND,
-  ];
-  if (!deps.verifyMemberAtBroker || !recheck.includes(outcome.error)) return outcome;
-  const verdict = await deps.verifyMemberAtBroker(group, identity).catch(() => null);
-  if (verdict === null) return outcome;
-  // Refused by the broker too: the store's code stands, since it follows the commit's version
-  // rules (a Heartbeat's code does not, e.g. for a group the broker does not know).
-  if (typeof verdict === 'number') return outcome;
-  for (const update of verdict) await deps.store.updateGroup(group, update);
-  return deps.store.commit({ ...request, requestId: randomUUID() });
+  if (outcome.status !== 'fenced') return outcome;
+  const verdict = await askBroker(deps.brokerVerdict, group, identity);
+  return verdict === null ? outcome : settle(deps.store, request, verdict);
+}
+
+function askBroker(
+  brokerVerdict: (group: string, identity: CommitIdentity) => Promise<Verdict>,
+  group: string,
+  identity: CommitIdentity,
+): Promise<Verdict | null> {
+  return brokerVerdict(group, identity).catch(() => null);
+}
+
+/**
+ * Applies the broker's verdict: the store learns what it showed; a refusal is the broker's code;
+ * an accepted commit is written without the store's fence, since the broker has decided.
+ */
+async function settle(store: OffsetStore, request: CommitRequest, verdict: Verdict): Promise<CommitOutcome> {
+  for (const update of verdict.updates) await store.updateGroup(request.group, update);
+  if (verdict.code !== null) return { status: 'fenced', error: verdict.code as GuardErrorCode };
+  const { identity: _decided, ...unfenced } = request;
+  return store.commit({ ...unfenced, requestId: randomUUID() });
 }

@@ -5,7 +5,7 @@
  * the member of KIP-848 groups. Errors sit where each version puts them: per group from v8, at
  * the top level in v2-7, and copied into every requested partition in v0-1.
  */
-import type { OffsetStore, PartitionOffset, TopicPartition } from '../../backends/store.js';
+import type { GroupState, OffsetStore, PartitionOffset, TopicPartition } from '../../backends/store.js';
 import { ErrorCode } from '../../protocol/error-codes.js';
 import type { OffsetFetchRequest } from '../../protocol/messages/offset-fetch-request.js';
 import type {
@@ -14,6 +14,7 @@ import type {
   OffsetFetchResponseTopic,
 } from '../../protocol/messages/offset-fetch-response.js';
 import type { Decision } from './authorizer.js';
+import type { Verdict } from './broker-verdict.js';
 import { storeFailureCode } from './kafka-errors.js';
 
 export interface FetchedGroup {
@@ -36,6 +37,10 @@ export interface FetchDeps {
   fallbackUpstream?: boolean;
   /** DESCRIBE on the group and its topics at the broker, for the client's principal. */
   authorize?: (group: string, topics: string[]) => Promise<Decision>;
+  /** Whether this instance has fresh evidence for a KIP-848 member's epoch (liveness.ts). */
+  memberFresh?: (group: string, memberId: string | null, memberEpoch: number) => boolean;
+  /** The broker's answer to a fetch naming this member (broker-verdict.ts). */
+  memberVerdict?: (group: string, memberId: string | null, memberEpoch: number) => Promise<Verdict>;
 }
 
 interface GroupQuery {
@@ -191,16 +196,37 @@ async function fetchAuthorized(
     return deps.fetchFromBroker(q.groupId, wanted, requireStable);
   }
   // v9: the member of a KIP-848 group must be current; classic groups are not validated.
-  if (version >= 9 && (q.memberId !== null || q.memberEpoch >= 0) && state?.protocol === 'consumer') {
-    const member = state.members.find((m) => m.memberId === q.memberId);
-    if (!member) return { errorCode: ErrorCode.UNKNOWN_MEMBER_ID, topics: [] };
-    if (member.memberEpoch !== q.memberEpoch) return { errorCode: ErrorCode.STALE_MEMBER_EPOCH, topics: [] };
+  if (version >= 9 && (q.memberId !== null || q.memberEpoch >= 0)) {
+    const refusal = await memberRefusal(q, state, deps);
+    if (refusal !== ErrorCode.NONE) return { errorCode: refusal, topics: [] };
   }
   let stored = await deps.store.fetch(q.groupId, wanted);
   if (deps.fallbackUpstream && deps.fetchFromBroker) {
     stored = await fillFromBroker(q.groupId, wanted, stored, requireStable, deps);
   }
   return { errorCode: ErrorCode.NONE, topics: assemble(q, stored) };
+}
+
+/**
+ * The store's answer on a fetch's member, trusted alone only when it accepts a member this
+ * instance has fresh evidence for; otherwise the broker's answer (its updates go to the store).
+ */
+async function memberRefusal(q: GroupQuery, state: GroupState | null, deps: FetchDeps): Promise<number> {
+  let code: number = ErrorCode.NONE;
+  if (state?.protocol === 'consumer') {
+    const member = state.members.find((m) => m.memberId === q.memberId);
+    if (!member) code = ErrorCode.UNKNOWN_MEMBER_ID;
+    else if (member.memberEpoch !== q.memberEpoch) code = ErrorCode.STALE_MEMBER_EPOCH;
+  }
+  const sure =
+    code === ErrorCode.NONE &&
+    state?.protocol === 'consumer' &&
+    (deps.memberFresh?.(q.groupId, q.memberId, q.memberEpoch) ?? true);
+  if (sure || !deps.memberVerdict) return code;
+  const verdict = await deps.memberVerdict(q.groupId, q.memberId, q.memberEpoch).catch(() => null);
+  if (verdict === null) return code;
+  for (const update of verdict.updates) await deps.store.updateGroup(q.groupId, update);
+  return verdict.code ?? ErrorCode.NONE;
 }
 
 /** The requested partitions in request order (or every stored one), -1 where nothing is committed. */

@@ -3,8 +3,7 @@
  * from the offset store, and watches the group APIs the broker still answers (JoinGroup,
  * SyncGroup, Heartbeat, LeaveGroup, ConsumerGroupHeartbeat, TxnOffsetCommit, DeleteGroups).
  */
-import { GuardError } from '../../backends/store.js';
-import type { CommitIdentity, GroupUpdate, OffsetStore, OffsetWrite } from '../../backends/store.js';
+import type { CommitIdentity, OffsetStore, OffsetWrite } from '../../backends/store.js';
 import type { ConsumerGroupDescribeRequest } from '../../protocol/messages/consumer-group-describe-request.js';
 import type { ConsumerGroupDescribeResponse } from '../../protocol/messages/consumer-group-describe-response.js';
 import type { DeleteGroupsResponse } from '../../protocol/messages/delete-groups-response.js';
@@ -21,6 +20,9 @@ import type { ProxyExtension, RequestDecision, RequestInfo, VersionRange } from 
 import type { Logger } from '../logger.js';
 import type { BrokerAuthorizer } from './authorizer.js';
 import type { BrokerLookups } from './broker-lookups.js';
+import { commitVerdict, fetchVerdict } from './broker-verdict.js';
+import type { Verdict } from './broker-verdict.js';
+import { MemberLiveness } from './liveness.js';
 import type { GuardPolicy } from './guard-policy.js';
 import { GroupModes } from './group-modes.js';
 import type { GroupModeOverride } from './group-modes.js';
@@ -32,46 +34,9 @@ import type { CommitDeps, CommitRefusal } from './offset-commit.js';
 import { handleOffsetFetch } from './offset-fetch.js';
 import { handleOffsetDelete } from './offset-delete.js';
 
-/**
- * The broker's word on a member the store refused: the updates that bring the store up to date
- * when the member is current, or the broker's refusal code. REBALANCE_IN_PROGRESS is passed on as
- * a refusal: the Heartbeat cannot tell PreparingRebalance (commits accepted) from
- * CompletingRebalance (refused), and a rejoin is always safe.
- */
-async function verifyMember(
-  store: OffsetStore,
-  lookups: BrokerLookups,
-  group: string,
-  id: CommitIdentity,
-): Promise<GroupUpdate[] | number> {
-  const state = await store.getGroup(group);
-  const kip848 = async (): Promise<GroupUpdate[] | number> => {
-    const epoch = await lookups.consumerMemberEpoch(group, id.memberId);
-    if (epoch === null) return GuardError.UNKNOWN_MEMBER_ID;
-    if (epoch !== id.generationIdOrMemberEpoch) return GuardError.STALE_MEMBER_EPOCH;
-    return [{ kind: 'member-epoch', memberId: id.memberId, memberEpoch: epoch }];
-  };
-  if (state?.protocol === 'consumer') return kip848();
-  const code = await lookups.classicMemberStatus(
-    group,
-    id.generationIdOrMemberEpoch,
-    id.memberId,
-    id.groupInstanceId,
-  );
-  if (code === 0) {
-    return [
-      {
-        kind: 'joined',
-        generationId: id.generationIdOrMemberEpoch,
-        memberId: id.memberId,
-        groupInstanceId: id.groupInstanceId,
-      },
-      { kind: 'synced', generationId: id.generationIdOrMemberEpoch, memberId: id.memberId },
-    ];
-  }
-  if (code === GuardError.UNKNOWN_MEMBER_ID && state === null && id.requestVersion >= 9) return kip848();
-  return code;
-}
+/** A commit without any member identity: assign() consumers and admin tools. */
+const isAnonymous = (id: CommitIdentity): boolean =>
+  id.generationIdOrMemberEpoch < 0 && id.memberId === '' && id.groupInstanceId === null;
 
 function countPartitions(req: OffsetCommitRequest): number {
   return req.topics.reduce((n, t) => n + t.partitions.length, 0);
@@ -111,6 +76,8 @@ export interface OffsetServiceOptions {
   authorizer: BrokerAuthorizer | null;
   /** The store's groups for group tools (ListGroups, DescribeGroups, ConsumerGroupDescribe); absent: the broker's answers stand. */
   groups?: StoreGroupIndex;
+  /** What this instance saw of members' standing (tests pass one with a fake clock). */
+  liveness?: MemberLiveness;
 }
 
 /** Group tools' APIs whose answers are completed with the store's groups (group-views.ts). */
@@ -127,6 +94,7 @@ export class OffsetService implements ProxyExtension {
   readonly apiKeys: ReadonlySet<number>;
   private readonly recorder: MembershipRecorder;
   private readonly views: GroupViews | null;
+  private readonly liveness: MemberLiveness;
 
   /** What every commit needs, built once (not per request: commits are the hot path). */
   private readonly commitDeps: CommitDeps;
@@ -145,6 +113,7 @@ export class OffsetService implements ProxyExtension {
         )
       : null;
     this.apiKeys = new Set([...ANSWERED, ...OBSERVED_APIS, ...(this.views ? GROUP_VIEW_APIS : [])]);
+    this.liveness = opts.liveness ?? new MemberLiveness();
     const { store, lookups } = opts;
     this.unknownTopics = new GroupModes(opts.unknownTopics, opts.unknownTopicsGroups ?? []);
     this.commitDeps = {
@@ -152,8 +121,8 @@ export class OffsetService implements ProxyExtension {
       guards: opts.guards,
       ...(lookups
         ? {
-            groupIsEmptyAtBroker: (g: string) => lookups.groupIsEmpty(g),
-            verifyMemberAtBroker: (g: string, id: CommitIdentity) => verifyMember(store, lookups, g, id),
+            brokerVerdict: (g: string, id: CommitIdentity) => this.commitVerdict(lookups, g, id),
+            committerFresh: (g: string, id: CommitIdentity) => this.committerFresh(g, id),
           }
         : {}),
       onRefused: (g, reason, n) => this.opts.metrics?.commitRefused(g, reason, n),
@@ -165,6 +134,33 @@ export class OffsetService implements ProxyExtension {
           topicExists: (t: string, p: number) => lookups.topicExists(t, p).catch(() => true),
         }
       : this.commitDeps;
+  }
+
+  /** The broker's decision on a commit; a classic member it confirmed counts as freshly seen. */
+  private async commitVerdict(lookups: BrokerLookups, group: string, id: CommitIdentity): Promise<Verdict> {
+    const { store } = this.opts;
+    const state = await store.getGroup(group);
+    const verdict = await commitVerdict(lookups, group, id, {
+      state,
+      hasOffsets: async () => (await store.fetch(group, null)).length > 0,
+    });
+    if (verdict.confirmed)
+      this.liveness.classicConfirmed(
+        group,
+        id.memberId,
+        id.generationIdOrMemberEpoch,
+        verdict.confirmed.rebalancing,
+      );
+    return verdict;
+  }
+
+  private committerFresh(group: string, id: CommitIdentity): boolean {
+    if (isAnonymous(id)) return !this.liveness.isUncertain(group);
+    const gen = id.generationIdOrMemberEpoch;
+    return (
+      this.liveness.classicFresh(group, id.memberId, gen) ||
+      this.liveness.consumerFresh(group, id.memberId, gen)
+    );
   }
 
   interceptsRequest(apiKey: number): boolean {
@@ -241,7 +237,14 @@ export class OffsetService implements ProxyExtension {
               }
             : {}),
           fallbackUpstream: this.opts.fallbackUpstream,
-          ...(lookups ? { fetchFromBroker: (g, tps, stable) => lookups.fetchOffsets(g, tps, stable) } : {}),
+          ...(lookups
+            ? {
+                fetchFromBroker: (g, tps, stable) => lookups.fetchOffsets(g, tps, stable),
+                memberFresh: (g: string, m: string | null, e: number) =>
+                  m !== null && this.liveness.consumerFresh(g, m, e),
+                memberVerdict: (g: string, m: string | null, e: number) => fetchVerdict(lookups, g, m, e),
+              }
+            : {}),
         });
         return { action: 'respond', body };
       }
@@ -313,11 +316,9 @@ export class OffsetService implements ProxyExtension {
     const views = this.views;
     switch (info.apiKey) {
       case ApiKey.DeleteGroups: {
-        const answered = await afterDeleteGroups(
-          response as DeleteGroupsResponse,
-          this.opts.store,
-          this.recorder,
-        );
+        const res = response as DeleteGroupsResponse;
+        for (const r of res.results) this.liveness.forget(r.groupId);
+        const answered = await afterDeleteGroups(res, this.opts.store, this.recorder);
         for (const r of answered.results) if (r.errorCode === 0) this.opts.groups?.drop(r.groupId);
         return answered;
       }
@@ -338,8 +339,11 @@ export class OffsetService implements ProxyExtension {
           ),
         );
     }
+    // In memory first: it holds even when the store cannot take the update.
+    this.liveness.observe(info.apiKey, info.apiVersion, request, response);
     const observed = membershipUpdate(info.apiKey, info.apiVersion, request, response);
-    if (observed) await this.recorder.record(observed.group, observed.update);
+    if (observed && !(await this.recorder.record(observed.group, observed.update)))
+      this.liveness.markUncertain(observed.group);
     return undefined;
   }
 }

@@ -1,0 +1,240 @@
+import { describe, expect, it } from 'vitest';
+import type { CommitIdentity, GroupState } from '../../backends/store.js';
+import { ErrorCode } from '../../protocol/error-codes.js';
+import { commitVerdict, fetchVerdict, NoVerdictError } from './broker-verdict.js';
+import type { GroupQueries } from './broker-verdict.js';
+
+const id = (gen: number, memberId = '', instance: string | null = null, v = 9): CommitIdentity => ({
+  generationIdOrMemberEpoch: gen,
+  memberId,
+  groupInstanceId: instance,
+  requestVersion: v,
+});
+
+/** A broker whose answers are given: the heartbeat code, the classic and the KIP-848 description. */
+function broker(opts: {
+  heartbeat?: number;
+  classic?: { state: string; members?: string[] } | 'not found';
+  consumer?: { members: { memberId: string; memberEpoch: number }[] } | 'not found';
+}): GroupQueries & { asked: string[] } {
+  const asked: string[] = [];
+  return {
+    asked,
+    classicMemberStatus: async () => {
+      asked.push('Heartbeat');
+      return opts.heartbeat ?? ErrorCode.UNKNOWN_MEMBER_ID;
+    },
+    describeClassicGroup: async (group) => {
+      asked.push('DescribeGroups');
+      const c = opts.classic ?? 'not found';
+      return {
+        errorCode: c === 'not found' ? ErrorCode.GROUP_ID_NOT_FOUND : ErrorCode.NONE,
+        groupId: group,
+        groupState: c === 'not found' ? 'Dead' : c.state,
+        protocolType: 'consumer',
+        protocolData: '',
+        members: (c === 'not found' ? [] : (c.members ?? [])).map((memberId) => ({
+          memberId,
+          groupInstanceId: null,
+          clientId: '',
+          clientHost: '',
+          memberMetadata: Buffer.alloc(0),
+          memberAssignment: Buffer.alloc(0),
+        })),
+        authorizedOperations: 0,
+      };
+    },
+    describeConsumerGroup: async (group) => {
+      asked.push('ConsumerGroupDescribe');
+      const c = opts.consumer ?? 'not found';
+      return {
+        errorCode: c === 'not found' ? ErrorCode.GROUP_ID_NOT_FOUND : ErrorCode.NONE,
+        errorMessage: null,
+        groupId: group,
+        groupState: 'Stable',
+        groupEpoch: 1,
+        assignmentEpoch: 1,
+        assignorName: 'uniform',
+        members: (c === 'not found' ? [] : c.members).map((m) => ({
+          ...m,
+          instanceId: null,
+          rackId: null,
+          clientId: '',
+          clientHost: '',
+          subscribedTopicNames: [],
+          subscribedTopicRegex: null,
+          assignment: { topicPartitions: [] },
+          targetAssignment: { topicPartitions: [] },
+        })),
+        authorizedOperations: 0,
+      };
+    },
+  };
+}
+
+const known = (state: GroupState | null = null, offsets = false) => ({
+  state,
+  hasOffsets: async () => offsets,
+});
+const stable = (gen: number): GroupState => ({
+  protocol: 'classic',
+  generationId: gen,
+  state: 'Stable',
+  members: [],
+  transactional: false,
+});
+
+describe('commitVerdict: what the broker would answer a commit', () => {
+  it('classic member confirmed by its heartbeat in a generation the record has Stable: accepted, without DescribeGroups', async () => {
+    const b = broker({ heartbeat: ErrorCode.NONE });
+    const v = await commitVerdict(b, 'g', id(3, 'm', 'i'), known(stable(3)));
+    expect(v.code).toBeNull();
+    expect(v.confirmed).toEqual({ rebalancing: false });
+    expect(v.updates).toEqual([
+      { kind: 'verified', generationId: 3, memberId: 'm', groupInstanceId: 'i', state: 'Stable' },
+    ]);
+    expect(b.asked).toEqual(['Heartbeat']);
+  });
+
+  it('heartbeat NONE is Stable or CompletingRebalance: DescribeGroups decides (REBALANCE_IN_PROGRESS for the latter)', async () => {
+    expect(
+      (
+        await commitVerdict(
+          broker({ heartbeat: 0, classic: { state: 'CompletingRebalance' } }),
+          'g',
+          id(3, 'm'),
+          known(),
+        )
+      ).code,
+    ).toBe(ErrorCode.REBALANCE_IN_PROGRESS);
+    expect(
+      (await commitVerdict(broker({ heartbeat: 0, classic: { state: 'Stable' } }), 'g', id(3, 'm'), known()))
+        .code,
+    ).toBeNull();
+  });
+
+  it('heartbeat REBALANCE_IN_PROGRESS is PreparingRebalance, where commits are accepted', async () => {
+    const v = await commitVerdict(
+      broker({ heartbeat: ErrorCode.REBALANCE_IN_PROGRESS }),
+      'g',
+      id(3, 'm'),
+      known(),
+    );
+    expect(v.code).toBeNull();
+    expect(v.confirmed).toEqual({ rebalancing: true });
+  });
+
+  it('the identity errors of the heartbeat are the commit answer; a fenced or unknown member is recorded gone', async () => {
+    for (const code of [
+      ErrorCode.ILLEGAL_GENERATION,
+      ErrorCode.FENCED_INSTANCE_ID,
+      ErrorCode.GROUP_AUTHORIZATION_FAILED,
+    ]) {
+      expect((await commitVerdict(broker({ heartbeat: code }), 'g', id(3, 'm', 'i'), known())).code).toBe(
+        code,
+      );
+    }
+    const fenced = await commitVerdict(
+      broker({ heartbeat: ErrorCode.FENCED_INSTANCE_ID }),
+      'g',
+      id(3, 'm', 'i'),
+      known(),
+    );
+    expect(fenced.updates).toEqual([{ kind: 'gone', memberId: 'm' }]);
+    const unknown = await commitVerdict(
+      broker({ heartbeat: ErrorCode.UNKNOWN_MEMBER_ID, classic: { state: 'Stable' } }),
+      'g',
+      id(3, 'm'),
+      known(),
+    );
+    expect(unknown).toEqual({
+      code: ErrorCode.UNKNOWN_MEMBER_ID,
+      updates: [{ kind: 'gone', memberId: 'm' }],
+    });
+  });
+
+  it('a group the broker does not have: GROUP_ID_NOT_FOUND from v9, ILLEGAL_GENERATION below, UNKNOWN_MEMBER_ID when the store holds its offsets', async () => {
+    const b = broker({});
+    expect((await commitVerdict(b, 'g', id(3, 'm', null, 9), known())).code).toBe(
+      ErrorCode.GROUP_ID_NOT_FOUND,
+    );
+    expect((await commitVerdict(b, 'g', id(3, 'm', null, 8), known())).code).toBe(
+      ErrorCode.ILLEGAL_GENERATION,
+    );
+    expect((await commitVerdict(b, 'g', id(3, 'm'), known(null, true))).code).toBe(
+      ErrorCode.UNKNOWN_MEMBER_ID,
+    );
+    expect((await commitVerdict(b, 'g', id(-1), known())).code).toBeNull();
+  });
+
+  it('generation -1: accepted only by an empty group, classic or KIP-848', async () => {
+    expect(
+      (await commitVerdict(broker({ classic: { state: 'Empty' } }), 'g', id(-1), known())).code,
+    ).toBeNull();
+    expect(
+      (await commitVerdict(broker({ classic: { state: 'Stable', members: ['a'] } }), 'g', id(-1), known()))
+        .code,
+    ).toBe(ErrorCode.UNKNOWN_MEMBER_ID);
+    // With a member id, the heartbeat's checks apply (a generation of -1 is never current).
+    expect(
+      (
+        await commitVerdict(
+          broker({ classic: { state: 'Stable' }, heartbeat: ErrorCode.ILLEGAL_GENERATION }),
+          'g',
+          id(-1, 'a'),
+          known(),
+        )
+      ).code,
+    ).toBe(ErrorCode.ILLEGAL_GENERATION);
+    expect(
+      (await commitVerdict(broker({ consumer: { members: [] } }), 'g', id(-1), known())).code,
+    ).toBeNull();
+    expect(
+      (
+        await commitVerdict(
+          broker({ consumer: { members: [{ memberId: 'x', memberEpoch: 2 }] } }),
+          'g',
+          id(-1),
+          known(),
+        )
+      ).code,
+    ).toBe(ErrorCode.UNKNOWN_MEMBER_ID);
+  });
+
+  it('KIP-848: unknown member, version below 9, epoch other than the current one; the epoch is recorded exactly', async () => {
+    const b = broker({ consumer: { members: [{ memberId: 'm', memberEpoch: 7 }] } });
+    const k = known({ ...stable(-1), protocol: 'consumer' });
+    expect((await commitVerdict(b, 'g', id(7, 'x'), k)).code).toBe(ErrorCode.UNKNOWN_MEMBER_ID);
+    expect((await commitVerdict(b, 'g', id(7, 'm', null, 8), k)).code).toBe(ErrorCode.UNSUPPORTED_VERSION);
+    expect((await commitVerdict(b, 'g', id(6, 'm'), k)).code).toBe(ErrorCode.STALE_MEMBER_EPOCH);
+    const ok = await commitVerdict(b, 'g', id(7, 'm'), k);
+    expect(ok.code).toBeNull();
+    expect(ok.updates).toEqual([
+      { kind: 'member-epoch', memberId: 'm', memberEpoch: 7, instanceId: null, exact: true },
+    ]);
+    // The record said "consumer": the classic questions are not asked.
+    expect(b.asked.every((a) => a === 'ConsumerGroupDescribe')).toBe(true);
+  });
+
+  it('a classic heartbeat UNKNOWN_MEMBER_ID on a group DescribeGroups does not know is checked as a KIP-848 group', async () => {
+    const b = broker({ consumer: { members: [{ memberId: 'm', memberEpoch: 4 }] } });
+    expect((await commitVerdict(b, 'g', id(4, 'm'), known())).code).toBeNull();
+  });
+
+  it('no usable answer (coordinator moving) is an error: the caller keeps the store decision', async () => {
+    await expect(
+      commitVerdict(broker({ heartbeat: ErrorCode.NOT_COORDINATOR }), 'g', id(1, 'm'), known()),
+    ).rejects.toBeInstanceOf(NoVerdictError);
+  });
+});
+
+describe('fetchVerdict', () => {
+  it('checks the member of a KIP-848 group only', async () => {
+    const b = broker({ consumer: { members: [{ memberId: 'm', memberEpoch: 3 }] } });
+    expect((await fetchVerdict(b, 'g', 'm', 3)).code).toBeNull();
+    expect((await fetchVerdict(b, 'g', 'm', 2)).code).toBe(ErrorCode.STALE_MEMBER_EPOCH);
+    expect((await fetchVerdict(b, 'g', 'x', 3)).code).toBe(ErrorCode.UNKNOWN_MEMBER_ID);
+    expect((await fetchVerdict(b, 'g', null, -1)).code).toBeNull();
+    expect((await fetchVerdict(broker({}), 'g', 'm', 3)).code).toBeNull();
+  });
+});
