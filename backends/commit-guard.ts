@@ -112,12 +112,21 @@ function laterState(a: ClassicGroupState, b: ClassicGroupState): ClassicGroupSta
   return STATE_RANK[a] >= STATE_RANK[b] ? a : b;
 }
 
-const rank = (m: GroupMember): number => (m.takeover === true ? 1 : 0);
+const rankOf = (m: GroupMember): number => m.rank ?? 0;
+
+/** The rank a member taking `instance` over from its current holders gets: above all of them. */
+function takeoverRank(members: GroupMember[], memberId: string, instance: string | null): number {
+  let rank = 0;
+  for (const m of members)
+    if (instance !== null && m.groupInstanceId === instance && m.memberId !== memberId)
+      rank = Math.max(rank, rankOf(m) + 1);
+  return rank;
+}
 
 /**
  * Adds or merges one member of the current generation (in place). A known instance id wins over
- * null; of the members claiming one instance id only those of the highest rank stay, so a
- * takeover (a static member's replacement) outranks the generation's join whatever order the two
+ * null, a higher rank over a lower; of the members claiming one instance id only those of the
+ * highest rank stay, so a replacement outranks the member it replaced whatever order the two
  * observations arrive in. Claimants of equal rank all stay: the guard then defers to the broker.
  */
 function admit(members: GroupMember[], m: GroupMember): void {
@@ -128,14 +137,14 @@ function admit(members: GroupMember[], m: GroupMember): void {
   } else if (self.groupInstanceId === null && m.groupInstanceId !== null) {
     self.groupInstanceId = m.groupInstanceId;
   }
-  if (m.takeover === true) self.takeover = true;
+  if (rankOf(m) > rankOf(self)) self.rank = rankOf(m);
   const instance = self.groupInstanceId;
   if (instance === null) return;
   let top = 0;
-  for (const x of members) if (x.groupInstanceId === instance) top = Math.max(top, rank(x));
+  for (const x of members) if (x.groupInstanceId === instance) top = Math.max(top, rankOf(x));
   for (let i = members.length - 1; i >= 0; i--) {
     const x = members[i]!;
-    if (x.groupInstanceId === instance && rank(x) < top) members.splice(i, 1);
+    if (x.groupInstanceId === instance && rankOf(x) < top) members.splice(i, 1);
   }
 }
 
@@ -164,13 +173,17 @@ export function applyGroupUpdate(state: GroupState | null, update: GroupUpdate):
     case 'joined': {
       const next = atGeneration(base, update.generationId);
       if (next === null) return base;
+      // A static member given a new member id while its instance has one in this generation
+      // replaced it (before the generation's join completed, there is none).
+      const rank =
+        update.takeover === true ? takeoverRank(next.members, update.memberId, update.groupInstanceId) : 0;
       // The leader's response lists every member of the generation; a follower's names only itself.
       for (const m of update.members ?? [])
         admit(next.members, { memberId: m.memberId, groupInstanceId: m.groupInstanceId });
       admit(next.members, {
         memberId: update.memberId,
         groupInstanceId: update.groupInstanceId,
-        ...(update.takeover === true ? { takeover: true } : {}),
+        ...(rank > 0 ? { rank } : {}),
       });
       next.state = laterState(next.state, 'CompletingRebalance');
       return next;
@@ -186,11 +199,16 @@ export function applyGroupUpdate(state: GroupState | null, update: GroupUpdate):
       const next = atGeneration(base, update.generationId);
       if (next === null) return base;
       const instance = update.groupInstanceId;
+      const rank = takeoverRank(next.members, update.memberId, instance);
       if (instance !== null)
         next.members = next.members.filter(
           (m) => m.groupInstanceId !== instance || m.memberId === update.memberId,
         );
-      admit(next.members, { memberId: update.memberId, groupInstanceId: instance, takeover: true });
+      admit(next.members, {
+        memberId: update.memberId,
+        groupInstanceId: instance,
+        ...(rank > 0 ? { rank } : {}),
+      });
       next.state = laterState(next.state, update.state);
       return next;
     }

@@ -67,7 +67,7 @@ export function normalizeState(s: GroupState | null): GroupState | null {
       memberId: m.memberId,
       groupInstanceId: m.groupInstanceId,
       ...(m.memberEpoch === undefined ? {} : { memberEpoch: m.memberEpoch }),
-      ...(m.takeover === true ? { takeover: true } : {}),
+      ...(m.rank === undefined ? {} : { rank: m.rank }),
     }))
     .sort((a, b) => (a.memberId < b.memberId ? -1 : a.memberId > b.memberId ? 1 : 0));
   return { ...s, members };

@@ -165,8 +165,16 @@ local function atGeneration(g)
   return true
 end
 local function rank(x)
-  if x.takeover == true then return 1 end
+  if type(x.rank) == 'number' then return x.rank end
   return 0
+end
+local function takeoverRank(memberId, instance)
+  local r = 0
+  if instance == nil or instance == cjson.null then return 0 end
+  for _, x in ipairs(s.members) do
+    if x.groupInstanceId == instance and x.memberId ~= memberId and rank(x) + 1 > r then r = rank(x) + 1 end
+  end
+  return r
 end
 local function present(v) return v ~= nil and v ~= cjson.null end
 local function admit(m)
@@ -182,7 +190,7 @@ local function admit(m)
   elseif not present(self.groupInstanceId) and present(m.groupInstanceId) then
     self.groupInstanceId = m.groupInstanceId
   end
-  if m.takeover == true then self.takeover = true end
+  if rank(m) > rank(self) then self.rank = rank(m) end
   local instance = self.groupInstanceId
   if not present(instance) then return end
   local top = 0
@@ -213,10 +221,12 @@ end
 
 if u.kind == 'joined' then
   if atGeneration(u.generationId) then
+    local r = 0
+    if u.takeover == true then r = takeoverRank(u.memberId, u.groupInstanceId) end
     if type(u.members) == 'table' then
       for _, m in ipairs(u.members) do admit({ memberId = m.memberId, groupInstanceId = m.groupInstanceId }) end
     end
-    admit({ memberId = u.memberId, groupInstanceId = u.groupInstanceId, takeover = u.takeover == true })
+    admit({ memberId = u.memberId, groupInstanceId = u.groupInstanceId, rank = r })
     advance('CompletingRebalance')
   end
 elseif u.kind == 'synced' then
@@ -226,10 +236,11 @@ elseif u.kind == 'synced' then
   end
 elseif u.kind == 'verified' then
   if atGeneration(u.generationId) then
+    local r = takeoverRank(u.memberId, u.groupInstanceId)
     if present(u.groupInstanceId) then
       without(function(x) return x.groupInstanceId == u.groupInstanceId and x.memberId ~= u.memberId end)
     end
-    admit({ memberId = u.memberId, groupInstanceId = u.groupInstanceId, takeover = true })
+    admit({ memberId = u.memberId, groupInstanceId = u.groupInstanceId, rank = r })
     advance(u.state)
   end
 elseif u.kind == 'rebalancing' then
@@ -277,7 +288,7 @@ local parts = {}
 for _, m in ipairs(s.members) do
   local e = ''
   if m.memberEpoch ~= nil and m.memberEpoch ~= cjson.null then e = ',"memberEpoch":' .. string.format('%d', m.memberEpoch) end
-  if m.takeover == true then e = e .. ',"takeover":true' end
+  if type(m.rank) == 'number' and m.rank > 0 then e = e .. ',"rank":' .. string.format('%d', m.rank) end
   table.insert(parts, '{"memberId":' .. cjson.encode(m.memberId) .. ',"groupInstanceId":' .. cjson.encode(m.groupInstanceId) .. e .. '}')
 end
 redis.call('SET', KEYS[1], '{"protocol":' .. cjson.encode(s.protocol) .. ',"generationId":' .. string.format('%d', s.generationId)

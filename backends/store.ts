@@ -97,11 +97,12 @@ export interface GroupMember {
   /** KIP-848 only: the member's current epoch (-2: a static member that left and may come back). */
   memberEpoch?: number;
   /**
-   * Classic only: the member took its instance id over within the generation (a static member's
-   * replacement, or the broker's word after a check), so it outranks a member the generation's
-   * join listed with the same instance id, whatever order the two observations arrive in.
+   * Classic only: how many times the member's instance id changed hands within the generation
+   * before it got it (absent: 0, it joined with the generation). A static member's replacement
+   * outranks the member it replaced, so that the record keeps the newer one whatever order two
+   * proxy instances record the two in.
    */
-  takeover?: boolean;
+  rank?: number;
 }
 
 /** What the store knows about a group's membership and mode. */
@@ -123,8 +124,9 @@ export interface GroupState {
 export type GroupUpdate =
   /**
    * A JoinGroup response. `members` is present only in the leader's response (the full list).
-   * `takeover`: the request had no member id but an instance id, and the answer came within the
-   * generation: the broker replaced the instance's member (static membership).
+   * `takeover`: the request had no member id but an instance id. If the instance already has a
+   * member in the answer's generation, the broker replaced it (static membership): the joiner
+   * outranks it.
    */
   | {
       kind: 'joined';
