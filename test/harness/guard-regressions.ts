@@ -1,0 +1,197 @@
+// Named scripts for the guard's differential runs: the membership transitions of the broker's
+// group coordinator, each followed by the commits and fetches whose answers it changes. The first
+// is the report of issue #18.
+import type { Script, Step } from './guard-differential.js';
+
+const commit = (slot: number, as: 'current' | 'previous' = 'current', version = 9): Step => ({
+  op: 'commit',
+  slot,
+  as,
+  version,
+});
+const fetch = (slot: number | null = null, as: 'current' | 'previous' = 'current'): Step => ({
+  op: 'fetch',
+  slot,
+  as,
+});
+/** A member's commits as every client version sends them: with and without its instance id. */
+const probes = (slot: number, as: 'current' | 'previous'): Step[] => [
+  commit(slot, as, 9),
+  commit(slot, as, 6),
+  commit(slot, as, 2),
+];
+
+export const GUARD_REGRESSIONS: { title: string; script: Script }[] = [
+  {
+    title:
+      'classic: a static member is replaced within the generation (issue #18): its successor commits, it is fenced',
+    script: {
+      protocol: 'classic',
+      statics: [true, false, true],
+      steps: [
+        commit(0),
+        { op: 'restart', slot: 0 },
+        ...probes(0, 'current'),
+        ...probes(0, 'previous'),
+        { op: 'restart', slot: 0 },
+        ...probes(0, 'current'),
+        ...probes(0, 'previous'),
+        fetch(),
+      ],
+    },
+  },
+  {
+    title:
+      'classic: a static member restarts after its session expired (a new generation) and before (a rebalance running)',
+    script: {
+      protocol: 'classic',
+      statics: [true, true, false],
+      steps: [
+        { op: 'crash', slots: [0] },
+        ...probes(0, 'current'),
+        { op: 'restart', slot: 0 },
+        ...probes(0, 'previous'),
+        { op: 'rebalance' },
+        ...probes(0, 'current'),
+        { op: 'leave', slot: 2 },
+        { op: 'restart', slot: 1 },
+        ...probes(1, 'current'),
+        ...probes(1, 'previous'),
+        { op: 'rebalance' },
+        commit(1),
+        fetch(),
+      ],
+    },
+  },
+  {
+    title:
+      'classic: commits during PreparingRebalance are accepted, during CompletingRebalance refused; an old generation is ILLEGAL_GENERATION',
+    script: {
+      protocol: 'classic',
+      statics: [false, false, false],
+      steps: [
+        { op: 'leave', slot: 2 },
+        commit(0),
+        commit(1),
+        { op: 'rebalance' },
+        ...probes(0, 'previous'),
+        { op: 'leave', slot: 1 },
+        { op: 'joinOnly', slot: 0 },
+        ...probes(0, 'current'),
+        ...probes(0, 'previous'),
+        { op: 'rebalance' },
+        commit(0),
+      ],
+    },
+  },
+  {
+    title:
+      'classic: members leave, one is removed by its instance id, the group empties; then generation -1 and old members',
+    script: {
+      protocol: 'classic',
+      statics: [true, true, false],
+      steps: [
+        { op: 'removeInstance', slot: 0 },
+        ...probes(0, 'current'),
+        { op: 'commitAnonymous', version: 9 },
+        { op: 'leave', slot: 1 },
+        { op: 'leave', slot: 2 },
+        { op: 'rebalance' },
+        { op: 'commitAnonymous', version: 9 },
+        { op: 'commitAnonymous', version: 2 },
+        ...probes(1, 'current'),
+        ...probes(2, 'previous'),
+        fetch(),
+      ],
+    },
+  },
+  {
+    title:
+      'classic: killed members time out; their zombies are unknown after the survivors rebalance; the group is deleted',
+    script: {
+      protocol: 'classic',
+      statics: [false, true, false],
+      steps: [
+        { op: 'crash', slots: [1, 2] },
+        ...probes(1, 'current'),
+        ...probes(2, 'current'),
+        ...probes(0, 'previous'),
+        commit(0),
+        { op: 'crash', slots: [0] },
+        ...probes(0, 'current'),
+        { op: 'commitAnonymous', version: 9 },
+        { op: 'deleteGroup' },
+        ...probes(0, 'current'),
+        { op: 'commitAnonymous', version: 2 },
+        fetch(),
+      ],
+    },
+  },
+  {
+    title: 'KIP-848: epochs move on; stale epochs, older request versions, members that left with -1',
+    script: {
+      protocol: 'consumer',
+      statics: [false, false, false],
+      steps: [
+        { op: 'heartbeat', slot: 0 },
+        commit(0),
+        commit(0, 'previous'),
+        commit(0, 'current', 8),
+        fetch(0),
+        fetch(0, 'previous'),
+        { op: 'leave', slot: 1 },
+        commit(1),
+        commit(1, 'previous'),
+        fetch(1),
+        { op: 'heartbeat', slot: 2 },
+        commit(2),
+        { op: 'commitAnonymous', version: 9 },
+      ],
+    },
+  },
+  {
+    title:
+      'KIP-848: a static member leaves with -2 and is replaced; one restarted without leaving waits for its old session',
+    script: {
+      protocol: 'consumer',
+      statics: [true, true, false],
+      steps: [
+        { op: 'leave', slot: 0 },
+        commit(0),
+        commit(0, 'previous'),
+        fetch(0, 'previous'),
+        { op: 'restart', slot: 0 },
+        commit(0),
+        commit(0, 'previous'),
+        fetch(0, 'previous'),
+        { op: 'restart', slot: 1 },
+        commit(1),
+        commit(1, 'previous'),
+        { op: 'crash', slots: [2] },
+        commit(1),
+        commit(1, 'previous'),
+        fetch(1),
+      ],
+    },
+  },
+  {
+    title: 'KIP-848: killed members are fenced by their session timeout; the group empties and is deleted',
+    script: {
+      protocol: 'consumer',
+      statics: [false, true, false],
+      steps: [
+        { op: 'crash', slots: [1, 2] },
+        commit(1),
+        commit(2),
+        fetch(1),
+        commit(0),
+        { op: 'leave', slot: 0 },
+        { op: 'commitAnonymous', version: 9 },
+        { op: 'deleteGroup' },
+        commit(0, 'previous'),
+        commit(0, 'previous', 8),
+        fetch(),
+      ],
+    },
+  },
+];
