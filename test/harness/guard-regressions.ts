@@ -194,4 +194,22 @@ export const GUARD_REGRESSIONS: { title: string; script: Script }[] = [
       ],
     },
   },
+  {
+    title:
+      "KIP-848: a member leaves, the others' epochs move on; commits with their epochs from before the bump",
+    script: {
+      protocol: 'consumer',
+      statics: [false, false, false],
+      steps: [
+        { op: 'leave', slot: 2 },
+        { op: 'heartbeat', slot: 0 },
+        { op: 'heartbeat', slot: 1 },
+        commit(0, 'previous'),
+        commit(1, 'previous'),
+        fetch(0, 'previous'),
+        commit(0),
+        fetch(),
+      ],
+    },
+  },
 ];
