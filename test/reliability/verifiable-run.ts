@@ -43,7 +43,7 @@ type Membership = 'static' | 'dynamic';
 type CommitMode = 'manual' | 'auto';
 type TargetName = 'direct' | 'proxy';
 
-interface Options {
+export interface VerifiableRunOptions {
   records: number;
   rate: number;
   killEverySeconds: number;
@@ -55,6 +55,8 @@ interface Options {
   store?: string;
   kafkaVersion: string;
   json?: string;
+  /** A running cluster of kafkaVersion (else KOP_BOOTSTRAP, else the bed's broker is started). */
+  bootstrap?: string;
 }
 
 export interface CaseResult {
@@ -162,7 +164,12 @@ class Consumer {
 }
 
 /** The VerifiableProducer, to the broker itself: `records` records at `rate` per second. */
-async function produce(classpath: string, broker: string, topic: string, opts: Options): Promise<void> {
+async function produce(
+  classpath: string,
+  broker: string,
+  topic: string,
+  opts: VerifiableRunOptions,
+): Promise<void> {
   const child = spawn(
     'java',
     [
@@ -213,7 +220,7 @@ async function runCase(
   protocol: Protocol,
   membership: Membership,
   commit: CommitMode,
-  opts: Options,
+  opts: VerifiableRunOptions,
 ): Promise<CaseResult> {
   const t0 = Date.now();
   const tag = `vc-${target}-${protocol}-${membership}-${commit}-${Date.now().toString(36)}`;
@@ -334,8 +341,8 @@ function parseList<T extends string>(value: string, allowed: readonly T[], name:
   return items;
 }
 
-function parseArgs(argv: string[]): Options {
-  const opts: Options = {
+function parseArgs(argv: string[]): VerifiableRunOptions {
+  const opts: VerifiableRunOptions = {
     records: 200_000,
     rate: 5000,
     killEverySeconds: 6,
@@ -373,14 +380,14 @@ function parseArgs(argv: string[]): Options {
 
 /** Runs every combination on every target; the results in the order run. */
 export async function verifiableRun(
-  opts: Options,
+  opts: VerifiableRunOptions,
   log: (line: string) => void = console.log,
 ): Promise<CaseResult[]> {
   let kafka: KafkaCluster | undefined;
   let proxy: ProxyProcess | undefined;
   const results: CaseResult[] = [];
   try {
-    const external = process.env['KOP_BOOTSTRAP'];
+    const external = opts.bootstrap ?? process.env['KOP_BOOTSTRAP'];
     const broker = external ?? (kafka = await startKafka({ version: opts.kafkaVersion })).bootstrap;
     const classpath = await kafkaClasspath(opts.kafkaVersion);
     if (opts.targets.includes('proxy')) {
