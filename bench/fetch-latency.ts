@@ -13,7 +13,6 @@
  * the same three sides produce 16 KiB batches with 5 requests in flight, as a producer does, and
  * it prints each side's MB/s.
  */
-import { spawn } from 'node:child_process';
 import { parseArgs } from 'node:util';
 import { encodeRequestFrame } from '../protocol/frames.js';
 import {
@@ -27,6 +26,7 @@ import { startKafka } from '../test/bed/kafka.js';
 import { freePortRange, spawnProxy } from '../test/harness/proxy.js';
 import { RawClient, produceRequest } from '../test/harness/raw-client.js';
 import { cpuByThreadMs, cpuMs, cpuSplitMs } from './process-stats.js';
+import { startBareRelay } from './relays.js';
 
 const { values: args } = parseArgs({
   options: {
@@ -64,30 +64,6 @@ function fetchFrame(topic: string, correlationId: number, partitionMaxBytes: num
 
 const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
-/** The simplest relay Node can do: `pipe()` both ways, one upstream connection per client. */
-const BARE_RELAY = `
-const net = require('node:net');
-const [port, host, brokerPort] = process.argv.slice(1);
-net.createServer((c) => {
-  const u = net.connect(Number(brokerPort), host);
-  c.pipe(u); u.pipe(c);
-  c.on('error', () => u.destroy()); u.on('error', () => c.destroy());
-}).listen(Number(port), '127.0.0.1', () => console.log('ready'));
-`;
-
-async function startBareRelay(broker: string): Promise<{ pid: number; address: string; stop(): void }> {
-  const [host, brokerPort] = broker.split(':') as [string, string];
-  const port = await freePortRange(0);
-  const child = spawn(process.execPath, ['-e', BARE_RELAY, String(port), host, brokerPort], {
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  await new Promise<void>((resolve, reject) => {
-    child.stdout!.once('data', () => resolve());
-    child.once('exit', (code) => reject(new Error(`bare relay exited with ${code}`)));
-  });
-  return { pid: child.pid!, address: `127.0.0.1:${port}`, stop: () => child.kill() };
-}
-
 async function main(): Promise<void> {
   const kafka = await startKafka({ brokers: 1 });
   const cpuProf = args['cpu-prof'];
@@ -96,7 +72,7 @@ async function main(): Promise<void> {
     {},
     cpuProf ? ['--cpu-prof', `--cpu-prof-dir=${cpuProf}`] : [],
   );
-  const bare = await startBareRelay(kafka.bootstrap);
+  const bare = await startBareRelay(await freePortRange(0), kafka.bootstrap);
   try {
     const topic = `bench-fetch-${Date.now()}`;
     await createTopics({ bootstrap: kafka.bootstrap }, [{ topic, partitions: 1 }]);
@@ -201,7 +177,7 @@ async function main(): Promise<void> {
     );
     for (const c of Object.values(sides)) c.close();
   } finally {
-    bare.stop();
+    await bare.stop();
     await proxy.stop();
     await kafka.stop();
   }

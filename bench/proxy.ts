@@ -1,15 +1,24 @@
-// Proxy overhead benchmark: Kafka's own ProducerPerformance and ConsumerPerformance (1 KB records)
-// directly against a bed broker and through the proxy CLI (a child process, so its CPU time and peak
-// RSS can be read from /proc), in one run, alternating direct and proxied runs so that load from
-// elsewhere on the machine hits both alike. Then a fixed moderate rate, to see the added latency.
+// Data-path cost of the proxy, side by side with other relays in one run: Kafka's own
+// ProducerPerformance and ConsumerPerformance (1 KB records) directly against a bed broker, through
+// the proxy CLI, through a bare Node relay (sockets piped, no Kafka code) and through HAProxy in TCP
+// mode (L4). Every relay is a child process, so its CPU time and peak RSS are read from /proc. The
+// broker has a listener per relay, advertised at that relay's port, so clients that bootstrap
+// through a relay stay on it (as the proxy keeps its clients by rewriting addresses).
 //
-//   npx tsx bench/proxy.ts [--records N] [--rate R] [--rate-records N] [--rounds K] [--consume-rounds K]
+//   npx tsx bench/proxy.ts [--sides direct,proxy,bare,haproxy] [--baseline <checkout>]
+//     [--records N] [--rounds K] [--consume-rounds K] [--rate R] [--rate-records N]
+//     [--rate-rounds K] [--rtt-requests N] [--store URL] [--cpu-prof <dir>] [--no-build]
 //
-// Produce: K rounds per side (each into a fresh topic). Consume: --consume-rounds runs per side,
-// alternating, all reading the first produced topic (N records) in new groups.
+// Rounds run every side, the order reversed every other round, so load from elsewhere on the machine
+// hits all alike. Produce: each run into a fresh 3-partition topic. Consume: every run reads the first
+// produced topic (N records) in a new group. Then ProducerPerformance at a fixed rate, and single
+// Produce requests one at a time on one raw connection to the partition leader (µs round trips).
+// `--baseline` adds another built checkout's proxy as a side ("baseline"), for paired comparisons.
 //
-// Needs the built CLI (`npm run build`; the script builds it first unless --no-build).
+// Needs the built CLI (`npm run build`; the script builds it first unless --no-build) and, for the
+// haproxy side, `haproxy` on the PATH (Debian: apt-get install haproxy).
 import { execFileSync } from 'node:child_process';
+import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
@@ -21,21 +30,28 @@ import {
   type ProducerPerfResult,
 } from '../test/bed/clients/kafka-tools.js';
 import { startKafka } from '../test/bed/kafka.js';
-import { spawnProxy } from '../test/harness/proxy.js';
+import { freePortRange, spawnProxy } from '../test/harness/proxy.js';
+import type { ProxyProcess } from '../test/harness/proxy.js';
 import { RawClient, produceRequest } from '../test/harness/raw-client.js';
-import { cpuMs, statusKb } from './process-stats.js';
+import { cpuSplitMs, statusKb } from './process-stats.js';
+import { startBareRelay, startHaproxy } from './relays.js';
+import type { RelayProcess } from './relays.js';
 
 const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 
 const { values: args } = parseArgs({
   options: {
+    sides: { type: 'string', default: 'direct,proxy,bare,haproxy' },
+    baseline: { type: 'string' },
     records: { type: 'string', default: '300000' },
     'record-size': { type: 'string', default: '1024' },
-    rate: { type: 'string', default: '2000' },
-    'rate-records': { type: 'string', default: '40000' },
-    rounds: { type: 'string', default: '2' },
+    rounds: { type: 'string', default: '3' },
     'consume-rounds': { type: 'string', default: '5' },
-    'rtt-requests': { type: 'string', default: '3000' },
+    rate: { type: 'string', default: '2000' },
+    'rate-records': { type: 'string', default: '20000' },
+    'rate-rounds': { type: 'string', default: '2' },
+    'rtt-requests': { type: 'string', default: '2000' },
+    store: { type: 'string' },
     'no-build': { type: 'boolean', default: false },
     'cpu-prof': { type: 'string' },
   },
@@ -46,16 +62,63 @@ const RATE = Number(args.rate);
 const RATE_RECORDS = Number(args['rate-records']);
 const ROUNDS = Number(args.rounds);
 const CONSUME_ROUNDS = Number(args['consume-rounds']);
+const RATE_ROUNDS = Number(args['rate-rounds']);
 const RTT_REQUESTS = Number(args['rtt-requests']);
+const SIDE_NAMES = ['direct', 'proxy', 'baseline', 'bare', 'haproxy'] as const;
+type SideName = (typeof SIDE_NAMES)[number];
+const chosen = args.sides.split(',').map((s) => s.trim()) as SideName[];
+for (const s of chosen) {
+  if (!SIDE_NAMES.includes(s) || s === 'baseline')
+    throw new Error(`unknown side ${s} (baseline: --baseline)`);
+}
+if (args.baseline) chosen.splice(chosen.indexOf('proxy') + 1, 0, 'baseline');
+
+interface Side {
+  name: SideName;
+  /** Where clients bootstrap. */
+  bootstrap: string;
+  /** The address of the partition leader's connection (node 1) as a client of this side uses it. */
+  leader: string;
+  /** The relay process, when there is one. */
+  pid?: number;
+  produce: ProducerPerfResult[];
+  consume: ConsumerPerfResult[];
+  rate: ProducerPerfResult[];
+  rttUs: number[];
+  cpu: { produce: Cpu; consume: Cpu; rate: Cpu; rtt: Cpu };
+}
+interface Cpu {
+  user: number;
+  sys: number;
+}
 
 const median = (xs: number[]): number => {
   const s = [...xs].sort((a, b) => a - b);
   const mid = Math.floor(s.length / 2);
   return s.length % 2 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2;
 };
+const pct = (xs: number[], q: number): number =>
+  [...xs].sort((a, b) => a - b)[Math.floor(q * (xs.length - 1))]!;
 
 function log(line: string): void {
   console.log(`[bench] ${line}`);
+}
+
+/** Runs `fn` and adds the side's relay CPU time over it to `into`. */
+async function measured<T>(side: Side, into: Cpu, fn: () => Promise<T>): Promise<T> {
+  const before = cpuSplitMs(side.pid);
+  const result = await fn();
+  const after = cpuSplitMs(side.pid);
+  if (side.pid !== undefined) {
+    into.user += after.user - before.user;
+    into.sys += after.sys - before.sys;
+  }
+  return result;
+}
+
+/** The sides in round `round`'s order: as given, reversed every other round. */
+function ordered(sides: Side[], round: number): Side[] {
+  return round % 2 === 0 ? sides : [...sides].reverse();
 }
 
 async function main(): Promise<void> {
@@ -63,199 +126,234 @@ async function main(): Promise<void> {
     log('building the CLI (npm run build)');
     execFileSync('npm', ['run', 'build', '--silent'], { cwd: repo, stdio: 'inherit' });
   }
-  log('starting a 1-node Kafka');
-  const cluster = await startKafka({ brokers: 1 });
-  const proxyArgs = ['--bootstrap-server', cluster.bootstrap, '--log-level', 'info'];
-  const nodeArgs = args['cpu-prof'] ? ['--cpu-prof', `--cpu-prof-dir=${path.resolve(args['cpu-prof'])}`] : [];
-  const proxy = await spawnProxy(proxyArgs, {}, nodeArgs);
-  const pid = proxy.child.pid!;
-  const direct = { bootstrap: cluster.bootstrap };
-  const viaProxy = { bootstrap: proxy.bootstrap };
-  const proxyCpu = { produce: 0, consume: 0, rate: 0, rtt: 0 };
-  const produceRuns: Record<'direct' | 'proxy', ProducerPerfResult[]> = { direct: [], proxy: [] };
-  const consumeRuns: Record<'direct' | 'proxy', ConsumerPerfResult[]> = { direct: [], proxy: [] };
-  const rateRuns: Record<'direct' | 'proxy', ProducerPerfResult[]> = { direct: [], proxy: [] };
-  const classpath = cluster.classpath;
+  const relayPorts: Partial<Record<'bare' | 'haproxy', { front: number; listener: number }>> = {};
+  for (const name of ['bare', 'haproxy'] as const) {
+    if (chosen.includes(name)) {
+      relayPorts[name] = { front: await freePortRange(0), listener: await freePortRange(0) };
+    }
+  }
+  log(`starting a 1-node Kafka; sides ${chosen.join(', ')}`);
+  const cluster = await startKafka({
+    brokers: 1,
+    extraListeners: Object.entries(relayPorts).map(([name, p]) => ({
+      name: `RELAY_${name.toUpperCase()}`,
+      port: p.listener,
+      advertisedPort: p.front,
+    })),
+  });
+  const nodeId = cluster.brokers[0]!.nodeId;
+  const proxies: ProxyProcess[] = [];
+  const relays: RelayProcess[] = [];
+  const sides: Side[] = [];
   const t0 = Date.now();
+  const load: number[] = [];
+  const loadTimer = setInterval(() => load.push(os.loadavg()[0]!), 10_000);
+
+  const newSide = (name: SideName, bootstrap: string, leader: string, pid?: number): Side => ({
+    name,
+    bootstrap,
+    leader,
+    pid,
+    produce: [],
+    consume: [],
+    rate: [],
+    rttUs: [],
+    cpu: {
+      produce: { user: 0, sys: 0 },
+      consume: { user: 0, sys: 0 },
+      rate: { user: 0, sys: 0 },
+      rtt: { user: 0, sys: 0 },
+    },
+  });
 
   try {
-    // A warm-up through the proxy (JIT, connections, listeners) that is not measured.
-    const warm = `bench-warmup-${Date.now()}`;
-    await createTopics(direct, [{ topic: warm, partitions: 3 }]);
-    await producerPerformance(classpath, viaProxy, {
-      topic: warm,
-      numRecords: 20_000,
-      recordSize: RECORD_SIZE,
-    });
+    for (const name of chosen) {
+      if (name === 'direct') {
+        sides.push(newSide(name, cluster.bootstrap, cluster.bootstrap));
+      } else if (name === 'proxy' || name === 'baseline') {
+        const proxyArgs = ['--bootstrap-server', cluster.bootstrap, '--log-level', 'info'];
+        if (args.store) proxyArgs.push('--store', args.store);
+        const nodeArgs =
+          name === 'proxy' && args['cpu-prof']
+            ? ['--cpu-prof', `--cpu-prof-dir=${path.resolve(args['cpu-prof'])}`]
+            : [];
+        const bin =
+          name === 'baseline' ? path.resolve(args.baseline!, 'bin/kafka-offset-proxy.js') : undefined;
+        const proxy = await spawnProxy(proxyArgs, {}, nodeArgs, bin);
+        proxies.push(proxy);
+        // The proxy's listener for node 1 (port + 1 + node id), the connection a client would use.
+        sides.push(newSide(name, proxy.bootstrap, `127.0.0.1:${proxy.port + 1 + nodeId}`, proxy.child.pid));
+      } else {
+        const ports = relayPorts[name]!;
+        const upstream = `127.0.0.1:${ports.listener}`;
+        const relay =
+          name === 'bare'
+            ? await startBareRelay(ports.front, upstream)
+            : await startHaproxy(ports.front, upstream);
+        relays.push(relay);
+        sides.push(newSide(name, relay.address, relay.address, relay.pid));
+      }
+    }
+    const classpath = cluster.classpath;
+    const admin = { bootstrap: cluster.bootstrap };
+
+    // A warm-up through every relay (JIT, connections, listeners) that is not measured.
+    for (const side of sides) {
+      if (side.pid === undefined) continue;
+      const warm = `bench-warmup-${side.name}-${Date.now()}`;
+      await createTopics(admin, [{ topic: warm, partitions: 3 }]);
+      await producerPerformance(classpath, side, {
+        topic: warm,
+        numRecords: 20_000,
+        recordSize: RECORD_SIZE,
+      });
+    }
 
     let consumeTopic: string | undefined;
-    const rateOrder: ('direct' | 'proxy')[] = [];
     for (let round = 0; round < ROUNDS; round++) {
-      rateOrder.push(...(round % 2 === 0 ? (['direct', 'proxy'] as const) : (['proxy', 'direct'] as const)));
-    }
-    for (let round = 0; round < ROUNDS; round++) {
-      // Alternate which side goes first, so neither always gets the warmer page cache.
-      const order: ('direct' | 'proxy')[] = round % 2 === 0 ? ['direct', 'proxy'] : ['proxy', 'direct'];
-      for (const side of order) {
-        const target = side === 'direct' ? direct : viaProxy;
-        const topic = `bench-${side}-${round}-${Date.now()}`;
-        await createTopics(direct, [{ topic, partitions: 3 }]);
-        const before = cpuMs(pid);
-        const p = await producerPerformance(classpath, target, {
-          topic,
-          numRecords: RECORDS,
-          recordSize: RECORD_SIZE,
-        });
-        if (side === 'proxy') proxyCpu.produce += cpuMs(pid) - before;
-        produceRuns[side].push(p);
+      for (const side of ordered(sides, round)) {
+        const topic = `bench-${side.name}-${round}-${Date.now()}`;
+        await createTopics(admin, [{ topic, partitions: 3 }]);
+        const p = await measured(side, side.cpu.produce, () =>
+          producerPerformance(classpath, side, { topic, numRecords: RECORDS, recordSize: RECORD_SIZE }),
+        );
+        side.produce.push(p);
         log(
-          `round ${round} ${side} produce: ${p.recordsPerSec.toFixed(0)} rec/s, ${p.mbPerSec} MB/s, p50 ${p.p50Ms} ms, p99 ${p.p99Ms} ms`,
+          `produce round ${round} ${side.name}: ${p.recordsPerSec.toFixed(0)} rec/s, ${p.mbPerSec} MB/s, p50 ${p.p50Ms} ms, p99 ${p.p99Ms} ms`,
         );
         consumeTopic ??= topic;
       }
     }
 
-    // Consume runs are short (a few seconds each), so there are more of them, alternating sides,
-    // every one reading the same topic (the same bytes, equally warm in the page cache) in a new group.
+    // Consume runs are short (a few seconds each), so there are more of them, every one reading the
+    // same topic (the same bytes, equally warm in the page cache) in a new group.
     for (let round = 0; round < CONSUME_ROUNDS; round++) {
-      const order: ('direct' | 'proxy')[] = round % 2 === 0 ? ['direct', 'proxy'] : ['proxy', 'direct'];
-      for (const side of order) {
-        const target = side === 'direct' ? direct : viaProxy;
-        const before = cpuMs(pid);
-        const c = await consumerPerformance(classpath, target, {
-          topic: consumeTopic!,
-          numRecords: RECORDS,
-          group: `bench-consume-${side}-${round}-${Date.now()}`,
-        });
-        if (side === 'proxy') proxyCpu.consume += cpuMs(pid) - before;
-        consumeRuns[side].push(c);
+      for (const side of ordered(sides, round)) {
+        const c = await measured(side, side.cpu.consume, () =>
+          consumerPerformance(classpath, side, {
+            topic: consumeTopic!,
+            numRecords: RECORDS,
+            group: `bench-consume-${side.name}-${round}-${Date.now()}`,
+          }),
+        );
+        side.consume.push(c);
         log(
-          `consume round ${round} ${side}: ${c.recordsPerSec.toFixed(0)} rec/s, ${c.mbPerSec} MB/s (fetch ${c.fetchTimeMs} ms)`,
+          `consume round ${round} ${side.name}: ${c.recordsPerSec.toFixed(0)} rec/s, ${c.mbPerSec} MB/s (fetch ${c.fetchTimeMs} ms)`,
         );
       }
     }
 
-    for (const side of rateOrder) {
-      const target = side === 'direct' ? direct : viaProxy;
-      const topic = `bench-rate-${side}-${Date.now()}`;
-      await createTopics(direct, [{ topic, partitions: 3 }]);
-      const before = cpuMs(pid);
-      const r = await producerPerformance(classpath, target, {
-        topic,
-        numRecords: RATE_RECORDS,
-        recordSize: RECORD_SIZE,
-        throughput: RATE,
-      });
-      if (side === 'proxy') proxyCpu.rate += cpuMs(pid) - before;
-      rateRuns[side].push(r);
-      log(
-        `rate ${RATE}/s ${side}: ${r.recordsPerSec.toFixed(0)} rec/s, avg ${r.avgLatencyMs} ms, p50 ${r.p50Ms} ms, p99 ${r.p99Ms} ms, p99.9 ${r.p999Ms} ms`,
-      );
-    }
-
-    // Request round trips, one at a time: Produce acks=1 of one 1 KB record on one connection,
-    // alternating direct and proxied blocks. Microsecond resolution, unlike the tools' whole ms.
-    const rttTopic = `bench-rtt-${Date.now()}`;
-    await createTopics(direct, [{ topic: rttTopic, partitions: 1 }]);
-    const rtt: Record<'direct' | 'proxy', number[]> = { direct: [], proxy: [] };
-    const conns = {
-      direct: await RawClient.connect(cluster.bootstrap),
-      // The proxy's listener for the partition leader (node 1): the connection a client would use.
-      proxy: await RawClient.connect(`127.0.0.1:${proxy.port + 1 + cluster.brokers[0]!.nodeId}`),
-    };
-    const value = 'x'.repeat(RECORD_SIZE);
-    let correlationId = 0;
-    const blocks = 10;
-    const before = cpuMs(pid);
-    for (let block = 0; block < blocks * 2; block++) {
-      const side = block % 2 === 0 ? 'direct' : 'proxy';
-      for (let i = 0; i < RTT_REQUESTS / blocks; i++) {
-        const frame = produceRequest(9, ++correlationId, rttTopic, 1, value);
-        const t = process.hrtime.bigint();
-        conns[side].write(frame);
-        await conns[side].read(1);
-        rtt[side].push(Number(process.hrtime.bigint() - t) / 1000);
+    for (let round = 0; round < RATE_ROUNDS; round++) {
+      for (const side of ordered(sides, round)) {
+        const topic = `bench-rate-${side.name}-${round}-${Date.now()}`;
+        await createTopics(admin, [{ topic, partitions: 3 }]);
+        const r = await measured(side, side.cpu.rate, () =>
+          producerPerformance(classpath, side, {
+            topic,
+            numRecords: RATE_RECORDS,
+            recordSize: RECORD_SIZE,
+            throughput: RATE,
+          }),
+        );
+        side.rate.push(r);
+        log(
+          `rate ${RATE}/s round ${round} ${side.name}: avg ${r.avgLatencyMs} ms, p50 ${r.p50Ms} ms, p99 ${r.p99Ms} ms, p99.9 ${r.p999Ms} ms`,
+        );
       }
     }
-    proxyCpu.rtt = cpuMs(pid) - before;
-    conns.direct.close();
-    conns.proxy.close();
-    const pct = (xs: number[], q: number) => [...xs].sort((a, b) => a - b)[Math.floor(q * (xs.length - 1))]!;
-    const rttSummary = {
-      requests: RTT_REQUESTS,
-      directUs: { p50: Math.round(pct(rtt.direct, 0.5)), p99: Math.round(pct(rtt.direct, 0.99)) },
-      proxyUs: { p50: Math.round(pct(rtt.proxy, 0.5)), p99: Math.round(pct(rtt.proxy, 0.99)) },
-    };
-    log(`request round trip: ${JSON.stringify(rttSummary)}`);
 
-    const hwmMb = statusKb(pid, 'VmHWM') / 1024;
-    const rssMb = statusKb(pid, 'VmRSS') / 1024;
-    const prodRatio =
-      median(produceRuns.proxy.map((r) => r.recordsPerSec)) /
-      median(produceRuns.direct.map((r) => r.recordsPerSec));
-    const consRatio =
-      median(consumeRuns.proxy.map((r) => r.recordsPerSec)) /
-      median(consumeRuns.direct.map((r) => r.recordsPerSec));
-    const mbProduced = (ROUNDS * RECORDS * RECORD_SIZE) / 1e6;
-    const mbConsumedViaProxy = (CONSUME_ROUNDS * RECORDS * RECORD_SIZE) / 1e6;
-    const summary = {
-      records: RECORDS,
-      recordSize: RECORD_SIZE,
-      rounds: ROUNDS,
-      produce: {
-        directRecPerSec: produceRuns.direct.map((r) => Math.round(r.recordsPerSec)),
-        proxyRecPerSec: produceRuns.proxy.map((r) => Math.round(r.recordsPerSec)),
-        ratio: Number(prodRatio.toFixed(3)),
-        directP50P99: produceRuns.direct.map((r) => [r.p50Ms, r.p99Ms]),
-        proxyP50P99: produceRuns.proxy.map((r) => [r.p50Ms, r.p99Ms]),
-      },
-      consume: {
-        directRecPerSec: consumeRuns.direct.map((r) => Math.round(r.recordsPerSec)),
-        proxyRecPerSec: consumeRuns.proxy.map((r) => Math.round(r.recordsPerSec)),
-        ratio: Number(consRatio.toFixed(3)),
-      },
-      requestRoundTrip: {
-        ...rttSummary,
-        addedP50Us: rttSummary.proxyUs.p50 - rttSummary.directUs.p50,
-        addedP99Us: rttSummary.proxyUs.p99 - rttSummary.directUs.p99,
-      },
-      fixedRate: {
-        rate: RATE,
-        records: RATE_RECORDS,
-        direct: rateRuns.direct.map((r) => ({
-          p50: r.p50Ms,
-          p99: r.p99Ms,
-          p999: r.p999Ms,
-          avg: r.avgLatencyMs,
-        })),
-        proxy: rateRuns.proxy.map((r) => ({
-          p50: r.p50Ms,
-          p99: r.p99Ms,
-          p999: r.p999Ms,
-          avg: r.avgLatencyMs,
-        })),
-        addedP99Ms: median(rateRuns.proxy.map((r) => r.p99Ms)) - median(rateRuns.direct.map((r) => r.p99Ms)),
-      },
-      proxyProcess: {
-        cpuMsProduce: Math.round(proxyCpu.produce),
-        cpuMsConsume: Math.round(proxyCpu.consume),
-        cpuMsFixedRate: Math.round(proxyCpu.rate),
-        cpuMsRoundTrips: Math.round(proxyCpu.rtt),
-        // CPU per MB relayed, each way: produce and consume each move RECORDS * RECORD_SIZE per round.
-        cpuMsPerMbProduce: Number((proxyCpu.produce / mbProduced).toFixed(2)),
-        cpuMsPerMbConsume: Number((proxyCpu.consume / mbConsumedViaProxy).toFixed(2)),
-        peakRssMb: Number(hwmMb.toFixed(1)),
-        endRssMb: Number(rssMb.toFixed(1)),
-      },
-      wallSeconds: Math.round((Date.now() - t0) / 1000),
-      loadAverage: (await import('node:os')).loadavg().map((x) => Number(x.toFixed(2))),
-    };
-    console.log(JSON.stringify(summary, null, 2));
+    // Request round trips, one at a time: Produce acks=1 of one 1 KB record on one connection per
+    // side, in blocks rotating between the sides. Microsecond resolution, unlike the tools' whole ms.
+    if (RTT_REQUESTS > 0) {
+      const rttTopic = `bench-rtt-${Date.now()}`;
+      await createTopics(admin, [{ topic: rttTopic, partitions: 1 }]);
+      const conns = await Promise.all(sides.map((s) => RawClient.connect(s.leader)));
+      const value = 'x'.repeat(RECORD_SIZE);
+      let correlationId = 0;
+      const blocks = 10;
+      for (let block = 0; block < blocks; block++) {
+        for (const [i, side] of ordered(sides, block).map((s) => [sides.indexOf(s), s] as const)) {
+          await measured(side, side.cpu.rtt, async () => {
+            for (let n = 0; n < RTT_REQUESTS / blocks; n++) {
+              const t = process.hrtime.bigint();
+              conns[i]!.write(produceRequest(9, ++correlationId, rttTopic, 1, value));
+              await conns[i]!.read(1);
+              side.rttUs.push(Number(process.hrtime.bigint() - t) / 1000);
+            }
+          });
+        }
+      }
+      for (const c of conns) c.close();
+    }
+
+    report(sides, t0, load);
   } finally {
-    const code = await proxy.stop();
-    log(`proxy exited with ${code}`);
+    clearInterval(loadTimer);
+    for (const proxy of proxies) log(`proxy exited with ${await proxy.stop()}`);
+    for (const relay of relays) await relay.stop();
     await cluster.stop();
   }
+}
+
+function report(sides: Side[], t0: number, load: number[]): void {
+  const direct = sides.find((s) => s.name === 'direct');
+  const mbPerRun = (RECORDS * RECORD_SIZE) / 1e6;
+  /** Median over rounds of the side's records/s divided by direct's in the same round. */
+  const ratio = (side: Side, runs: (s: Side) => { recordsPerSec: number }[]): number | null =>
+    direct ? median(runs(side).map((r, i) => r.recordsPerSec / runs(direct)[i]!.recordsPerSec)) : null;
+  const perMb = (cpu: Cpu, runs: number): number | null => (cpu.user + cpu.sys) / (runs * mbPerRun);
+  const rows = sides.map((s) => {
+    const relay = s.pid !== undefined;
+    return {
+      side: s.name,
+      produceRecPerSec: s.produce.map((r) => Math.round(r.recordsPerSec)),
+      produceRatio: ratio(s, (x) => x.produce),
+      consumeRecPerSec: s.consume.map((r) => Math.round(r.recordsPerSec)),
+      consumeRatio: ratio(s, (x) => x.consume),
+      cpuMsPerMbProduce: relay ? perMb(s.cpu.produce, s.produce.length) : null,
+      cpuMsPerMbConsume: relay ? perMb(s.cpu.consume, s.consume.length) : null,
+      cpuUserSysMs: relay ? s.cpu : null,
+      peakRssMb: relay ? statusKb(s.pid!, 'VmHWM') / 1024 : null,
+      fixedRateP50P99Ms: s.rate.map((r) => [r.p50Ms, r.p99Ms]),
+      fixedRateMedianP50P99Ms: s.rate.length
+        ? [median(s.rate.map((r) => r.p50Ms)), median(s.rate.map((r) => r.p99Ms))]
+        : null,
+      roundTripP50P99Us: s.rttUs.length
+        ? [Math.round(pct(s.rttUs, 0.5)), Math.round(pct(s.rttUs, 0.99))]
+        : null,
+    };
+  });
+  const loadRange = load.length
+    ? `${Math.min(...load).toFixed(1)}-${Math.max(...load).toFixed(1)}`
+    : os.loadavg()[0]!.toFixed(1);
+  console.log(
+    JSON.stringify(
+      {
+        records: RECORDS,
+        recordSize: RECORD_SIZE,
+        rounds: ROUNDS,
+        consumeRounds: CONSUME_ROUNDS,
+        rate: RATE,
+        rows,
+        wallSeconds: Math.round((Date.now() - t0) / 1000),
+        loadAverage1mRange: loadRange,
+      },
+      null,
+      2,
+    ),
+  );
+  const f = (x: number | null | undefined, digits = 2): string => (x == null ? '' : x.toFixed(digits));
+  const lines = [
+    `${RECORDS} x ${RECORD_SIZE} B, ${ROUNDS} produce and ${CONSUME_ROUNDS} consume rounds, fixed rate ${RATE}/s; load average (1 min) ${loadRange}`,
+    '',
+    '| side | produce rec/s (median) | ratio to direct | consume rec/s (median) | ratio to direct | CPU ms/MB produce | CPU ms/MB consume | peak RSS MB | p50 / p99 ms at fixed rate | Produce round trip p50 / p99 µs |',
+    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+    ...rows.map(
+      (r) =>
+        `| ${r.side} | ${Math.round(median(r.produceRecPerSec))} | ${f(r.produceRatio)} | ${Math.round(median(r.consumeRecPerSec))} | ${f(r.consumeRatio)} | ${f(r.cpuMsPerMbProduce)} | ${f(r.cpuMsPerMbConsume)} | ${f(r.peakRssMb, 0)} | ${r.fixedRateMedianP50P99Ms?.join(' / ') ?? ''} | ${r.roundTripP50P99Us?.join(' / ') ?? ''} |`,
+    ),
+  ];
+  console.log(lines.join('\n'));
 }
 
 main().catch((err: unknown) => {

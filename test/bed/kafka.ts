@@ -57,6 +57,12 @@ export interface StartKafkaOptions {
   tls?: KafkaTlsOptions;
   /** More server.properties lines (`key=value`), after the bed's own, so they win. */
   serverProperties?: string[];
+  /**
+   * More PLAINTEXT client listeners (single broker only), each on its own port and advertised at
+   * another (a relay in front of it), so clients that bootstrap through the relay stay on it while
+   * others use the CLIENT listener directly. `name` is the listener name (upper case).
+   */
+  extraListeners?: { name: string; port: number; advertisedPort: number }[];
 }
 
 export interface KafkaTlsOptions {
@@ -207,15 +213,19 @@ function serverProperties(
   const protocol = opts.sasl ? 'SASL_PLAINTEXT' : 'PLAINTEXT';
   const advertisedClient = opts.advertisedPorts?.[node.nodeId] ?? node.client;
   const minIsr = n >= 3 ? 2 : 1;
+  const extra = opts.extraListeners ?? [];
+  const extraListeners = extra.map((l) => `,${l.name}://${HOST}:${l.port}`).join('');
+  const extraAdvertised = extra.map((l) => `,${l.name}://${HOST}:${l.advertisedPort}`).join('');
+  const extraProtocols = extra.map((l) => `,${l.name}:PLAINTEXT`).join('');
   const lines = [
     'process.roles=broker,controller',
     `node.id=${node.nodeId}`,
     `controller.quorum.voters=${all.map((p) => `${p.nodeId}@${HOST}:${p.controller}`).join(',')}`,
     // CLIENT is what clients (and the proxy) use and may be advertised at a tap's port; INTERNAL is
     // for replication and always advertised at its real port, so brokers never talk through a tap.
-    `listeners=CLIENT://${HOST}:${node.client},INTERNAL://${HOST}:${node.internal},CONTROLLER://${HOST}:${node.controller}`,
-    `advertised.listeners=CLIENT://${HOST}:${advertisedClient},INTERNAL://${HOST}:${node.internal}`,
-    `listener.security.protocol.map=CLIENT:${clientProtocol(opts)},INTERNAL:${protocol},CONTROLLER:${protocol}`,
+    `listeners=CLIENT://${HOST}:${node.client},INTERNAL://${HOST}:${node.internal},CONTROLLER://${HOST}:${node.controller}${extraListeners}`,
+    `advertised.listeners=CLIENT://${HOST}:${advertisedClient},INTERNAL://${HOST}:${node.internal}${extraAdvertised}`,
+    `listener.security.protocol.map=CLIENT:${clientProtocol(opts)},INTERNAL:${protocol},CONTROLLER:${protocol}${extraProtocols}`,
     'controller.listener.names=CONTROLLER',
     'inter.broker.listener.name=INTERNAL',
     `log.dirs=${dataDir}`,
@@ -398,6 +408,7 @@ export async function startKafka(opts: StartKafkaOptions = {}): Promise<KafkaClu
   const version = opts.version ?? KAFKA_VERSION;
   const count = opts.brokers ?? 1;
   const sasl = opts.sasl ?? false;
+  if (opts.extraListeners?.length && count !== 1) throw new Error('extraListeners needs a single broker');
   const classpath = await kafkaClasspath(version);
   const dir = makeRunDir(`kafka-${version}-${count}${sasl ? '-sasl' : ''}${opts.tls ? '-tls' : ''}`);
   const ports = await freePorts(count * 3);
