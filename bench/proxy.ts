@@ -5,7 +5,7 @@
 // broker has a listener per relay, advertised at that relay's port, so clients that bootstrap
 // through a relay stay on it (as the proxy keeps its clients by rewriting addresses).
 //
-//   npx tsx bench/proxy.ts [--sides direct,proxy,bare,haproxy] [--baseline <checkout>]
+//   npx tsx bench/proxy.ts [--sides direct,proxy,bare,haproxy] [--baseline <dir>[,<dir>]]
 //     [--records N] [--rounds K] [--consume-rounds K] [--rate R] [--rate-records N]
 //     [--rate-rounds K] [--rtt-requests N] [--store URL] [--cpu-prof <dir>] [--no-build]
 //
@@ -13,7 +13,8 @@
 // hits all alike. Produce: each run into a fresh 3-partition topic. Consume: every run reads the first
 // produced topic (N records) in a new group. Then ProducerPerformance at a fixed rate, and single
 // Produce requests one at a time on one raw connection to the partition leader (µs round trips).
-// `--baseline` adds another built checkout's proxy as a side ("baseline"), for paired comparisons.
+// `--baseline <dir>[,<dir>...]` adds other built checkouts' proxies as sides ("baseline",
+// "baseline2", ...), for paired comparisons.
 //
 // Needs the built CLI (`npm run build`; the script builds it first unless --no-build) and, for the
 // haproxy side, `haproxy` on the PATH (Debian: apt-get install haproxy).
@@ -64,14 +65,19 @@ const ROUNDS = Number(args.rounds);
 const CONSUME_ROUNDS = Number(args['consume-rounds']);
 const RATE_ROUNDS = Number(args['rate-rounds']);
 const RTT_REQUESTS = Number(args['rtt-requests']);
-const SIDE_NAMES = ['direct', 'proxy', 'baseline', 'bare', 'haproxy'] as const;
-type SideName = (typeof SIDE_NAMES)[number];
-const chosen = args.sides.split(',').map((s) => s.trim()) as SideName[];
-for (const s of chosen) {
-  if (!SIDE_NAMES.includes(s) || s === 'baseline')
-    throw new Error(`unknown side ${s} (baseline: --baseline)`);
-}
-if (args.baseline) chosen.splice(chosen.indexOf('proxy') + 1, 0, 'baseline');
+const SIDE_NAMES = ['direct', 'proxy', 'bare', 'haproxy'];
+/** A side of SIDE_NAMES, or `baseline`, `baseline2`, ... for the checkouts of --baseline. */
+type SideName = string;
+const chosen: SideName[] = args.sides.split(',').map((s) => s.trim());
+for (const s of chosen) if (!SIDE_NAMES.includes(s)) throw new Error(`unknown side ${s}`);
+/** --baseline a,b: other built checkouts' proxies, as sides after `proxy`. */
+const baselines = new Map(
+  (args.baseline ?? '')
+    .split(',')
+    .filter((dir) => dir !== '')
+    .map((dir, i) => [i === 0 ? 'baseline' : `baseline${i + 1}`, path.resolve(dir)] as const),
+);
+chosen.splice(chosen.indexOf('proxy') + 1, 0, ...baselines.keys());
 
 interface Side {
   name: SideName;
@@ -170,20 +176,20 @@ async function main(): Promise<void> {
     for (const name of chosen) {
       if (name === 'direct') {
         sides.push(newSide(name, cluster.bootstrap, cluster.bootstrap));
-      } else if (name === 'proxy' || name === 'baseline') {
+      } else if (name === 'proxy' || baselines.has(name)) {
         const proxyArgs = ['--bootstrap-server', cluster.bootstrap, '--log-level', 'info'];
         if (args.store) proxyArgs.push('--store', args.store);
         const nodeArgs =
           name === 'proxy' && args['cpu-prof']
             ? ['--cpu-prof', `--cpu-prof-dir=${path.resolve(args['cpu-prof'])}`]
             : [];
-        const bin =
-          name === 'baseline' ? path.resolve(args.baseline!, 'bin/kafka-offset-proxy.js') : undefined;
+        const checkout = baselines.get(name);
+        const bin = checkout ? path.join(checkout, 'bin/kafka-offset-proxy.js') : undefined;
         const proxy = await spawnProxy(proxyArgs, {}, nodeArgs, bin);
         proxies.push(proxy);
         // The proxy's listener for node 1 (port + 1 + node id), the connection a client would use.
         sides.push(newSide(name, proxy.bootstrap, `127.0.0.1:${proxy.port + 1 + nodeId}`, proxy.child.pid));
-      } else {
+      } else if (name === 'bare' || name === 'haproxy') {
         const ports = relayPorts[name]!;
         const upstream = `127.0.0.1:${ports.listener}`;
         const relay =
