@@ -33,7 +33,7 @@ import {
 import { startKafka } from '../test/bed/kafka.js';
 import { freePortRange, spawnProxy } from '../test/harness/proxy.js';
 import type { ProxyProcess } from '../test/harness/proxy.js';
-import { RawClient, produceRequest } from '../test/harness/raw-client.js';
+import { RawClient, apiVersionsRequest, produceRequest } from '../test/harness/raw-client.js';
 import { cpuSplitMs, statusKb } from './process-stats.js';
 import { startBareRelay, startHaproxy } from './relays.js';
 import type { RelayProcess } from './relays.js';
@@ -52,6 +52,7 @@ const { values: args } = parseArgs({
     'rate-records': { type: 'string', default: '20000' },
     'rate-rounds': { type: 'string', default: '2' },
     'rtt-requests': { type: 'string', default: '2000' },
+    connections: { type: 'string', default: '1000' },
     store: { type: 'string' },
     'no-build': { type: 'boolean', default: false },
     'cpu-prof': { type: 'string' },
@@ -65,6 +66,9 @@ const ROUNDS = Number(args.rounds);
 const CONSUME_ROUNDS = Number(args['consume-rounds']);
 const RATE_ROUNDS = Number(args['rate-rounds']);
 const RTT_REQUESTS = Number(args['rtt-requests']);
+const CONNECTIONS = Number(args.connections);
+/** A loaded shared machine can take minutes for a run. */
+const TOOL_TIMEOUT_MS = 600_000;
 const SIDE_NAMES = ['direct', 'proxy', 'bare', 'haproxy'];
 /** A side of SIDE_NAMES, or `baseline`, `baseline2`, ... for the checkouts of --baseline. */
 type SideName = string;
@@ -91,6 +95,8 @@ interface Side {
   consume: ConsumerPerfResult[];
   rate: ProducerPerfResult[];
   rttUs: number[];
+  /** The relay's VmRSS growth with CONNECTIONS open connections, in MB. */
+  connectionsRssMb?: number;
   cpu: { produce: Cpu; consume: Cpu; rate: Cpu; rtt: Cpu };
 }
 interface Cpu {
@@ -212,6 +218,7 @@ async function main(): Promise<void> {
         topic: warm,
         numRecords: 20_000,
         recordSize: RECORD_SIZE,
+        timeoutMs: TOOL_TIMEOUT_MS,
       });
     }
 
@@ -221,7 +228,12 @@ async function main(): Promise<void> {
         const topic = `bench-${side.name}-${round}-${Date.now()}`;
         await createTopics(admin, [{ topic, partitions: 3 }]);
         const p = await measured(side, side.cpu.produce, () =>
-          producerPerformance(classpath, side, { topic, numRecords: RECORDS, recordSize: RECORD_SIZE }),
+          producerPerformance(classpath, side, {
+            topic,
+            numRecords: RECORDS,
+            recordSize: RECORD_SIZE,
+            timeoutMs: TOOL_TIMEOUT_MS,
+          }),
         );
         side.produce.push(p);
         log(
@@ -240,6 +252,7 @@ async function main(): Promise<void> {
             topic: consumeTopic!,
             numRecords: RECORDS,
             group: `bench-consume-${side.name}-${round}-${Date.now()}`,
+            timeoutMs: TOOL_TIMEOUT_MS,
           }),
         );
         side.consume.push(c);
@@ -258,6 +271,7 @@ async function main(): Promise<void> {
             topic,
             numRecords: RATE_RECORDS,
             recordSize: RECORD_SIZE,
+            timeoutMs: TOOL_TIMEOUT_MS,
             throughput: RATE,
           }),
         );
@@ -292,6 +306,27 @@ async function main(): Promise<void> {
       for (const c of conns) c.close();
     }
 
+    // Memory per connection: each relay's RSS before and with CONNECTIONS connections open, each
+    // having had one ApiVersions answer (so the proxy has opened its broker connection too).
+    if (CONNECTIONS > 0) {
+      for (const side of sides) {
+        if (side.pid === undefined) continue;
+        const before = statusKb(side.pid, 'VmRSS');
+        const conns: RawClient[] = [];
+        for (let i = 0; i < CONNECTIONS; i += 100) {
+          const wave = await Promise.all(
+            Array.from({ length: Math.min(100, CONNECTIONS - i) }, () => RawClient.connect(side.leader)),
+          );
+          for (const c of wave) c.write(apiVersionsRequest(3, 1));
+          await Promise.all(wave.map((c) => c.read(1)));
+          conns.push(...wave);
+        }
+        side.connectionsRssMb = (statusKb(side.pid, 'VmRSS') - before) / 1024;
+        for (const c of conns) c.close();
+        log(`${side.name}: +${side.connectionsRssMb.toFixed(1)} MB RSS with ${CONNECTIONS} connections`);
+      }
+    }
+
     report(sides, t0, load);
   } finally {
     clearInterval(loadTimer);
@@ -320,6 +355,8 @@ function report(sides: Side[], t0: number, load: number[]): void {
       cpuMsPerMbConsume: relay ? perMb(s.cpu.consume, s.consume.length) : null,
       cpuUserSysMs: relay ? s.cpu : null,
       peakRssMb: relay ? statusKb(s.pid!, 'VmHWM') / 1024 : null,
+      rssMbPer1000Connections:
+        s.connectionsRssMb !== undefined ? (s.connectionsRssMb * 1000) / CONNECTIONS : null,
       fixedRateP50P99Ms: s.rate.map((r) => [r.p50Ms, r.p99Ms]),
       fixedRateMedianP50P99Ms: s.rate.length
         ? [median(s.rate.map((r) => r.p50Ms)), median(s.rate.map((r) => r.p99Ms))]
@@ -352,11 +389,11 @@ function report(sides: Side[], t0: number, load: number[]): void {
   const lines = [
     `${RECORDS} x ${RECORD_SIZE} B, ${ROUNDS} produce and ${CONSUME_ROUNDS} consume rounds, fixed rate ${RATE}/s; load average (1 min) ${loadRange}`,
     '',
-    '| side | produce rec/s (median) | ratio to direct | consume rec/s (median) | ratio to direct | CPU ms/MB produce | CPU ms/MB consume | peak RSS MB | p50 / p99 ms at fixed rate | Produce round trip p50 / p99 µs |',
-    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+    '| side | produce rec/s (median) | ratio to direct | consume rec/s (median) | ratio to direct | CPU ms/MB produce | CPU ms/MB consume | peak RSS MB | RSS MB per 1,000 connections | p50 / p99 ms at fixed rate | Produce round trip p50 / p99 µs |',
+    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
     ...rows.map(
       (r) =>
-        `| ${r.side} | ${Math.round(median(r.produceRecPerSec))} | ${f(r.produceRatio)} | ${Math.round(median(r.consumeRecPerSec))} | ${f(r.consumeRatio)} | ${f(r.cpuMsPerMbProduce)} | ${f(r.cpuMsPerMbConsume)} | ${f(r.peakRssMb, 0)} | ${r.fixedRateMedianP50P99Ms?.join(' / ') ?? ''} | ${r.roundTripP50P99Us?.join(' / ') ?? ''} |`,
+        `| ${r.side} | ${Math.round(median(r.produceRecPerSec))} | ${f(r.produceRatio)} | ${Math.round(median(r.consumeRecPerSec))} | ${f(r.consumeRatio)} | ${f(r.cpuMsPerMbProduce)} | ${f(r.cpuMsPerMbConsume)} | ${f(r.peakRssMb, 0)} | ${f(r.rssMbPer1000Connections, 1)} | ${r.fixedRateMedianP50P99Ms?.join(' / ') ?? ''} | ${r.roundTripP50P99Us?.join(' / ') ?? ''} |`,
     ),
   ];
   console.log(lines.join('\n'));

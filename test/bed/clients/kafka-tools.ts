@@ -311,18 +311,31 @@ export async function producerPerformance(
     recordSize?: number;
     throughput?: number;
     acks?: 'all' | '1' | '0';
+    /** How long the tool may run (default 90 s). */
+    timeoutMs?: number;
   },
 ): Promise<ProducerPerfResult> {
   const modern = kafkaMajorVersion(classpath) >= 4;
-  const result = await runTool(classpath, 'producerPerformance', target, (config) => {
-    const args = ['--topic', opts.topic, '--num-records', String(opts.numRecords)];
-    args.push('--record-size', String(opts.recordSize ?? 100), '--throughput', String(opts.throughput ?? -1));
-    const props = [`acks=${opts.acks ?? 'all'}`];
-    if (modern) args.push('--bootstrap-server', target.bootstrap, '--command-property', ...props);
-    else args.push('--producer-props', `bootstrap.servers=${target.bootstrap}`, ...props);
-    if (config) args.push(modern ? '--command-config' : '--producer.config', config);
-    return args;
-  });
+  const result = await runTool(
+    classpath,
+    'producerPerformance',
+    target,
+    (config) => {
+      const args = ['--topic', opts.topic, '--num-records', String(opts.numRecords)];
+      args.push(
+        '--record-size',
+        String(opts.recordSize ?? 100),
+        '--throughput',
+        String(opts.throughput ?? -1),
+      );
+      const props = [`acks=${opts.acks ?? 'all'}`];
+      if (modern) args.push('--bootstrap-server', target.bootstrap, '--command-property', ...props);
+      else args.push('--producer-props', `bootstrap.servers=${target.bootstrap}`, ...props);
+      if (config) args.push(modern ? '--command-config' : '--producer.config', config);
+      return args;
+    },
+    opts.timeoutMs,
+  );
   return parseProducerPerformance(result.stdout);
 }
 
