@@ -7,7 +7,8 @@
 //
 //   npx tsx bench/proxy.ts [--sides direct,proxy,bare,haproxy] [--baseline <dir>[,<dir>]]
 //     [--records N] [--rounds K] [--consume-rounds K] [--rate R] [--rate-records N]
-//     [--rate-rounds K] [--rtt-requests N] [--store URL] [--cpu-prof <dir>] [--no-build]
+//     [--rate-rounds K] [--rtt-requests N] [--connections N] [--store URL] [--cpu-prof <dir>]
+//     [--proxy-node-args=<node options>] [--no-build]
 //
 // Rounds run every side, the order reversed every other round, so load from elsewhere on the machine
 // hits all alike. Produce: each run into a fresh 3-partition topic. Consume: every run reads the first
@@ -56,6 +57,8 @@ const { values: args } = parseArgs({
     store: { type: 'string' },
     'no-build': { type: 'boolean', default: false },
     'cpu-prof': { type: 'string' },
+    /** Options for node itself on the `proxy` side only (e.g. V8 heap flags), space-separated. */
+    'proxy-node-args': { type: 'string', default: '' },
   },
 });
 const RECORDS = Number(args.records);
@@ -189,6 +192,7 @@ async function main(): Promise<void> {
           name === 'proxy' && args['cpu-prof']
             ? ['--cpu-prof', `--cpu-prof-dir=${path.resolve(args['cpu-prof'])}`]
             : [];
+        if (name === 'proxy') nodeArgs.push(...args['proxy-node-args'].split(' ').filter((a) => a !== ''));
         const checkout = baselines.get(name);
         const bin = checkout ? path.join(checkout, 'bin/kafka-offset-proxy.js') : undefined;
         const proxy = await spawnProxy(proxyArgs, {}, nodeArgs, bin);
