@@ -22,6 +22,18 @@
  * flushes to disk afterwards (`overlappingSync`). We open with `overlappingSync: false`, so the
  * commit itself includes the fsync, and in addition await `flushed` before acknowledging: an
  * acknowledged commit is on disk (see docs/stores.md).
+ *
+ * Deadlines: a write's deadline is checked inside its transaction callback, so a write whose
+ * caller was already answered (timed out) writes nothing; once a callback has run, its caller
+ * waits for the transaction's outcome instead of being told "timed out" while the write may still
+ * commit. So an answered write never takes effect afterwards.
+ *
+ * A failed commit (disk full, I/O error) rejects the writes of its transaction, and lmdb-js also
+ * rejects promises of its own that nobody awaits: the `commitError` attached to the error, and
+ * with `eventTurnBatching` (its default) one promise per event-loop batch. Unhandled, either one
+ * ends the process (exit 70 in the CLI). We open without event-turn batching (transactions of one
+ * turn are still committed together: lmdb-js starts writing on the next turn) and handle every
+ * `commitError` where the failure surfaces (`settle`).
  */
 import { open } from 'lmdb';
 import type { Database, RootDatabase } from 'lmdb';
@@ -40,7 +52,7 @@ import {
 } from './embedded-keys.js';
 import { LAYOUT, migrateToLayout2 } from './embedded-migrate.js';
 import type { MigrationReport } from './embedded-migrate.js';
-import { StoreCorruptError, StoreUnavailableError, withDeadline } from './errors.js';
+import { asStoreError, StoreCorruptError, StoreUnavailableError, withDeadline } from './errors.js';
 import { decodeOutcome, encodeOutcome, parseDecimal } from './outcome-codec.js';
 import type { EncodedOutcome } from './outcome-codec.js';
 import type {
@@ -109,6 +121,31 @@ export function openLayout2(root: RootDatabase): EmbeddedDatabases {
   };
 }
 
+/** What a transaction callback returns when its deadline had passed: it wrote nothing. */
+const EXPIRED = Symbol('expired');
+
+/**
+ * Awaits an lmdb-js write and, when it fails, handles the `commitError` promise lmdb-js attaches
+ * to the error (rejected with the cause, awaited by nobody: unhandled, it would end the process).
+ * Handled here, in the same microtask run as the rejection, before Node looks for unhandled ones.
+ */
+async function settle<T>(what: string, write: PromiseLike<T>): Promise<T> {
+  try {
+    return await write;
+  } catch (err) {
+    const commitError = (err as { commitError?: unknown } | null)?.commitError;
+    if (!(commitError instanceof Promise)) throw err;
+    // Handled at once; its reason (ENOSPC, EIO) names the cause better than the error itself.
+    const reason = commitError.then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    const cause = await Promise.race([reason, new Promise<undefined>((r) => setImmediate(r, undefined))]);
+    const why = cause instanceof Error ? cause.message : (err as Error).message;
+    throw new StoreUnavailableError(`${what}: write transaction failed: ${why}`, { cause: cause ?? err });
+  }
+}
+
 export class EmbeddedStore implements OffsetStore {
   readonly kind = 'embedded';
   /**
@@ -129,7 +166,13 @@ export class EmbeddedStore implements OffsetStore {
     this.requestTtlMs = opts.requestTtlMs ?? 60_000;
     this.sweepBatch = opts.sweepBatch ?? 5_000;
     // maxDbs: layout 2's five databases, and layout 1's four while a migration runs.
-    const root = open({ path: opts.dataDir, overlappingSync: false, noSync: false, maxDbs: 16 });
+    const root = open({
+      path: opts.dataDir,
+      overlappingSync: false,
+      noSync: false,
+      maxDbs: 16,
+      eventTurnBatching: false,
+    });
     this.db = openLayout2(root);
     this.ready = this.prepare(opts.onMigrated);
     // An unobserved failure is reported by the first operation (and by openStore at start-up).
@@ -145,15 +188,65 @@ export class EmbeddedStore implements OffsetStore {
         `embedded store: the data directory has layout ${layout}, this release reads layout ${LAYOUT}` +
           ' (written by a newer release?)',
       );
-    const report = await migrateToLayout2(this.db);
+    const report = await settle('embedded store: opening', migrateToLayout2(this.db));
     if (report.groups + report.offsets + report.unreadable > 0) onMigrated?.(report);
   }
 
+  /** A read: the deadline answers the caller, and a late read changes nothing. */
   private run<T>(what: string, op: () => Promise<T>): Promise<T> {
     if (this.closed) return Promise.reject(new StoreUnavailableError(`embedded store: ${what}: closed`));
     return withDeadline(`embedded store: ${what}`, this.timeoutMs, async () => {
       await this.ready;
       return op();
+    });
+  }
+
+  /**
+   * A write: `body` runs inside one write transaction, and the result is answered once the
+   * transaction is durable. The deadline is checked inside the callback: a callback that runs
+   * after it writes nothing (its caller was answered "timed out"). A callback that ran before it
+   * has its writes in the transaction, so the caller then waits for the commit, however long the
+   * disk takes, and is told what happened (the client's own request timeout covers a hung disk).
+   */
+  private write<T>(what: string, body: () => T): Promise<T> {
+    const label = `embedded store: ${what}`;
+    if (this.closed) return Promise.reject(new StoreUnavailableError(`${label}: closed`));
+    return new Promise<T>((resolve, reject) => {
+      let expired = false;
+      let written = false;
+      const timer = setTimeout(() => {
+        if (written) return;
+        expired = true;
+        reject(
+          new StoreUnavailableError(`${label}: no answer within ${this.timeoutMs} ms`, { timedOut: true }),
+        );
+      }, this.timeoutMs);
+      const transact = async (): Promise<T | typeof EXPIRED> => {
+        await this.ready;
+        if (expired) return EXPIRED;
+        const result = await settle(
+          label,
+          this.db.root.transaction(() => {
+            if (expired || this.closed) return EXPIRED;
+            written = true;
+            return body();
+          }),
+        );
+        if (result !== EXPIRED) await settle(label, this.db.root.flushed);
+        return result;
+      };
+      transact().then(
+        (result) => {
+          clearTimeout(timer);
+          if (expired) return;
+          if (result === EXPIRED) reject(new StoreUnavailableError(`${label}: closed`));
+          else resolve(result);
+        },
+        (err: unknown) => {
+          clearTimeout(timer);
+          if (!expired) reject(asStoreError(label, err));
+        },
+      );
     });
   }
 
@@ -191,41 +284,37 @@ export class EmbeddedStore implements OffsetStore {
   }
 
   commit(request: CommitRequest): Promise<CommitOutcome> {
-    return this.run('commit', async () => {
-      const { group } = request;
-      const { root, offsets, groups, requests, requestTimes } = this.db;
-      const g = groupKey(group);
-      const reqKey = requestKey(g, request.requestId);
-      const outcome = await root.transaction(() => {
-        const seen = requests.get(reqKey);
-        if (seen !== undefined) return decodeOutcome(seen.r);
-        const record = this.readRecord(group, g);
-        // Inside a transaction callback gets and puts take their key at once: one scratch key.
-        const scratch = Buffer.allocUnsafe(OFFSET_KEY_BYTES);
-        const { outcome, newState } = decideCommit(record?.s ?? null, request, (tp) => {
-          const v = offsets.get(offsetKey(g, tp.topic, tp.partition, scratch));
-          return v === undefined ? -1n : this.decode(group, tp.partition, v, tp.topic).offset;
-        });
-        if (outcome.status === 'ok') {
-          if (newState !== null) void groups.put(g, { n: group, s: newState });
-          for (const w of request.writes) {
-            void offsets.put(offsetKey(g, w.topic, w.partition, scratch), [
-              w.topic,
-              String(w.offset),
-              w.leaderEpoch,
-              w.metadata,
-              String(w.commitTimestamp),
-              String(w.expireTimestamp),
-            ]);
-          }
-        }
-        const at = Date.now();
-        void requests.put(reqKey, { at, r: encodeOutcome(outcome) });
-        void requestTimes.put(requestTimeKey(at, reqKey), 1);
-        return outcome;
+    const { group } = request;
+    const { offsets, groups, requests, requestTimes } = this.db;
+    const g = groupKey(group);
+    const reqKey = requestKey(g, request.requestId);
+    return this.write('commit', () => {
+      const seen = requests.get(reqKey);
+      if (seen !== undefined) return decodeOutcome(seen.r);
+      const record = this.readRecord(group, g);
+      // Inside a transaction callback gets and puts take their key at once: one scratch key.
+      const scratch = Buffer.allocUnsafe(OFFSET_KEY_BYTES);
+      const { outcome, newState } = decideCommit(record?.s ?? null, request, (tp) => {
+        const v = offsets.get(offsetKey(g, tp.topic, tp.partition, scratch));
+        return v === undefined ? -1n : this.decode(group, tp.partition, v, tp.topic).offset;
       });
-      // Belt and braces: with overlappingSync off the commit already synced; this costs nothing then.
-      await root.flushed;
+      // Synchronous puts: inside a transaction they are part of it and return no promise.
+      if (outcome.status === 'ok') {
+        if (newState !== null) groups.putSync(g, { n: group, s: newState });
+        for (const w of request.writes) {
+          offsets.putSync(offsetKey(g, w.topic, w.partition, scratch), [
+            w.topic,
+            String(w.offset),
+            w.leaderEpoch,
+            w.metadata,
+            String(w.commitTimestamp),
+            String(w.expireTimestamp),
+          ]);
+        }
+      }
+      const at = Date.now();
+      requests.putSync(reqKey, { at, r: encodeOutcome(outcome) });
+      requestTimes.putSync(requestTimeKey(at, reqKey), 1);
       return outcome;
     });
   }
@@ -252,12 +341,9 @@ export class EmbeddedStore implements OffsetStore {
   }
 
   deleteOffsets(group: string, partitions: TopicPartition[]): Promise<void> {
-    return this.run('deleteOffsets', async () => {
-      const g = groupKey(group);
-      await this.db.root.transaction(() => {
-        for (const tp of partitions) void this.db.offsets.remove(offsetKey(g, tp.topic, tp.partition));
-      });
-      await this.db.root.flushed;
+    const g = groupKey(group);
+    return this.write('deleteOffsets', () => {
+      for (const tp of partitions) this.db.offsets.removeSync(offsetKey(g, tp.topic, tp.partition));
     });
   }
 
@@ -266,14 +352,11 @@ export class EmbeddedStore implements OffsetStore {
    * the group's partition count, which its commits (each one transaction too) put there.
    */
   deleteGroup(group: string): Promise<void> {
-    return this.run('deleteGroup', async () => {
-      const g = groupKey(group);
-      const { root, offsetKeys, groups } = this.db;
-      await root.transaction(() => {
-        for (const key of offsetKeys.getKeys(prefixRange(g))) void offsetKeys.remove(key);
-        void groups.remove(g);
-      });
-      await root.flushed;
+    const g = groupKey(group);
+    const { offsetKeys, groups } = this.db;
+    return this.write('deleteGroup', () => {
+      for (const key of offsetKeys.getKeys(prefixRange(g))) offsetKeys.removeSync(key);
+      groups.removeSync(g);
     });
   }
 
@@ -292,42 +375,32 @@ export class EmbeddedStore implements OffsetStore {
   }
 
   updateGroup(group: string, update: GroupUpdate): Promise<void> {
-    return this.run('updateGroup', async () => {
-      const g = groupKey(group);
-      await this.db.root.transaction(() => {
-        const state = applyGroupUpdate(this.readRecord(group, g)?.s ?? null, update);
-        void this.db.groups.put(g, { n: group, s: state });
-      });
-      await this.db.root.flushed;
+    const g = groupKey(group);
+    return this.write('updateGroup', () => {
+      const state = applyGroupUpdate(this.readRecord(group, g)?.s ?? null, update);
+      this.db.groups.putSync(g, { n: group, s: state });
     });
   }
 
   /** In the meta database, one write transaction: processes sharing the directory agree too. */
   lease(name: string, holder: string, ttlMs: number): Promise<boolean> {
-    return this.run('lease', async () => {
-      const key = `lease:${name}`;
-      const { root, meta } = this.db;
-      const held = await root.transaction(() => {
-        const now = Date.now();
-        const cur = meta.get(key);
-        if (typeof cur === 'object' && cur.h !== holder && cur.u > now) return false;
-        meta.putSync(key, { h: holder, u: now + ttlMs });
-        return true;
-      });
-      await root.flushed;
-      return held;
+    const key = `lease:${name}`;
+    const { meta } = this.db;
+    return this.write('lease', () => {
+      const now = Date.now();
+      const cur = meta.get(key);
+      if (typeof cur === 'object' && cur.h !== holder && cur.u > now) return false;
+      meta.putSync(key, { h: holder, u: now + ttlMs });
+      return true;
     });
   }
 
   releaseLease(name: string, holder: string): Promise<void> {
-    return this.run('releaseLease', async () => {
-      const key = `lease:${name}`;
-      const { root, meta } = this.db;
-      await root.transaction(() => {
-        const cur = meta.get(key);
-        if (typeof cur === 'object' && cur.h === holder) meta.removeSync(key);
-      });
-      await root.flushed;
+    const key = `lease:${name}`;
+    const { meta } = this.db;
+    return this.write('releaseLease', () => {
+      const cur = meta.get(key);
+      if (typeof cur === 'object' && cur.h === holder) meta.removeSync(key);
     });
   }
 
@@ -360,13 +433,16 @@ export class EmbeddedStore implements OffsetStore {
       for (;;) {
         const end = timeBound(Date.now() - this.requestTtlMs);
         let removed = 0;
-        await root.transaction(() => {
-          for (const key of requestTimes.getKeys({ end, limit: this.sweepBatch })) {
-            void requests.remove(requestKeyOf(key));
-            void requestTimes.remove(key);
-            removed++;
-          }
-        });
+        await settle(
+          'embedded store: sweep',
+          root.transaction(() => {
+            for (const key of requestTimes.getKeys({ end, limit: this.sweepBatch })) {
+              requests.removeSync(requestKeyOf(key));
+              requestTimes.removeSync(key);
+              removed++;
+            }
+          }),
+        );
         if (removed < this.sweepBatch || this.closed) return;
       }
     } finally {

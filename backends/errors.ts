@@ -62,7 +62,8 @@ export function withDeadline<T>(what: string, timeoutMs: number, op: () => Promi
   });
 }
 
-function asStoreError(what: string, err: unknown): Error {
+/** A store error as it is, anything else as StoreUnavailableError saying what failed. */
+export function asStoreError(what: string, err: unknown): Error {
   if (err instanceof StoreUnavailableError || err instanceof StoreCorruptError) return err;
   return new StoreUnavailableError(`${what}: ${err instanceof Error ? err.message : String(err)}`, {
     cause: err,

@@ -9,7 +9,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { runStoreContract, write } from '../../backends/contract.js';
 import { groupKey, offsetKey } from '../../backends/embedded-keys.js';
 import { EmbeddedStore, openLayout2 } from '../../backends/embedded-store.js';
-import { StoreCorruptError } from '../../backends/errors.js';
+import { StoreCorruptError, StoreUnavailableError } from '../../backends/errors.js';
 
 const root = mkdtempSync(join(tmpdir(), 'kop-stores-embedded-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
@@ -79,6 +79,49 @@ describe('embedded store', () => {
       const cleaner = new EmbeddedStore({ dataDir: dir });
       await cleaner.deleteGroup('crash');
       await cleaner.close();
+    }
+  });
+
+  it('a commit that waited past its deadline for the writer is answered "timed out" and never written', async () => {
+    const dir = join(root, 'late');
+    const store = new EmbeddedStore({ dataDir: dir, operationTimeoutMs: 300 });
+    try {
+      await store.commit({ group: 'late', writes: [write('t', 0, 1n)], requestId: 'l1' });
+      // Another process holds LMDB's writer lock for 1.5 s (as a slow disk or a big sweep would).
+      const holder = spawn(
+        process.execPath,
+        [
+          '--input-type=module',
+          '-e',
+          `const { open } = await import('lmdb');
+           const env = open({ path: ${JSON.stringify(dir)}, maxDbs: 16 });
+           env.transactionSync(() => {
+             process.stdout.write('holding\\n');
+             Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 1500);
+           });
+           await env.close();`,
+        ],
+        { stdio: ['ignore', 'pipe', 'inherit'] },
+      );
+      await new Promise<void>((resolveHeld, reject) => {
+        holder.stdout.on('data', (d: Buffer) => d.toString().includes('holding') && resolveHeld());
+        holder.once('exit', (code) => reject(new Error(`lock holder exited ${code}`)));
+      });
+      const error = await store
+        .commit({ group: 'late', writes: [write('t', 0, 2n)], requestId: 'l2' })
+        .catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(StoreUnavailableError);
+      expect((error as StoreUnavailableError).timedOut).toBe(true);
+      await new Promise((r) => holder.once('close', r));
+      // The queued transaction ran once the lock was free, found its deadline passed and wrote nothing.
+      await store.commit({ group: 'other', writes: [write('t', 0, 1n)], requestId: 'l3' });
+      expect((await store.fetch('late', null)).map((o) => o.offset)).toEqual([1n]);
+      expect(await store.commit({ group: 'late', writes: [write('t', 0, 3n)], requestId: 'l4' })).toEqual({
+        status: 'ok',
+      });
+      expect((await store.fetch('late', null)).map((o) => o.offset)).toEqual([3n]);
+    } finally {
+      await store.close();
     }
   });
 
