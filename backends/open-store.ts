@@ -14,7 +14,7 @@
  * StoreUnavailableError per operation (and `ping` tells readiness), so the proxy can start before
  * its store.
  */
-import { mkdirSync } from 'node:fs';
+import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, rmSync, writeSync } from 'node:fs';
 import path from 'node:path';
 import { redactUrl } from './redact-url.js';
 import { parseRedisUrl } from './redis-url.js';
@@ -131,16 +131,72 @@ export async function openStoreTarget(
   }
 }
 
+/**
+ * Space the embedded store must be able to write at start: LMDB's lock file and first pages
+ * take about 50 KB; the rest is room for the first commits.
+ */
+export const START_SPACE_BYTES = 1 << 20;
+
+/** LMDB's lock file (`lock.mdb`) is smaller than this for the default 126 readers (8,272 bytes). */
+const LOCK_FILE_BYTES = 16 * 1024;
+
+/** Writes `bytes` real bytes to a new file (no holes: every block is allocated), and syncs it. */
+function writeAllocated(file: string, bytes: number): void {
+  const fd = openSync(file, 'wx');
+  try {
+    const chunk = Buffer.alloc(Math.min(bytes, 64 * 1024));
+    for (let left = bytes; left > 0; left -= chunk.length)
+      writeSync(fd, chunk, 0, Math.min(left, chunk.length));
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/**
+ * Makes sure the data directory can be written before LMDB touches it. LMDB maps its lock file
+ * and creates it with ftruncate, as a file with holes: on a full disk the first touch of such a
+ * page is a SIGBUS (measured on a full tmpfs: the proxy died with signal 7 or 11, or exited 1 with
+ * a bare "Input/output error", depending on how little space was left). So a probe file of
+ * START_SPACE_BYTES is written, synced and removed, and a missing lock file is created with real
+ * zero bytes (LMDB keeps a lock file at least as large as it needs and initialises it when it is
+ * the first to open the directory).
+ */
+function prepareDataDir(dir: string): void {
+  const fail = (what: string, err: unknown): never => {
+    throw new Error(`data directory ${dir}: ${what}: ${(err as Error).message}`, { cause: err });
+  };
+  try {
+    mkdirSync(dir, { recursive: true });
+  } catch (err) {
+    fail('cannot create it', err);
+  }
+  const probe = path.join(dir, `.kop-space-check-${process.pid}`);
+  try {
+    rmSync(probe, { force: true });
+    writeAllocated(probe, START_SPACE_BYTES);
+  } catch (err) {
+    fail(`cannot write ${START_SPACE_BYTES} bytes in it`, err);
+  } finally {
+    rmSync(probe, { force: true });
+  }
+  const lock = path.join(dir, 'lock.mdb');
+  if (!existsSync(lock)) {
+    try {
+      writeAllocated(lock, LOCK_FILE_BYTES);
+    } catch (err) {
+      // Another process created it in between: LMDB handles that.
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') fail('cannot create the lock file', err);
+    }
+  }
+}
+
 async function openEmbedded(
   dir: string,
   common: { operationTimeoutMs?: number },
   notice: OpenStoreOptions['notice'],
 ): Promise<OffsetStore> {
-  try {
-    mkdirSync(dir, { recursive: true });
-  } catch (err) {
-    throw new Error(`cannot create the data directory ${dir}: ${(err as Error).message}`, { cause: err });
-  }
+  prepareDataDir(dir);
   const { EmbeddedStore } = await import('./embedded-store.js');
   const store = new EmbeddedStore({
     dataDir: dir,

@@ -1,0 +1,197 @@
+// Issue #20, disk full under the embedded store, through the CLI proxy on a small tmpfs: commits
+// on a full disk get a retriable code (never a dropped connection or an exit), nothing answered
+// with an error is there afterwards, commits succeed again by themselves once space is freed,
+// and a start on a full disk stops at once with exit code 2 naming --data-dir and the cause.
+// Needs root for `mount -t tmpfs` (CI runs as root): a failed mount fails the file, it does not
+// skip it.
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, inject, test } from 'vitest';
+import { uniqueName } from '../bed/clients/scenarios.js';
+import { ensureBuilt, spawnProxy } from '../harness/proxy.js';
+import type { ProxyProcess } from '../harness/proxy.js';
+import { RawClient } from '../harness/raw-client.js';
+import { commitOnce, fetchOnce, sleep } from '../reliability/commit-checker.js';
+
+const brokerBootstrap = inject('kafkaBootstrap');
+const SIZE_MB = 8;
+const PARTITIONS = 20;
+
+let mountPoint: string;
+
+/** Fills the file system with one file until ENOSPC; returns its path. */
+function fill(dir: string): string {
+  const file = join(dir, 'filler');
+  const chunk = Buffer.alloc(256 * 1024, 1);
+  const parts: Buffer[] = [];
+  for (let i = 0; i < SIZE_MB * 4 + 8; i++) parts.push(chunk);
+  try {
+    writeFileSync(file, Buffer.concat(parts));
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOSPC') throw err;
+  }
+  // Whatever the big write left (the file system rounds to pages): fill it page by page.
+  for (let i = 0; i < 1024; i++) {
+    try {
+      writeFileSync(join(dir, `filler-${i}`), Buffer.alloc(4096, 1));
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOSPC') break;
+      throw err;
+    }
+  }
+  return file;
+}
+
+function freeSpace(dir: string): void {
+  spawnSync('sh', ['-c', `rm -f ${dir}/filler*`]);
+}
+
+beforeAll(() => {
+  mountPoint = mkdtempSync(join(tmpdir(), 'kop-disk-full-'));
+  const mounted = spawnSync('mount', ['-t', 'tmpfs', '-o', `size=${SIZE_MB}m`, 'tmpfs', mountPoint], {
+    encoding: 'utf8',
+  });
+  if (mounted.status !== 0)
+    throw new Error(
+      `this test needs a small tmpfs: "mount -t tmpfs -o size=${SIZE_MB}m tmpfs ${mountPoint}" failed ` +
+        `(${mounted.stderr.trim() || `exit ${mounted.status}`}); run it as root, as CI does`,
+    );
+});
+
+afterAll(() => {
+  if (mountPoint === undefined) return;
+  spawnSync('umount', ['-l', mountPoint]);
+  rmSync(mountPoint, { recursive: true, force: true });
+});
+
+async function commit(proxy: ProxyProcess, group: string, topic: string, offset: bigint): Promise<number[]> {
+  const client = await RawClient.connect(proxy.bootstrap);
+  try {
+    return await commitOnce(client, group, topic, PARTITIONS, offset);
+  } finally {
+    client.close();
+  }
+}
+
+async function committed(proxy: ProxyProcess, group: string, topic: string): Promise<bigint[]> {
+  const client = await RawClient.connect(proxy.bootstrap);
+  try {
+    const { errorCode, offsets } = await fetchOnce(client, group, topic, PARTITIONS);
+    expect(errorCode).toBe(0);
+    return [...offsets.values()];
+  } finally {
+    client.close();
+  }
+}
+
+describe('embedded store on a full disk (tmpfs)', () => {
+  test('commits get retriable codes, the process stays up, and recovers when space returns', async () => {
+    await ensureBuilt();
+    const dataDir = join(mountPoint, 'running');
+    const topic = uniqueName('disk-full');
+    const group = `${topic}-g`;
+    const proxy = await spawnProxy([
+      '--bootstrap-server',
+      brokerBootstrap,
+      '--data-dir',
+      dataDir,
+      '--store-timeout-ms',
+      '1000',
+    ]);
+    try {
+      expect(await commit(proxy, group, topic, 1n)).toEqual(Array(PARTITIONS).fill(0));
+      fill(mountPoint);
+      const codes: number[] = [];
+      // Commits of other groups too: each needs new pages (a new group record, new keys).
+      for (let i = 2n; i <= 8n; i++) {
+        codes.push(...(await commit(proxy, group, topic, i)));
+        codes.push(...(await commit(proxy, `${group}-${i}`, topic, i)));
+      }
+      console.log(`[disk-full] codes on a full disk: ${JSON.stringify(countOf(codes))}`);
+      expect(codes.every((c) => c === 7 || c === 15)).toBe(true);
+      expect(codes.length).toBe(14 * PARTITIONS);
+      // Reads still work, and nothing answered with an error was written.
+      expect(await committed(proxy, group, topic)).toEqual(Array(PARTITIONS).fill(1n));
+      expect(await committed(proxy, `${group}-2`, topic)).toEqual(Array(PARTITIONS).fill(-1n));
+      await sleep(500);
+      expect(proxy.child.exitCode).toBe(null);
+
+      freeSpace(mountPoint);
+      expect(await commit(proxy, group, topic, 9n)).toEqual(Array(PARTITIONS).fill(0));
+      expect(await committed(proxy, group, topic)).toEqual(Array(PARTITIONS).fill(9n));
+      expect(proxy.output()).not.toMatch(/uncaught exception|unhandled/i);
+      expect(proxy.child.exitCode).toBe(null);
+    } finally {
+      await proxy.stop('SIGKILL');
+      freeSpace(mountPoint);
+    }
+    // What was acknowledged is durable: a new process on the same directory reads it.
+    const again = await spawnProxy(['--bootstrap-server', brokerBootstrap, '--data-dir', dataDir]);
+    try {
+      expect(await committed(again, group, topic)).toEqual(Array(PARTITIONS).fill(9n));
+    } finally {
+      await again.stop('SIGKILL');
+    }
+  });
+
+  test('a start on a full disk exits with code 2, naming --data-dir and the cause', async () => {
+    await ensureBuilt();
+    const existing = join(mountPoint, 'existing');
+    // One directory the store used before the disk filled, and new ones.
+    const before = await spawnProxy(['--bootstrap-server', brokerBootstrap, '--data-dir', existing]);
+    await before.stop('SIGKILL');
+    fill(mountPoint);
+    try {
+      const dirs = [existing, ...Array.from({ length: 5 }, (_, i) => join(mountPoint, `fresh-${i}`))];
+      mkdirSync(dirs[1]!, { recursive: true });
+      const runs = await Promise.all(dirs.map((dir) => startOnce(dir)));
+      for (const [i, run] of runs.entries()) {
+        expect(run.code, `${dirs[i]}:\n${run.output}`).toBe(2);
+        expect(run.output).toContain('invalid configuration: data-dir=');
+        expect(run.output).toContain('cannot open the store');
+        expect(run.output).toContain(dirs[i]);
+        expect(run.output).toMatch(/no space left on device/i);
+      }
+    } finally {
+      freeSpace(mountPoint);
+    }
+    // With space back, the same directories open.
+    const after = await spawnProxy(['--bootstrap-server', brokerBootstrap, '--data-dir', existing]);
+    await after.stop('SIGKILL');
+  });
+});
+
+function countOf(codes: number[]): Record<number, number> {
+  const out: Record<number, number> = {};
+  for (const c of codes) out[c] = (out[c] ?? 0) + 1;
+  return out;
+}
+
+/** Runs the CLI until it exits (10 s at most, then SIGKILL: a hang fails the test). */
+function startOnce(dataDir: string): Promise<{ code: number | null; output: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(
+      process.execPath,
+      [
+        'bin/kafka-offset-proxy.js',
+        '--bootstrap-server',
+        brokerBootstrap,
+        '--listen',
+        '127.0.0.1:0',
+        '--data-dir',
+        dataDir,
+      ],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    let output = '';
+    child.stdout.on('data', (d: Buffer) => (output += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (output += d.toString()));
+    const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+    child.once('exit', (code, signal) => {
+      clearTimeout(timer);
+      resolve({ code: code ?? (signal === null ? null : -1), output: `${output}\n(signal ${signal})` });
+    });
+  });
+}
