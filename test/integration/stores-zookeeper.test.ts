@@ -14,6 +14,7 @@ import {
   ZooKeeperStore,
 } from '../../backends/zookeeper-store.js';
 import { startZooKeeper } from '../bed/zookeeper.js';
+import { ZooKeeperRelay } from '../reliability/zk-session.js';
 import type { ZooKeeperServer } from '../bed/zookeeper.js';
 
 let zk: ZooKeeperServer;
@@ -101,6 +102,13 @@ const partitionsOf = (m: SentMulti): number[] => [
   ),
 ];
 const range = (n: number): number[] => Array.from({ length: n }, (_, i) => i);
+const code = (err: unknown): number | undefined => (err as Exception | null)?.getCode?.();
+async function until(cond: () => boolean): Promise<void> {
+  for (let i = 0; !cond(); i++) {
+    if (i > 200) throw new Error('timed out waiting');
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
 /** A group's offsets by partition (getChildren has no order). */
 const offsetsOf = async (store: ZooKeeperStore, group: string) =>
   (await store.fetch(group, null)).sort((a, b) => a.partition - b.partition);
@@ -354,6 +362,70 @@ describe('zookeeper store on a real server', () => {
       expect(multis.length).toBe(sent);
     } finally {
       await store.close();
+    }
+  });
+
+  it('a multi delivered after its commit was answered loses to every later commit of its partitions', async () => {
+    // A's multi is held (a frozen server, a slow link) until A's caller has its answer and B, the
+    // client's next commit of the same partitions, is acknowledged; then it reaches ZooKeeper.
+    const store = new ZooKeeperStore(`zk://${zk.connectString}/late`, { operationTimeoutMs: 500 });
+    const other = new ZooKeeperStore(`zk://${zk.connectString}/late`, { operationTimeoutMs: 2_000 });
+    try {
+      await store.commit({ group: 'late', writes: [w(0, 1n), w(1, 1n)], requestId: 'late-0' });
+      let release: () => void = () => undefined;
+      const held = new Promise<void>((r) => (release = r));
+      let late: Error | null | undefined;
+      interceptMultis(store, async (m) => {
+        await held;
+        late = await m.send();
+        return late;
+      });
+      const a = await store
+        .commit({ group: 'late', writes: [w(0, 3n), w(1, 3n)], requestId: 'late-a' })
+        .catch((e: unknown) => e);
+      expect(a).toBeInstanceOf(StoreUnavailableError);
+      expect(
+        await other.commit({ group: 'late', writes: [w(0, 5n), w(1, 5n)], requestId: 'late-b' }),
+      ).toEqual({ status: 'ok' });
+      release();
+      await until(() => late !== undefined);
+      expect(code(late)).toBe(Exception.BAD_VERSION);
+      expect((await offsetsOf(other, 'late')).map((o) => [o.partition, o.offset])).toEqual([
+        [0, 5n],
+        [1, 5n],
+      ]);
+    } finally {
+      await store.close();
+      await other.close();
+    }
+  });
+
+  it('a commit answered "timed out" while ZooKeeper was away is not written when it comes back', async () => {
+    const relay = await ZooKeeperRelay.start({
+      host: '127.0.0.1',
+      port: Number(zk.connectString.split(':')[1]),
+    });
+    const store = new ZooKeeperStore(`${relay.url}/away`, { operationTimeoutMs: 500 });
+    try {
+      await store.commit({ group: 'away', writes: [w(0, 1n)], requestId: 'away-1' });
+      relay.sever();
+      const error = await store
+        .commit({ group: 'away', writes: [w(0, 3n)], requestId: 'away-3' })
+        .catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(StoreUnavailableError);
+      expect((error as StoreUnavailableError).timedOut).toBe(true);
+      await new Promise((r) => setTimeout(r, 700));
+      relay.restore();
+      // Connected again (a new attempt would have run by now), and nothing of that commit is there.
+      await store.ping();
+      await new Promise((r) => setTimeout(r, 500));
+      expect((await offsetsOf(store, 'away')).map((o) => o.offset)).toEqual([1n]);
+      expect(await p<string[]>((cb) => raw.getChildren('/away/consumers/away/kop-requests', cb))).toEqual([
+        'away-1',
+      ]);
+    } finally {
+      await store.close();
+      await relay.close();
     }
   });
 
