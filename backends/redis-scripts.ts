@@ -16,21 +16,42 @@ export const HASHTABLE_MARKER_VALUE =
   'kafka-offset-proxy: a value over 64 bytes keeps this hash a hash table (HSET of many fields)';
 export const HASHTABLE_FROM_FIELDS = 32;
 
+/** What the commit script answers when it ran after its validity: it wrote and recorded nothing. */
+export const EXPIRED_REPLY = '{"s":"expired"}';
+
 /**
- * The whole commit: resend check, fence (a transcription of commit-guard.ts `checkCommit`; the
- * contract suite runs the same cases against both), compare-and-set of every partition, writes.
+ * The commit script's first step: its validity. ARGV[4] is the last moment, in Redis's clock (ms
+ * since the epoch, from TIME), at which the commit may still apply (redis-store.ts computes it
+ * so that it has passed once the proxy's own deadline has). A script that runs later (a resend
+ * after a reconnect, bytes a network hop held and delivered late) writes nothing and records
+ * nothing. TIME is allowed in scripts since Redis 5 replicates a script's effects, not the script.
+ */
+const VALIDITY_PROLOGUE = `
+local clock = redis.call('TIME')
+if tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000) > tonumber(ARGV[4]) then
+  return '${EXPIRED_REPLY}'
+end
+`;
+
+/**
+ * The whole commit: validity (VALIDITY_PROLOGUE), resend check, fence (a transcription of
+ * commit-guard.ts `checkCommit`; the contract suite runs the same cases against both),
+ * compare-and-set of every partition, writes.
  *
  * KEYS[1] offsets hash   field "<topic>:<partition>" → "<offset>|<leaderEpoch>|<commitTs>|<expireTs>|<metadata>"
  * KEYS[2] state string   GroupState as JSON
  * KEYS[3] request record the encoded outcome of this requestId, kept ARGV[2] ms
  * ARGV[1] identity JSON {g, m, i, v} or "" (no fencing); ARGV[2] ttl ms; ARGV[3] the writes as
- * one MessagePack value (redis-pack.ts): [[field, value, ...], [casField, expectedOffset, ...]].
- * Returns the encoded outcome (outcome-codec.ts) as JSON.
+ * one MessagePack value (redis-pack.ts): [[field, value, ...], [casField, expectedOffset, ...]];
+ * ARGV[4] valid until (Redis clock, ms).
+ * Returns the encoded outcome (outcome-codec.ts) as JSON, or EXPIRED_REPLY.
  *
  * Offsets are compared as decimal strings: Lua numbers are doubles and cannot tell 2^63-2 from
  * 2^63-1.
  */
-export const COMMIT_LUA = `
+export const COMMIT_LUA =
+  VALIDITY_PROLOGUE +
+  `
 local prior = redis.call('GET', KEYS[3])
 if prior then return prior end
 

@@ -13,18 +13,21 @@
 import { Redis, Cluster } from 'ioredis';
 import type { RedisOptions } from 'ioredis';
 import { describeConnectionError } from './connection-problem.js';
-import { StoreCorruptError, StoreUnavailableError, withDeadline } from './errors.js';
+import { asStoreError, StoreCorruptError, StoreUnavailableError, withDeadline } from './errors.js';
 import { decodeOutcome, parseDecimal } from './outcome-codec.js';
 import type { EncodedOutcome } from './outcome-codec.js';
 import { fieldOf, packCommitWrites } from './redis-pack.js';
+import { localNow, MARGIN_MS, PROBE_EVERY_MS, RedisClock } from './redis-clock.js';
 import {
   COMMIT_LUA,
   DELETE_OFFSETS_LUA,
+  EXPIRED_REPLY,
   HASHTABLE_MARKER_FIELD,
   LEASE_LUA,
   RELEASE_LEASE_LUA,
   UPDATE_GROUP_LUA,
 } from './redis-scripts.js';
+import { keySlot } from './redis-slot.js';
 import { parseRedisUrl } from './redis-url.js';
 import type { RedisTarget } from './redis-url.js';
 import type {
@@ -54,6 +57,41 @@ interface WaitPipeline {
 
 const isCorruption = (msg: string) => msg.includes('WRONGTYPE') || msg.includes('KOPCORRUPT');
 
+/** A commit whose outcome the first answer did not tell (see RedisStore.commit). */
+const UNKNOWN = Symbol('unknown');
+
+/**
+ * Waits for `attempt` until local time `until`: its outcome, or `failure` (an error that says
+ * nothing about whether it applied; corruption is thrown, it says nothing was written), or
+ * neither when it had not answered by then (it may still be running: its result is dropped).
+ */
+async function untilOrUnknown(
+  attempt: Promise<CommitOutcome | typeof UNKNOWN>,
+  until: number,
+): Promise<{ outcome?: CommitOutcome; failure?: unknown }> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<typeof UNKNOWN>((resolve) => {
+    timer = setTimeout(() => resolve(UNKNOWN), Math.max(0, until - localNow()));
+  });
+  try {
+    const result = await Promise.race([attempt, late]);
+    return result === UNKNOWN ? {} : { outcome: result };
+  } catch (err) {
+    const msg = err instanceof Error ? err.message : String(err);
+    if (isCorruption(msg) || err instanceof StoreUnavailableError) throw err;
+    return { failure: err };
+  } finally {
+    clearTimeout(timer);
+    attempt.catch(() => undefined);
+  }
+}
+
+async function sleepUntil(t: number): Promise<void> {
+  // +1: the timer's granularity; the time must have passed, not nearly.
+  for (let left = t - localNow(); left > 0; left = t - localNow())
+    await new Promise((r) => setTimeout(r, left + 1));
+}
+
 export interface RedisStoreOptions {
   operationTimeoutMs?: number;
 }
@@ -67,6 +105,10 @@ export class RedisStore implements OffsetStore {
   private readonly client: Redis | Cluster;
   private readonly target: RedisTarget;
   private readonly timeoutMs: number;
+  /** The last part of a commit's deadline, after its validity, for reading its record back. */
+  private readonly readBackMs: number;
+  private readonly clock = new RedisClock();
+  private readonly prober: NodeJS.Timeout;
   private closed = false;
   /** The last connection error of the client, in words (connectionProblem); null once ready. */
   private problem: string | null = null;
@@ -128,6 +170,14 @@ export class RedisStore implements OffsetStore {
     this.client.defineCommand('kopDeleteOffsets', { numberOfKeys: 1, lua: DELETE_OFFSETS_LUA });
     this.client.defineCommand('kopLease', { numberOfKeys: 1, lua: LEASE_LUA });
     this.client.defineCommand('kopReleaseLease', { numberOfKeys: 1, lua: RELEASE_LEASE_LUA });
+    this.readBackMs = Math.min(1000, Math.max(50, Math.floor(this.timeoutMs / 4)));
+    this.prober = setInterval(() => this.clock.refresh(this.nodes('all')), PROBE_EVERY_MS);
+    this.prober.unref();
+  }
+
+  /** The connections to Redis servers: the client, or a Cluster's node connections. */
+  private nodes(role: 'all' | 'master'): Redis[] {
+    return this.client instanceof Cluster ? this.client.nodes(role) : [this.client];
   }
 
   private key(group: string, suffix: string): string {
@@ -140,26 +190,47 @@ export class RedisStore implements OffsetStore {
 
   private run<T>(what: string, group: string | null, op: () => Promise<T>): Promise<T> {
     if (this.closed) return Promise.reject(new StoreUnavailableError(`redis store: ${what}: closed`));
-    const checked =
-      group === null
-        ? op
-        : () =>
-            op().catch((err: unknown) => {
-              const msg = err instanceof Error ? err.message : String(err);
-              if (isCorruption(msg)) throw new StoreCorruptError(group, msg, { cause: err });
-              throw err;
-            });
-    return withDeadline(`redis store: ${what}`, this.timeoutMs, checked);
+    return withDeadline(
+      `redis store: ${what}`,
+      this.timeoutMs,
+      group === null ? op : this.checked(group, op),
+    );
   }
 
+  /** `op` with Redis's corruption errors (a wrong key type, KOPCORRUPT) as StoreCorruptError of `group`. */
+  private checked<T>(group: string, op: () => Promise<T>): () => Promise<T> {
+    return () =>
+      op().catch((err: unknown) => {
+        const msg = err instanceof Error ? err.message : String(err);
+        if (isCorruption(msg)) throw new StoreCorruptError(group, msg, { cause: err });
+        throw err;
+      });
+  }
+
+  /**
+   * A commit carries its own validity (redis-scripts.ts VALIDITY_PROLOGUE): the script does
+   * nothing once Redis's clock has passed `validUntil`, computed from this process's deadline
+   * `validTo` and a lower bound of Redis's clock skew (redis-clock.ts), so that no execution can
+   * apply after local time `validTo`. An answer that leaves the outcome unknown (a connection
+   * error, a lost reply, ioredis giving up, no reply by `validTo`, an expired script) is not
+   * reported before `validTo`: from then on nothing can apply the commit any more, so the request
+   * record read back then is conclusive (present: the commit applied and its reply was lost, and
+   * the recorded outcome is the answer; absent: it never applied). So a commit answered with an
+   * error never takes effect afterwards, however late a resend or a held packet reaches Redis.
+   * The rest of the deadline (readBackMs) is for that read. (Each step has its own deadline, so
+   * the usual path runs one timer, the validity's.)
+   */
   commit(request: CommitRequest): Promise<CommitOutcome> {
     const { group } = request;
-    return this.run('commit', group, async () => {
+    if (this.closed) return Promise.reject(new StoreUnavailableError('redis store: commit: closed'));
+    const validTo = localNow() + this.timeoutMs - this.readBackMs;
+    return this.checked(group, async () => {
       const id = request.identity;
+      const requestKey = this.key(group, `req:${request.requestId}`);
       const args: (string | number | Buffer)[] = [
         this.key(group, 'offsets'),
         this.key(group, 'state'),
-        this.key(group, `req:${request.requestId}`),
+        requestKey,
         id === undefined
           ? ''
           : JSON.stringify({
@@ -170,13 +241,90 @@ export class RedisStore implements OffsetStore {
             }),
         this.target.requestTtlMs,
         packCommitWrites(request),
+        // Nothing is sent yet: a failure to learn the skew is a plain failure.
+        Math.floor(validTo + (await this.skewBound(group, validTo)) - MARGIN_MS),
       ];
-      if (this.target.wait > 0) return this.commitAndWait(this.key(group, `req:${request.requestId}`), args);
-      const reply = await this.scripts.kopCommit(...args);
-      // The usual answer, without a JSON.parse per commit.
-      if (reply === OK_REPLY) return OK_OUTCOME;
-      return decodeOutcome(JSON.parse(reply) as EncodedOutcome);
+      const first =
+        this.target.wait > 0
+          ? await untilOrUnknown(this.commitAndWait(requestKey, args, validTo), validTo)
+          : await untilOrUnknown(
+              this.scripts.kopCommit(...args).then((reply) => {
+                // The usual answer, without a JSON.parse per commit.
+                if (reply === OK_REPLY) return OK_OUTCOME;
+                if (reply === EXPIRED_REPLY) return UNKNOWN;
+                return decodeOutcome(JSON.parse(reply) as EncodedOutcome);
+              }),
+              validTo,
+            );
+      if (first.outcome !== undefined) return first.outcome;
+      await sleepUntil(validTo);
+      return withDeadline('redis store: commit', this.readBackMs, () =>
+        this.readBack(requestKey, first.failure),
+      );
+    })().catch((err: unknown) => {
+      throw asStoreError('redis store: commit', err);
     });
+  }
+
+  /**
+   * After the validity: the request record says whether the commit applied (with ?wait=N, it
+   * must also be on N replicas, as for the commit itself).
+   */
+  private async readBack(requestKey: string, failure: unknown): Promise<CommitOutcome> {
+    const why =
+      failure instanceof Error
+        ? failure.message
+        : `no answer within ${this.timeoutMs - this.readBackMs} ms (or the script ran too late)`;
+    let recorded: string | null;
+    if (this.target.wait > 0) {
+      const { wait, waitTimeoutMs, requestTtlMs } = this.target;
+      const [got, touched, waited] = (await this.client
+        .pipeline()
+        .get(requestKey)
+        .pexpire(requestKey, requestTtlMs)
+        .wait(wait, waitTimeoutMs)
+        .exec()) as [Error | null, unknown][];
+      if (got![0] !== null) throw got![0];
+      recorded = (got![1] as string | null) ?? null;
+      if (recorded !== null && (touched![1] !== 1 || Number(waited![1]) < wait))
+        throw new StoreUnavailableError(
+          `redis store: commit applied on the primary, not on ${wait} replicas within ${waitTimeoutMs} ms (after: ${why})`,
+        );
+    } else {
+      recorded = await this.client.get(requestKey);
+    }
+    if (recorded === null)
+      throw new StoreUnavailableError(`redis store: commit not applied: ${why}`, {
+        cause: failure,
+        timedOut: !(failure instanceof Error),
+      });
+    return decodeOutcome(JSON.parse(recorded) as EncodedOutcome);
+  }
+
+  /**
+   * A lower bound of (Redis clock - local clock) for the server that runs `group`'s commit: the
+   * primary of its slot in a Cluster (and no larger than any other node's known bound: after a
+   * failover the script may run on another node), the current connection otherwise.
+   */
+  private async skewBound(group: string, validTo: number): Promise<number> {
+    const client = this.client;
+    const probe = (op: () => Promise<number>): Promise<number> =>
+      withDeadline('redis store: commit: reading the clock', Math.max(1, validTo - localNow()), op);
+    if (!(client instanceof Cluster))
+      return this.clock.known(client) ?? probe(() => this.clock.probe(client));
+    const nodes = client.nodes('all');
+    const owner = client.slots[keySlot(this.key(group, 'offsets'))]?.[0];
+    const node = nodes.find((n) => `${n.options.host}:${n.options.port}` === owner);
+    let bound =
+      node === undefined
+        ? // Slots not known yet: TIME of any node (the cluster client waits until it is ready).
+          await probe(async () => {
+            const [seconds, micros] = await client.time();
+            return Number(seconds) * 1000 + Number(micros) / 1000 - localNow();
+          })
+        : (this.clock.known(node) ?? (await probe(() => this.clock.probe(node))));
+    for (const n of nodes) bound = Math.min(bound, this.clock.known(n) ?? bound);
+    return bound;
   }
 
   /**
@@ -186,14 +334,14 @@ export class RedisStore implements OffsetStore {
    * PEXPIRE is such a write even when the script only answered a recorded outcome (a resend after a
    * lost connection writes nothing, and WAIT alone would then return at once), and its result 0
    * says the record is not on this primary at all (a failover promoted a replica that never got
-   * the first attempt): then nothing is acknowledged.
+   * the first attempt): then nothing is acknowledged. UNKNOWN when the script ran too late.
    */
   private async commitAndWait(
     requestKey: string,
     args: (string | number | Buffer)[],
-  ): Promise<CommitOutcome> {
+    validTo: number,
+  ): Promise<CommitOutcome | typeof UNKNOWN> {
     const { wait, waitTimeoutMs, requestTtlMs } = this.target;
-    const deadline = Date.now() + this.timeoutMs;
     for (;;) {
       const pipeline = this.client.pipeline() as unknown as WaitPipeline;
       const [script, touched, waited] = (await pipeline
@@ -204,11 +352,11 @@ export class RedisStore implements OffsetStore {
       if (script![0] !== null) {
         // A Cluster pipeline is not redirected when its commands fail differently (the script
         // MOVED, WAIT answered): learn the new slot owner and run it again (the request record
-        // makes a second run harmless), within the deadline.
+        // makes a second run harmless), within the validity.
         if (
           this.client instanceof Cluster &&
           !isCorruption(script![0].message) &&
-          Date.now() + 200 < deadline
+          localNow() + 200 < validTo
         ) {
           this.client.refreshSlotsCache();
           await new Promise((r) => setTimeout(r, 100));
@@ -216,6 +364,7 @@ export class RedisStore implements OffsetStore {
         }
         throw script![0];
       }
+      if (script![1] === EXPIRED_REPLY) return UNKNOWN;
       const outcome = decodeOutcome(JSON.parse(String(script![1])) as EncodedOutcome);
       if (touched![0] !== null || touched![1] !== 1) {
         throw new StoreUnavailableError(
@@ -372,6 +521,7 @@ export class RedisStore implements OffsetStore {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    clearInterval(this.prober);
     try {
       await Promise.race([this.client.quit(), new Promise((r) => setTimeout(r, 1000).unref())]);
     } catch {

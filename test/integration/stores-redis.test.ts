@@ -6,6 +6,8 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runStoreContract } from '../../backends/contract.js';
 import { StoreCorruptError, StoreUnavailableError } from '../../backends/errors.js';
+import { packCommitWrites } from '../../backends/redis-pack.js';
+import { COMMIT_LUA, EXPIRED_REPLY } from '../../backends/redis-scripts.js';
 import { RedisStore } from '../../backends/redis-store.js';
 import { parseRedisUrl } from '../../backends/redis-url.js';
 import type { OffsetWrite } from '../../backends/store.js';
@@ -13,6 +15,7 @@ import { freePort } from '../bed/ports.js';
 import { makeRunDir, removeRunDir, spawnManaged, waitUntil } from '../bed/process.js';
 import { startRedis } from '../bed/redis.js';
 import type { RedisServer } from '../bed/redis.js';
+import { FaultRelay } from '../reliability/fault-relay.js';
 
 let server: RedisServer;
 beforeAll(async () => {
@@ -147,6 +150,78 @@ describe('redis store on a real server', () => {
     } finally {
       raw.disconnect();
       await store.close();
+    }
+  });
+
+  it('a commit script run after its validity writes nothing and records nothing', async () => {
+    const raw = new Redis(server.port, server.host);
+    try {
+      const [seconds] = await raw.time();
+      const keys = ['kop:{g:expired}:offsets', 'kop:{g:expired}:state', 'kop:{g:expired}:req:x'];
+      const writes = packCommitWrites({ group: 'expired', requestId: 'x', writes: [w(0, 9n)] });
+      const past = Number(seconds) * 1000 - 1;
+      expect(await raw.eval(COMMIT_LUA, 3, ...keys, '', 600_000, writes, past)).toBe(EXPIRED_REPLY);
+      expect(await raw.exists(...keys)).toBe(0);
+      expect(await raw.eval(COMMIT_LUA, 3, ...keys, '', 600_000, writes, past + 60_000)).toBe('{"s":"ok"}');
+      expect(await raw.exists(...keys)).toBe(3);
+    } finally {
+      raw.disconnect();
+    }
+  });
+
+  it('bytes a hop held past the answer and delivered late (after a reconnect) apply nothing', async () => {
+    const relay = await FaultRelay.start({ host: server.host, port: server.port });
+    const store = new RedisStore(`redis://${relay.address}`, { operationTimeoutMs: 600 });
+    const raw = new Redis(server.port, server.host);
+    try {
+      await store.commit({ group: 'held', writes: [w(0, 1n)], requestId: 'held-1' });
+      relay.hold();
+      // Nothing comes back: the store answers after the validity (and a read-back that cannot
+      // be answered either), "timed out".
+      const a = await store
+        .commit({ group: 'held', writes: [w(0, 3n)], requestId: 'held-3' })
+        .catch((e) => e);
+      expect(a).toBeInstanceOf(StoreUnavailableError);
+      expect(relay.heldBytes()).toBeGreaterThan(0);
+      // The store loses its connection and cannot reconnect at first, so ioredis gives up on the
+      // unanswered commands instead of resending them; then it reconnects through a fresh
+      // connection and the client's next commit is acknowledged.
+      relay.refusing = true;
+      relay.cutClients();
+      await new Promise((r) => setTimeout(r, 500));
+      relay.refusing = false;
+      expect(await store.commit({ group: 'held', writes: [w(0, 5n)], requestId: 'held-5' })).toEqual({
+        status: 'ok',
+      });
+      // Now the held bytes reach Redis on the old connection.
+      expect(await relay.deliverHeld()).toBeGreaterThan(0);
+      expect(await raw.hget('kop:{g:held}:offsets', 't:0')).toMatch(/^5\|/);
+      expect(await raw.exists('kop:{g:held}:req:held-3')).toBe(0);
+    } finally {
+      raw.disconnect();
+      await store.close();
+      await relay.close();
+    }
+  });
+
+  it('an applied commit whose reply was lost is answered from its record, after its validity', async () => {
+    const relay = await FaultRelay.start({ host: server.host, port: server.port });
+    const store = new RedisStore(`redis://${relay.address}`, { operationTimeoutMs: 2_000 });
+    try {
+      await store.commit({ group: 'lost-reply', writes: [w(0, 1n)], requestId: 'lr-1' });
+      relay.muteReplies();
+      const t0 = performance.now();
+      const answer = store.commit({ group: 'lost-reply', writes: [w(0, 2n)], requestId: 'lr-2' });
+      // After the validity (1.5 s of the 2 s), the read-back is sent on the muted connection too:
+      // reset it, and ioredis resends the read on a new one.
+      await new Promise((r) => setTimeout(r, 1_600));
+      relay.drop();
+      expect(await answer).toEqual({ status: 'ok' });
+      expect(performance.now() - t0).toBeGreaterThanOrEqual(1_500);
+      expect((await store.fetch('lost-reply', null))[0]?.offset).toBe(2n);
+    } finally {
+      await store.close();
+      await relay.close();
     }
   });
 

@@ -1,0 +1,175 @@
+// A TCP relay between the proxy and its store that can misbehave the way networks do:
+// - freeze(): stop forwarding in both directions, connections kept open (a partition or a
+//   stalled hop), until thaw() forwards what was held;
+// - drop(): reset every connection;
+// - hold() + cutClients() + deliverHeld(): buffer what the proxy sends on its current
+//   connections, reset the proxy's side so it reconnects through a fresh connection (which is
+//   relayed normally), then write the held bytes late on the old, still open server-side sockets
+//   (a hop that buffered packets during a partition and delivered them after it healed).
+import net from 'node:net';
+
+interface Pair {
+  client: net.Socket;
+  upstream: net.Socket;
+  /** Client → server bytes not forwarded yet (held or frozen). */
+  up: Buffer[];
+  /** Server → client bytes not forwarded yet (frozen). */
+  down: Buffer[];
+  holding: boolean;
+  /** Server → client bytes of this connection are dropped (replies lost). */
+  muted: boolean;
+  /** The proxy's side was cut: whatever the server answers goes nowhere. */
+  orphan: boolean;
+}
+
+export class FaultRelay {
+  private readonly pairs = new Set<Pair>();
+  private frozen = false;
+  /** New connections are reset at once (the store's reconnects fail). */
+  refusing = false;
+  /** Client → server bytes written late by deliverHeld(), for the report. */
+  deliveredBytes = 0;
+  connections = 0;
+
+  private constructor(
+    private readonly server: net.Server,
+    readonly port: number,
+    private readonly target: { host: string; port: number },
+  ) {}
+
+  static async start(target: { host: string; port: number }): Promise<FaultRelay> {
+    const server = net.createServer();
+    await new Promise<void>((resolve) => server.listen({ host: '127.0.0.1', port: 0 }, resolve));
+    const relay = new FaultRelay(server, (server.address() as net.AddressInfo).port, target);
+    server.on('connection', (client) => relay.relay(client));
+    return relay;
+  }
+
+  get address(): string {
+    return `127.0.0.1:${this.port}`;
+  }
+
+  private relay(client: net.Socket): void {
+    if (this.refusing) {
+      client.on('error', () => undefined);
+      client.resetAndDestroy();
+      return;
+    }
+    this.connections++;
+    const upstream = net.connect(this.target);
+    const pair: Pair = { client, upstream, up: [], down: [], holding: false, muted: false, orphan: false };
+    this.pairs.add(pair);
+    client.setNoDelay(true);
+    upstream.setNoDelay(true);
+    client.on('error', () => undefined);
+    upstream.on('error', () => undefined);
+    client.on('data', (chunk: Buffer) => {
+      if (pair.holding || this.frozen) pair.up.push(chunk);
+      else upstream.write(chunk);
+    });
+    upstream.on('data', (chunk: Buffer) => {
+      if (pair.orphan || pair.muted) return;
+      if (this.frozen) pair.down.push(chunk);
+      else client.write(chunk);
+    });
+    client.on('close', () => {
+      if (!pair.orphan) {
+        upstream.destroy();
+        this.pairs.delete(pair);
+      }
+    });
+    upstream.on('close', () => {
+      client.destroy();
+      this.pairs.delete(pair);
+    });
+  }
+
+  /** Stops forwarding in both directions; connections stay open, new ones are accepted and held. */
+  freeze(): void {
+    this.frozen = true;
+  }
+
+  /** Forwards what was held while frozen, and everything after it. */
+  thaw(): void {
+    this.frozen = false;
+    for (const p of this.pairs) {
+      if (!p.holding) for (const b of p.up.splice(0)) p.upstream.write(b);
+      if (!p.orphan) for (const b of p.down.splice(0)) p.client.write(b);
+    }
+  }
+
+  /** Resets every connection (both sides). */
+  drop(): void {
+    for (const p of this.pairs) {
+      p.client.resetAndDestroy();
+      p.upstream.resetAndDestroy();
+    }
+    this.pairs.clear();
+  }
+
+  /** From now on, the replies on the connections open now are dropped (the requests still go). */
+  muteReplies(): void {
+    for (const p of this.pairs) p.muted = true;
+  }
+
+  /** From now on, what the proxy sends on the connections open now is held, not forwarded. */
+  hold(): number {
+    let n = 0;
+    for (const p of this.pairs) {
+      if (p.orphan) continue;
+      p.holding = true;
+      n++;
+    }
+    return n;
+  }
+
+  /**
+   * Resets the proxy's side of every held connection and keeps the server's side open, so the
+   * proxy reconnects (through a new, normally relayed connection) while its held bytes wait.
+   */
+  cutClients(): void {
+    for (const p of this.pairs) {
+      if (!p.holding || p.orphan) continue;
+      p.orphan = true;
+      p.client.resetAndDestroy();
+    }
+  }
+
+  /** Bytes held for late delivery. */
+  heldBytes(): number {
+    let n = 0;
+    for (const p of this.pairs) if (p.holding) for (const b of p.up) n += b.length;
+    return n;
+  }
+
+  /**
+   * Writes the held bytes on the old server-side sockets, waits `lingerMs` for the server to run
+   * them, and closes those sockets.
+   */
+  async deliverHeld(lingerMs = 500): Promise<number> {
+    const held = [...this.pairs].filter((p) => p.holding);
+    let bytes = 0;
+    for (const p of held) {
+      for (const b of p.up.splice(0)) {
+        bytes += b.length;
+        p.upstream.write(b);
+      }
+    }
+    this.deliveredBytes += bytes;
+    await new Promise((r) => setTimeout(r, lingerMs));
+    for (const p of held) {
+      p.upstream.destroy();
+      this.pairs.delete(p);
+    }
+    return bytes;
+  }
+
+  async close(): Promise<void> {
+    for (const p of this.pairs) {
+      p.client.destroy();
+      p.upstream.destroy();
+    }
+    this.pairs.clear();
+    await new Promise((resolve) => this.server.close(resolve));
+  }
+}
