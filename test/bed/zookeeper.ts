@@ -1,4 +1,4 @@
-// A real ZooKeeper server (standalone) from Debian's zookeeper package.
+// Real ZooKeeper servers from Debian's zookeeper package: a standalone server, or a 3-node ensemble.
 
 import fs from 'node:fs';
 import net from 'node:net';
@@ -49,35 +49,34 @@ function fourLetterWord(port: number, word: string): Promise<string> {
   });
 }
 
-export async function startZooKeeper(): Promise<ZooKeeperServer> {
-  const dir = makeRunDir('zookeeper');
-  const port = await freePort();
-  const dataDir = path.join(dir, 'data');
-  fs.mkdirSync(dataDir, { recursive: true });
+/** The settings every server of the bed gets (standalone and ensemble alike). */
+function baseConfig(dataDir: string, port: number, syncLimit = 5): string[] {
+  return [
+    'tickTime=500',
+    'initLimit=10',
+    `syncLimit=${syncLimit}`,
+    `dataDir=${dataDir}`,
+    `clientPort=${port}`,
+    `clientPortAddress=${HOST}`,
+    'maxClientCnxns=0',
+    'admin.enableServer=false',
+    '4lw.commands.whitelist=ruok,srvr,stat',
+    // Session timeouts between 1 s and 20 s (2 and 40 ticks), so tests can expire sessions fast.
+    'minSessionTimeout=1000',
+    'maxSessionTimeout=20000',
+  ];
+}
+
+/**
+ * One server process: started (again) on its port and data directory, and ready once `srvr`
+ * reports one of `modes` (ruok answers earlier than the server really serves).
+ */
+function serverProcess(dir: string, port: number, mainClass: string, modes: RegExp) {
   const config = path.join(dir, 'zoo.cfg');
-  fs.writeFileSync(
-    config,
-    [
-      'tickTime=500',
-      'initLimit=10',
-      'syncLimit=5',
-      `dataDir=${dataDir}`,
-      `clientPort=${port}`,
-      `clientPortAddress=${HOST}`,
-      'maxClientCnxns=0',
-      'admin.enableServer=false',
-      '4lw.commands.whitelist=ruok,srvr,stat',
-      // Session timeouts between 1 s and 20 s (2 and 40 ticks), so tests can expire sessions fast.
-      'minSessionTimeout=1000',
-      'maxSessionTimeout=20000',
-      '',
-    ].join('\n'),
-  );
   const logFile = path.join(dir, 'zookeeper.log');
   let proc: ManagedProcess | undefined;
-
-  const start = async () => {
-    if (proc && !proc.exitStatus) return;
+  const spawn = () => {
+    if (proc && !proc.exitStatus) return proc;
     proc = spawnManaged({
       name: `ZooKeeper :${port}`,
       command: 'java',
@@ -89,22 +88,47 @@ export async function startZooKeeper(): Promise<ZooKeeperServer> {
         '-Dzookeeper.jmx.log4j.disable=true',
         '-cp',
         classpath(),
-        'org.apache.zookeeper.server.ZooKeeperServerMain',
+        mainClass,
         config,
       ],
       logFile,
       cwd: dir,
     });
-    // `srvr` answers with the mode only once the server really serves (ruok answers earlier).
-    await waitUntil(
+    return proc;
+  };
+  const serving = (running: ManagedProcess, timeoutMs = 60_000) =>
+    waitUntil(
       `ZooKeeper on port ${port} to serve`,
-      async () => (await fourLetterWord(port, 'srvr')).includes('Mode: standalone'),
-      {
-        timeoutMs: 60_000,
-        intervalMs: 100,
-        proc,
-      },
+      async () => modes.test(await fourLetterWord(port, 'srvr')),
+      { timeoutMs, intervalMs: 100, proc: running },
     );
+  return {
+    config,
+    logFile,
+    spawn,
+    serving,
+    get pid() {
+      return proc && !proc.exitStatus ? proc.pid : undefined;
+    },
+    stop: async () => proc?.stop({ timeoutMs: 10_000 }),
+    kill: async () => proc?.kill(),
+  };
+}
+
+export async function startZooKeeper(): Promise<ZooKeeperServer> {
+  const dir = makeRunDir('zookeeper');
+  const port = await freePort();
+  const dataDir = path.join(dir, 'data');
+  fs.mkdirSync(dataDir, { recursive: true });
+  const server = serverProcess(
+    dir,
+    port,
+    'org.apache.zookeeper.server.ZooKeeperServerMain',
+    /Mode: standalone/,
+  );
+  fs.writeFileSync(server.config, [...baseConfig(dataDir, port), ''].join('\n'));
+  const start = async () => {
+    await server.serving(server.spawn());
   };
   await start();
 
@@ -112,11 +136,135 @@ export async function startZooKeeper(): Promise<ZooKeeperServer> {
     connectString: `${HOST}:${port}`,
     url: `zk://${HOST}:${port}`,
     get pid() {
-      return proc && !proc.exitStatus ? proc.pid : undefined;
+      return server.pid;
     },
-    async stop() {
-      await proc?.stop({ timeoutMs: 10_000 });
-    },
+    stop: server.stop,
     start,
+  };
+}
+
+export interface EnsembleMember {
+  /** 1, 2 or 3 (the server's myid). */
+  readonly id: number;
+  readonly port: number;
+  /** Pid of the running server (undefined while stopped). */
+  readonly pid: number | undefined;
+  /** "leader", "follower", or undefined when it does not serve (stopped, frozen, electing). */
+  mode(): Promise<string | undefined>;
+  /** SIGKILL. */
+  kill(): Promise<void>;
+  /** Starts it again (same port, same data) and waits until it serves. */
+  start(): Promise<void>;
+  /** SIGSTOP: the process keeps its connections and answers nothing. */
+  freeze(): void;
+  /** SIGCONT. */
+  thaw(): void;
+  readonly logFile: string;
+}
+
+export interface ZooKeeperEnsemble {
+  /** host:port,host:port,host:port */
+  connectString: string;
+  /** zk://host:port,host:port,host:port */
+  url: string;
+  members: EnsembleMember[];
+  /** The member that is leader now (waits up to `timeoutMs` for one). */
+  leader(timeoutMs?: number): Promise<EnsembleMember>;
+  /** Waits until every running member serves (after a restart or an election). */
+  settled(timeoutMs?: number): Promise<void>;
+  stop(): Promise<void>;
+}
+
+export interface EnsembleOptions {
+  size?: number;
+  /**
+   * Ticks (of 500 ms) a follower may fall behind or go quiet before the leader drops it, and the
+   * other way round (default 5: 2.5 s). A follower frozen for less keeps its place, and runs what
+   * it held when it resumes, as after a long GC pause.
+   */
+  syncLimit?: number;
+}
+
+/** A 3-node ensemble on free ports (client, quorum and election ports), each its own JVM. */
+export async function startZooKeeperEnsemble(opts: EnsembleOptions = {}): Promise<ZooKeeperEnsemble> {
+  const size = opts.size ?? 3;
+  const root = makeRunDir('zookeeper-ensemble');
+  const nodes: { id: number; port: number; quorum: number; election: number }[] = [];
+  for (let id = 1; id <= size; id++)
+    nodes.push({ id, port: await freePort(), quorum: await freePort(), election: await freePort() });
+  const servers = nodes.map(
+    ({ id }) => `server.${id}=${HOST}:${nodes[id - 1]!.quorum}:${nodes[id - 1]!.election}`,
+  );
+  const members = nodes.map(({ id, port }) => {
+    const dir = path.join(root, `zk${id}`);
+    const dataDir = path.join(dir, 'data');
+    fs.mkdirSync(dataDir, { recursive: true });
+    fs.writeFileSync(path.join(dataDir, 'myid'), `${id}\n`);
+    const server = serverProcess(
+      dir,
+      port,
+      'org.apache.zookeeper.server.quorum.QuorumPeerMain',
+      /Mode: (leader|follower)/,
+    );
+    fs.writeFileSync(
+      server.config,
+      [...baseConfig(dataDir, port, opts.syncLimit), ...servers, ''].join('\n'),
+    );
+    const member: EnsembleMember = {
+      id,
+      port,
+      get pid() {
+        return server.pid;
+      },
+      logFile: server.logFile,
+      mode: async () => {
+        const answer = await fourLetterWord(port, 'srvr').catch(() => '');
+        return /Mode: (\w+)/.exec(answer)?.[1];
+      },
+      kill: server.kill,
+      start: async () => server.serving(server.spawn()),
+      freeze: () => process.kill(server.pid!, 'SIGSTOP'),
+      thaw: () => process.kill(server.pid!, 'SIGCONT'),
+    };
+    return { member, server };
+  });
+  // A quorum forms only once a majority runs: start them all, then wait.
+  const running = members.map(({ server }) => server.spawn());
+  await Promise.all(members.map(({ server }, i) => server.serving(running[i]!, 120_000)));
+  const connectString = nodes.map((n) => `${HOST}:${n.port}`).join(',');
+  const list = members.map((m) => m.member);
+  const settled = async (timeoutMs = 60_000) => {
+    await waitUntil(
+      'every running ZooKeeper member to serve',
+      async () => {
+        for (const m of list) if (m.pid !== undefined && (await m.mode()) === undefined) return false;
+        return true;
+      },
+      { timeoutMs, intervalMs: 100 },
+    );
+  };
+  return {
+    connectString,
+    url: `zk://${connectString}`,
+    members: list,
+    leader: async (timeoutMs = 60_000) => {
+      let found: EnsembleMember | undefined;
+      await waitUntil(
+        'a ZooKeeper leader',
+        async () => {
+          for (const m of list) if ((await m.mode()) === 'leader') found = m;
+          return found !== undefined;
+        },
+        { timeoutMs, intervalMs: 100 },
+      );
+      return found!;
+    },
+    settled,
+    stop: async () => {
+      for (const { member, server } of members) {
+        if (member.pid !== undefined) member.thaw();
+        await server.stop();
+      }
+    },
   };
 }
