@@ -143,6 +143,10 @@ export class CommitChecker {
   private running = false;
   private loops: Promise<void>[] = [];
   private readonly clients = new Set<RawClient>();
+  /** Canary mode: each group stops right after its first acknowledged commit sent from then on. */
+  private stopSince: number | undefined;
+  /** Groups stopped that way. */
+  readonly stopped = new Set<string>();
 
   constructor(private readonly opts: CheckerOptions) {
     for (const g of opts.groups) {
@@ -160,6 +164,23 @@ export class CommitChecker {
     await Promise.all(this.loops);
     for (const c of this.clients) c.close();
     this.clients.clear();
+  }
+
+  /**
+   * From now on each group stops right after its first acknowledged commit (a canary: its last
+   * acknowledged offset must survive whatever the store does later, nothing it writes later can
+   * hide a loss). Resolves once every group has stopped, or throws after `timeoutMs`.
+   */
+  async stopAfterNextAck(timeoutMs = 30_000): Promise<void> {
+    this.stopSince = Date.now();
+    const deadline = Date.now() + timeoutMs;
+    while (this.stopped.size < this.tallies.size) {
+      if (Date.now() > deadline)
+        throw new Error(
+          `only ${this.stopped.size} of ${this.tallies.size} canary groups acknowledged within ${timeoutMs} ms`,
+        );
+      await sleep(50);
+    }
   }
 
   /** Acknowledged commits so far (partition answers with NONE, counted per request). */
@@ -187,7 +208,7 @@ export class CommitChecker {
     const timeout = this.opts.requestTimeoutMs ?? 5_000;
     let client: RawClient | null = null;
     let next = 1n;
-    while (this.running) {
+    while (this.running && !this.stopped.has(group)) {
       if (client === null || client.hasClosed) {
         if (client !== null) {
           this.clients.delete(client);
@@ -206,6 +227,7 @@ export class CommitChecker {
       tally.sent = offset;
       this.stats.attempts++;
       const t0 = performance.now();
+      const sentAt = Date.now();
       try {
         const codes = await withTimeout(
           commitOnce(client, group, this.opts.topic, this.opts.partitions, offset),
@@ -222,8 +244,10 @@ export class CommitChecker {
             this.stats.errors[code] = (this.stats.errors[code] ?? 0) + 1;
           }
         }
-        if (allOk) this.stats.acknowledged++;
-        else await sleep(50);
+        if (allOk) {
+          this.stats.acknowledged++;
+          if (this.stopSince !== undefined && sentAt >= this.stopSince) this.stopped.add(group);
+        } else await sleep(50);
       } catch {
         // No answer: the outcome is unknown (it may have been applied). Drop the connection.
         this.stats.unanswered++;

@@ -8,24 +8,34 @@
 // checker compares the end state), so a loss at the fault would not show in them. The witness
 // groups stop committing at the moment the fault chooses (just before the kill): their last
 // acknowledged offsets must survive the fault itself, and nothing written later can hide a loss.
+// Canary groups (optional) commit until the fault is over and then stop right after their first
+// acknowledged commit: a commit answered with an error during the fault that the store applies
+// later (a resend, bytes held by the network, a frozen server that resumes) would rewind them.
 import { expect } from 'vitest';
 import { openStore } from '../../backends/open-store.js';
 import type { OffsetStore } from '../../backends/store.js';
 import { createTopics } from '../bed/clients/kafkajs.js';
 import { ensureBuilt, spawnProxy } from '../harness/proxy.js';
-import { CommitChecker, rssOf } from './commit-checker.js';
+import { CommitChecker, readThroughProxy, rssOf } from './commit-checker.js';
 import type { Violation } from './commit-checker.js';
 import { storeReader, until } from './fault-helpers.js';
 
 export interface FaultContext {
   /** Stops the witness groups (waits for their commits in flight). */
   stopWitnesses(): Promise<void>;
+  /**
+   * The fault is over for clients: every canary group commits until one is acknowledged, and
+   * stops. Resolves once all have (the fault may then deliver what it held back).
+   */
+  canariesSettled(): Promise<void>;
   /** Records a moment of the fault for the report ("promoted", ...), in ms since it began. */
   mark(event: string): void;
   /** The witness groups' acknowledged commits so far. */
   witnessAcks(): number;
   /** How many witness groups commit. */
   readonly witnessGroups: number;
+  /** The proxy process (to find its store connections). */
+  proxyPid: number;
 }
 
 export interface StoreFaultOptions {
@@ -38,6 +48,7 @@ export interface StoreFaultOptions {
   topic: string;
   groups: string[];
   witnesses: string[];
+  canaries?: string[];
   partitions?: number;
   /** The proxy's --store-timeout-ms (default 1000). */
   storeTimeoutMs?: number;
@@ -50,8 +61,11 @@ export interface StoreFaultOptions {
 export interface StoreFaultResult {
   checker: CommitChecker;
   witness: CommitChecker;
-  /** Of the main groups and the witnesses, from the store read directly after the run. */
+  canary: CommitChecker;
+  /** Of the main groups, the witnesses and the canaries, from the store read directly after the run. */
   violations: Violation[];
+  /** Canary partitions the proxy answered, after the fault, with less than their last acknowledged offset. */
+  staleReads: number;
   /** Partition answers with an error code from the fault's start to the main groups' recovery. */
   errorsDuringFault: Record<number, number>;
   events: Record<string, number>;
@@ -91,6 +105,7 @@ export async function runStoreFault(o: StoreFaultOptions): Promise<StoreFaultRes
   const target = () => proxy.bootstrap;
   const checker = new CommitChecker({ target, groups: o.groups, topic: o.topic, partitions });
   const witness = new CommitChecker({ target, groups: o.witnesses, topic: o.topic, partitions });
+  const canary = new CommitChecker({ target, groups: o.canaries ?? [], topic: o.topic, partitions });
   const rssSamples: number[] = [];
   // When the main groups got error answers (ms since the fault began), to 100 ms.
   let t0 = 0;
@@ -112,8 +127,10 @@ export async function runStoreFault(o: StoreFaultOptions): Promise<StoreFaultRes
   try {
     checker.start();
     witness.start();
+    canary.start();
     await checker.waitForAcks(acks);
     await witness.waitForAcks(acks / 2);
+    if (o.canaries !== undefined) await canary.waitForAcks(acks / 2);
     const rssBefore = rssOf(pid);
     rssSamples.length = 0;
     const errorsBefore = { ...checker.stats.errors };
@@ -127,11 +144,18 @@ export async function runStoreFault(o: StoreFaultOptions): Promise<StoreFaultRes
       await witness.stop();
       events['witnesses stopped'] = Date.now() - t0;
     };
+    let settling: Promise<void> | undefined;
+    const canariesSettled = () =>
+      (settling ??= canary.stopAfterNextAck().then(() => {
+        events['canaries settled'] = Date.now() - t0;
+      }));
     await o.inject({
       stopWitnesses,
+      canariesSettled,
       mark: (e) => (events[e] = Date.now() - t0),
       witnessAcks: () => witness.acknowledged,
       witnessGroups: o.witnesses.length,
+      proxyPid: pid,
     });
     await stopWitnesses();
     const back = Date.now();
@@ -150,18 +174,34 @@ export async function runStoreFault(o: StoreFaultOptions): Promise<StoreFaultRes
     const duringMax = Math.max(rssBefore, ...rssSamples);
     await checker.waitForAcks(acks);
     await checker.stop();
+    await canary.stop();
+    // What the proxy answers now, after whatever the fault held back has reached the store.
+    let staleReads = 0;
+    for (const [g, tally] of canary.tallies) {
+      const got = await readThroughProxy(proxy.bootstrap, g, o.topic, partitions);
+      tally.acked.forEach((acked, p) => {
+        if ((got.get(p) ?? -1n) < acked) staleReads++;
+      });
+    }
     const rssAfter = rssOf(pid);
     const proxyExitCode = proxy.child.exitCode;
     await proxy.stop();
     store = await (o.open ?? (() => openStore(o.store)))();
     const read = storeReader(store);
-    const violations = [...(await checker.verify(read)), ...(await witness.verify(read))];
+    const violations = [
+      ...(await checker.verify(read)),
+      ...(await witness.verify(read)),
+      ...(await canary.verify(read)),
+    ];
     const timeline = Object.entries(events)
       .sort((a, b) => a[1] - b[1])
       .map(([e, ms]) => `${e} ${ms}`)
       .join(', ');
     const line =
       `[faults] ${o.name}: main groups ${checker.summary()}; witnesses ${witness.summary()}; ` +
+      (o.canaries === undefined
+        ? ''
+        : `canaries ${canary.summary()}, ${staleReads} stale reads through the proxy after the fault; `) +
       `fault timeline (ms): ${timeline}; errors during the fault ${JSON.stringify(errorsDuringFault)}; ` +
       `every main group committing again ${recoveryMs} ms after the store was back; ` +
       `proxy VmRSS before/max during/after ${mb(rssBefore)}/${mb(duringMax)}/${mb(rssAfter)} MB; ` +
@@ -175,7 +215,9 @@ export async function runStoreFault(o: StoreFaultOptions): Promise<StoreFaultRes
     return {
       checker,
       witness,
+      canary,
       violations,
+      staleReads,
       errorsDuringFault,
       events,
       recoveryMs,
@@ -187,6 +229,7 @@ export async function runStoreFault(o: StoreFaultOptions): Promise<StoreFaultRes
     clearInterval(sampler);
     await checker.stop();
     await witness.stop();
+    await canary.stop();
     await proxy.stop('SIGKILL');
     await store?.close();
   }
@@ -199,12 +242,13 @@ export async function runStoreFault(o: StoreFaultOptions): Promise<StoreFaultRes
  */
 export function expectSurvived(r: StoreFaultResult, opts: { errorsExpected: boolean }): void {
   expect(r.violations).toEqual([]);
+  expect(r.staleReads).toBe(0);
   expectLive(r, opts);
 }
 
 /** The same without the verdict (for a run whose loss is the point). */
 export function expectLive(r: StoreFaultResult, opts: { errorsExpected: boolean }): void {
-  for (const c of [r.checker, r.witness]) {
+  for (const c of [r.checker, r.witness, r.canary]) {
     expect(Object.keys(c.stats.errors).map(Number)).toSatisfy((codes: number[]) =>
       codes.every((code) => code === 7 || code === 15),
     );
