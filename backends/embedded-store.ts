@@ -35,6 +35,8 @@
  * turn are still committed together: lmdb-js starts writing on the next turn) and handle every
  * `commitError` where the failure surfaces (`settle`).
  */
+import { statSync } from 'node:fs';
+import { join } from 'node:path';
 import { open } from 'lmdb';
 import type { Database, RootDatabase } from 'lmdb';
 import { walkInPages } from './bounded-walk.js';
@@ -86,8 +88,11 @@ export interface EmbeddedDatabases {
   groups: Database<GroupRecord, Buffer>;
   requests: Database<{ at: number; r: EncodedOutcome }, Buffer>;
   requestTimes: Database<1, Buffer>;
-  /** 'layout' → 2; 'lease:<name>' → a lease's holder and end (ms since the epoch). */
-  meta: Database<number | { h: string; u: number }, string>;
+  /**
+   * 'layout' → 2; 'lease:<name>' → a lease's holder and end (ms since the epoch); 'marker' → the
+   * store's marker (proxy/data-loss-watch.ts).
+   */
+  meta: Database<number | string | { h: string; u: number }, string>;
 }
 
 export interface EmbeddedStoreOptions {
@@ -120,6 +125,9 @@ export function openLayout2(root: RootDatabase): EmbeddedDatabases {
     meta: root.openDB({ name: 'meta' }),
   };
 }
+
+/** LMDB's data file in the data directory. */
+const DATA_FILE = 'data.mdb';
 
 /** What a transaction callback returns when its deadline had passed: it wrote nothing. */
 const EXPIRED = Symbol('expired');
@@ -154,6 +162,7 @@ export class EmbeddedStore implements OffsetStore {
    */
   readonly ready: Promise<void>;
   private readonly db: EmbeddedDatabases;
+  private readonly dataDir: string;
   private readonly timeoutMs: number;
   private readonly requestTtlMs: number;
   private readonly sweepBatch: number;
@@ -163,6 +172,7 @@ export class EmbeddedStore implements OffsetStore {
 
   constructor(opts: EmbeddedStoreOptions) {
     this.timeoutMs = opts.operationTimeoutMs ?? 5000;
+    this.dataDir = opts.dataDir;
     this.requestTtlMs = opts.requestTtlMs ?? 60_000;
     this.sweepBatch = opts.sweepBatch ?? 5_000;
     // maxDbs: layout 2's five databases, and layout 1's four while a migration runs.
@@ -408,6 +418,40 @@ export class EmbeddedStore implements OffsetStore {
     return this.run('ping', async () => {
       this.db.root.getStats();
     });
+  }
+
+  /**
+   * The marker is an entry of the `meta` database, and the data file's identity (device and
+   * inode): LMDB keeps reading a data file that was deleted or replaced under a running proxy
+   * (its map stays), so only the file's identity tells.
+   */
+  ensureMarker(candidate: string): Promise<Map<string, string>> {
+    return this.write('ensureMarker', () => {
+      if (typeof this.db.meta.get('marker') !== 'string') this.db.meta.putSync('marker', candidate);
+      return new Map([
+        ['meta/marker', String(this.db.meta.get('marker'))],
+        [DATA_FILE, this.dataFileIdentity() ?? ''],
+      ]);
+    });
+  }
+
+  readMarker(): Promise<Map<string, string | null>> {
+    return this.run('readMarker', async () => {
+      const marker = this.db.meta.get('marker');
+      return new Map([
+        ['meta/marker', typeof marker === 'string' ? marker : null],
+        [DATA_FILE, this.dataFileIdentity()],
+      ]);
+    });
+  }
+
+  private dataFileIdentity(): string | null {
+    try {
+      const st = statSync(join(this.dataDir, DATA_FILE));
+      return `${st.dev}:${st.ino}`;
+    } catch {
+      return null;
+    }
   }
 
   async close(): Promise<void> {

@@ -511,6 +511,71 @@ export class RedisStore implements OffsetStore {
     return this.client.status === 'ready' ? null : this.problem;
   }
 
+  /** Marker keys chosen by ensureMarker. */
+  private markerKeys: string[] = [];
+
+  /**
+   * One marker key, or in a Cluster one per primary: a key whose hash tag falls into a slot that
+   * primary owns when the marker is first written (a primary that loses its data loses its
+   * marker; a key moved by resharding moves with its slot and stays checked).
+   */
+  private chooseMarkerKeys(): string[] {
+    const base = `${this.target.prefix}:marker`;
+    const client = this.client;
+    if (!(client instanceof Cluster)) return [base];
+    const owners = new Set(client.slots.map((nodes) => nodes?.[0]).filter((k) => k !== undefined));
+    if (owners.size === 0)
+      throw new StoreUnavailableError('redis store: the cluster slots are not known yet');
+    const keys: string[] = [];
+    for (let i = 0; owners.size > 0 && i < 1_000_000; i++) {
+      const key = `${base}:{m${i}}`;
+      const owner = client.slots[keySlot(key)]?.[0];
+      if (owner !== undefined && owners.delete(owner)) keys.push(key);
+    }
+    return keys;
+  }
+
+  ensureMarker(candidate: string): Promise<Map<string, string>> {
+    return this.run('ensureMarker', null, async () => {
+      const keys = this.chooseMarkerKeys();
+      const out = new Map<string, string>();
+      for (const key of keys) {
+        await this.client.set(key, candidate, 'NX');
+        const value = await this.client.get(key);
+        if (value === null)
+          throw new StoreUnavailableError(`redis store: marker ${key} vanished as it was written`);
+        out.set(key, value);
+      }
+      this.markerKeys = keys;
+      return out;
+    });
+  }
+
+  readMarker(): Promise<Map<string, string | null>> {
+    return this.run('readMarker', null, async () => {
+      const out = new Map<string, string | null>();
+      for (const key of this.markerKeys) out.set(key, await this.client.get(key));
+      return out;
+    });
+  }
+
+  onReconnect(listener: () => void): void {
+    const client = this.client;
+    if (!(client instanceof Cluster)) {
+      client.on('ready', listener);
+      return;
+    }
+    const watched = new WeakSet<Redis>();
+    const watch = (node: Redis) => {
+      if (watched.has(node)) return;
+      watched.add(node);
+      node.on('ready', listener);
+    };
+    client.nodes('all').forEach(watch);
+    client.on('+node', watch);
+    client.on('ready', listener);
+  }
+
   ping(): Promise<void> {
     return this.run('ping', null, async () => {
       if (this.client instanceof Cluster) await Promise.all(this.client.nodes('master').map((n) => n.ping()));

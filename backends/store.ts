@@ -221,6 +221,19 @@ export interface OffsetStore {
    */
   connectionProblem?(): string | null;
 
+  /**
+   * The store's marker, for noticing a store that lost its data (a flush, a restart without
+   * persistence, a deleted chroot or data file: proxy/data-loss-watch.ts). Writes `candidate`
+   * wherever the store has no marker yet (set-if-absent: the first proxy to open a store writes
+   * it, later ones find it) and returns what the store holds, by place (a Redis Cluster has one
+   * marker per primary). Absent on stores that cannot lose their data behind the proxy's back.
+   */
+  ensureMarker?(candidate: string): Promise<Map<string, string>>;
+  /** The marker at the places ensureMarker used: its value, or null where it is gone. */
+  readMarker?(): Promise<Map<string, string | null>>;
+  /** Calls `listener` whenever the store's client has (re)connected to a server. */
+  onReconnect?(listener: () => void): void;
+
   /** Resolves when the store answers; rejects otherwise (readiness). */
   ping(): Promise<void>;
   close(): Promise<void>;

@@ -183,6 +183,7 @@ export class ZooKeeperStore implements OffsetStore {
   private readonly sweeper: NodeJS.Timeout;
   private closed = false;
   private stalls = 0;
+  private readonly reconnectListeners: (() => void)[] = [];
 
   constructor(url: string, opts: ZooKeeperStoreOptions = {}) {
     const { connectString, chroot, maxMultiBytes, digest } = parseZooKeeperUrl(url);
@@ -219,6 +220,8 @@ export class ZooKeeperStore implements OffsetStore {
       () => void this.ensureDir(client, `${this.root}/consumers`).catch(() => undefined),
     );
     client.on('state', (state: State) => {
+      if (state === State.SYNC_CONNECTED && this.client === client)
+        for (const listener of this.reconnectListeners) listener();
       // Session expiry is final for a client object: replace it. Nothing is lost: an operation
       // in flight fails, reads back its marker and retries on the new client.
       if (state === State.EXPIRED && this.client === client && !this.closed) {
@@ -850,6 +853,38 @@ export class ZooKeeperStore implements OffsetStore {
       // Not ours: a lease anyone may take.
       return null;
     }
+  }
+
+  /** Under the chroot, beside consumers/: written once, gone with the chroot. */
+  private get markerZnode(): string {
+    return `${this.root}/kop-marker`;
+  }
+
+  ensureMarker(candidate: string): Promise<Map<string, string>> {
+    return this.run('ensureMarker', async (expired) => {
+      const client = await this.connected(expired);
+      const path = this.markerZnode;
+      if (this.root !== '') await this.call<string>(client, (cb) => client.mkdirp(this.root, cb));
+      try {
+        await this.write<string>(client, expired, (cb) => client.create(path, Buffer.from(candidate), cb));
+      } catch (err) {
+        if (code(err) !== Exception.NODE_EXISTS) throw err;
+      }
+      const read = await this.read(client, path);
+      if (read === null) throw new Retry();
+      return new Map([[path, read.data?.toString('utf8') ?? '']]);
+    });
+  }
+
+  readMarker(): Promise<Map<string, string | null>> {
+    return this.run('readMarker', async (expired) => {
+      const read = await this.read(await this.connected(expired), this.markerZnode);
+      return new Map([[this.markerZnode, read === null ? null : (read.data?.toString('utf8') ?? '')]]);
+    });
+  }
+
+  onReconnect(listener: () => void): void {
+    this.reconnectListeners.push(listener);
   }
 
   ping(): Promise<void> {

@@ -7,6 +7,7 @@ import { redactUrl } from '../backends/redact-url.js';
 import type { OffsetStore } from '../backends/store.js';
 import type { HostPort } from './broker-map.js';
 import { ConfigError, describeOption, envName, loadConfig, OPTIONS, shownValue, usage } from './config.js';
+import { DataLossWatch } from './data-loss-watch.js';
 import type { ProxyConfig } from './config.js';
 import { registerOffsetsAdminRoutes } from './admin/http-routes.js';
 import { OpsHttpServer } from './http/http-server.js';
@@ -97,6 +98,13 @@ export async function main(argv: string[]): Promise<void> {
   void health.check();
   metrics?.watchStore(health);
   const store = metrics ? metrics.measureStore(health) : health;
+  const dataLoss = new DataLossWatch({
+    store: rawStore,
+    log: log.child({ component: 'store' }),
+    onLost: () => metrics?.storeDataLost.labels(rawStore.kind).set(1),
+  });
+  if (dataLoss.active) metrics?.storeDataLost.labels(rawStore.kind).set(0);
+  dataLoss.start();
   const refusals = new RefusalLog(
     metrics?.offsets,
     log.child({ component: 'offsets' }),
@@ -174,6 +182,7 @@ export async function main(argv: string[]): Promise<void> {
           const problems = proxy.listenerProblems();
           if (problems.length > 0) throw new Error(problems.join('; '));
         },
+        ...(dataLoss.active ? { storeData: () => dataLoss.check() } : {}),
       },
     });
     registerOffsetsAdminRoutes(http, store, { groupIsEmptyAtBroker: (g) => offsets.lookups.groupIsEmpty(g) });
@@ -206,6 +215,7 @@ export async function main(argv: string[]): Promise<void> {
       log.error('shutdown deadline passed: exiting', { pending, deadlineMs });
       process.exit(1);
     }, deadlineMs);
+    dataLoss.stop();
     proxy
       .stop()
       .then(() => {

@@ -1,7 +1,8 @@
 /**
  * The built-in routes: /healthz (the process answers), /readyz (the proxy can serve a client end to
- * end: every listener it needs is bound, the offset store answers and a broker answers), /metrics
- * (Prometheus text format, token-protected). A change of readiness is logged with its reason.
+ * end: every listener it needs is bound, the offset store answers and has not lost its data, and a
+ * broker answers), /metrics (Prometheus text format, token-protected). A change of readiness is
+ * logged with its reason.
  */
 import type { Registry } from 'prom-client';
 import type { Logger } from '../logger.js';
@@ -15,6 +16,8 @@ export interface ReadinessChecks {
   broker(): Promise<void>;
   /** Resolves when every listener the proxy needs is bound; rejects naming the ports that are not. */
   listeners?(): Promise<void>;
+  /** Rejects, with the reason, once the store is known to have lost its data (sticky). */
+  storeData?(): Promise<void>;
 }
 
 export interface OpsRoutesOptions {
@@ -45,13 +48,19 @@ export function registerOpsRoutes(server: OpsHttpServer, opts: OpsRoutesOptions)
     'GET',
     '/readyz',
     async () => {
-      const listenersCheck = opts.readiness.listeners;
-      const [store, broker, listeners] = await Promise.all([
+      const { listeners: listenersCheck, storeData } = opts.readiness;
+      const [store, broker, listeners, data] = await Promise.all([
         check(() => opts.readiness.store(), timeoutMs),
         check(() => opts.readiness.broker(), timeoutMs),
         listenersCheck ? check(() => listenersCheck(), timeoutMs) : undefined,
+        storeData ? check(() => storeData(), timeoutMs) : undefined,
       ]);
-      const checks = { ...(listeners ? { listeners } : {}), store, broker };
+      const checks = {
+        ...(listeners ? { listeners } : {}),
+        store,
+        broker,
+        ...(data ? { storeData: data } : {}),
+      };
       const failing = Object.entries(checks).filter(([, c]) => !c.ok);
       const ready = failing.length === 0;
       if (ready !== wasReady) {

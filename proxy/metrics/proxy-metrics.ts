@@ -49,6 +49,8 @@ export interface ProxyMetrics {
   watchProxy(proxy: ProxyState): void;
   /** Exports whether the store answers as kop_store_up (0 until then). */
   watchStore(store: StoreState): void;
+  /** `kop_store_data_lost`: 1 once the store is found to have lost its data (proxy/data-loss-watch.ts). */
+  readonly storeDataLost: Gauge<'store'>;
 }
 
 export function createProxyMetrics(opts: ProxyMetricsOptions = {}): ProxyMetrics {
@@ -84,6 +86,12 @@ export function createProxyMetrics(opts: ProxyMetricsOptions = {}): ProxyMetrics
     watchStore: (s) => {
       store = s;
     },
+    storeDataLost: new Gauge({
+      name: 'kop_store_data_lost',
+      help: 'Whether the offset store lost its data (its marker gone or replaced): 1 until the proxy is restarted.',
+      labelNames: ['store'],
+      registers: [registry],
+    }),
   };
 }
 
