@@ -20,21 +20,21 @@ export const HASHTABLE_FROM_FIELDS = 32;
 export const EXPIRED_REPLY = '{"s":"expired"}';
 
 /**
- * The commit script's first step: its validity. ARGV[4] is the last moment, in Redis's clock (ms
- * since the epoch, from TIME), at which the commit may still apply (redis-store.ts computes it
- * so that it has passed once the proxy's own deadline has). A script that runs later (a resend
+ * A writing script's first step: its validity. ARGV[n] is the last moment, in Redis's clock (ms
+ * since the epoch, from TIME), at which the write may still apply (redis-store.ts computes it so
+ * that it has passed once the proxy's own deadline has). A script that runs later (a resend
  * after a reconnect, bytes a network hop held and delivered late) writes nothing and records
  * nothing. TIME is allowed in scripts since Redis 5 replicates a script's effects, not the script.
  */
-const VALIDITY_PROLOGUE = `
+const validityPrologue = (n: number) => `
 local clock = redis.call('TIME')
-if tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000) > tonumber(ARGV[4]) then
+if tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000) > tonumber(ARGV[${n}]) then
   return '${EXPIRED_REPLY}'
 end
 `;
 
 /**
- * The whole commit: validity (VALIDITY_PROLOGUE), resend check, fence (a transcription of
+ * The whole commit: validity (validityPrologue), resend check, fence (a transcription of
  * commit-guard.ts `checkCommit`; the contract suite runs the same cases against both),
  * compare-and-set of every partition, writes.
  *
@@ -50,7 +50,7 @@ end
  * 2^63-1.
  */
 export const COMMIT_LUA =
-  VALIDITY_PROLOGUE +
+  validityPrologue(4) +
   `
 local prior = redis.call('GET', KEYS[3])
 if prior then return prior end
@@ -319,15 +319,32 @@ return 1
 
 /**
  * OffsetDelete: removes the fields, and the whole hash once only the hash-table marker is left, so
- * a group without offsets leaves no key behind (as before the marker existed).
+ * a group without offsets leaves no key behind (as before the marker existed). With a validity as
+ * a commit's: a delete answered with an error must not remove offsets committed after it.
  *
- * KEYS[1] offsets hash; ARGV the "<topic>:<partition>" fields.
+ * KEYS[1] offsets hash; ARGV[1] valid until (Redis clock, ms); ARGV[2..] the
+ * "<topic>:<partition>" fields. Returns 0, or EXPIRED_REPLY.
  */
-export const DELETE_OFFSETS_LUA = `
-redis.call('HDEL', KEYS[1], unpack(ARGV))
+export const DELETE_OFFSETS_LUA =
+  validityPrologue(1) +
+  `
+redis.call('HDEL', KEYS[1], unpack(ARGV, 2))
 if redis.call('HLEN', KEYS[1]) == 1 and redis.call('HEXISTS', KEYS[1], '${HASHTABLE_MARKER_FIELD}') == 1 then
   redis.call('DEL', KEYS[1])
 end
+return 0
+`;
+
+/**
+ * DeleteGroups (and the admin's group delete): the group's offsets and state, with a validity.
+ *
+ * KEYS[1] offsets hash, KEYS[2] state; ARGV[1] valid until (Redis clock, ms). Returns 0, or
+ * EXPIRED_REPLY.
+ */
+export const DELETE_GROUP_LUA =
+  validityPrologue(1) +
+  `
+redis.call('DEL', KEYS[1], KEYS[2])
 return 0
 `;
 

@@ -20,6 +20,7 @@ import { fieldOf, packCommitWrites } from './redis-pack.js';
 import { localNow, MARGIN_MS, PROBE_EVERY_MS, RedisClock } from './redis-clock.js';
 import {
   COMMIT_LUA,
+  DELETE_GROUP_LUA,
   DELETE_OFFSETS_LUA,
   EXPIRED_REPLY,
   HASHTABLE_MARKER_FIELD,
@@ -43,7 +44,8 @@ import type {
 interface ScriptClient {
   kopCommit(...args: (string | number | Buffer)[]): Promise<string>;
   kopUpdateGroup(key: string, update: string): Promise<number>;
-  kopDeleteOffsets(key: string, ...fields: string[]): Promise<number>;
+  kopDeleteOffsets(key: string, validUntil: number, ...fields: string[]): Promise<number | string>;
+  kopDeleteGroup(offsets: string, state: string, validUntil: number): Promise<number | string>;
   kopLease(key: string, holder: string, ttlMs: number): Promise<number>;
   kopReleaseLease(key: string, holder: string): Promise<number>;
 }
@@ -168,6 +170,7 @@ export class RedisStore implements OffsetStore {
     this.client.defineCommand('kopCommit', { numberOfKeys: 3, lua: COMMIT_LUA });
     this.client.defineCommand('kopUpdateGroup', { numberOfKeys: 1, lua: UPDATE_GROUP_LUA });
     this.client.defineCommand('kopDeleteOffsets', { numberOfKeys: 1, lua: DELETE_OFFSETS_LUA });
+    this.client.defineCommand('kopDeleteGroup', { numberOfKeys: 2, lua: DELETE_GROUP_LUA });
     this.client.defineCommand('kopLease', { numberOfKeys: 1, lua: LEASE_LUA });
     this.client.defineCommand('kopReleaseLease', { numberOfKeys: 1, lua: RELEASE_LEASE_LUA });
     this.readBackMs = Math.min(1000, Math.max(50, Math.floor(this.timeoutMs / 4)));
@@ -208,7 +211,7 @@ export class RedisStore implements OffsetStore {
   }
 
   /**
-   * A commit carries its own validity (redis-scripts.ts VALIDITY_PROLOGUE): the script does
+   * A commit carries its own validity (redis-scripts.ts validityPrologue): the script does
    * nothing once Redis's clock has passed `validUntil`, computed from this process's deadline
    * `validTo` and a lower bound of Redis's clock skew (redis-clock.ts), so that no execution can
    * apply after local time `validTo`. An answer that leaves the outcome unknown (a connection
@@ -242,7 +245,7 @@ export class RedisStore implements OffsetStore {
         this.target.requestTtlMs,
         packCommitWrites(request),
         // Nothing is sent yet: a failure to learn the skew is a plain failure.
-        Math.floor(validTo + (await this.skewBound(group, validTo)) - MARGIN_MS),
+        await this.validUntil(group, validTo),
       ];
       const first =
         this.target.wait > 0
@@ -438,16 +441,55 @@ export class RedisStore implements OffsetStore {
   }
 
   deleteOffsets(group: string, partitions: TopicPartition[]): Promise<void> {
-    return this.run('deleteOffsets', group, async () => {
-      if (partitions.length > 0)
-        await this.scripts.kopDeleteOffsets(this.key(group, 'offsets'), ...partitions.map(fieldOf));
-    });
+    if (partitions.length === 0) return this.run('deleteOffsets', group, async () => undefined);
+    return this.validWrite('deleteOffsets', group, (validUntil) =>
+      this.scripts.kopDeleteOffsets(this.key(group, 'offsets'), validUntil, ...partitions.map(fieldOf)),
+    );
   }
 
   deleteGroup(group: string): Promise<void> {
-    return this.run('deleteGroup', group, async () => {
-      await this.client.del(this.key(group, 'offsets'), this.key(group, 'state'));
+    return this.validWrite('deleteGroup', group, (validUntil) =>
+      this.scripts.kopDeleteGroup(this.key(group, 'offsets'), this.key(group, 'state'), validUntil),
+    );
+  }
+
+  /**
+   * A write without an outcome record (a delete), with a validity as a commit's: `send` passes
+   * `validUntil` to a script that starts with validityPrologue. When the answer leaves the outcome
+   * unknown, the error is reported only after `validTo`, when no copy of the script can apply any
+   * more (it may have applied before; a delete is idempotent, so the caller may repeat it).
+   */
+  private validWrite(
+    what: string,
+    group: string,
+    send: (validUntil: number) => Promise<number | string>,
+  ): Promise<void> {
+    if (this.closed) return Promise.reject(new StoreUnavailableError(`redis store: ${what}: closed`));
+    const validTo = localNow() + this.timeoutMs - this.readBackMs;
+    return this.checked(group, async () => {
+      const validUntil = await this.validUntil(group, validTo);
+      const first = await untilOrUnknown(
+        send(validUntil).then((reply) => (reply === EXPIRED_REPLY ? UNKNOWN : OK_OUTCOME)),
+        validTo,
+      );
+      if (first.outcome !== undefined) return;
+      await sleepUntil(validTo);
+      const why = first.failure instanceof Error ? first.failure.message : 'no answer in time';
+      throw new StoreUnavailableError(
+        `redis store: ${what}: outcome unknown (${why}); it cannot apply any more`,
+        {
+          cause: first.failure,
+          timedOut: !(first.failure instanceof Error),
+        },
+      );
+    })().catch((err: unknown) => {
+      throw asStoreError(`redis store: ${what}`, err);
     });
+  }
+
+  /** `validTo` (local, monotonic) in Redis's clock, less the margin (redis-clock.ts). */
+  private async validUntil(group: string, validTo: number): Promise<number> {
+    return Math.floor(validTo + (await this.skewBound(group, validTo)) - MARGIN_MS);
   }
 
   listGroups(): Promise<string[]> {

@@ -204,6 +204,44 @@ describe('redis store on a real server', () => {
     }
   });
 
+  it('deletes a hop held past their answer and delivered after the next commit remove nothing', async () => {
+    const relay = await FaultRelay.start({ host: server.host, port: server.port });
+    const store = new RedisStore(`redis://${relay.address}`, { operationTimeoutMs: 600 });
+    const raw = new Redis(server.port, server.host);
+    try {
+      await store.commit({ group: 'held-del', writes: [w(0, 1n), w(1, 1n)], requestId: 'hd-1' });
+      relay.hold();
+      const started = performance.now();
+      const answers = await Promise.all([
+        store.deleteOffsets('held-del', [{ topic: 't', partition: 0 }]).catch((e: unknown) => e),
+        store.deleteGroup('held-del').catch((e: unknown) => e),
+      ]);
+      for (const a of answers) expect(a).toBeInstanceOf(StoreUnavailableError);
+      // Not answered before the validity (the last quarter of the deadline is the read-back's).
+      expect(performance.now() - started).toBeGreaterThanOrEqual(450 - 5);
+      relay.refusing = true;
+      relay.cutClients();
+      await new Promise((r) => setTimeout(r, 500));
+      relay.refusing = false;
+      expect(
+        await store.commit({ group: 'held-del', writes: [w(0, 5n), w(1, 5n)], requestId: 'hd-5' }),
+      ).toEqual({ status: 'ok' });
+      expect(await relay.deliverHeld()).toBeGreaterThan(0);
+      expect(await raw.hget('kop:{g:held-del}:offsets', 't:0')).toMatch(/^5\|/);
+      expect(await raw.hget('kop:{g:held-del}:offsets', 't:1')).toMatch(/^5\|/);
+      expect(await raw.exists('kop:{g:held-del}:state')).toBe(1);
+      // In time, both work.
+      await store.deleteOffsets('held-del', [{ topic: 't', partition: 0 }]);
+      expect(await raw.hexists('kop:{g:held-del}:offsets', 't:0')).toBe(0);
+      await store.deleteGroup('held-del');
+      expect(await raw.exists('kop:{g:held-del}:offsets', 'kop:{g:held-del}:state')).toBe(0);
+    } finally {
+      raw.disconnect();
+      await store.close();
+      await relay.close();
+    }
+  });
+
   it('an applied commit whose reply was lost is answered from its record, after its validity', async () => {
     const relay = await FaultRelay.start({ host: server.host, port: server.port });
     const store = new RedisStore(`redis://${relay.address}`, { operationTimeoutMs: 2_000 });
