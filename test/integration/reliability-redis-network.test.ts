@@ -17,6 +17,8 @@ import type { FaultContext } from '../reliability/store-faults.js';
 
 const brokerBootstrap = inject('kafkaBootstrap');
 const STORE_TIMEOUT_MS = 1000;
+/** A scenario takes 20-40 s on an idle machine; allow for a loaded one. */
+const SCENARIO_TIMEOUT_MS = 300_000;
 
 const names = (topic: string, kind: string, n: number) =>
   Array.from({ length: n }, (_, i) => `${topic}-${kind}-${i}`);
@@ -39,23 +41,27 @@ describe('Redis behind a misbehaving network hop', () => {
     errorsExpected: boolean,
     inject: (ctx: FaultContext) => Promise<void>,
   ) =>
-    test(title, async () => {
-      const topic = uniqueName(`redis-${kind}`);
-      const r = await runStoreFault({
-        name: `Redis, ${title}`,
-        brokerBootstrap,
-        store: `redis://${relay.address}`,
-        open: () => openStore(redis.url),
-        storeTimeoutMs: STORE_TIMEOUT_MS,
-        acks: 80,
-        topic,
-        groups: names(topic, 'main', 4),
-        witnesses: names(topic, 'witness', 4),
-        canaries: names(topic, 'canary', 24),
-        inject,
-      });
-      expectSurvived(r, { errorsExpected });
-    });
+    test(
+      title,
+      async () => {
+        const topic = uniqueName(`redis-${kind}`);
+        const r = await runStoreFault({
+          name: `Redis, ${title}`,
+          brokerBootstrap,
+          store: `redis://${relay.address}`,
+          open: () => openStore(redis.url),
+          storeTimeoutMs: STORE_TIMEOUT_MS,
+          acks: 80,
+          topic,
+          groups: names(topic, 'main', 4),
+          witnesses: names(topic, 'witness', 4),
+          canaries: names(topic, 'canary', 24),
+          inject,
+        });
+        expectSurvived(r, { errorsExpected });
+      },
+      SCENARIO_TIMEOUT_MS,
+    );
 
   scenario(
     'bytes held during a partition and delivered after the proxy reconnected: nothing applies late',
@@ -86,12 +92,13 @@ describe('Redis behind a misbehaving network hop', () => {
     relay.freeze();
     ctx.mark('frozen');
     await sleep(2.5 * STORE_TIMEOUT_MS);
+    ctx.mark(`thawing ${relay.pendingBytes()} bytes`);
     relay.thaw();
-    ctx.mark('thawed');
     await ctx.canariesSettled();
   });
 
-  // ioredis reconnects and resends within the deadline: clients see no error at all.
+  // ioredis reconnects and resends within the deadline: most commits see no error (a reset that
+  // hits a commit whose validity then runs out is answered with one; which ones is chance).
   scenario('connections reset again and again', 'dropped', false, async (ctx) => {
     await ctx.stopWitnesses();
     for (let i = 0; i < 8; i++) {

@@ -1,6 +1,7 @@
 // A TCP relay between the proxy and its store that can misbehave the way networks do:
 // - freeze(): stop forwarding in both directions, connections kept open (a partition or a
-//   stalled hop), until thaw() forwards what was held;
+//   stalled hop), until thaw() forwards what was held (also what the proxy sent on a connection
+//   it closed meanwhile, as TCP would);
 // - drop(): reset every connection;
 // - hold() + cutClients() + deliverHeld(): buffer what the proxy sends on its current
 //   connections, reset the proxy's side so it reconnects through a fresh connection (which is
@@ -73,10 +74,15 @@ export class FaultRelay {
       else client.write(chunk);
     });
     client.on('close', () => {
-      if (!pair.orphan) {
-        upstream.destroy();
-        this.pairs.delete(pair);
+      if (pair.orphan) return;
+      // What the proxy sent before it closed still reaches the server, as over TCP (the FIN comes
+      // after the data): bytes held or frozen wait for deliverHeld() or thaw().
+      if (pair.up.length > 0) {
+        pair.orphan = true;
+        return;
       }
+      upstream.destroy();
+      this.pairs.delete(pair);
     });
     upstream.on('close', () => {
       client.destroy();
@@ -92,10 +98,23 @@ export class FaultRelay {
   /** Forwards what was held while frozen, and everything after it. */
   thaw(): void {
     this.frozen = false;
-    for (const p of this.pairs) {
-      if (!p.holding) for (const b of p.up.splice(0)) p.upstream.write(b);
+    for (const p of [...this.pairs]) {
+      if (p.holding) continue;
+      for (const b of p.up.splice(0)) p.upstream.write(b);
       if (!p.orphan) for (const b of p.down.splice(0)) p.client.write(b);
+      else {
+        // The proxy closed this one while frozen: its last bytes are delivered, then the FIN.
+        p.upstream.end();
+        this.pairs.delete(p);
+      }
     }
+  }
+
+  /** Connections the proxy has open through the relay now. */
+  get open(): number {
+    let n = 0;
+    for (const p of this.pairs) if (!p.orphan) n++;
+    return n;
   }
 
   /** Resets every connection (both sides). */
@@ -133,6 +152,13 @@ export class FaultRelay {
       p.orphan = true;
       p.client.resetAndDestroy();
     }
+  }
+
+  /** Client → server bytes not forwarded yet, held or frozen. */
+  pendingBytes(): number {
+    let n = 0;
+    for (const p of this.pairs) for (const b of p.up) n += b.length;
+    return n;
   }
 
   /** Bytes held for late delivery. */
