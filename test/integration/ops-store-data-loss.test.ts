@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { createClient } from 'node-zookeeper-client';
 import type { Client } from 'node-zookeeper-client';
 import { afterAll, beforeAll, describe, expect, inject, test } from 'vitest';
+import { createTopics } from '../bed/clients/kafkajs.js';
 import { uniqueName } from '../bed/clients/scenarios.js';
 import { startRedis } from '../bed/redis.js';
 import type { RedisServer } from '../bed/redis.js';
@@ -20,6 +21,9 @@ import { commitOnce, sleep } from '../reliability/commit-checker.js';
 import { scrape } from '../reliability/limits-helpers.js';
 
 const brokerBootstrap = inject('kafkaBootstrap');
+/** Commits to a topic the cluster lacks are refused, as a broker refuses them: created once. */
+const TOPIC = uniqueName('data-loss-topic');
+let topicCreated: Promise<void> | undefined;
 
 async function startCli(store: string[]): Promise<{ proxy: ProxyProcess; http: string }> {
   await ensureBuilt();
@@ -49,7 +53,7 @@ async function readiness(http: string): Promise<Readiness> {
 async function commit(proxy: ProxyProcess, group: string, offset: bigint): Promise<number[]> {
   const client = await RawClient.connect(proxy.bootstrap);
   try {
-    return await commitOnce(client, group, 'data-loss-topic', 1, offset);
+    return await commitOnce(client, group, TOPIC, 1, offset);
   } finally {
     client.close();
   }
@@ -57,6 +61,7 @@ async function commit(proxy: ProxyProcess, group: string, offset: bigint): Promi
 
 /** Runs the scenario on one store kind: `wipe` takes its data away under the running proxy. */
 async function lossIsNoticed(kind: string, store: string[], wipe: () => Promise<void>): Promise<void> {
+  await (topicCreated ??= createTopics({ bootstrap: brokerBootstrap }, [{ topic: TOPIC, partitions: 1 }]));
   const { proxy, http } = await startCli(store);
   try {
     const group = uniqueName(`loss-${kind}`);
