@@ -15,7 +15,12 @@ if (process.env.npm_lifecycle_event !== undefined && process.ppid > 1) {
   watch.unref();
 }
 
-import('../dist/proxy/cli.js')
+// The specifier is a variable so the type check takes the CLI's type from its source (the compiled
+// dist/ has no declarations) while the launcher runs the compiled file.
+const compiledCli = '../dist/proxy/cli.js';
+/** @type {Promise<typeof import('../proxy/cli.js')>} */
+const cli = import(compiledCli);
+cli
   .then((m) => m.main(process.argv.slice(2)))
   .catch((err) => {
     console.error(`kafka-offset-proxy: ${err instanceof Error ? err.message : err}`);
