@@ -47,6 +47,8 @@ export function describeConnectionError(err: unknown, where: string): string {
     case 'ECONNRESET':
     case 'EPIPE':
       return `connection to ${server} was reset`;
+    default:
+      break; // any other code, or none: told by the message checks below
   }
   if (/WRONGPASS|NOAUTH|invalid password|AUTH failed/i.test(message))
     return `authentication refused by ${where}`;

@@ -131,7 +131,8 @@ kafka-offset-proxy demo is running
 Ctrl-C stops everything.
 `);
 
-  const status = setInterval(async () => {
+  // Never rejects (its errors are printed), so the interval may drop its promise.
+  const printStatus = async (): Promise<void> => {
     try {
       const text = await (
         await fetch(`${httpUrl}/metrics`, { headers: { Authorization: `Bearer ${TOKEN}` } })
@@ -145,7 +146,8 @@ Ctrl-C stops everything.
     } catch (err) {
       console.log(`metrics unavailable: ${(err as Error).message}`);
     }
-  }, 5_000);
+  };
+  const status = setInterval(() => void printStatus(), 5_000);
 
   let stopping = false;
   const stop = async (): Promise<void> => {
