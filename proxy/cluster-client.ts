@@ -26,6 +26,7 @@ import { silentLogger } from './logger.js';
 import { authenticate } from './sasl-client.js';
 import type { SaslCredentials } from './sasl-client.js';
 import { connectUpstream } from './upstream-request.js';
+import { PROXY_CLIENT_ID, RELAY_DEFAULTS } from './defaults.js';
 import type { UpstreamTls } from './upstream-request.js';
 
 export class ClusterRequestError extends Error {
@@ -42,8 +43,6 @@ interface InFlight {
   reject(err: Error): void;
   timer: NodeJS.Timeout;
 }
-
-const CLIENT_ID = 'kafka-offset-proxy';
 
 /** A request body, or a function building it for the negotiated version (fields differ by version). */
 export type BodyFor = unknown | ((version: number) => unknown);
@@ -155,7 +154,9 @@ class BrokerChannel {
       }, waitMs);
       this.inFlight.set(correlationId, { apiKey, apiVersion, resolve, reject, timer });
       try {
-        socket.write(encodeRequestFrame({ apiKey, apiVersion, correlationId, clientId: CLIENT_ID }, body));
+        socket.write(
+          encodeRequestFrame({ apiKey, apiVersion, correlationId, clientId: PROXY_CLIENT_ID }, body),
+        );
       } catch (err) {
         clearTimeout(timer);
         this.inFlight.delete(correlationId);
@@ -236,7 +237,7 @@ export class ClusterClient {
 
   /** The deadline of every request, connect and `within` (--request-timeout-ms). */
   get timeoutMs(): number {
-    return this.opts.timeoutMs ?? 10_000;
+    return this.opts.timeoutMs ?? RELAY_DEFAULTS.requestTimeoutMs;
   }
 
   /**

@@ -14,6 +14,7 @@ import { parseStoreUrl, STORE_URL_FORMS } from '../backends/open-store.js';
 import type { StoreTarget } from '../backends/open-store.js';
 import { redactUrl } from '../backends/redact-url.js';
 import type { HostPort } from './broker-map.js';
+import { RELAY_DEFAULTS } from './defaults.js';
 import type { LogFormat, LogLevel } from './logger.js';
 import { SASL_MECHANISMS } from './sasl-client.js';
 import type { SaslCredentials, SaslMechanism } from './sasl-client.js';
@@ -96,7 +97,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     name: 'bind-failure',
     kind: 'enum',
     values: ['exit', 'unready'],
-    default: 'exit',
+    default: RELAY_DEFAULTS.bindFailure,
     help: 'A broker port that cannot be bound at start (in use, not permitted): exit (stop with exit code 2 naming the port) or unready (start anyway; /readyz answers 503 naming the port, and binding is retried every 5 s). A broker port that cannot be bound later always turns /readyz 503 and is retried. The bootstrap (--listen) and --http ports always exit.',
   },
   {
@@ -160,7 +161,7 @@ export const OPTIONS: readonly OptionSpec[] = [
   {
     name: 'max-frame-size',
     kind: 'int',
-    default: String(100 * 1024 * 1024),
+    default: String(RELAY_DEFAULTS.maxFrameSize),
     min: 1024,
     max: MAX_INT32,
     unit: 'bytes',
@@ -169,7 +170,7 @@ export const OPTIONS: readonly OptionSpec[] = [
   {
     name: 'max-in-flight',
     kind: 'int',
-    default: '1000',
+    default: String(RELAY_DEFAULTS.maxInFlight),
     min: 1,
     max: MAX_INT32,
     help: 'Requests in flight per client connection before the proxy stops reading it.',
@@ -177,7 +178,7 @@ export const OPTIONS: readonly OptionSpec[] = [
   {
     name: 'max-connections',
     kind: 'int',
-    default: '10000',
+    default: String(RELAY_DEFAULTS.maxConnections),
     min: 1,
     max: MAX_INT32,
     help: 'Client connections at once, all listeners together; more are closed when accepted (connection storms).',
@@ -185,7 +186,7 @@ export const OPTIONS: readonly OptionSpec[] = [
   {
     name: 'max-buffered-request-bytes',
     kind: 'int',
-    default: String(256 * 1024 * 1024),
+    default: String(RELAY_DEFAULTS.maxBufferedRequestBytes),
     min: 1,
     max: Number.MAX_SAFE_INTEGER,
     unit: 'bytes',
@@ -194,7 +195,7 @@ export const OPTIONS: readonly OptionSpec[] = [
   {
     name: 'max-buffered-response-bytes',
     kind: 'int',
-    default: String(256 * 1024 * 1024),
+    default: String(RELAY_DEFAULTS.maxBufferedResponseBytes),
     min: 1,
     max: Number.MAX_SAFE_INTEGER,
     unit: 'bytes',
@@ -203,7 +204,7 @@ export const OPTIONS: readonly OptionSpec[] = [
   {
     name: 'idle-timeout-ms',
     kind: 'int',
-    default: '600000',
+    default: String(RELAY_DEFAULTS.idleTimeoutMs),
     min: 1,
     max: MAX_TIMER_MS,
     zero: 'never',
@@ -213,7 +214,7 @@ export const OPTIONS: readonly OptionSpec[] = [
   {
     name: 'request-timeout-ms',
     kind: 'int',
-    default: '10000',
+    default: String(RELAY_DEFAULTS.requestTimeoutMs),
     min: 1,
     max: MAX_TIMER_MS,
     unit: 'ms',
@@ -222,7 +223,7 @@ export const OPTIONS: readonly OptionSpec[] = [
   {
     name: 'shutdown-timeout-ms',
     kind: 'int',
-    default: '10000',
+    default: String(RELAY_DEFAULTS.shutdownTimeoutMs),
     min: 1,
     max: MAX_TIMER_MS,
     unit: 'ms',

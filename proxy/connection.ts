@@ -34,6 +34,7 @@ import { BrokerLink } from './broker-link.js';
 import { ResponseBacklog } from './response-backlog.js';
 import type { ResponseBufferPool } from './response-backlog.js';
 import { legacySaslRoundTrips } from './sasl-legacy.js';
+import { PROXY_CLIENT_ID, RELAY_DEFAULTS } from './defaults.js';
 
 export interface ConnectionPolicy {
   log: Logger;
@@ -789,7 +790,7 @@ export class ProxyConnection {
     if (this.closed) return Promise.reject(new Error('connection closed'));
     const correlationId = this.nextInternalId;
     this.nextInternalId = this.nextInternalId <= -0x7ffffff0 ? -1 : this.nextInternalId - 1;
-    const timeoutMs = this.policy.requestTimeoutMs ?? 10_000;
+    const timeoutMs = this.policy.requestTimeoutMs ?? RELAY_DEFAULTS.requestTimeoutMs;
     return new Promise((resolve, reject) => {
       let settled = false;
       const settle = (): boolean => {
@@ -828,7 +829,7 @@ export class ProxyConnection {
       this.ownInFlight++;
       this.forwarded.push(p);
       const frame = encodeRequestFrame(
-        { apiKey, apiVersion, correlationId, clientId: 'kafka-offset-proxy' },
+        { apiKey, apiVersion, correlationId, clientId: PROXY_CLIENT_ID },
         body,
       );
       this.policy.observer.bytes('broker_out', frame.length);

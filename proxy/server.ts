@@ -16,6 +16,7 @@ import type { HostPort } from './broker-map.js';
 import { ProxyConnection, RequestBufferPool } from './connection.js';
 import type { ConnectionPolicy } from './connection.js';
 import { ResponseBufferPool } from './response-backlog.js';
+import { RELAY_DEFAULTS } from './defaults.js';
 import type { ProxyExtension } from './extension.js';
 import type { ExposedBroker } from './fetch-stream.js';
 import type { Logger } from './logger.js';
@@ -152,13 +153,17 @@ export class KafkaProxy {
     this.advertisedHost = opts.advertisedHost ?? defaultAdvertisedHost(opts.listen.host);
     this.brokers = new BrokerMap(opts.listen.port, opts.brokerPorts);
     this.versions = new ApiVersionsPolicy(opts.extension ?? null);
-    this.requestBuffers = new RequestBufferPool(opts.maxBufferedRequestBytes ?? 256 * 1024 * 1024);
-    this.responseBuffers = new ResponseBufferPool(opts.maxBufferedResponseBytes ?? 256 * 1024 * 1024);
+    this.requestBuffers = new RequestBufferPool(
+      opts.maxBufferedRequestBytes ?? RELAY_DEFAULTS.maxBufferedRequestBytes,
+    );
+    this.responseBuffers = new ResponseBufferPool(
+      opts.maxBufferedResponseBytes ?? RELAY_DEFAULTS.maxBufferedResponseBytes,
+    );
     this.policy = {
       log: this.log,
-      maxFrameSize: opts.maxFrameSize ?? 100 * 1024 * 1024,
-      maxInFlight: opts.maxInFlight ?? 1000,
-      idleTimeoutMs: opts.idleTimeoutMs ?? 600_000,
+      maxFrameSize: opts.maxFrameSize ?? RELAY_DEFAULTS.maxFrameSize,
+      maxInFlight: opts.maxInFlight ?? RELAY_DEFAULTS.maxInFlight,
+      idleTimeoutMs: opts.idleTimeoutMs ?? RELAY_DEFAULTS.idleTimeoutMs,
       extension: opts.extension ?? null,
       maxApiVersionsVersion: this.versions.decodableMax(ApiKey.ApiVersions) ?? 0,
       decodableMax: (apiKey) => this.versions.decodableMax(apiKey),
@@ -174,7 +179,7 @@ export class KafkaProxy {
       observer: this.observer,
       requestBuffers: this.requestBuffers,
       responseBuffers: this.responseBuffers,
-      requestTimeoutMs: opts.requestTimeoutMs ?? 10_000,
+      requestTimeoutMs: opts.requestTimeoutMs ?? RELAY_DEFAULTS.requestTimeoutMs,
     };
   }
 
@@ -229,7 +234,7 @@ export class KafkaProxy {
     }
     const bound = await Promise.allSettled(found.map(({ nodeId }) => this.ensureListener(nodeId)));
     const failed = bound.find((r): r is PromiseRejectedResult => r.status === 'rejected');
-    if (failed !== undefined && (this.opts.bindFailure ?? 'exit') === 'exit') {
+    if (failed !== undefined && (this.opts.bindFailure ?? RELAY_DEFAULTS.bindFailure) === 'exit') {
       await this.stop();
       throw failed.reason;
     }
@@ -259,7 +264,7 @@ export class KafkaProxy {
           ApiKey.Metadata,
           1,
           { ...defaultMetadataRequest(), topics: [] },
-          this.opts.requestTimeoutMs ?? 10_000,
+          this.opts.requestTimeoutMs ?? RELAY_DEFAULTS.requestTimeoutMs,
         )) as MetadataResponse;
         const found = brokersIn(ApiKey.Metadata, body);
         for (const { nodeId, address } of found) this.brokers.learn(nodeId, address);
@@ -285,7 +290,7 @@ export class KafkaProxy {
     const closing = [...this.servers.values()].map(
       (s) => new Promise<void>((resolve) => s.close(() => resolve())),
     );
-    const timeout = this.opts.shutdownTimeoutMs ?? 10_000;
+    const timeout = this.opts.shutdownTimeoutMs ?? RELAY_DEFAULTS.shutdownTimeoutMs;
     await Promise.all([...this.connections].map((c) => c.drain(timeout)));
     await Promise.all(closing);
     this.log.info('stopped');
@@ -408,11 +413,11 @@ export class KafkaProxy {
     }
     // A connection storm must not exhaust memory or file descriptors: refuse beyond the limit
     // (clients retry with backoff, as against a broker).
-    if (this.connections.size >= (this.opts.maxConnections ?? 10_000)) {
+    if (this.connections.size >= (this.opts.maxConnections ?? RELAY_DEFAULTS.maxConnections)) {
       this.refused++;
       if (this.refused === 1 || this.refused % 1000 === 0) {
         this.log.warn('connection limit reached: refusing', {
-          limit: this.opts.maxConnections ?? 10_000,
+          limit: this.opts.maxConnections ?? RELAY_DEFAULTS.maxConnections,
           refused: this.refused,
         });
       }
@@ -456,7 +461,7 @@ export class KafkaProxy {
       const timer = setTimeout(() => {
         socket.destroy();
         reject(new Error(`connect to ${target.host}:${target.port} timed out`));
-      }, this.opts.requestTimeoutMs ?? 10_000);
+      }, this.opts.requestTimeoutMs ?? RELAY_DEFAULTS.requestTimeoutMs);
       socket.once(event, () => {
         clearTimeout(timer);
         socket.removeAllListeners('error');

@@ -7,6 +7,7 @@ import tls from 'node:tls';
 import { FrameSplitter } from '../protocol/frame-splitter.js';
 import { decodeResponseFrame, encodeRequestFrame } from '../protocol/frames.js';
 import type { HostPort } from './broker-map.js';
+import { PROXY_CLIENT_ID } from './defaults.js';
 
 export interface UpstreamTls {
   ca?: Buffer;
@@ -30,8 +31,6 @@ export function connectUpstream(target: HostPort, tlsOptions: UpstreamTls | null
   }
   return net.connect({ host: target.host, port: target.port });
 }
-
-const CLIENT_ID = 'kafka-offset-proxy';
 
 /** Sends one request and resolves with the decoded response body. */
 export function requestOnce(
@@ -69,6 +68,8 @@ export function requestOnce(
         fail(err as Error);
       }
     });
-    socket.write(encodeRequestFrame({ apiKey, apiVersion, correlationId: 1, clientId: CLIENT_ID }, body));
+    socket.write(
+      encodeRequestFrame({ apiKey, apiVersion, correlationId: 1, clientId: PROXY_CLIENT_ID }, body),
+    );
   });
 }
