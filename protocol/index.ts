@@ -12,6 +12,7 @@ export {
   sizeOfVarlong,
 } from './writer.js';
 export { FrameTooLargeError, ProtocolError, annotateProtocolError } from './errors.js';
+export type { ProtocolErrorCode } from './errors.js';
 export { ErrorCode, errorInfo } from './error-codes.js';
 export type { ErrorCodeName, ErrorInfo } from './error-codes.js';
 export {

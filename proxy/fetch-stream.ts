@@ -21,6 +21,7 @@
  * the generated FetchResponse decoder accepts.
  */
 import { ProtocolError } from '../protocol/errors.js';
+import type { ProtocolErrorCode } from '../protocol/errors.js';
 import { Reader } from '../protocol/reader.js';
 import type { TaggedField } from '../protocol/reader.js';
 import { Writer, sizeOfUvarint } from '../protocol/writer.js';
@@ -53,7 +54,7 @@ type Op = number;
 
 const FETCH = 1;
 
-function fail(code: string, message: string, offset: number, apiVersion: number): ProtocolError {
+function fail(code: ProtocolErrorCode, message: string, offset: number, apiVersion: number): ProtocolError {
   return new ProtocolError(code, `[api ${FETCH} v${apiVersion}] ${message}`, offset, FETCH, apiVersion);
 }
 
@@ -126,7 +127,7 @@ export class FetchResponseStream {
       if (this.pos < 4) return chunk;
       if (this.size > 0x7fffffff) {
         throw fail(
-          'BAD_LENGTH',
+          'NEGATIVE_FRAME_SIZE',
           `negative response frame size ${this.size - 0x100000000}`,
           0,
           this.apiVersion,

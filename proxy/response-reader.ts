@@ -114,7 +114,7 @@ export class ResponseReader {
   }
 
   private checkSize(size: number): number {
-    if (size < 0) throw new ProtocolError('BAD_LENGTH', `negative response frame size ${size}`, 0);
+    if (size < 0) throw new ProtocolError('NEGATIVE_FRAME_SIZE', `negative response frame size ${size}`, 0);
     if (size > this.maxFrameSize) {
       throw new FrameTooLargeError(size, this.maxFrameSize);
     }
