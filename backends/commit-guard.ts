@@ -3,7 +3,7 @@
  * stores call them inside their atomic step; the Redis store runs Lua transcriptions of both
  * (redis-scripts.ts), and the shared contract suite keeps them equivalent: change both together.
  *
- * The order of checks follows the broker's group coordinator (docs offset-semantics.md).
+ * The order of checks follows the broker's group coordinator (docs/errors.md, OffsetCommit).
  */
 import type {
   ClassicGroupState,

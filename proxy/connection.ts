@@ -380,9 +380,7 @@ export class ProxyConnection {
       apiKey: h.apiKey,
       apiVersion: h.apiVersion,
       correlationId: h.correlationId,
-      clientId: decoded?.header.clientId ?? null,
       nodeId: this.nodeId,
-      principal: null,
       askBroker: (apiKey, apiVersion, body) => this.askBroker(apiKey, apiVersion, body),
     };
     if (h.apiKey === ApiKey.SaslHandshake && h.apiVersion === 0 && decoded) {

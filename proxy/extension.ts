@@ -14,11 +14,8 @@ export interface RequestInfo {
   apiKey: number;
   apiVersion: number;
   correlationId: number;
-  clientId: string | null;
   /** The broker this connection is pinned to, or null on the bootstrap listener. */
   nodeId: number | null;
-  /** SASL principal the client authenticated as at the broker ("User:name"), when known. */
-  principal: string | null;
   /**
    * Sends a request of the proxy's own to the broker on this client's connection, so the broker
    * answers it as it would answer the client (same principal, same ACLs). Resolves with the

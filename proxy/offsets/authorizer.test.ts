@@ -11,9 +11,7 @@ function allowingBroker(onProbe: () => void): RequestInfo {
     apiKey: 8,
     apiVersion: 8,
     correlationId: 1,
-    clientId: null,
     nodeId: null,
-    principal: null,
     askBroker: async (_apiKey, _version, body) => {
       onProbe();
       return {

@@ -1,6 +1,6 @@
 /**
  * OffsetCommit answered from the store, in the broker's order of checks
- * (../shared/docs/offset-semantics.md): unknown topics (when rejected), nothing left, then the
+ * (docs/errors.md, OffsetCommit): unknown topics (when rejected), nothing left, then the
  * group guard, metadata size per partition, and the store write. OffsetCommit has no top-level
  * error field in any version: a group-level error is copied onto every partition.
  */

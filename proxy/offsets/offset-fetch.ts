@@ -63,20 +63,6 @@ function queriesOf(req: OffsetFetchRequest, version: number): GroupQuery[] {
   return [{ groupId: req.groupId, memberId: null, memberEpoch: -1, topics: req.topics }];
 }
 
-/** True when every group of the request commits transactionally, so the broker must answer it whole. */
-export async function allTransactional(
-  req: OffsetFetchRequest,
-  version: number,
-  store: OffsetStore,
-): Promise<boolean> {
-  const queries = queriesOf(req, version);
-  for (const q of queries) {
-    const state = await store.getGroup(q.groupId).catch(() => null);
-    if (!state?.transactional) return false;
-  }
-  return queries.length > 0;
-}
-
 export async function handleOffsetFetch(
   req: OffsetFetchRequest,
   version: number,
