@@ -7,9 +7,9 @@
  *
  * Per relayed response the core calls bytes() three or four times and responded() once.
  */
-import { createProxyMetrics } from '../proxy/metrics/proxy-metrics.js';
-import { noopObserver } from '../proxy/observer.js';
-import type { ProxyObserver } from '../proxy/observer.js';
+import { createProxyMetrics } from '../proxy/ops/metrics/proxy-metrics.js';
+import { noopObserver } from '../proxy/core/observer.js';
+import type { ProxyObserver } from '../proxy/core/observer.js';
 
 const frames = Number(process.argv[2] ?? 2_000_000);
 const apis: [number, number][] = [

@@ -5,28 +5,28 @@ import { hostname } from 'node:os';
 import { describeStoreTarget } from '../backends/open-store.js';
 import { redactUrl } from '../backends/redact-url.js';
 import type { OffsetStore } from '../backends/store.js';
-import type { HostPort } from './broker-map.js';
+import type { HostPort } from './core/broker-map.js';
 import { ConfigError, describeOption, envName, loadConfig, OPTIONS, shownValue, usage } from './config.js';
 import { DataLossWatch } from './data-loss-watch.js';
 import type { ProxyConfig } from './config.js';
-import { registerOffsetsAdminRoutes } from './admin/http-routes.js';
-import { OpsHttpServer } from './http/http-server.js';
-import { registerOpsRoutes } from './http/ops-routes.js';
-import { LagCollector } from './lag/lag-collector.js';
+import { registerOffsetsAdminRoutes } from './ops/admin/http-routes.js';
+import { OpsHttpServer } from './ops/http/http-server.js';
+import { registerOpsRoutes } from './ops/http/ops-routes.js';
+import { LagCollector } from './ops/lag/lag-collector.js';
 import { createLogger, defaultLogFormat } from './logger.js';
-import { createProxyMetrics } from './metrics/proxy-metrics.js';
+import { createProxyMetrics } from './ops/metrics/proxy-metrics.js';
 import { RefusalLog } from './offsets/refusal-log.js';
 import { createOffsetService, openOffsetStore, storeEndpoints } from './offsets/setup.js';
 import { StoreHealth } from './offsets/store-health.js';
-import { bindProblem, KafkaProxy, ListenError } from './server.js';
+import { bindProblem, KafkaProxy, ListenError } from './core/server.js';
 import { checkStartup } from './startup-checks.js';
 import type { StartupNotes } from './startup-checks.js';
 import { productVersion } from './version.js';
-import type { ProxyOptions } from './server.js';
+import type { ProxyOptions } from './core/server.js';
 
 export async function main(argv: string[]): Promise<void> {
   if (argv[0] === 'offsets') {
-    const { offsetsMain } = await import('./admin/offsets-cli.js');
+    const { offsetsMain } = await import('./offsets-cli.js');
     process.exitCode = await offsetsMain(argv.slice(1));
     return;
   }

@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { ErrorCode } from '../../protocol/error-codes.js';
 import type { OffsetCommitRequest } from '../../protocol/messages/offset-commit-request.js';
-import type { RequestInfo } from '../extension.js';
+import type { RequestInfo } from '../core/extension.js';
 import { BrokerAuthorizer } from './authorizer.js';
 
 /** A broker that allows everything: the probe's partition does not exist, never an ACL error. */

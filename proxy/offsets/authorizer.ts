@@ -19,7 +19,7 @@ import { defaultOffsetDeleteRequest } from '../../protocol/messages/offset-delet
 import type { OffsetDeleteResponse } from '../../protocol/messages/offset-delete-response.js';
 import { defaultOffsetFetchRequest } from '../../protocol/messages/offset-fetch-request.js';
 import type { OffsetFetchResponse } from '../../protocol/messages/offset-fetch-response.js';
-import type { RequestInfo } from '../extension.js';
+import type { RequestInfo } from '../core/extension.js';
 
 export type Operation = 'read' | 'describe' | 'delete';
 

@@ -16,8 +16,8 @@ import { defaultConsumerGroupDescribeRequest } from '../../protocol/messages/con
 import type { ConsumerGroupDescribeResponse } from '../../protocol/messages/consumer-group-describe-response.js';
 import { defaultHeartbeatRequest } from '../../protocol/messages/heartbeat-request.js';
 import type { HeartbeatResponse } from '../../protocol/messages/heartbeat-response.js';
-import { ClusterRequestError } from '../cluster-client.js';
-import type { ClusterClient } from '../cluster-client.js';
+import { ClusterRequestError } from '../client/cluster-client.js';
+import type { ClusterClient } from '../client/cluster-client.js';
 import type { FetchedGroup } from './offset-fetch.js';
 
 const RETRY_COORDINATOR = new Set<number>([

@@ -26,7 +26,7 @@ import { defaultDescribeGroupsRequest } from '../../protocol/messages/describe-g
 import type { DescribeGroupsResponse } from '../../protocol/messages/describe-groups-response.js';
 import type { ListGroupsRequest } from '../../protocol/messages/list-groups-request.js';
 import type { ListedGroup, ListGroupsResponse } from '../../protocol/messages/list-groups-response.js';
-import type { RequestInfo } from '../extension.js';
+import type { RequestInfo } from '../core/extension.js';
 import type { Logger } from '../logger.js';
 import type { StoreGroup, StoreGroupIndex } from './store-groups.js';
 

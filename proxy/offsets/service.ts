@@ -16,7 +16,7 @@ import type { OffsetCommitRequest } from '../../protocol/messages/offset-commit-
 import type { OffsetCommitResponse } from '../../protocol/messages/offset-commit-response.js';
 import type { OffsetDeleteRequest } from '../../protocol/messages/offset-delete-request.js';
 import type { OffsetFetchRequest } from '../../protocol/messages/offset-fetch-request.js';
-import type { ProxyExtension, RequestDecision, RequestInfo, VersionRange } from '../extension.js';
+import type { ProxyExtension, RequestDecision, RequestInfo, VersionRange } from '../core/extension.js';
 import type { Logger } from '../logger.js';
 import type { BrokerAuthorizer } from './authorizer.js';
 import type { BrokerLookups } from './broker-lookups.js';

@@ -1,11 +1,11 @@
 /** Builds the offset service from the configuration: the store, the cluster client, the guards. */
 import type { StoreTarget } from '../../backends/open-store.js';
 import type { OffsetStore } from '../../backends/store.js';
-import { BrokerMap } from '../broker-map.js';
-import { ClusterClient } from '../cluster-client.js';
+import { BrokerMap } from '../core/broker-map.js';
+import { ClusterClient } from '../client/cluster-client.js';
 import type { ProxyConfig } from '../config.js';
 import type { Logger } from '../logger.js';
-import type { UpstreamTls } from '../upstream-request.js';
+import type { UpstreamTls } from '../client/upstream-request.js';
 import { BrokerAuthorizer } from './authorizer.js';
 import { BrokerLookups } from './broker-lookups.js';
 import { StoreGroupIndex } from './store-groups.js';

@@ -4,10 +4,10 @@
 import net from 'node:net';
 import { FrameSplitter } from '../../protocol/frame-splitter.js';
 import { peekRequestHeader } from '../../protocol/frames.js';
-import { ProxyConnection } from '../../proxy/connection.js';
-import type { ConnectionPolicy } from '../../proxy/connection.js';
+import { ProxyConnection } from '../../proxy/core/connection.js';
+import type { ConnectionPolicy } from '../../proxy/core/connection.js';
 import { silentLogger } from '../../proxy/logger.js';
-import { noopObserver } from '../../proxy/observer.js';
+import { noopObserver } from '../../proxy/core/observer.js';
 
 export interface ConnectionBed {
   /** The client side of the proxy; `received` grows as bytes arrive. */

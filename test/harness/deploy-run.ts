@@ -4,7 +4,7 @@
 // shifted by one offset so it lands on free ports (the difference is reported, so tests compare the
 // ports the proxy announces with the ones the Service or firewall plan expects).
 import path from 'node:path';
-import { parseHostPort } from '../../proxy/broker-map.js';
+import { parseHostPort } from '../../proxy/core/broker-map.js';
 import { freePort } from '../bed/ports.js';
 import { makeRunDir, spawnManaged, tailFile, waitUntil } from '../bed/process.js';
 import type { ExitStatus, ManagedProcess } from '../bed/process.js';

@@ -7,7 +7,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseAllDocuments, parse as parseYaml } from 'yaml';
-import { BrokerMap } from '../../proxy/broker-map.js';
+import { BrokerMap } from '../../proxy/core/broker-map.js';
 import { envName, loadConfig, OPTIONS } from '../../proxy/config.js';
 import type { ProxyConfig } from '../../proxy/config.js';
 import { bedCacheDir } from '../bed/kafka.js';
@@ -326,7 +326,7 @@ export function proxyConfig(args: string[], env: Record<string, string>): ProxyC
   return loadConfig(args, env);
 }
 
-/** The port the proxy serves broker `nodeId` on, by the proxy's own rule (proxy/broker-map.ts). */
+/** The port the proxy serves broker `nodeId` on, by the proxy's own rule (proxy/core/broker-map.ts). */
 export function brokerPort(config: ProxyConfig, nodeId: number): number {
   return new BrokerMap(config.listen.port, config.brokerPorts).localPort(nodeId);
 }

@@ -1,5 +1,5 @@
 // Starts the proxy with the offset service on a given store, in-process, for integration tests.
-import { parseHostPortList } from '../../proxy/broker-map.js';
+import { parseHostPortList } from '../../proxy/core/broker-map.js';
 import type { ProxyConfig } from '../../proxy/config.js';
 import { loadConfig } from '../../proxy/config.js';
 import { createLogger, silentLogger } from '../../proxy/logger.js';

@@ -7,11 +7,11 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { parseHostPortList } from '../../proxy/broker-map.js';
-import type { ProxyExtension } from '../../proxy/extension.js';
+import { parseHostPortList } from '../../proxy/core/broker-map.js';
+import type { ProxyExtension } from '../../proxy/core/extension.js';
 import { createLogger } from '../../proxy/logger.js';
-import { KafkaProxy } from '../../proxy/server.js';
-import type { ProxyOptions } from '../../proxy/server.js';
+import { KafkaProxy } from '../../proxy/core/server.js';
+import type { ProxyOptions } from '../../proxy/core/server.js';
 
 const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 

@@ -17,11 +17,11 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { beforeAll, describe, expect, test } from 'vitest';
 import { parseStoreUrl } from '../../backends/open-store.js';
-import { parseOffsetsCommand } from '../../proxy/admin/offsets-cli.js';
+import { parseOffsetsCommand } from '../../proxy/offsets-cli.js';
 import { listenFailureLine, startupSummary } from '../../proxy/cli.js';
 import { loadConfig } from '../../proxy/config.js';
 import { createLogger } from '../../proxy/logger.js';
-import { ListenError } from '../../proxy/server.js';
+import { ListenError } from '../../proxy/core/server.js';
 import { CLI_BIN } from '../harness/cli-process.js';
 import { ensureBuilt } from '../harness/proxy.js';
 

@@ -11,8 +11,8 @@ import { isMap, isScalar, isSeq, parseDocument } from 'yaml';
 import type { Node as YamlNode } from 'yaml';
 import { parseRedisUrl } from '../../backends/redis-url.js';
 import { OPTIONS } from '../../proxy/config.js';
-import type { OpsHttpServer } from '../../proxy/http/http-server.js';
-import { registerOpsRoutes } from '../../proxy/http/ops-routes.js';
+import type { OpsHttpServer } from '../../proxy/ops/http/http-server.js';
+import { registerOpsRoutes } from '../../proxy/ops/http/ops-routes.js';
 import {
   brokerPort,
   CHART_DIR,
@@ -40,7 +40,7 @@ import type { K8sObject, SecretValues } from '../harness/deploy.js';
 const NAMESPACE = 'kafka';
 const WILDCARD = ['0.0.0.0', '::'];
 
-/** The routes of the proxy's HTTP endpoint, as proxy/http/ops-routes.ts registers them. */
+/** The routes of the proxy's HTTP endpoint, as proxy/ops/http/ops-routes.ts registers them. */
 function opsRoutes(): { method: string; path: string; public: boolean }[] {
   const routes: { method: string; path: string; public: boolean }[] = [];
   const recorder = {

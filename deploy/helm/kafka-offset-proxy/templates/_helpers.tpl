@@ -65,7 +65,7 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 
 {{/*
 The port plan as JSON: [{"name": "bootstrap", "port": P}, {"name": "broker-N", "node": N, "port": ...}].
-Broker N is on listener.port + 1 + N unless brokers.ports maps it (the rule of proxy/broker-map.ts).
+Broker N is on listener.port + 1 + N unless brokers.ports maps it (the rule of proxy/core/broker-map.ts).
 */}}
 {{- define "kop.ports" -}}
 {{- $ids := list }}

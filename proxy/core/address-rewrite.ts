@@ -1,0 +1,98 @@
+/**
+ * Rewrites every broker address in a decoded response so that clients only ever learn proxy
+ * addresses: Metadata, DescribeCluster, FindCoordinator (v0-3 single and v4+ batched) and the
+ * KIP-951 NodeEndpoints of Produce, Fetch, ShareFetch and ShareAcknowledge responses.
+ */
+import { ApiKey } from '../../protocol/messages/index.js';
+import type { HostPort } from './broker-map.js';
+
+/** Maps a real broker to the address a client must use for it, learning the broker on the way. */
+export type ExposeBroker = (nodeId: number, upstream: HostPort) => HostPort;
+
+interface NodeAddress {
+  host: string;
+  port: number;
+}
+
+function rewrite(node: NodeAddress, nodeId: number, expose: ExposeBroker): void {
+  // Error answers carry node -1 and no usable address: leave them as the broker wrote them.
+  if (nodeId < 0) return;
+  const exposed = expose(nodeId, { host: node.host, port: node.port });
+  node.host = exposed.host;
+  node.port = exposed.port;
+}
+
+interface WithNodeId extends NodeAddress {
+  nodeId: number;
+}
+
+function rewriteAll(nodes: readonly WithNodeId[] | null | undefined, expose: ExposeBroker): void {
+  if (!nodes) return;
+  for (const n of nodes) rewrite(n, n.nodeId, expose);
+}
+
+/**
+ * Which responses carry broker addresses, by api key and version. A response that does not is
+ * never decoded for rewriting.
+ */
+export function carriesBrokerAddresses(apiKey: number, apiVersion: number): boolean {
+  switch (apiKey) {
+    case ApiKey.Metadata:
+    case ApiKey.FindCoordinator:
+    case ApiKey.DescribeCluster:
+    case ApiKey.ShareFetch:
+    case ApiKey.ShareAcknowledge:
+      return true;
+    case ApiKey.Produce:
+      return apiVersion >= 10;
+    case ApiKey.Fetch:
+      return apiVersion >= 16;
+    default:
+      return false;
+  }
+}
+
+/** Rewrites the addresses in `body` (a decoded response of `apiKey`) in place. */
+export function rewriteBrokerAddresses(apiKey: number, body: unknown, expose: ExposeBroker): void {
+  const b = body as Record<string, unknown>;
+  switch (apiKey) {
+    case ApiKey.Metadata:
+      rewriteAll(b.brokers as WithNodeId[], expose);
+      return;
+    case ApiKey.DescribeCluster:
+      for (const broker of (b.brokers as (NodeAddress & { brokerId: number })[] | undefined) ?? []) {
+        rewrite(broker, broker.brokerId, expose);
+      }
+      return;
+    case ApiKey.FindCoordinator: {
+      const coordinators = b.coordinators as (WithNodeId & { errorCode: number })[] | undefined;
+      if (coordinators && coordinators.length > 0) {
+        for (const c of coordinators) if (c.errorCode === 0) rewrite(c, c.nodeId, expose);
+      } else if ((b.errorCode as number) === 0 && typeof b.host === 'string' && b.host !== '') {
+        rewrite(b as unknown as NodeAddress, b.nodeId as number, expose);
+      }
+      return;
+    }
+    case ApiKey.Produce:
+    case ApiKey.Fetch:
+    case ApiKey.ShareFetch:
+    case ApiKey.ShareAcknowledge:
+      rewriteAll(b.nodeEndpoints as WithNodeId[], expose);
+      return;
+    default:
+      return;
+  }
+}
+
+/**
+ * The brokers a response names, leaving it as it is (an identity mapping writes back the same
+ * host and port). Used on responses to the proxy's own requests.
+ */
+export function brokersIn(apiKey: number, body: unknown): { nodeId: number; address: HostPort }[] {
+  const found: { nodeId: number; address: HostPort }[] = [];
+  rewriteBrokerAddresses(apiKey, body, (nodeId, address) => {
+    found.push({ nodeId, address });
+    return address;
+  });
+  return found;
+}

@@ -1,0 +1,294 @@
+// Flow control of one ProxyConnection on the fake-broker bed: a client that does not read stops
+// being read whoever answers it, a slow answer at the head never deadlocks the queue, a request of
+// the proxy's own (askBroker) fails after its deadline, and the broker connection is opened only
+// when the client first needs it.
+import net from 'node:net';
+import { afterEach, describe, expect, test } from 'vitest';
+import { encodeRequestFrame, encodeResponseFrame } from '../../protocol/frames.js';
+import { ApiKey } from '../../protocol/messages/index.js';
+import { defaultMetadataRequest } from '../../protocol/messages/metadata-request.js';
+import { defaultMetadataResponse } from '../../protocol/messages/metadata-response.js';
+import { defaultOffsetFetchRequest } from '../../protocol/messages/offset-fetch-request.js';
+import type { OffsetFetchResponse } from '../../protocol/messages/offset-fetch-response.js';
+import { connectionBed } from '../../test/harness/connection-bed.js';
+import type { ConnectionBed } from '../../test/harness/connection-bed.js';
+import type { ProxyExtension, RequestDecision, RequestInfo } from './extension.js';
+import { CONNECTION_RESPONSE_BYTES } from './response-backlog.js';
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+async function until(cond: () => boolean, what: string, ms = 5_000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!cond()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(5);
+  }
+}
+
+/** A request the extension answers (OffsetFetch v1) and one it forwards (Metadata v1). */
+const local = (correlationId: number): Buffer =>
+  encodeRequestFrame(
+    { apiKey: ApiKey.OffsetFetch, apiVersion: 1, correlationId, clientId: 't' },
+    { ...defaultOffsetFetchRequest(), groupId: 'g', topics: [{ name: 't', partitionIndexes: [0] }] },
+  );
+const forwarded = (correlationId: number): Buffer =>
+  encodeRequestFrame(
+    { apiKey: ApiKey.Metadata, apiVersion: 1, correlationId, clientId: 't' },
+    { ...defaultMetadataRequest(), topics: [] },
+  );
+
+/** A broker answer of `bytes` bytes (passed through, never decoded). */
+function brokerAnswer(correlationId: number, bytes: number): Buffer {
+  const f = Buffer.alloc(8 + bytes, 1);
+  f.writeInt32BE(4 + bytes, 0);
+  f.writeInt32BE(correlationId, 4);
+  return f;
+}
+
+/** An OffsetFetch v1 answer of about `bytes` bytes. */
+function fetchAnswer(bytes: number): OffsetFetchResponse {
+  const partitions = Math.max(1, Math.round(bytes / 1000));
+  return {
+    throttleTimeMs: 0,
+    errorCode: 0,
+    groups: [],
+    topics: [
+      {
+        name: 't',
+        partitions: Array.from({ length: partitions }, (_, p) => ({
+          partitionIndex: p,
+          committedOffset: 1n,
+          committedLeaderEpoch: -1,
+          metadata: 'x'.repeat(980),
+          errorCode: 0,
+        })),
+      },
+    ],
+  };
+}
+
+/** Correlation ids of the whole frames in `bytes`. */
+function correlationIds(bytes: Buffer): number[] {
+  const ids: number[] = [];
+  let at = 0;
+  while (at + 8 <= bytes.length) {
+    const size = bytes.readInt32BE(at);
+    if (at + 4 + size > bytes.length) break;
+    ids.push(bytes.readInt32BE(at + 4));
+    at += 4 + size;
+  }
+  return ids;
+}
+
+/** Answers OffsetFetch itself with `answer()` (after `delay()`); counts the answers started. */
+function localExtension(opts: {
+  bytes: number;
+  delay?: (n: number) => Promise<void>;
+  /** Which answers (numbered from 1) ask the broker first, as an authorization probe does. */
+  probe?: (n: number) => boolean;
+}): ProxyExtension & { started: number; probeErrors: string[] } {
+  const ext = {
+    name: 'test',
+    apiKeys: new Set([ApiKey.OffsetFetch]),
+    started: 0,
+    probeErrors: [] as string[],
+    interceptsRequest: (apiKey: number) => apiKey === ApiKey.OffsetFetch,
+    async handleRequest(info: RequestInfo): Promise<RequestDecision> {
+      const n = ++ext.started;
+      if (opts.probe?.(n)) {
+        try {
+          await info.askBroker!(ApiKey.Metadata, 1, { ...defaultMetadataRequest(), topics: [] });
+        } catch (err) {
+          ext.probeErrors.push((err as Error).message);
+        }
+      }
+      await opts.delay?.(n);
+      return { action: 'respond', body: fetchAnswer(opts.bytes) };
+    },
+  };
+  return ext;
+}
+
+// Tests that move tens of MB through loopback get 30 s: the machine may be shared and loaded.
+let bed: ConnectionBed | null = null;
+afterEach(async () => {
+  await bed?.stop();
+  bed = null;
+});
+
+describe('a client that does not read', { timeout: 30_000 }, () => {
+  test('locally answered requests stop being started; once it reads, every answer comes in order', async () => {
+    const ext = localExtension({ bytes: 1_000_000 });
+    bed = await connectionBed((id) => brokerAnswer(id, 10), { extension: ext, maxInFlight: 1000 });
+    bed.client.pause();
+    const n = 60;
+    bed.client.write(Buffer.concat(Array.from({ length: n }, (_, k) => local(k + 1))));
+    await sleep(300);
+    const startedEarly = ext.started;
+    await sleep(300);
+    // Stopped: what it holds is the kernel's socket buffers, ~1 MiB here and the answer that
+    // passed it, not 60 answers of 1 MB.
+    expect(ext.started).toBe(startedEarly);
+    expect(ext.started).toBeLessThan(n / 2);
+    bed.client.resume();
+    await until(() => correlationIds(bed!.received()).length === n, 'every answer', 30_000);
+    expect(correlationIds(bed.received())).toEqual(Array.from({ length: n }, (_, k) => k + 1));
+  });
+
+  test('requests it sends meanwhile are not read either (as a broker mutes a connection)', async () => {
+    const ext = localExtension({ bytes: 500_000 });
+    bed = await connectionBed((id) => brokerAnswer(id, 10), { extension: ext });
+    bed.client.pause();
+    bed.client.write(Buffer.concat(Array.from({ length: 100 }, (_, k) => local(k + 1))));
+    await sleep(300);
+    const started = ext.started;
+    const brokerBytes = bed.brokerWritten();
+    // Forwarded requests behind them: not read, so the broker sees none of them.
+    bed.client.write(Buffer.concat(Array.from({ length: 50 }, (_, k) => forwarded(101 + k))));
+    await sleep(300);
+    expect(ext.started).toBe(started);
+    expect(bed.brokerWritten()).toBe(brokerBytes);
+    bed.client.resume();
+    await until(() => correlationIds(bed!.received()).length === 150, 'every answer', 30_000);
+    expect(correlationIds(bed.received())).toEqual(Array.from({ length: 150 }, (_, k) => k + 1));
+  });
+
+  test('it is closed after idleTimeoutMs without reading, though answers are in flight', async () => {
+    const ext = localExtension({ bytes: 1_000_000 });
+    bed = await connectionBed((id) => brokerAnswer(id, 10), { extension: ext, idleTimeoutMs: 500 });
+    bed.client.pause();
+    bed.client.write(Buffer.concat(Array.from({ length: 60 }, (_, k) => local(k + 1))));
+    await sleep(1_500);
+    // It sees the close once it reads what the kernel holds for it: a part of the answers.
+    bed.client.resume();
+    await bed.closed;
+    expect(correlationIds(bed.received()).length).toBeLessThan(60);
+  });
+});
+
+describe('answers that wait behind a slow one', { timeout: 30_000 }, () => {
+  test('a broker answer at the head: local answers behind it stop at the bound, none deadlocks', async () => {
+    const ext = localExtension({ bytes: 300_000 });
+    let release!: () => void;
+    const held = new Promise<void>((r) => (release = r));
+    bed = await connectionBed(
+      (id) => (id === 1 ? held.then(() => brokerAnswer(id, 10)) : brokerAnswer(id, 10)),
+      { extension: ext },
+    );
+    bed.client.write(Buffer.concat([forwarded(1), ...Array.from({ length: 20 }, (_, k) => local(k + 2))]));
+    await sleep(300);
+    // They wait for the head, in memory: started only up to the bound (and the one that passed it).
+    expect(ext.started).toBeLessThanOrEqual(Math.ceil(CONNECTION_RESPONSE_BYTES / 300_000) + 1);
+    release();
+    await until(() => correlationIds(bed!.received()).length === 21, 'every answer');
+    expect(correlationIds(bed.received())).toEqual(Array.from({ length: 21 }, (_, k) => k + 1));
+  });
+
+  test('a slow local answer at the head: broker answers behind it pile up only to the bound', async () => {
+    let release!: () => void;
+    const held = new Promise<void>((r) => (release = r));
+    const ext = localExtension({ bytes: 1000, delay: (n) => (n === 1 ? held : Promise.resolve()) });
+    const big = 400_000;
+    const n = 80;
+    bed = await connectionBed((id) => brokerAnswer(id, big), { extension: ext });
+    bed.client.write(Buffer.concat([local(1), ...Array.from({ length: n }, (_, k) => forwarded(k + 2))]));
+    await sleep(500);
+    // The broker is no longer read once ~1 MiB waits: it has sent what its socket buffers and
+    // the proxy's took, far from the 32 MB asked for.
+    expect(bed.brokerWritten()).toBeLessThan((n * big) / 2);
+    expect(bed.received().length).toBe(0);
+    release();
+    await until(() => correlationIds(bed!.received()).length === n + 1, 'every answer', 30_000);
+    expect(correlationIds(bed.received())).toEqual(Array.from({ length: n + 1 }, (_, k) => k + 1));
+  });
+
+  test('a local answer waiting for its own probe behind broker answers: the broker is read on', async () => {
+    // Answer 1 is slow, so 20 broker answers of 400 KB pile up behind it and the broker is no
+    // longer read; answer 2 then starts and probes, and its probe's answer comes after those 8 MB.
+    const ext = localExtension({
+      bytes: 1000,
+      delay: (n) => (n === 1 ? sleep(200) : Promise.resolve()),
+      probe: (n) => n === 2,
+    });
+    const probeAnswer = (id: number) =>
+      encodeResponseFrame(ApiKey.Metadata, 1, id, defaultMetadataResponse());
+    bed = await connectionBed((id) => (id < 0 ? probeAnswer(id) : brokerAnswer(id, 400_000)), {
+      extension: ext,
+      requestTimeoutMs: 3_000,
+    });
+    const n = 22;
+    bed.client.write(
+      Buffer.concat([local(1), local(2), ...Array.from({ length: n - 2 }, (_, k) => forwarded(k + 3))]),
+    );
+    await until(() => correlationIds(bed!.received()).length === n, 'every answer', 30_000);
+    expect(correlationIds(bed.received())).toEqual(Array.from({ length: n }, (_, k) => k + 1));
+    expect(ext.probeErrors).toEqual([]);
+  });
+});
+
+describe("a request of the proxy's own (askBroker)", () => {
+  test('fails after requestTimeoutMs; its late answer is read and dropped, later answers are right', async () => {
+    let release!: () => void;
+    const frozen = new Promise<void>((r) => (release = r));
+    const ext = localExtension({ bytes: 1000, probe: () => true });
+    bed = await connectionBed((id) => frozen.then(() => brokerAnswer(id, 10)), {
+      extension: ext,
+      requestTimeoutMs: 200,
+    });
+    const t0 = Date.now();
+    bed.client.write(local(1));
+    await until(() => correlationIds(bed!.received()).length === 1, 'the answer');
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(190);
+    expect(ext.probeErrors).toEqual([expect.stringMatching(/did not answer api 3 within 200 ms/)]);
+    // The broker wakes up: the probe's late answer comes first, then the client's own.
+    bed.client.write(forwarded(2));
+    release();
+    await until(() => correlationIds(bed!.received()).length === 2, 'the forwarded answer');
+    expect(correlationIds(bed.received())).toEqual([1, 2]);
+  });
+});
+
+describe('the broker connection', () => {
+  test('is opened by the first request that needs the broker, not by connecting or a partial request', async () => {
+    bed = await connectionBed((id) => brokerAnswer(id, 10), {});
+    await sleep(100);
+    expect(bed.brokerConnections()).toBe(0);
+    const frame = forwarded(1);
+    bed.client.write(frame.subarray(0, 10));
+    await sleep(100);
+    expect(bed.brokerConnections()).toBe(0);
+    bed.client.write(Buffer.concat([frame.subarray(10), forwarded(2)]));
+    await until(() => correlationIds(bed!.received()).length === 2, 'both answers');
+    expect(correlationIds(bed.received())).toEqual([1, 2]);
+    expect(bed.brokerConnections()).toBe(1);
+  });
+
+  test('a request the proxy answers without the broker opens none', async () => {
+    const ext = localExtension({ bytes: 1000 });
+    bed = await connectionBed((id) => brokerAnswer(id, 10), { extension: ext });
+    bed.client.write(local(1));
+    await until(() => correlationIds(bed!.received()).length === 1, 'the answer');
+    expect(bed.brokerConnections()).toBe(0);
+  });
+
+  test('that cannot be opened closes the client connection', async () => {
+    const closedPort = await new Promise<number>((resolve) => {
+      const s = net.createServer();
+      s.listen(0, '127.0.0.1', () => {
+        const { port } = s.address() as net.AddressInfo;
+        s.close(() => resolve(port));
+      });
+    });
+    bed = await connectionBed((id) => brokerAnswer(id, 10), {}, 1, closedPort);
+    bed.client.write(forwarded(1));
+    await bed.closed;
+    expect(bed.received().length).toBe(0);
+  });
+});
+
+// The response encoder is what local answers cost: make sure the test's answers are the size meant.
+test('fetchAnswer is about the size asked for', () => {
+  const bytes = encodeResponseFrame(ApiKey.OffsetFetch, 1, 1, fetchAnswer(500_000)).length;
+  expect(bytes).toBeGreaterThan(450_000);
+  expect(bytes).toBeLessThan(550_000);
+});

@@ -1,0 +1,886 @@
+/**
+ * One client connection and its upstream broker connection.
+ *
+ * Requests are read as frames; most are forwarded untouched. Responses go back to the client in
+ * request order, whether they come from the broker (possibly rewritten) or are answered by the
+ * proxy itself, so a locally answered request in the middle of a pipeline keeps its place.
+ * Backpressure runs both ways: a side that cannot keep up pauses the side that feeds it, and the
+ * number of requests in flight is bounded. A client that does not read its responses stops being
+ * read, whoever answers it (response-backlog.ts). The broker connection is opened when the client
+ * first needs the broker (broker-link.ts).
+ */
+import type { Socket } from 'node:net';
+import { FrameSplitter } from '../../protocol/frame-splitter.js';
+import { ProtocolError } from '../../protocol/errors.js';
+import {
+  decodeRequestFrame,
+  decodeResponseFrame,
+  encodeRequestFrame,
+  encodeResponseFrame,
+  peekProduceAcks,
+  peekRequestHeader,
+} from '../../protocol/frames.js';
+import { ApiKey } from '../../protocol/messages/index.js';
+import { defaultApiVersionsResponse } from '../../protocol/messages/api-versions-response.js';
+import type { ProxyExtension, RequestDecision, RequestInfo } from './extension.js';
+import { FetchResponseStream, canStreamFetch } from './fetch-stream.js';
+import type { ExposeBrokerNow } from './fetch-stream.js';
+import { canWalkProduceResponse, produceResponseHasNodeEndpoints } from './produce-endpoints.js';
+import type { Logger } from '../logger.js';
+import type { AnsweredBy, ProxyObserver, RejectCause } from './observer.js';
+import { ResponseReader } from './response-reader.js';
+import type { FrameRoute } from './response-reader.js';
+import { BrokerLink } from './broker-link.js';
+import { ResponseBacklog } from './response-backlog.js';
+import type { ResponseBufferPool } from './response-backlog.js';
+import { legacySaslRoundTrips } from './sasl-legacy.js';
+import { PROXY_CLIENT_ID, RELAY_DEFAULTS } from './defaults.js';
+
+export interface ConnectionPolicy {
+  log: Logger;
+  maxFrameSize: number;
+  maxInFlight: number;
+  /** Close a client connection idle this long (0 = never), as a broker does (connections.max.idle.ms). */
+  idleTimeoutMs?: number;
+  extension: ProxyExtension | null;
+  /** True when the response of (apiKey, apiVersion) must be decoded by the core (addresses, ApiVersions). */
+  coreRewritesResponse(apiKey: number, apiVersion: number): boolean;
+  /** Rewrites a decoded response body in place (addresses, ApiVersions ranges); may await new listeners. */
+  /** Resolves true when it changed the body (a Fetch without NodeEndpoints stays as the broker wrote it). */
+  rewriteResponse(apiKey: number, apiVersion: number, body: unknown): Promise<boolean>;
+  /**
+   * Learns a broker named in a streamed Fetch response's NodeEndpoints and gives the address the
+   * client must use; `ready` (when present) resolves once that address is listened on. Without it,
+   * Fetch v16+ responses are assembled whole and go through `rewriteResponse`.
+   */
+  exposeBroker?: ExposeBrokerNow;
+  /** The highest ApiVersions request version the proxy can answer. */
+  maxApiVersionsVersion: number;
+  /** The highest version the proxy can decode for an API it must decode, or undefined for opaque APIs. */
+  decodableMax(apiKey: number): number | undefined;
+  onClose?(conn: ProxyConnection): void;
+  observer: ProxyObserver;
+  /** The bound on memory in incomplete request frames, shared by every client connection. */
+  requestBuffers?: RequestBufferPool;
+  /** The bound on memory in responses clients have not read, shared by every client connection. */
+  responseBuffers?: ResponseBufferPool;
+  /** Deadline of a request of the proxy's own on this connection (askBroker); default 10 s. */
+  requestTimeoutMs?: number;
+}
+
+/**
+ * A request that declares at most this size is always read: it holds about one socket read at
+ * most, and the small requests of consumers and admin tools (Metadata, Fetch, OffsetCommit,
+ * Heartbeat, ...) keep being answered while large ones wait.
+ */
+export const ALWAYS_READ_REQUEST_BYTES = 64 * 1024;
+
+/**
+ * Memory for incomplete request frames across all client connections, bounded as a broker bounds
+ * it with queued.max.request.bytes and its memory pool.
+ *
+ * A request larger than ALWAYS_READ_REQUEST_BYTES is admitted when its first body bytes arrive if
+ * the pool is not exhausted, and then reserves its whole declared size until it is complete: like
+ * the broker's non-strict pool, an admitted request never waits half way, so it finishes and frees
+ * its memory (nothing deadlocks), and the pool can pass its limit by one request. If the pool is
+ * exhausted, the connection is muted (no longer read: its client waits, TCP holds the rest) and
+ * queued, holding what it had sent (at most one socket read). Whenever memory is released (a
+ * request completes, a connection closes), queued connections are admitted in arrival order while
+ * the pool is below its limit, and read again. Smaller requests count the bytes they hold and are
+ * never muted. A muted connection still closes when idle (--idle-timeout-ms); the close of a
+ * muted client is seen once it is admitted and reads to the end.
+ */
+export class RequestBufferPool {
+  /** Memory held by incomplete requests now (what the proxy really holds). */
+  held = 0;
+  /** What admission compares with the limit: reservations of admitted requests, bytes of small ones. */
+  charged = 0;
+  /** Muted connections, in arrival order. */
+  private readonly queue = new Set<ProxyConnection>();
+
+  constructor(readonly limit: number) {}
+
+  /** Connections not read now because the pool is exhausted. */
+  get mutedCount(): number {
+    return this.queue.size;
+  }
+
+  change(heldDelta: number, chargedDelta: number): void {
+    this.held += heldDelta;
+    this.charged += chargedDelta;
+    if (chargedDelta < 0) {
+      for (const conn of this.queue) {
+        if (this.charged >= this.limit) break;
+        this.queue.delete(conn);
+        conn.admitRequest();
+      }
+    }
+  }
+
+  mute(conn: ProxyConnection): void {
+    this.queue.add(conn);
+  }
+
+  forget(conn: ProxyConnection): void {
+    this.queue.delete(conn);
+  }
+}
+
+/**
+ * Why the client is not read: its broker connection takes no more bytes, --max-in-flight requests
+ * wait, the request buffer pool is exhausted, or the client has not read what it was sent.
+ */
+type PauseReason = 'upstream' | 'inflight' | 'memory' | 'responses';
+
+interface Pending {
+  correlationId: number;
+  apiKey: number;
+  apiVersion: number;
+  /** Bytes to send to the client once every earlier response has gone. */
+  out: Buffer[] | null;
+  /** The length of `out` (counted in the backlog until it is written). */
+  outBytes: number;
+  /** Sent to the broker, its response not read yet. */
+  awaitingBroker: boolean;
+  /** Handles the broker's response frame for this request (forwarded requests only). */
+  onResponse?: (frame: Buffer) => void;
+  /** A raw legacy SASL token exchange, not a Kafka request. */
+  raw?: boolean;
+  /** The response goes to the client as the broker wrote it, so it may be streamed. */
+  passThrough?: boolean;
+  /**
+   * A Fetch v16+ response that goes to the client as the broker wrote it except for its
+   * NodeEndpoints: it may be streamed through a FetchResponseStream (else `onResponse` decodes it).
+   */
+  streamFetch?: boolean;
+  /** A request of the proxy's own (askBroker): its response never goes to the client. */
+  onLost?: (err: Error) => void;
+  answeredBy: AnsweredBy;
+  /** performance.now() when the request arrived. */
+  started: number;
+}
+
+/** False only for a well-formed Produce response without NodeEndpoints; a malformed one is left to the decoder. */
+function mayHaveNodeEndpoints(frame: Buffer, apiVersion: number): boolean {
+  try {
+    return produceResponseHasNodeEndpoints(frame, apiVersion);
+  } catch {
+    return true;
+  }
+}
+
+/** A request the proxy answers itself (ProxyExtension.handleRequest), read and not answered yet. */
+interface LocalAnswer {
+  p: Pending;
+  frame: Buffer;
+  info: RequestInfo;
+  request: unknown;
+  /** How to handle the broker's response should the extension forward the request after all. */
+  observed: boolean;
+  coreRewrite: boolean;
+}
+
+let nextId = 1;
+
+export class ProxyConnection {
+  readonly id = `c${nextId++}`;
+  private readonly log: Logger;
+  private readonly requests: FrameSplitter;
+  private readonly responses: ResponseReader;
+  /** The forwarded request whose response is being streamed to the client right now. */
+  private streaming: Pending | null = null;
+  /** The walker of the Fetch response being streamed, when it is one (`Pending.streamFetch`). */
+  private fetchStream: FetchResponseStream | null = null;
+  /** Client requests in arrival order, waiting for their response to be sent. */
+  private readonly pending: Pending[] = [];
+  /** The subset sent to the broker, in sending order: the broker answers in that order. */
+  private readonly forwarded: Pending[] = [];
+  private rawTokensLeft = 0;
+  private nextInternalId = -1;
+  private pendingSaslMechanism: string | null = null;
+  private closed = false;
+  private draining = false;
+  private clientPausedFor = new Set<PauseReason>();
+  private readonly broker: BrokerLink;
+  /** The broker connection was opened (and so is counted as open until this one closes). */
+  private brokerCounted = false;
+  /** Not reading the broker now (see updateFlow). */
+  private brokerPaused = false;
+  /** A write to the client returned false and its 'drain' has not come yet. */
+  private clientFull = false;
+  private readonly backlog: ResponseBacklog;
+  /** Requests the proxy answers itself, read and not started: one runs at a time. */
+  private readonly localAnswers: LocalAnswer[] = [];
+  private localRunning = false;
+  /** Requests of the proxy's own (askBroker) whose answer is awaited. */
+  private ownInFlight = 0;
+  /** Memory of the incomplete request frame, as last told to `policy.requestBuffers`. */
+  private requestHeld = 0;
+  /** What the incomplete request counts in the pool: its reservation once admitted, else its memory. */
+  private requestCharged = 0;
+  /** The incomplete request was admitted by the pool (reserves its declared size). */
+  private requestAdmitted = false;
+  private drainResolve: (() => void) | null = null;
+
+  constructor(
+    private readonly client: Socket,
+    openUpstream: () => Promise<Socket>,
+    readonly nodeId: number | null,
+    private readonly policy: ConnectionPolicy,
+  ) {
+    this.log = policy.log.child({ conn: this.id, node: nodeId });
+    this.requests = new FrameSplitter({ maxFrameSize: policy.maxFrameSize });
+    this.responses = new ResponseReader(policy.maxFrameSize, {
+      route: (size, correlationId) => this.routeResponse(size, correlationId),
+      stream: (bytes, end) => this.streamResponse(bytes, end),
+      whole: (payload) => this.wholeResponse(payload),
+    });
+    this.backlog = new ResponseBacklog(policy.responseBuffers ?? null);
+    this.broker = new BrokerLink(openUpstream, {
+      data: (chunk) => this.onUpstreamData(chunk),
+      drain: () => this.resumeClient('upstream'),
+      opened: () => {
+        this.brokerCounted = true;
+        policy.observer.brokerConnectionOpened(nodeId);
+      },
+      lost: (reason, err) => {
+        if (reason === 'no broker connection' && !this.closed) {
+          this.log.warn('no broker connection for client', { error: err });
+          policy.observer.upstreamConnectFailed(nodeId);
+        }
+        this.close(reason, err);
+      },
+    });
+
+    client.setNoDelay(true);
+    if (policy.idleTimeoutMs) {
+      // When nothing is in flight, or the client has read nothing of its answers all this time
+      // (a broker closes such a connection too): a long Fetch wait or a slow broker is not idleness.
+      client.setTimeout(policy.idleTimeoutMs, () => {
+        if ((this.pending.length === 0 && this.forwarded.length === 0) || this.clientFull) this.close('idle');
+      });
+    }
+    client.on('data', (chunk: Buffer) => this.onClientData(chunk));
+    client.on('drain', () => {
+      this.clientFull = false;
+      this.backlog.setUnsent(0);
+      this.updateFlow();
+    });
+    client.on('error', (err) => this.close('client error', err));
+    client.on('close', () => this.close('client closed'));
+    client.on('end', () => this.close('client ended'));
+  }
+
+  get inFlight(): number {
+    return this.pending.length;
+  }
+
+  // ---- client → broker -------------------------------------------------------------------
+
+  private onClientData(chunk: Buffer): void {
+    if (this.closed) return;
+    this.policy.observer.bytes('client_in', chunk.length);
+    let frames: Buffer[];
+    try {
+      frames = this.requests.push(chunk);
+    } catch (err) {
+      this.reject('too_large');
+      this.close('bad request framing', err);
+      return;
+    }
+    // Whole frames in one read (the common case) hold nothing and skip this.
+    if (this.requests.retainedBytes !== this.requestHeld || (this.requestAdmitted && frames.length > 0)) {
+      this.countRequestBuffer(frames.length > 0);
+    }
+    for (const frame of frames) {
+      if (this.closed) return;
+      try {
+        this.onRequest(frame);
+      } catch (err) {
+        if (err instanceof ProtocolError) {
+          this.reject(err.code === 'UNSUPPORTED_VERSION' ? 'unsupported_version' : 'malformed');
+        }
+        this.close(err instanceof ProtocolError ? 'malformed request' : 'request handling failed', err);
+        return;
+      }
+    }
+  }
+
+  private onRequest(frame: Buffer): void {
+    if (this.rawTokensLeft > 0) {
+      this.rawTokensLeft--;
+      const p: Pending = {
+        correlationId: -1,
+        apiKey: -1,
+        apiVersion: -1,
+        out: null,
+        outBytes: 0,
+        awaitingBroker: false,
+        raw: true,
+        answeredBy: 'broker',
+        started: performance.now(),
+      };
+      p.onResponse = (resp) => this.complete(p, withSize(resp));
+      this.enqueue(p);
+      this.forward(frame, p);
+      return;
+    }
+
+    const h = peekRequestHeader(frame);
+    const ext = this.policy.extension;
+    const p: Pending = {
+      correlationId: h.correlationId,
+      apiKey: h.apiKey,
+      apiVersion: h.apiVersion,
+      out: null,
+      outBytes: 0,
+      awaitingBroker: false,
+      answeredBy: 'broker',
+      started: performance.now(),
+    };
+
+    if (h.apiKey === ApiKey.ApiVersions && h.apiVersion > this.policy.maxApiVersionsVersion) {
+      // Answered as a broker does: a v0 body with UNSUPPORTED_VERSION, so the client retries lower.
+      p.answeredBy = 'proxy';
+      this.enqueue(p);
+      this.complete(p, [unsupportedApiVersionsResponse(h.correlationId, this.policy.maxApiVersionsVersion)]);
+      return;
+    }
+
+    const decodableMax = this.policy.decodableMax(h.apiKey);
+    const intercepted = ext?.interceptsRequest?.(h.apiKey, h.apiVersion) ?? false;
+    const observed = ext?.observesResponse?.(h.apiKey, h.apiVersion) ?? false;
+    const coreRewrite = this.policy.coreRewritesResponse(h.apiKey, h.apiVersion);
+    if (
+      (intercepted || observed || coreRewrite) &&
+      decodableMax !== undefined &&
+      h.apiVersion > decodableMax
+    ) {
+      // The proxy never advertised this version; a broker closes the connection on such a request.
+      throw new ProtocolError(
+        'UNSUPPORTED_VERSION',
+        `api ${h.apiKey} version ${h.apiVersion} was not advertised by the proxy`,
+        2,
+        h.apiKey,
+        h.apiVersion,
+      );
+    }
+
+    if (h.apiKey === ApiKey.Produce && peekProduceAcks(frame) === 0) {
+      // acks=0: the broker sends nothing back, so nothing may wait for it.
+      this.forward(frame, null);
+      return;
+    }
+
+    this.enqueue(p);
+    const needsRequest = intercepted || observed || h.apiKey === ApiKey.SaslHandshake;
+    const decoded = needsRequest ? decodeRequestFrame(frame) : null;
+    const info: RequestInfo = {
+      connectionId: this.id,
+      apiKey: h.apiKey,
+      apiVersion: h.apiVersion,
+      correlationId: h.correlationId,
+      nodeId: this.nodeId,
+      askBroker: (apiKey, apiVersion, body) => this.askBroker(apiKey, apiVersion, body),
+    };
+    if (h.apiKey === ApiKey.SaslHandshake && h.apiVersion === 0 && decoded) {
+      this.pendingSaslMechanism = (decoded.body as { mechanism: string }).mechanism;
+    }
+
+    if (intercepted && ext?.handleRequest && decoded) {
+      this.answerLocally({ p, frame, info, request: decoded.body, observed, coreRewrite });
+      return;
+    }
+    this.forwardWithResponseHandling(frame, p, info, decoded?.body, observed, coreRewrite);
+  }
+
+  private forwardWithResponseHandling(
+    frame: Buffer,
+    p: Pending,
+    info: RequestInfo,
+    request: unknown,
+    observed: boolean,
+    coreRewrite: boolean,
+  ): void {
+    const sasl = p.apiKey === ApiKey.SaslHandshake && p.apiVersion === 0;
+    if (!observed && !coreRewrite && !sasl) {
+      p.passThrough = true;
+      p.onResponse = (resp) => this.complete(p, withSize(resp));
+    } else {
+      if (
+        coreRewrite &&
+        !observed &&
+        !sasl &&
+        p.apiKey === ApiKey.Fetch &&
+        canStreamFetch(p.apiVersion) &&
+        this.policy.exposeBroker !== undefined
+      ) {
+        p.streamFetch = true;
+      }
+      // Produce responses need rewriting only when they carry NodeEndpoints, which few do: a
+      // walk of the bytes finds out without decoding every response (produce-endpoints.ts).
+      const walkProduce =
+        coreRewrite && !observed && p.apiKey === ApiKey.Produce && canWalkProduceResponse(p.apiVersion);
+      p.onResponse = (resp) => {
+        if (walkProduce && !mayHaveNodeEndpoints(resp, p.apiVersion)) {
+          this.complete(p, withSize(resp));
+          return;
+        }
+        this.transformResponse(p, resp, info, request, observed, coreRewrite).then(
+          (out) => this.complete(p, out),
+          (err: unknown) => this.close('response handling failed', err),
+        );
+      };
+    }
+    this.forward(frame, p);
+  }
+
+  private async transformResponse(
+    p: Pending,
+    frame: Buffer,
+    info: RequestInfo,
+    request: unknown,
+    observed: boolean,
+    coreRewrite: boolean,
+  ): Promise<Buffer[]> {
+    const { body } = decodeResponseFrame(frame, p.apiKey, p.apiVersion);
+    let response: unknown = body;
+    let changed = false;
+    if (p.apiKey === ApiKey.SaslHandshake && p.apiVersion === 0) {
+      this.startLegacySasl((body as { errorCode: number }).errorCode);
+    }
+    if (coreRewrite) {
+      changed = await this.policy.rewriteResponse(p.apiKey, p.apiVersion, response);
+    }
+    if (observed && this.policy.extension?.onResponse) {
+      const replaced = await this.policy.extension.onResponse(info, request, response);
+      if (replaced !== undefined) {
+        response = replaced;
+        changed = true;
+      }
+    }
+    if (!changed) return withSize(frame);
+    return [encodeResponseFrame(p.apiKey, p.apiVersion, p.correlationId, response)];
+  }
+
+  private startLegacySasl(errorCode: number): void {
+    const mechanism = this.pendingSaslMechanism;
+    this.pendingSaslMechanism = null;
+    if (errorCode !== 0 || mechanism === null) return;
+    const trips = legacySaslRoundTrips(mechanism);
+    if (trips === undefined) {
+      throw new Error(
+        `legacy SASL (SaslHandshake v0) with mechanism ${mechanism} is not supported by the proxy`,
+      );
+    }
+    this.rawTokensLeft = trips;
+  }
+
+  /**
+   * Queues a request the proxy answers itself: one runs at a time (as a broker handles one request
+   * of a connection at a time), and none starts while the client has not read what it was sent.
+   */
+  private answerLocally(a: LocalAnswer): void {
+    this.localAnswers.push(a);
+    this.backlog.addQueued(a.frame.length);
+    this.startLocalAnswer();
+    if (this.backlog.stopReading) this.pauseClient('responses');
+  }
+
+  private startLocalAnswer(): void {
+    if (this.localRunning || this.closed) return;
+    const next = this.localAnswers[0];
+    if (next === undefined) return;
+    // The request at the head of the queue holds back every response after it: it may start
+    // whatever waits behind it, as long as the client reads what it was sent.
+    if (next.p === this.pending[0] ? this.backlog.clientBehind : this.backlog.full) return;
+    this.localAnswers.shift();
+    this.backlog.addQueued(-next.frame.length);
+    this.localRunning = true;
+    this.policy.extension!.handleRequest!(next.info, next.request).then(
+      (decision) => this.localAnswered(next, decision),
+      (err: unknown) => {
+        this.localRunning = false;
+        this.close('extension failed', err);
+      },
+    );
+  }
+
+  private localAnswered(a: LocalAnswer, decision: RequestDecision): void {
+    this.localRunning = false;
+    if (this.closed) return;
+    const p = a.p;
+    if (decision.action === 'respond') {
+      p.answeredBy = 'proxy';
+      this.complete(p, [encodeResponseFrame(p.apiKey, p.apiVersion, p.correlationId, decision.body)]);
+    } else {
+      this.forwardWithResponseHandling(a.frame, p, a.info, a.request, a.observed, a.coreRewrite);
+      this.startLocalAnswer();
+    }
+  }
+
+  private forward(frame: Buffer, p: Pending | null): void {
+    if (p) {
+      this.forwarded.push(p);
+      p.awaitingBroker = true;
+    }
+    this.policy.observer.bytes('broker_out', frame.length + 4);
+    if (!this.broker.write([sizePrefix(frame.length), frame])) this.pauseClient('upstream');
+  }
+
+  // ---- broker → client -------------------------------------------------------------------
+
+  private onUpstreamData(chunk: Buffer): void {
+    if (this.closed) return;
+    this.policy.observer.bytes('broker_in', chunk.length);
+    this.client.cork();
+    try {
+      this.responses.push(chunk);
+    } catch (err) {
+      if (err instanceof ProtocolError) this.reject('broker_protocol');
+      this.close(err instanceof ProtocolError ? 'bad response from broker' : 'response handling failed', err);
+    } finally {
+      this.client.uncork();
+    }
+  }
+
+  /**
+   * Matches a response to the oldest forwarded request (a broker answers in order) and decides:
+   * stream it when it goes to the client unchanged (or is a Fetch v16+ whose only change is in its
+   * tail) and nothing before it is still waiting; otherwise take it whole.
+   */
+  private routeResponse(size: number, correlationId: number | null): FrameRoute {
+    const p = this.forwarded[0];
+    if (!p) throw new ProtocolError('UNSOLICITED', 'the broker sent a response nobody asked for', 0);
+    if (!p.raw && correlationId !== p.correlationId) {
+      throw new ProtocolError(
+        'OUT_OF_ORDER',
+        `the broker answered correlation id ${correlationId}, expected ${p.correlationId} (${size} bytes)`,
+        0,
+      );
+    }
+    if ((p.passThrough || p.streamFetch) && this.pending[0] === p) {
+      this.forwarded.shift();
+      p.awaitingBroker = false;
+      this.streaming = p;
+      if (p.streamFetch) this.fetchStream = new FetchResponseStream(p.apiVersion);
+      return 'stream';
+    }
+    return 'whole';
+  }
+
+  private streamResponse(bytes: Buffer, end: boolean): void {
+    if (this.closed) return;
+    const fetch = this.fetchStream;
+    if (fetch !== null) {
+      // Everything before the top-level tagged fields goes now; those are held until the end.
+      const now = fetch.push(bytes);
+      if (now.length > 0) this.sendStreamed(now);
+      if (!end) return;
+      this.fetchStream = null;
+      const p = this.streaming!;
+      this.streaming = null;
+      const { tail, ready } = fetch.finish(this.policy.exposeBroker!);
+      if (ready === null) {
+        this.sendStreamed(tail);
+        this.streamedDone(p);
+        return;
+      }
+      // A newly exposed broker: the client may connect as soon as it reads the tail, so its
+      // listener must be open first. The response stays at the head of the queue meanwhile, so
+      // later responses wait behind it.
+      ready.then(
+        () => {
+          if (this.closed) return;
+          this.sendStreamed(tail);
+          this.streamedDone(p);
+        },
+        (err: unknown) => this.close('response handling failed', err),
+      );
+      return;
+    }
+    this.sendStreamed(bytes);
+    if (!end) return;
+    const p = this.streaming!;
+    this.streaming = null;
+    this.streamedDone(p);
+  }
+
+  private sendStreamed(bytes: Buffer): void {
+    this.policy.observer.bytes('client_out', bytes.length);
+    if (!this.client.write(bytes)) {
+      this.clientFull = true;
+      this.backlog.setUnsent(this.client.writableLength);
+      this.updateFlow();
+    }
+  }
+
+  /** The streamed response of `p` (the head of the queue) has gone out whole. */
+  private streamedDone(p: Pending): void {
+    this.pending.shift();
+    this.policy.observer.responded(
+      p.apiKey,
+      p.apiVersion,
+      p.answeredBy,
+      (performance.now() - p.started) / 1000,
+    );
+    this.flush();
+  }
+
+  private wholeResponse(payload: Buffer): void {
+    if (this.closed) return;
+    const p = this.forwarded.shift()!;
+    p.awaitingBroker = false;
+    p.onResponse?.(payload);
+  }
+
+  private enqueue(p: Pending): void {
+    this.pending.push(p);
+    if (this.pending.length >= this.policy.maxInFlight) this.pauseClient('inflight');
+  }
+
+  private complete(p: Pending, out: Buffer[]): void {
+    p.out = out;
+    let bytes = 0;
+    for (const b of out) bytes += b.length;
+    p.outBytes = bytes;
+    this.backlog.addWaiting(bytes);
+    this.flush();
+  }
+
+  /** Sends every response at the head of the queue that is ready, in request order. */
+  private flush(): void {
+    if (this.closed) return;
+    let full = false;
+    const observer = this.policy.observer;
+    // One writev for every ready response and its size prefix, not a write() each: a response
+    // completed after an await (an answer from the store, a decoded Produce response) is flushed
+    // outside the cork of onUpstreamData.
+    this.client.cork();
+    let written = 0;
+    while (this.pending.length > 0 && this.pending[0]!.out !== null) {
+      const p = this.pending.shift()!;
+      for (const buf of p.out!) {
+        if (!this.client.write(buf)) full = true;
+      }
+      written += p.outBytes;
+      observer.bytes('client_out', p.outBytes);
+      if (!p.raw)
+        observer.responded(p.apiKey, p.apiVersion, p.answeredBy, (performance.now() - p.started) / 1000);
+    }
+    this.client.uncork();
+    if (written > 0) {
+      this.backlog.addWaiting(-written);
+      // The client reads slower than it is answered: what the kernel did not take is held here.
+      if (full) this.clientFull = true;
+      this.backlog.setUnsent(this.client.writableNeedDrain ? this.client.writableLength : 0);
+    }
+    if (this.pending.length < this.policy.maxInFlight) this.resumeClient('inflight');
+    this.updateFlow();
+    if (this.draining && this.pending.length === 0) this.drainResolve?.();
+  }
+
+  /**
+   * Reads the client and the broker, and starts local answers, as far as what the client has not
+   * read allows (response-backlog.ts). The broker is not read while the client's socket is full
+   * (its answers would only pile up here), nor while the responses held reach their bound, unless
+   * the head of the queue or a request of the proxy's own waits for the broker: those answers
+   * are what lets the queue move.
+   */
+  private updateFlow(): void {
+    if (this.closed) return;
+    if (this.backlog.stopReading) this.pauseClient('responses');
+    else this.resumeClient('responses');
+    const holdBroker = this.clientFull || (this.backlog.full && !this.brokerNeeded());
+    if (holdBroker !== this.brokerPaused) {
+      this.brokerPaused = holdBroker;
+      if (holdBroker) this.broker.pause();
+      else this.broker.resume();
+    }
+    this.startLocalAnswer();
+  }
+
+  private brokerNeeded(): boolean {
+    return this.ownInFlight > 0 || this.streaming !== null || this.pending[0]?.awaitingBroker === true;
+  }
+
+  /**
+   * Tells the pool what the incomplete request holds now; admits a large one, or mutes the
+   * connection until the pool admits it. `completed`: a request completed in this read, so an
+   * incomplete one now is a new one.
+   */
+  private countRequestBuffer(completed: boolean): void {
+    const held = this.requests.retainedBytes;
+    const pool = this.policy.requestBuffers;
+    if (completed) this.requestAdmitted = false;
+    if (!pool) {
+      this.requestHeld = held;
+      return;
+    }
+    const size = this.requests.incompleteFrameSize;
+    const large = held > 0 && size > ALWAYS_READ_REQUEST_BYTES;
+    let mute = false;
+    if (large && !this.requestAdmitted) {
+      if (pool.charged - this.requestCharged < pool.limit) this.requestAdmitted = true;
+      else mute = true;
+    }
+    // A muted request charges nothing: what it holds (one read) must not keep others out.
+    const charged = this.requestAdmitted ? Math.max(size, held) : large ? 0 : held;
+    pool.change(held - this.requestHeld, charged - this.requestCharged);
+    this.requestHeld = held;
+    this.requestCharged = charged;
+    if (mute) {
+      pool.mute(this);
+      this.pauseClient('memory');
+    }
+  }
+
+  /** Called by the request buffer pool: the muted request now has its reservation; read on. */
+  admitRequest(): void {
+    if (this.closed) return;
+    const pool = this.policy.requestBuffers!;
+    this.requestAdmitted = true;
+    const charged = Math.max(this.requests.incompleteFrameSize, this.requestHeld);
+    pool.change(0, charged - this.requestCharged);
+    this.requestCharged = charged;
+    this.resumeClient('memory');
+  }
+
+  private pauseClient(reason: PauseReason): void {
+    if (this.clientPausedFor.has(reason)) return;
+    this.clientPausedFor.add(reason);
+    this.client.pause();
+  }
+
+  private resumeClient(reason: PauseReason): void {
+    if (!this.clientPausedFor.delete(reason)) return;
+    if (this.clientPausedFor.size === 0 && !this.draining) this.client.resume();
+  }
+
+  private reject(cause: RejectCause): void {
+    this.policy.observer.frameRejected(cause);
+  }
+
+  // ---- lifecycle ---------------------------------------------------------------------------
+
+  /** Stops reading requests, lets in-flight ones finish (up to `timeoutMs`), then closes. */
+  async drain(timeoutMs: number): Promise<void> {
+    if (this.closed) return;
+    this.draining = true;
+    this.client.pause();
+    if (this.pending.length > 0) {
+      await new Promise<void>((resolve) => {
+        this.drainResolve = resolve;
+        setTimeout(resolve, timeoutMs).unref();
+      });
+    }
+    this.close('proxy shutting down');
+  }
+
+  /**
+   * Sends a request of the proxy's own on this connection's broker connection, so the broker
+   * answers it for the client's authenticated principal (authorization probes). Negative
+   * correlation ids keep it apart from the client's requests; its response is consumed here. It
+   * fails after --request-timeout-ms without an answer (the answer, if it comes later, is read and
+   * dropped: the broker answers in order).
+   */
+  askBroker(apiKey: number, apiVersion: number, body: unknown): Promise<unknown> {
+    if (this.closed) return Promise.reject(new Error('connection closed'));
+    const correlationId = this.nextInternalId;
+    this.nextInternalId = this.nextInternalId <= -0x7ffffff0 ? -1 : this.nextInternalId - 1;
+    const timeoutMs = this.policy.requestTimeoutMs ?? RELAY_DEFAULTS.requestTimeoutMs;
+    return new Promise((resolve, reject) => {
+      let settled = false;
+      const settle = (): boolean => {
+        if (settled) return false;
+        settled = true;
+        clearTimeout(timer);
+        this.ownInFlight--;
+        return true;
+      };
+      const timer = setTimeout(() => {
+        if (!settle()) return;
+        reject(new Error(`the broker did not answer api ${apiKey} within ${timeoutMs} ms`));
+        this.updateFlow();
+      }, timeoutMs);
+      const p: Pending = {
+        correlationId,
+        apiKey,
+        apiVersion,
+        out: null,
+        outBytes: 0,
+        awaitingBroker: false,
+        answeredBy: 'proxy',
+        started: performance.now(),
+        onLost: (err) => {
+          if (settle()) reject(err);
+        },
+      };
+      p.onResponse = (frame) => {
+        if (!settle()) return;
+        try {
+          resolve(decodeResponseFrame(frame, apiKey, apiVersion).body);
+        } catch (err) {
+          reject(err as Error);
+        }
+      };
+      this.ownInFlight++;
+      this.forwarded.push(p);
+      const frame = encodeRequestFrame(
+        { apiKey, apiVersion, correlationId, clientId: PROXY_CLIENT_ID },
+        body,
+      );
+      this.policy.observer.bytes('broker_out', frame.length);
+      if (!this.broker.write([frame])) this.pauseClient('upstream');
+      // Its answer must be read even while responses wait for the client.
+      this.updateFlow();
+    });
+  }
+
+  close(reason: string, detail?: unknown): void {
+    if (this.closed) return;
+    this.closed = true;
+    for (const p of this.forwarded) p.onLost?.(new Error(`connection closed: ${reason}`));
+    const quiet =
+      reason.endsWith('closed') ||
+      reason.endsWith('ended') ||
+      reason === 'proxy shutting down' ||
+      reason === 'idle' ||
+      reason === 'no broker connection'; // logged as such already
+    if (quiet) this.log.debug('connection closed', { reason });
+    else this.log.warn('connection closed', { reason, error: detail });
+    this.client.destroy();
+    this.broker.destroy();
+    if (this.brokerCounted) this.policy.observer.brokerConnectionClosed(this.nodeId);
+    this.pending.length = 0;
+    this.forwarded.length = 0;
+    this.localAnswers.length = 0;
+    this.backlog.release();
+    const pool = this.policy.requestBuffers;
+    if (pool) {
+      pool.forget(this);
+      pool.change(-this.requestHeld, -this.requestCharged);
+    }
+    this.requestHeld = 0;
+    this.requestCharged = 0;
+    this.policy.onClose?.(this);
+  }
+}
+
+function sizePrefix(length: number): Buffer {
+  const b = Buffer.allocUnsafe(4);
+  b.writeInt32BE(length, 0);
+  return b;
+}
+
+function withSize(frame: Buffer): Buffer[] {
+  return [sizePrefix(frame.length), frame];
+}
+
+/** ApiVersions error response: a v0 body (header v0, as always for ApiVersions) listing its own range. */
+function unsupportedApiVersionsResponse(correlationId: number, maxVersion: number): Buffer {
+  const body = defaultApiVersionsResponse();
+  body.errorCode = 35; // UNSUPPORTED_VERSION
+  body.apiKeys = [{ apiKey: ApiKey.ApiVersions, minVersion: 0, maxVersion }];
+  return encodeResponseFrame(ApiKey.ApiVersions, 0, correlationId, body);
+}

@@ -1,0 +1,196 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { decodeResponseFrame, encodeRequestFrame, encodeResponseFrame } from '../../protocol/frames.js';
+import { ApiKey } from '../../protocol/messages/index.js';
+import { defaultProduceRequest } from '../../protocol/messages/produce-request.js';
+import { defaultProduceResponse } from '../../protocol/messages/produce-response.js';
+import type { ProduceResponse } from '../../protocol/messages/produce-response.js';
+import { connectionBed } from '../../test/harness/connection-bed.js';
+import { rewriteBrokerAddresses } from './address-rewrite.js';
+import { canWalkProduceResponse, produceResponseHasNodeEndpoints } from './produce-endpoints.js';
+
+const text = fc.string({ unit: 'grapheme', maxLength: 12 });
+const tagged = fc.option(
+  fc.array(
+    fc.record({
+      tag: fc.integer({ min: 1, max: 300 }),
+      data: fc.uint8Array({ maxLength: 6 }).map((a) => Buffer.from(a)),
+    }),
+    { minLength: 1, maxLength: 2 },
+  ),
+  { nil: undefined },
+);
+
+/** Any ProduceResponse the codec can encode, with or without NodeEndpoints and unknown tags. */
+const response: fc.Arbitrary<ProduceResponse> = fc
+  .record({
+    responses: fc.array(
+      fc.record({
+        name: text,
+        partitionResponses: fc.array(
+          fc.record({
+            index: fc.integer({ min: -1, max: 1000 }),
+            errorCode: fc.integer({ min: -1, max: 130 }),
+            baseOffset: fc.bigInt({ min: -1n, max: 2n ** 62n }),
+            logAppendTimeMs: fc.bigInt({ min: -1n, max: 2n ** 45n }),
+            logStartOffset: fc.bigInt({ min: -1n, max: 2n ** 40n }),
+            recordErrors: fc.array(
+              fc.record({
+                batchIndex: fc.integer({ min: 0, max: 100 }),
+                batchIndexErrorMessage: fc.option(text),
+              }),
+              { maxLength: 2 },
+            ),
+            errorMessage: fc.option(text),
+            currentLeader: fc.record({
+              leaderId: fc.integer({ min: -1, max: 5 }),
+              leaderEpoch: fc.integer({ min: -1, max: 50 }),
+            }),
+          }),
+          { maxLength: 3 },
+        ),
+      }),
+      { maxLength: 3 },
+    ),
+    throttleTimeMs: fc.integer({ min: 0, max: 1000 }),
+    nodeEndpoints: fc.array(
+      fc.record({
+        nodeId: fc.integer({ min: 0, max: 5 }),
+        host: text,
+        port: fc.integer({ min: 1, max: 65535 }),
+        rack: fc.option(text),
+      }),
+      { maxLength: 2 },
+    ),
+    unknown: tagged,
+  })
+  .map(({ unknown, ...body }) => (unknown ? { ...body, _unknownTaggedFields: unknown } : body));
+
+/** The frame as the connection sees it: no size prefix. */
+const frameOf = (version: number, body: ProduceResponse): Buffer =>
+  encodeResponseFrame(ApiKey.Produce, version, 42, body).subarray(4);
+
+describe('produceResponseHasNodeEndpoints', () => {
+  it('says true exactly when the codec decodes NodeEndpoints (property, v10 and v11)', () => {
+    fc.assert(
+      fc.property(fc.constantFrom(10, 11), response, (version, body) => {
+        const frame = frameOf(version, body);
+        const decoded = decodeResponseFrame(frame, ApiKey.Produce, version).body;
+        expect(produceResponseHasNodeEndpoints(frame, version)).toBe(decoded.nodeEndpoints.length > 0);
+      }),
+      { numRuns: 400 },
+    );
+  });
+
+  it('refuses what the codec refuses: every truncation and trailing bytes (property)', () => {
+    fc.assert(
+      fc.property(fc.constantFrom(10, 11), response, fc.nat(), (version, body, cut) => {
+        const frame = frameOf(version, body);
+        const short = frame.subarray(0, cut % frame.length);
+        expect(() => decodeResponseFrame(short, ApiKey.Produce, version)).toThrow();
+        expect(() => produceResponseHasNodeEndpoints(short, version)).toThrow();
+        const long = Buffer.concat([frame, Buffer.from([0])]);
+        expect(() => decodeResponseFrame(long, ApiKey.Produce, version)).toThrow();
+        expect(() => produceResponseHasNodeEndpoints(long, version)).toThrow();
+      }),
+      { numRuns: 200 },
+    );
+  });
+
+  it('walks only the versions whose layout it knows', () => {
+    expect([8, 9, 10, 11, 12].map(canWalkProduceResponse)).toEqual([false, false, true, true, false]);
+    expect(() => produceResponseHasNodeEndpoints(Buffer.alloc(8), 9)).toThrow(/cannot walk Produce v9/);
+  });
+});
+
+describe('a ProxyConnection relaying Produce v11', () => {
+  const produce = (correlationId: number): Buffer =>
+    encodeRequestFrame(
+      { apiKey: ApiKey.Produce, apiVersion: 11, correlationId, clientId: 't' },
+      { ...defaultProduceRequest(), acks: -1 },
+    );
+  const answer = (nodeEndpoints: ProduceResponse['nodeEndpoints']): ProduceResponse => ({
+    ...defaultProduceResponse(),
+    responses: [
+      {
+        name: 'orders',
+        partitionResponses: [
+          {
+            index: 0,
+            errorCode: nodeEndpoints.length > 0 ? 6 : 0, // NOT_LEADER_OR_FOLLOWER names the new leader
+            baseOffset: 10n,
+            logAppendTimeMs: -1n,
+            logStartOffset: 0n,
+            recordErrors: [],
+            errorMessage: null,
+            currentLeader: { leaderId: nodeEndpoints[0]?.nodeId ?? -1, leaderEpoch: 3 },
+          },
+        ],
+      },
+    ],
+    nodeEndpoints,
+  });
+
+  it('passes responses without NodeEndpoints through untouched, and rewrites the others', async () => {
+    const frames = new Map<number, Buffer>([
+      [1, encodeResponseFrame(ApiKey.Produce, 11, 1, answer([]))],
+      [
+        2,
+        encodeResponseFrame(
+          ApiKey.Produce,
+          11,
+          2,
+          answer([{ nodeId: 2, host: 'broker-2', port: 9092, rack: null }]),
+        ),
+      ],
+      [3, encodeResponseFrame(ApiKey.Produce, 11, 3, answer([]))],
+    ]);
+    const rewritten: number[] = [];
+    const bed = await connectionBed((id) => frames.get(id)!, {
+      coreRewritesResponse: (apiKey, apiVersion) => apiKey === ApiKey.Produce && apiVersion >= 10,
+      decodableMax: () => 11,
+      rewriteResponse: (apiKey, _version, body) => {
+        rewritten.push((body as ProduceResponse).nodeEndpoints.length);
+        rewriteBrokerAddresses(apiKey, body, (nodeId) => ({ host: 'proxy', port: 30000 + nodeId }));
+        return Promise.resolve(true);
+      },
+    });
+    try {
+      bed.client.write(Buffer.concat([produce(1), produce(2), produce(3)]));
+      const [one, two, three] = [1, 2, 3].map((id) => frames.get(id)!);
+      for (let i = 0; i < 200 && bed.received().length < one!.length + three!.length + 20; i++) {
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      const got = bed.received();
+      // Only the response that names a broker was decoded and rewritten.
+      expect(rewritten).toEqual([1]);
+      expect(got.subarray(0, one!.length).equals(one!)).toBe(true);
+      const secondSize = got.readInt32BE(one!.length);
+      const second = got.subarray(one!.length + 4, one!.length + 4 + secondSize);
+      expect(decodeResponseFrame(second, ApiKey.Produce, 11).body.nodeEndpoints).toEqual([
+        { nodeId: 2, host: 'proxy', port: 30002, rack: null },
+      ]);
+      expect(two!.length).toBeGreaterThan(0);
+      expect(got.subarray(one!.length + 4 + secondSize).equals(three!)).toBe(true);
+    } finally {
+      await bed.stop();
+    }
+  });
+
+  it('closes the connection pair on a malformed response, as before the walk', async () => {
+    const good = encodeResponseFrame(ApiKey.Produce, 11, 1, answer([]));
+    const bad = Buffer.concat([good, Buffer.from([0, 0])]);
+    bad.writeInt32BE(bad.length - 4, 0);
+    const bed = await connectionBed(() => bad, {
+      coreRewritesResponse: (apiKey, apiVersion) => apiKey === ApiKey.Produce && apiVersion >= 10,
+      decodableMax: () => 11,
+    });
+    try {
+      bed.client.write(produce(1));
+      await bed.closed;
+      expect(bed.received().length).toBe(0);
+    } finally {
+      await bed.stop();
+    }
+  });
+});

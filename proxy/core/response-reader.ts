@@ -1,0 +1,123 @@
+/**
+ * Reads the broker's response stream frame by frame and lets the connection choose, per frame,
+ * once its size and correlation id are known, whether to stream it to the client as its bytes
+ * arrive or to receive it whole.
+ *
+ * Streaming is what keeps large Fetch responses fast and memory flat: a multi-megabyte response
+ * that the proxy does not need to read is passed on chunk by chunk (views of the socket's own
+ * buffers, no copy) instead of being assembled first. Frames the proxy must decode are assembled
+ * once; a frame that lies inside one chunk is handed over as a view.
+ */
+import { FrameTooLargeError, ProtocolError } from '../../protocol/errors.js';
+
+export type FrameRoute = 'stream' | 'whole';
+
+export interface ResponseReaderSink {
+  /** A frame begins. `correlationId` is null when the frame is shorter than 4 bytes. */
+  route(size: number, correlationId: number | null): FrameRoute;
+  /** Bytes of a streamed frame, its 4-byte size prefix included; `end` on its last bytes. */
+  stream(bytes: Buffer, end: boolean): void;
+  /** A whole frame's payload (without the size prefix). */
+  whole(payload: Buffer): void;
+}
+
+export class ResponseReader {
+  /** Size prefix and first 4 payload bytes of the frame being started. */
+  private readonly head = Buffer.allocUnsafe(8);
+  private headFill = 0;
+  private mode: 'head' | 'stream' | 'whole' = 'head';
+  /** Payload size of the current frame. */
+  private size = 0;
+  /** Payload bytes of the current frame still to come. */
+  private left = 0;
+  private parts: Buffer[] = [];
+
+  constructor(
+    private readonly maxFrameSize: number,
+    private readonly sink: ResponseReaderSink,
+  ) {}
+
+  /** Bytes held for a frame being assembled. */
+  get bufferedBytes(): number {
+    return this.mode === 'whole' ? this.size - this.left : 0;
+  }
+
+  push(chunk: Buffer): void {
+    let off = 0;
+    const len = chunk.length;
+    while (off < len) {
+      if (this.mode === 'head') {
+        if (this.headFill === 0 && len - off >= 8) {
+          // Fast path: the size and correlation id are in this chunk.
+          const size = this.checkSize(chunk.readInt32BE(off));
+          if (len - off - 4 >= size) {
+            // The whole frame is here: a view, no copy.
+            const route = this.sink.route(size, size >= 4 ? chunk.readInt32BE(off + 4) : null);
+            if (route === 'stream') this.sink.stream(chunk.subarray(off, off + 4 + size), true);
+            else this.sink.whole(chunk.subarray(off + 4, off + 4 + size));
+            off += 4 + size;
+            continue;
+          }
+        }
+        // Collect the size, then up to 4 payload bytes.
+        const need = this.headFill < 4 ? 4 : 4 + Math.min(4, this.size);
+        const n = Math.min(need - this.headFill, len - off);
+        chunk.copy(this.head, this.headFill, off, off + n);
+        this.headFill += n;
+        off += n;
+        if (this.headFill === 4) {
+          this.size = this.checkSize(this.head.readInt32BE(0));
+          if (this.size > 0) continue;
+        }
+        if (this.headFill < 4 + Math.min(4, this.size)) continue;
+        this.startFrame();
+        continue;
+      }
+      const n = Math.min(this.left, len - off);
+      const piece = chunk.subarray(off, off + n);
+      off += n;
+      this.left -= n;
+      if (this.mode === 'stream') {
+        const end = this.left === 0;
+        if (end) this.mode = 'head';
+        this.sink.stream(piece, end);
+      } else {
+        this.parts.push(piece);
+        if (this.left === 0) this.finishWhole();
+      }
+    }
+  }
+
+  private startFrame(): void {
+    const headBytes = 4 + Math.min(4, this.size);
+    const correlationId = this.size >= 4 ? this.head.readInt32BE(4) : null;
+    this.headFill = 0;
+    this.left = this.size - (headBytes - 4);
+    const route = this.sink.route(this.size, correlationId);
+    // The head buffer is reused for the next frame: what leaves the reader is a copy.
+    const head = Buffer.from(this.head.subarray(0, headBytes));
+    if (route === 'stream') {
+      this.mode = this.left > 0 ? 'stream' : 'head';
+      this.sink.stream(head, this.left === 0);
+      return;
+    }
+    this.parts = [head.subarray(4)];
+    this.mode = 'whole';
+    if (this.left === 0) this.finishWhole();
+  }
+
+  private finishWhole(): void {
+    const payload = this.parts.length === 1 ? this.parts[0]! : Buffer.concat(this.parts, this.size);
+    this.parts = [];
+    this.mode = 'head';
+    this.sink.whole(payload);
+  }
+
+  private checkSize(size: number): number {
+    if (size < 0) throw new ProtocolError('NEGATIVE_FRAME_SIZE', `negative response frame size ${size}`, 0);
+    if (size > this.maxFrameSize) {
+      throw new FrameTooLargeError(size, this.maxFrameSize);
+    }
+    return size;
+  }
+}

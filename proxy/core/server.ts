@@ -1,0 +1,492 @@
+/**
+ * The proxy: a bootstrap listener plus one listener per broker, each client connection paired
+ * with its own upstream connection to the broker that listener fronts.
+ */
+import net from 'node:net';
+import os from 'node:os';
+import tls from 'node:tls';
+import { defaultMetadataRequest } from '../../protocol/messages/metadata-request.js';
+import type { MetadataResponse } from '../../protocol/messages/metadata-response.js';
+import type { ApiVersionsResponse } from '../../protocol/messages/api-versions-response.js';
+import { ApiKey } from '../../protocol/messages/index.js';
+import { brokersIn, carriesBrokerAddresses, rewriteBrokerAddresses } from './address-rewrite.js';
+import { ApiVersionsPolicy } from './api-versions.js';
+import { BrokerMap } from './broker-map.js';
+import type { HostPort } from './broker-map.js';
+import { ProxyConnection, RequestBufferPool } from './connection.js';
+import type { ConnectionPolicy } from './connection.js';
+import { ResponseBufferPool } from './response-backlog.js';
+import { RELAY_DEFAULTS } from './defaults.js';
+import type { ProxyExtension } from './extension.js';
+import type { ExposedBroker } from './fetch-stream.js';
+import type { Logger } from '../logger.js';
+import { silentLogger } from '../logger.js';
+import { noopObserver } from './observer.js';
+import type { ProxyObserver } from './observer.js';
+import { connectUpstream, requestOnce } from '../client/upstream-request.js';
+import type { UpstreamTls } from '../client/upstream-request.js';
+
+export interface ClientTls {
+  key: Buffer;
+  cert: Buffer;
+  /** CA bundle for client certificates. */
+  ca?: Buffer;
+  requireClientCert: boolean;
+}
+
+export interface ProxyOptions {
+  bootstrapServers: HostPort[];
+  listen: HostPort;
+  /** The host clients are told to use for every broker; default: the listen host, or this machine's name for a wildcard listen. */
+  advertisedHost?: string;
+  /** Explicit node id → proxy port mapping; other nodes get listen port + 1 + node id. */
+  brokerPorts?: ReadonlyMap<number, number>;
+  maxFrameSize?: number;
+  maxInFlight?: number;
+  /** Client connections at once (all listeners together); more are closed at accept. */
+  maxConnections?: number;
+  /**
+   * A client connection with nothing in flight and no bytes either way for this long is closed,
+   * and so is one whose client has read none of its answers for this long.
+   */
+  idleTimeoutMs?: number;
+  /**
+   * Memory for incomplete request frames, all client connections together (a broker's
+   * queued.max.request.bytes); beyond it, connections sending large requests wait (RequestBufferPool).
+   */
+  maxBufferedRequestBytes?: number;
+  /**
+   * Memory for responses clients have not read, all client connections together; beyond it, a
+   * connection holding any is not read until its client reads (response-backlog.ts).
+   */
+  maxBufferedResponseBytes?: number;
+  clientTls?: ClientTls | null;
+  brokerTls?: UpstreamTls | null;
+  extension?: ProxyExtension | null;
+  log?: Logger;
+  /** How long shutdown waits for in-flight requests. */
+  shutdownTimeoutMs?: number;
+  /**
+   * Deadline of the proxy's own requests, to the cluster and on clients' connections
+   * (authorization probes), and of broker connects.
+   */
+  requestTimeoutMs?: number;
+  observer?: ProxyObserver;
+  /**
+   * How the proxy learns the cluster's brokers itself (at start, and for a client that connects to
+   * a broker port the proxy has not seen yet). Default: an unauthenticated Metadata request to a
+   * bootstrap server; the CLI passes its cluster client, which can authenticate.
+   */
+  discoverBrokers?: () => Promise<{ nodeId: number; address: HostPort }[]>;
+  /**
+   * A broker port that cannot be bound at start: 'exit' (default) makes start() reject with a
+   * ListenError; 'unready' starts anyway. Either way an unbound port is listed by
+   * `listenerProblems` (readiness) and binding it is retried every BIND_RETRY_MS.
+   */
+  bindFailure?: 'exit' | 'unready';
+}
+
+/** How often a broker port that could not be bound is tried again. */
+export const BIND_RETRY_MS = 5000;
+
+/** A listener that could not be bound: which port, why, and the option that chose the port. */
+export class ListenError extends Error {
+  override readonly name = 'ListenError';
+  constructor(
+    /** The option that set the port: `listen` (bootstrap, or listen port + 1 + node id) or `broker-port`. */
+    readonly option: 'listen' | 'broker-port',
+    readonly address: HostPort,
+    /** null: the bootstrap listener. */
+    readonly nodeId: number | null,
+    readonly reason: string,
+    options?: { cause?: unknown },
+  ) {
+    super(
+      `${nodeId === null ? 'the bootstrap port' : `broker ${nodeId}'s port`} ${address.host}:${address.port}` +
+        `${nodeId !== null && option === 'listen' ? ' (the --listen port + 1 + node id)' : ''} cannot be bound: ${reason}`,
+      options,
+    );
+  }
+}
+
+/** Why a listen failed, in words (with the code), not Node's message. */
+export function bindProblem(err: unknown): string {
+  const code = (err as NodeJS.ErrnoException).code;
+  const reasons: Record<string, string> = {
+    EADDRINUSE: 'address already in use',
+    EACCES: 'permission denied (ports below 1024 need privileges)',
+    EADDRNOTAVAIL: 'the address is not one of this machine',
+    ENOTFOUND: 'the host name is not known',
+    EAI_AGAIN: 'the host name could not be resolved',
+  };
+  if (code !== undefined && reasons[code] !== undefined) return `${reasons[code]} (${code})`;
+  return code ?? (err instanceof Error ? err.message : String(err));
+}
+
+export class KafkaProxy {
+  readonly brokers: BrokerMap;
+  private readonly log: Logger;
+  private readonly servers = new Map<string, net.Server>();
+  private readonly listening = new Map<number, Promise<void>>();
+  /** Node ids whose listener is open (their `listening` promise has resolved). */
+  private readonly listeningNow = new Set<number>();
+  /** Broker ports that could not be bound, retried every BIND_RETRY_MS (readiness lists them). */
+  private readonly unbound = new Map<number, ListenError>();
+  private bindRetry: NodeJS.Timeout | null = null;
+  private readonly connections = new Set<ProxyConnection>();
+  private readonly versions: ApiVersionsPolicy;
+  private readonly observer: ProxyObserver;
+  private readonly policy: ConnectionPolicy;
+  private readonly requestBuffers: RequestBufferPool;
+  private readonly responseBuffers: ResponseBufferPool;
+  private bootstrapIndex = 0;
+  private refused = 0;
+  private acceptErrors = 0;
+  private stopping = false;
+  private listenPort: number;
+  private advertisedHost: string;
+
+  constructor(private readonly opts: ProxyOptions) {
+    this.log = opts.log ?? silentLogger;
+    this.observer = opts.observer ?? noopObserver;
+    this.listenPort = opts.listen.port;
+    this.advertisedHost = opts.advertisedHost ?? defaultAdvertisedHost(opts.listen.host);
+    this.brokers = new BrokerMap(opts.listen.port, opts.brokerPorts);
+    this.versions = new ApiVersionsPolicy(opts.extension ?? null);
+    this.requestBuffers = new RequestBufferPool(
+      opts.maxBufferedRequestBytes ?? RELAY_DEFAULTS.maxBufferedRequestBytes,
+    );
+    this.responseBuffers = new ResponseBufferPool(
+      opts.maxBufferedResponseBytes ?? RELAY_DEFAULTS.maxBufferedResponseBytes,
+    );
+    this.policy = {
+      log: this.log,
+      maxFrameSize: opts.maxFrameSize ?? RELAY_DEFAULTS.maxFrameSize,
+      maxInFlight: opts.maxInFlight ?? RELAY_DEFAULTS.maxInFlight,
+      idleTimeoutMs: opts.idleTimeoutMs ?? RELAY_DEFAULTS.idleTimeoutMs,
+      extension: opts.extension ?? null,
+      maxApiVersionsVersion: this.versions.decodableMax(ApiKey.ApiVersions) ?? 0,
+      decodableMax: (apiKey) => this.versions.decodableMax(apiKey),
+      coreRewritesResponse: (apiKey, apiVersion) =>
+        apiKey === ApiKey.ApiVersions || carriesBrokerAddresses(apiKey, apiVersion),
+      rewriteResponse: (apiKey, _apiVersion, body) => this.rewriteResponse(apiKey, body),
+      exposeBroker: (nodeId, upstream) => this.exposeBroker(nodeId, upstream),
+      onClose: (conn) => {
+        this.connections.delete(conn);
+        this.observer.connectionClosed(conn.nodeId);
+        opts.extension?.connectionClosed?.(conn.id);
+      },
+      observer: this.observer,
+      requestBuffers: this.requestBuffers,
+      responseBuffers: this.responseBuffers,
+      requestTimeoutMs: opts.requestTimeoutMs ?? RELAY_DEFAULTS.requestTimeoutMs,
+    };
+  }
+
+  /** The bootstrap address actually bound (the port is resolved when 0 was asked for). */
+  get address(): HostPort {
+    return { host: this.opts.listen.host, port: this.listenPort };
+  }
+
+  get connectionCount(): number {
+    return this.connections.size;
+  }
+
+  /** Memory held in incomplete request frames now, all client connections together. */
+  get bufferedRequestBytes(): number {
+    return this.requestBuffers.held;
+  }
+
+  /** Client connections not read now because the request buffer pool is exhausted. */
+  get mutedConnections(): number {
+    return this.requestBuffers.mutedCount;
+  }
+
+  /** Memory held in responses clients have not read yet, all client connections together. */
+  get bufferedResponseBytes(): number {
+    return this.responseBuffers.held;
+  }
+
+  /** Client connections closed at accept because of --max-connections, since the start. */
+  get refusedConnections(): number {
+    return this.refused;
+  }
+
+  async start(): Promise<void> {
+    const server = this.createServer(null);
+    try {
+      await listen(server, this.opts.listen.host, this.opts.listen.port);
+    } catch (err) {
+      throw new ListenError('listen', this.opts.listen, null, bindProblem(err), { cause: err });
+    }
+    server.on('error', (err) => this.onServerError(err, null));
+    this.listenPort = (server.address() as net.AddressInfo).port;
+    // With port 0 the OS picked the bootstrap port; broker ports follow the one actually bound.
+    this.brokers.setBasePort(this.listenPort);
+    this.servers.set('bootstrap', server);
+    this.log.info('listening', { role: 'bootstrap', host: this.opts.listen.host, port: this.listenPort });
+    let found: { nodeId: number }[] = [];
+    try {
+      found = await this.discover();
+    } catch (err) {
+      // The cluster may come up after the proxy; brokers are learned from the first Metadata then.
+      this.log.warn('cluster not reachable at start', { error: err });
+    }
+    const bound = await Promise.allSettled(found.map(({ nodeId }) => this.ensureListener(nodeId)));
+    const failed = bound.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+    if (failed !== undefined && (this.opts.bindFailure ?? RELAY_DEFAULTS.bindFailure) === 'exit') {
+      await this.stop();
+      throw failed.reason;
+    }
+  }
+
+  /**
+   * Listeners that should be open and are not, one line each (empty when all are bound): what
+   * readiness reports.
+   */
+  listenerProblems(): string[] {
+    return [...this.unbound.values()].map((e) => e.message);
+  }
+
+  /** Asks the cluster which brokers it has (and learns their addresses), opening no listener. */
+  private async discover(): Promise<{ nodeId: number; address: HostPort }[]> {
+    if (this.opts.discoverBrokers) {
+      const found = await this.opts.discoverBrokers();
+      for (const { nodeId, address } of found) this.brokers.learn(nodeId, address);
+      return found;
+    }
+    let lastError: unknown;
+    for (const target of this.opts.bootstrapServers) {
+      try {
+        const body = (await requestOnce(
+          target,
+          this.opts.brokerTls ?? null,
+          ApiKey.Metadata,
+          1,
+          { ...defaultMetadataRequest(), topics: [] },
+          this.opts.requestTimeoutMs ?? RELAY_DEFAULTS.requestTimeoutMs,
+        )) as MetadataResponse;
+        const found = brokersIn(ApiKey.Metadata, body);
+        for (const { nodeId, address } of found) this.brokers.learn(nodeId, address);
+        return found;
+      } catch (err) {
+        lastError = err;
+      }
+    }
+    throw lastError instanceof Error ? lastError : new Error('no bootstrap server answered');
+  }
+
+  /** Asks the cluster which brokers it has and opens a listener for each. */
+  async refreshBrokers(): Promise<void> {
+    const found = await this.discover();
+    await Promise.all(found.map(({ nodeId }) => this.ensureListener(nodeId)));
+  }
+
+  /** Stops accepting, lets in-flight requests finish, then closes every connection. */
+  async stop(): Promise<void> {
+    if (this.stopping) return;
+    this.stopping = true;
+    if (this.bindRetry) clearTimeout(this.bindRetry);
+    const closing = [...this.servers.values()].map(
+      (s) => new Promise<void>((resolve) => s.close(() => resolve())),
+    );
+    const timeout = this.opts.shutdownTimeoutMs ?? RELAY_DEFAULTS.shutdownTimeoutMs;
+    await Promise.all([...this.connections].map((c) => c.drain(timeout)));
+    await Promise.all(closing);
+    this.log.info('stopped');
+  }
+
+  /** Resolves true when the body was changed (so it must be re-encoded). */
+  private async rewriteResponse(apiKey: number, body: unknown): Promise<boolean> {
+    if (apiKey === ApiKey.ApiVersions) {
+      this.versions.apply(body as ApiVersionsResponse);
+      return true;
+    }
+    const nodes: number[] = [];
+    rewriteBrokerAddresses(apiKey, body, (nodeId, upstream) => {
+      this.brokers.learn(nodeId, upstream);
+      nodes.push(nodeId);
+      return { host: this.advertisedHost, port: this.brokers.localPort(nodeId) };
+    });
+    // The client may connect as soon as it reads the response: the listener must exist first. A
+    // port that cannot be bound does not fail the response (the client can still use the other
+    // brokers): it is logged, listed by readiness and retried.
+    if (nodes.length === 0) return false;
+    await Promise.all(nodes.map((n) => this.ensureListener(n).catch(() => undefined)));
+    return true;
+  }
+
+  /**
+   * The synchronous form of the rewriting above, for streamed Fetch responses: learns the broker
+   * and tells its proxy address; `ready` is set while its listener is not open yet.
+   */
+  private exposeBroker(nodeId: number, upstream: HostPort): ExposedBroker {
+    this.brokers.learn(nodeId, upstream);
+    const exposed: ExposedBroker = { host: this.advertisedHost, port: this.brokers.localPort(nodeId) };
+    if (!this.listeningNow.has(nodeId)) exposed.ready = this.ensureListener(nodeId).catch(() => undefined);
+    return exposed;
+  }
+
+  private ensureListener(nodeId: number): Promise<void> {
+    let ready = this.listening.get(nodeId);
+    if (!ready) {
+      const server = this.createServer(nodeId);
+      const port = this.brokers.localPort(nodeId);
+      const address = { host: this.opts.listen.host, port };
+      ready = listen(server, address.host, port).then(
+        () => {
+          server.on('error', (err) => this.onServerError(err, nodeId));
+          this.servers.set(`node-${nodeId}`, server);
+          this.listeningNow.add(nodeId);
+          const retried = this.unbound.delete(nodeId);
+          this.log.info('listening', {
+            role: 'broker',
+            node: nodeId,
+            host: address.host,
+            port,
+            ...(retried ? { retried } : {}),
+          });
+          if (this.stopping) server.close();
+        },
+        (err: unknown) => {
+          this.listening.delete(nodeId);
+          const option = this.opts.brokerPorts?.has(nodeId) ? 'broker-port' : 'listen';
+          const failure = new ListenError(option, address, nodeId, bindProblem(err), { cause: err });
+          // Logged once per port, not at every retry.
+          if (!this.unbound.has(nodeId))
+            this.log.error('cannot listen for broker', { node: nodeId, port, option, error: failure.reason });
+          this.unbound.set(nodeId, failure);
+          this.scheduleBindRetry();
+          throw failure;
+        },
+      );
+      this.listening.set(nodeId, ready);
+    }
+    return ready;
+  }
+
+  private scheduleBindRetry(): void {
+    if (this.bindRetry !== null || this.stopping) return;
+    this.bindRetry = setTimeout(() => {
+      this.bindRetry = null;
+      if (this.stopping) return;
+      for (const nodeId of this.unbound.keys()) void this.ensureListener(nodeId).catch(() => undefined);
+    }, BIND_RETRY_MS);
+    this.bindRetry.unref();
+  }
+
+  private createServer(nodeId: number | null): net.Server {
+    const onSocket = (socket: net.Socket): void => this.accept(socket, nodeId);
+    const clientTls = this.opts.clientTls;
+    if (clientTls) {
+      return tls.createServer(
+        {
+          key: clientTls.key,
+          cert: clientTls.cert,
+          ca: clientTls.ca,
+          requestCert: clientTls.requireClientCert,
+          rejectUnauthorized: clientTls.requireClientCert,
+        },
+        onSocket,
+      );
+    }
+    return net.createServer(onSocket);
+  }
+
+  /**
+   * Errors of a listening socket after it is bound: failed accepts. When descriptors run out
+   * (EMFILE, ENFILE) libuv already accepts and closes the connections it cannot keep, so clients
+   * see them closed, and accepting resumes once descriptors are free; an error that surfaces anyway
+   * must not reach the process as an unhandled 'error' event. The listener stays open.
+   */
+  private onServerError(err: NodeJS.ErrnoException, nodeId: number | null): void {
+    this.acceptErrors++;
+    if (this.acceptErrors === 1 || this.acceptErrors % 1000 === 0) {
+      this.log.warn('accept failed', { node: nodeId, code: err.code, errors: this.acceptErrors, error: err });
+    }
+  }
+
+  private accept(client: net.Socket, nodeId: number | null): void {
+    if (this.stopping) {
+      client.destroy();
+      return;
+    }
+    // A connection storm must not exhaust memory or file descriptors: refuse beyond the limit
+    // (clients retry with backoff, as against a broker).
+    if (this.connections.size >= (this.opts.maxConnections ?? RELAY_DEFAULTS.maxConnections)) {
+      this.refused++;
+      if (this.refused === 1 || this.refused % 1000 === 0) {
+        this.log.warn('connection limit reached: refusing', {
+          limit: this.opts.maxConnections ?? RELAY_DEFAULTS.maxConnections,
+          refused: this.refused,
+        });
+      }
+      client.destroy();
+      return;
+    }
+    // The broker connection is opened by the connection itself when the client first needs it.
+    const conn = new ProxyConnection(client, () => this.openUpstream(nodeId), nodeId, this.policy);
+    this.connections.add(conn);
+    this.observer.connectionOpened(nodeId);
+  }
+
+  private async openUpstream(nodeId: number | null): Promise<net.Socket> {
+    if (nodeId === null) {
+      const targets = this.opts.bootstrapServers;
+      let lastError: unknown;
+      for (let i = 0; i < targets.length; i++) {
+        const target = targets[this.bootstrapIndex++ % targets.length]!;
+        try {
+          return await this.connect(target);
+        } catch (err) {
+          lastError = err;
+        }
+      }
+      throw lastError;
+    }
+    let target = this.brokers.upstreamOf(nodeId);
+    if (!target) {
+      // A client that remembers a broker port from before a proxy restart.
+      await this.refreshBrokers();
+      target = this.brokers.upstreamOf(nodeId);
+      if (!target) throw new Error(`the cluster has no broker ${nodeId}`);
+    }
+    return this.connect(target);
+  }
+
+  private connect(target: HostPort): Promise<net.Socket> {
+    return new Promise((resolve, reject) => {
+      const socket = connectUpstream(target, this.opts.brokerTls ?? null);
+      const event = this.opts.brokerTls ? 'secureConnect' : 'connect';
+      const timer = setTimeout(() => {
+        socket.destroy();
+        reject(new Error(`connect to ${target.host}:${target.port} timed out`));
+      }, this.opts.requestTimeoutMs ?? RELAY_DEFAULTS.requestTimeoutMs);
+      socket.once(event, () => {
+        clearTimeout(timer);
+        socket.removeAllListeners('error');
+        resolve(socket);
+      });
+      socket.once('error', (err) => {
+        clearTimeout(timer);
+        socket.destroy();
+        reject(err);
+      });
+    });
+  }
+}
+
+function listen(server: net.Server, host: string, port: number): Promise<void> {
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen({ host, port }, () => {
+      server.removeListener('error', reject);
+      resolve();
+    });
+  });
+}
+
+function defaultAdvertisedHost(listenHost: string): string {
+  if (listenHost === '0.0.0.0' || listenHost === '::' || listenHost === '') return os.hostname();
+  return listenHost;
+}

@@ -1,0 +1,263 @@
+// The `offsets` CLI on a group with live members: exit 3 naming the group and --force, --force
+// to override; in-process, on an embedded store in a temporary directory.
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { EmbeddedStore } from '../backends/embedded-store.js';
+import { getOffsets, setOffset } from './ops/admin/offsets-admin.js';
+import { offsetsMain } from './offsets-cli.js';
+
+let dir: string;
+let stderr: string[];
+beforeEach(() => {
+  dir = mkdtempSync(path.join(os.tmpdir(), 'kop-offsets-cli-'));
+  stderr = [];
+  vi.spyOn(console, 'error').mockImplementation((...args: unknown[]) => {
+    stderr.push(args.join(' '));
+  });
+});
+afterEach(() => {
+  vi.restoreAllMocks();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+/** Group g: t-0 at 10, one live member (closed again: the CLI opens the store itself). */
+async function runningGroup(): Promise<void> {
+  const store = new EmbeddedStore({ dataDir: dir });
+  await setOffset(store, { group: 'g', topic: 't', partition: 0, offset: 10n });
+  await store.updateGroup('g', { kind: 'joined', generationId: 1, memberId: 'm', groupInstanceId: null });
+  await store.close();
+}
+
+async function stored(): Promise<string[]> {
+  const store = new EmbeddedStore({ dataDir: dir });
+  try {
+    return (await getOffsets(store, 'g')).map((l) => `${l.partition}:${l.offset}`);
+  } finally {
+    await store.close();
+  }
+}
+
+const setArgs = (offset: string) => [
+  'set',
+  '--data-dir',
+  dir,
+  '--group',
+  'g',
+  '--topic',
+  't',
+  '--partition',
+  '0',
+  '--offset',
+  offset,
+];
+
+describe('offsets CLI and live members', () => {
+  it('set: exit 3 naming the group and --force; --force writes', async () => {
+    await runningGroup();
+    expect(await offsetsMain(setArgs('0'), {})).toBe(3);
+    expect(stderr.join('\n')).toMatch(/group g has live members.*give --bootstrap-server.*use --force/);
+    expect(await stored()).toEqual(['0:10']);
+    expect(await offsetsMain([...setArgs('0'), '--force'], {})).toBe(0);
+    expect(await stored()).toEqual(['0:0']);
+  });
+
+  it('asks the cluster given in the environment; an unreachable one leaves the refusal', async () => {
+    await runningGroup();
+    expect(await offsetsMain(setArgs('0'), { KOP_BOOTSTRAP_SERVER: '127.0.0.1:1' })).toBe(3);
+    const message = stderr.join('\n');
+    expect(message).toMatch(/group g has live members/);
+    expect(message).not.toMatch(/give --bootstrap-server/);
+    expect(await stored()).toEqual(['0:10']);
+  });
+
+  it('import and delete: exit 3 while the group runs, done with --force', async () => {
+    await runningGroup();
+    const file = path.join(dir, 'in.jsonl');
+    writeFileSync(file, '{"group":"g","topic":"t","partition":1,"offset":"7"}\n');
+    expect(await offsetsMain(['import', '--data-dir', dir, '--file', file], {})).toBe(3);
+    expect(await offsetsMain(['delete', '--data-dir', dir, '--group', 'g'], {})).toBe(3);
+    expect(await stored()).toEqual(['0:10']);
+    expect(await offsetsMain(['import', '--data-dir', dir, '--file', file, '--force'], {})).toBe(0);
+    expect(await stored()).toEqual(['0:10', '1:7']);
+    expect(
+      await offsetsMain(
+        ['delete', '--data-dir', dir, '--group', 'g', '--topic', 't', '--partition', '1', '--force'],
+        {},
+      ),
+    ).toBe(0);
+    expect(await stored()).toEqual(['0:10']);
+  });
+
+  it('--force only where it means something, and without a value', async () => {
+    expect(await offsetsMain(['get', '--data-dir', dir, '--group', 'g', '--force'], {})).toBe(2);
+    expect(await offsetsMain(['import', '--to', 'cluster', '--force'], {})).toBe(2);
+    expect(await offsetsMain([...setArgs('1'), '--force=yes'], {})).toBe(2);
+    expect(stderr.join('\n')).toMatch(/--force applies to set, delete and import into the store/);
+  });
+});
+
+describe('offsets CLI: listing, dry runs, unknown groups, per-action help', () => {
+  let stdout: string[];
+  beforeEach(() => {
+    stdout = [];
+    vi.spyOn(process.stdout, 'write').mockImplementation((chunk: string | Uint8Array) => {
+      stdout.push(String(chunk));
+      return true;
+    });
+    vi.spyOn(console, 'log').mockImplementation((...args: unknown[]) => {
+      stdout.push(args.join(' ') + '\n');
+    });
+  });
+
+  async function seed(): Promise<void> {
+    const store = new EmbeddedStore({ dataDir: dir });
+    const at = (group: string, topic: string, partition: number, offset: bigint, ts: number) =>
+      store.commit({
+        group,
+        requestId: `${group}-${topic}-${partition}`,
+        writes: [
+          {
+            topic,
+            partition,
+            offset,
+            leaderEpoch: -1,
+            metadata: '',
+            commitTimestamp: BigInt(ts),
+            expireTimestamp: -1n,
+          },
+        ],
+      });
+    await at('orders', 't', 0, 10n, Date.UTC(2025, 0, 2, 3, 4, 5));
+    await at('orders', 't', 1, 11n, Date.UTC(2025, 0, 2, 3, 4, 6));
+    await at('billing', 'u', 0, 7n, Date.UTC(2024, 5, 1));
+    await store.updateGroup('members-only', {
+      kind: 'joined',
+      generationId: 1,
+      memberId: 'm',
+      groupInstanceId: null,
+    });
+    await store.close();
+  }
+
+  it('groups: every group with its partition count and newest commit; --json as JSON lines', async () => {
+    await seed();
+    expect(await offsetsMain(['groups', '--data-dir', dir], {})).toBe(0);
+    expect(stdout.join('').split('\n')).toEqual([
+      'GROUP         PARTITIONS  LAST COMMIT (UTC)',
+      'billing                1  2024-06-01T00:00:00.000Z',
+      'members-only           0  -',
+      'orders                 2  2025-01-02T03:04:06.000Z',
+      '',
+    ]);
+    stdout.length = 0;
+    expect(await offsetsMain(['groups', '--data-dir', dir, '--json'], {})).toBe(0);
+    expect(
+      stdout
+        .join('')
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l)),
+    ).toEqual([
+      { group: 'billing', partitions: 1, lastCommit: '2024-06-01T00:00:00.000Z' },
+      { group: 'members-only', partitions: 0, lastCommit: '-' },
+      { group: 'orders', partitions: 2, lastCommit: '2025-01-02T03:04:06.000Z' },
+    ]);
+  });
+
+  it('get: exit 3 for a group the store does not have; a known group prints its offsets', async () => {
+    await seed();
+    expect(await offsetsMain(['get', '--data-dir', dir, '--group', 'nope'], {})).toBe(3);
+    expect(stderr.join('\n')).toContain('the store has no group "nope"');
+    expect(stdout.join('')).toBe('');
+    expect(await offsetsMain(['get', '--data-dir', dir, '--group', 'orders', '--topic', 't'], {})).toBe(0);
+    expect(stdout.join('').trim().split('\n')).toHaveLength(2);
+    stdout.length = 0;
+    // Known (a membership record), no offsets: nothing to print, not an error.
+    expect(await offsetsMain(['get', '--data-dir', dir, '--group', 'members-only'], {})).toBe(0);
+    expect(stdout.join('')).toBe('');
+  });
+
+  it('set --dry-run: prints the change and writes nothing; a real run would be refused: exit 3', async () => {
+    await seed();
+    const set = ['set', '--data-dir', dir, '--group', 'orders', '--topic', 't', '--partition', '0'];
+    expect(await offsetsMain([...set, '--offset', '42', '--dry-run'], {})).toBe(0);
+    expect(stdout.join('')).toBe(
+      'would set orders t-0: 10 -> 42\ndry run: 1 offset would change; nothing was written\n',
+    );
+    stdout.length = 0;
+    expect(await offsetsMain([...set, '--offset', '42', '--expected', '9', '--dry-run'], {})).toBe(3);
+    expect(stdout.join('')).toContain('would be refused: orders t-0: expected offset 9, but it is 10');
+    stdout.length = 0;
+    const live = ['set', '--data-dir', dir, '--group', 'members-only', '--topic', 't', '--partition', '0'];
+    expect(await offsetsMain([...live, '--offset', '1', '--dry-run'], {})).toBe(3);
+    expect(stdout.join('')).toContain('would be refused: group members-only has live members');
+    expect(await offsetsMain([...live, '--offset', '1', '--dry-run', '--force'], {})).toBe(0);
+    const store = new EmbeddedStore({ dataDir: dir });
+    try {
+      expect((await getOffsets(store, 'orders')).map((l) => l.offset)).toEqual(['10', '11']);
+      expect(await getOffsets(store, 'members-only')).toEqual([]);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('import and delete --dry-run: the partitions that would change, nothing written', async () => {
+    await seed();
+    const file = path.join(dir, 'in.jsonl');
+    writeFileSync(
+      file,
+      [
+        '{"group":"orders","topic":"t","partition":0,"offset":"10"}',
+        '{"group":"orders","topic":"t","partition":1,"offset":"20"}',
+        '{"group":"new","topic":"t","partition":0,"offset":"5"}',
+      ].join('\n'),
+    );
+    expect(await offsetsMain(['import', '--data-dir', dir, '--file', file, '--dry-run'], {})).toBe(0);
+    expect(stdout.join('')).toBe(
+      [
+        'would set orders t-1: 11 -> 20',
+        'would set new t-0: (none) -> 5',
+        'dry run: 2 offsets would change, 1 already as given; nothing was written',
+        '',
+      ].join('\n'),
+    );
+    stdout.length = 0;
+    expect(await offsetsMain(['delete', '--data-dir', dir, '--group', 'orders', '--dry-run'], {})).toBe(0);
+    expect(stdout.join('')).toBe(
+      [
+        'would delete orders t-0: 10 -> (deleted)',
+        'would delete orders t-1: 11 -> (deleted)',
+        'would delete group orders (its offsets and membership record)',
+        'dry run: 2 offsets would change; nothing was written',
+        '',
+      ].join('\n'),
+    );
+    const store = new EmbeddedStore({ dataDir: dir });
+    try {
+      expect((await getOffsets(store, 'orders')).map((l) => l.offset)).toEqual(['10', '11']);
+      expect(await store.fetch('new', null)).toEqual([]);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it("<action> --help prints that action's usage; switches are refused where they mean nothing", async () => {
+    for (const action of ['groups', 'export', 'import', 'get', 'set', 'delete']) {
+      stdout.length = 0;
+      expect(await offsetsMain([action, '--help'], {})).toBe(0);
+      expect(stdout.join(''), action).toMatch(new RegExp(`^Usage: kafka-offset-proxy offsets ${action} `));
+    }
+    expect(await offsetsMain(['export', '--data-dir', dir, '--dry-run'], {})).toBe(2);
+    expect(await offsetsMain(['get', '--data-dir', dir, '--group', 'g', '--json'], {})).toBe(2);
+    expect(stderr.join('\n')).toMatch(/--json applies to groups only/);
+  });
+
+  it('a data directory on /proc is refused at once (exit 2), not spun on', async () => {
+    expect(await offsetsMain(['get', '--data-dir', '/proc/kop-data', '--group', 'g'], {})).toBe(2);
+    expect(stderr.join('\n')).toMatch(
+      /--data-dir="\/proc\/kop-data": \/proc is on proc, a kernel file system/,
+    );
+  });
+});

@@ -1,0 +1,135 @@
+/**
+ * The proxy's Prometheus metrics: one registry holding the hot-path metrics the core reports
+ * through `ProxyObserver`, the offset service's commit counters, the store decorator's latency
+ * and the default process metrics. Lag metrics register themselves on the same registry
+ * (proxy/ops/lag/).
+ *
+ * Names follow the Prometheus conventions: base units (seconds, bytes), `_total` for counters.
+ */
+import { collectDefaultMetrics, Counter, Gauge, Registry } from 'prom-client';
+import type { OffsetStore } from '../../../backends/store.js';
+import type { ProxyObserver } from '../../core/observer.js';
+import type { OffsetServiceMetrics } from '../../offsets/service.js';
+import { MeasuredStore, StoreMetrics } from './measured-store.js';
+import { ObserverMetrics } from './observer-metrics.js';
+import { CommitMetrics } from './commit-metrics.js';
+import { productVersion } from '../../version.js';
+
+export interface ProxyMetricsOptions {
+  /** Label kop_requests_total with the API version (false: version=""), see --metrics-api-versions. */
+  apiVersions?: boolean;
+  /** Register prom-client's process metrics (CPU, memory, event loop lag, GC). Default true. */
+  processMetrics?: boolean;
+  /** Labels of kop_build_info: this build's version and the store kind in use. */
+  build?: { version: string; store: string };
+}
+
+/** What kop_store_up reads at scrape time (StoreHealth has it). */
+export interface StoreState {
+  readonly up: boolean;
+}
+
+/** State of the core read at scrape time (`KafkaProxy` has these getters). */
+export interface ProxyState {
+  readonly bufferedRequestBytes: number;
+  readonly mutedConnections: number;
+  readonly bufferedResponseBytes: number;
+  readonly refusedConnections: number;
+}
+
+export interface ProxyMetrics {
+  readonly registry: Registry;
+  /** Pass to `KafkaProxy` as `observer`. */
+  readonly observer: ProxyObserver;
+  /** Pass to `createOffsetService`. */
+  readonly offsets: OffsetServiceMetrics;
+  /** Wraps a store so every operation's latency and failures are measured. */
+  measureStore(store: OffsetStore): OffsetStore;
+  /** Exports the proxy's request and response buffer and refused-connection figures (read at each scrape, 0 until then). */
+  watchProxy(proxy: ProxyState): void;
+  /** Exports whether the store answers as kop_store_up (0 until then). */
+  watchStore(store: StoreState): void;
+  /** `kop_store_data_lost`: 1 once the store is found to have lost its data (proxy/data-loss-watch.ts). */
+  readonly storeDataLost: Gauge<'store'>;
+}
+
+export function createProxyMetrics(opts: ProxyMetricsOptions = {}): ProxyMetrics {
+  const registry = new Registry();
+  if (opts.processMetrics ?? true) collectDefaultMetrics({ register: registry });
+  const storeMetrics = new StoreMetrics(registry);
+  let proxy: ProxyState | null = null;
+  let store: StoreState | null = null;
+  registerProxyState(registry, () => proxy);
+  new Gauge({
+    name: 'kop_store_up',
+    help: 'Whether the offset store answered its last operation or ping (1) or not (0); pinged every 5 s.',
+    registers: [registry],
+    collect() {
+      this.set(store?.up ? 1 : 0);
+    },
+  });
+  const build = opts.build ?? { version: productVersion(), store: '' };
+  new Gauge({
+    name: 'kop_build_info',
+    help: 'Always 1; the labels say which build runs: version, Node.js version (node) and the store kind.',
+    labelNames: ['version', 'node', 'store'],
+    registers: [registry],
+  }).set({ version: build.version, node: process.version, store: build.store }, 1);
+  return {
+    registry,
+    observer: new ObserverMetrics(registry, opts.apiVersions ?? true),
+    offsets: new CommitMetrics(registry),
+    measureStore: (store) => new MeasuredStore(store, storeMetrics),
+    watchProxy: (p) => {
+      proxy = p;
+    },
+    watchStore: (s) => {
+      store = s;
+    },
+    storeDataLost: new Gauge({
+      name: 'kop_store_data_lost',
+      help: 'Whether the offset store lost its data (its marker gone or replaced): 1 until the proxy is restarted.',
+      labelNames: ['store'],
+      registers: [registry],
+    }),
+  };
+}
+
+/** Gauges and a counter computed at scrape time from the core's own counts: nothing on the hot path. */
+function registerProxyState(registry: Registry, state: () => ProxyState | null): void {
+  new Gauge({
+    name: 'kop_request_buffer_bytes',
+    help: 'Memory held for request frames not yet fully received, all client connections together (bounded by --max-buffered-request-bytes).',
+    registers: [registry],
+    collect() {
+      this.set(state()?.bufferedRequestBytes ?? 0);
+    },
+  });
+  new Gauge({
+    name: 'kop_request_buffer_muted_connections',
+    help: 'Client connections not read because --max-buffered-request-bytes is reached (their large requests wait).',
+    registers: [registry],
+    collect() {
+      this.set(state()?.mutedConnections ?? 0);
+    },
+  });
+  new Gauge({
+    name: 'kop_response_buffer_bytes',
+    help: 'Memory held for responses clients have not read yet, all client connections together (bounded by --max-buffered-response-bytes).',
+    registers: [registry],
+    collect() {
+      this.set(state()?.bufferedResponseBytes ?? 0);
+    },
+  });
+  let reported = 0;
+  new Counter({
+    name: 'kop_connections_refused_total',
+    help: 'Client connections closed at accept because --max-connections was reached.',
+    registers: [registry],
+    collect() {
+      const refused = state()?.refusedConnections ?? 0;
+      if (refused > reported) this.inc(refused - reported);
+      reported = refused;
+    },
+  });
+}
