@@ -21,7 +21,7 @@ import { StoreHealth } from './offsets/store-health.js';
 import { bindProblem, KafkaProxy, ListenError } from './core/server.js';
 import { checkStartup } from './startup-checks.js';
 import type { StartupNotes } from './startup-checks.js';
-import { productVersion } from './version.js';
+import { productVersion } from './common/version.js';
 import type { ProxyOptions } from './core/server.js';
 
 export async function main(argv: string[]): Promise<void> {
@@ -257,7 +257,11 @@ export function drainBudgetMs(shutdownTimeoutMs: number): number {
   return shutdownTimeoutMs - Math.min(1000, Math.floor(shutdownTimeoutMs / 4));
 }
 
-export function proxyOptions(config: ProxyConfig, log: ReturnType<typeof createLogger>): ProxyOptions {
+/** The relay's options from the configuration; the caller adds how brokers are discovered. */
+export function proxyOptions(
+  config: ProxyConfig,
+  log: ReturnType<typeof createLogger>,
+): Omit<ProxyOptions, 'discoverBrokers'> {
   const read = (file: string | undefined): Buffer | undefined =>
     file === undefined ? undefined : readFileSync(file);
   return {

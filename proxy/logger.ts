@@ -3,17 +3,17 @@
  * text (`text`: time, level, event, then key=value fields). Payloads and credentials are never
  * passed here; callers log identifiers (connection ids, api names), not bytes.
  */
+import type { Logger } from './common/log.js';
+
 export type LogLevel = 'debug' | 'info' | 'warn' | 'error';
 export type LogFormat = 'text' | 'json';
+
 const rank: Record<LogLevel, number> = { debug: 10, info: 20, warn: 30, error: 40 };
 
-export interface Logger {
-  debug(event: string, fields?: Record<string, unknown>): void;
-  info(event: string, fields?: Record<string, unknown>): void;
-  warn(event: string, fields?: Record<string, unknown>): void;
-  error(event: string, fields?: Record<string, unknown>): void;
-  child(fields: Record<string, unknown>): Logger;
-}
+// The interface every layer logs through lives in common/ (so the relay needs nothing of the
+// process); this module makes the loggers the process uses.
+export type { Logger } from './common/log.js';
+export { silentLogger } from './common/log.js';
 
 /** text on a terminal, JSON otherwise (--log-format unset). */
 export function defaultLogFormat(stream: { isTTY?: boolean } = process.stderr): LogFormat {
@@ -72,13 +72,3 @@ function errorReplacer(_key: string, value: unknown): unknown {
   if (typeof value === 'bigint') return value.toString();
   return value;
 }
-
-export const silentLogger: Logger = {
-  debug() {},
-  info() {},
-  warn() {},
-  error() {},
-  child() {
-    return silentLogger;
-  },
-};

@@ -21,13 +21,13 @@ import type { FindCoordinatorResponse } from '../../protocol/messages/find-coord
 import { ApiKey, getApiCodec } from '../../protocol/messages/index.js';
 import type { MetadataResponse } from '../../protocol/messages/metadata-response.js';
 import type { BrokerMap, HostPort } from '../core/broker-map.js';
-import type { Logger } from '../logger.js';
-import { silentLogger } from '../logger.js';
+import type { Logger } from '../common/log.js';
+import { silentLogger } from '../common/log.js';
 import { authenticate } from './sasl-client.js';
 import type { SaslCredentials } from './sasl-client.js';
-import { connectUpstream } from './upstream-request.js';
+import { connectUpstream } from '../core/upstream-socket.js';
 import { PROXY_CLIENT_ID, RELAY_DEFAULTS } from '../core/defaults.js';
-import type { UpstreamTls } from './upstream-request.js';
+import type { UpstreamTls } from '../core/upstream-socket.js';
 
 export class ClusterRequestError extends Error {
   constructor(message: string, options?: { cause?: unknown }) {

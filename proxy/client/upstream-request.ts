@@ -1,36 +1,17 @@
 /**
- * The proxy's own requests to the cluster (learning brokers at start, and later the offset
- * service's lookups): one connection, one request at a time, with a deadline.
+ * The proxy's own one-off requests to the cluster (learning the brokers at start): one
+ * connection, one request, with a deadline.
  */
-import net from 'node:net';
-import tls from 'node:tls';
 import { FrameSplitter } from '../../protocol/frame-splitter.js';
 import { decodeResponseFrame, encodeRequestFrame } from '../../protocol/frames.js';
+import { ApiKey } from '../../protocol/messages/index.js';
+import { defaultMetadataRequest } from '../../protocol/messages/metadata-request.js';
+import type { MetadataResponse } from '../../protocol/messages/metadata-response.js';
+import { brokersIn } from '../core/address-rewrite.js';
 import type { HostPort } from '../core/broker-map.js';
+import { connectUpstream } from '../core/upstream-socket.js';
+import type { UpstreamTls } from '../core/upstream-socket.js';
 import { PROXY_CLIENT_ID } from '../core/defaults.js';
-
-export interface UpstreamTls {
-  ca?: Buffer;
-  cert?: Buffer;
-  key?: Buffer;
-  rejectUnauthorized: boolean;
-  servername?: string;
-}
-
-export function connectUpstream(target: HostPort, tlsOptions: UpstreamTls | null): net.Socket {
-  if (tlsOptions) {
-    return tls.connect({
-      host: target.host,
-      port: target.port,
-      ca: tlsOptions.ca,
-      cert: tlsOptions.cert,
-      key: tlsOptions.key,
-      rejectUnauthorized: tlsOptions.rejectUnauthorized,
-      servername: tlsOptions.servername ?? (net.isIP(target.host) ? undefined : target.host),
-    });
-  }
-  return net.connect({ host: target.host, port: target.port });
-}
 
 /** Sends one request and resolves with the decoded response body. */
 export function requestOnce(
@@ -72,4 +53,32 @@ export function requestOnce(
       encodeRequestFrame({ apiKey, apiVersion, correlationId: 1, clientId: PROXY_CLIENT_ID }, body),
     );
   });
+}
+
+/**
+ * The cluster's brokers from an unauthenticated Metadata request to the first bootstrap server
+ * that answers (a KafkaProxy's `discoverBrokers` where no authenticating client is at hand).
+ */
+export async function discoverBrokersAt(
+  bootstrapServers: readonly HostPort[],
+  tlsOptions: UpstreamTls | null,
+  timeoutMs: number,
+): Promise<{ nodeId: number; address: HostPort }[]> {
+  let lastError: unknown;
+  for (const target of bootstrapServers) {
+    try {
+      const body = (await requestOnce(
+        target,
+        tlsOptions,
+        ApiKey.Metadata,
+        1,
+        { ...defaultMetadataRequest(), topics: [] },
+        timeoutMs,
+      )) as MetadataResponse;
+      return brokersIn(ApiKey.Metadata, body);
+    } catch (err) {
+      lastError = err;
+    }
+  }
+  throw lastError instanceof Error ? lastError : new Error('no bootstrap server answered');
 }

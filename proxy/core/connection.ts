@@ -26,7 +26,7 @@ import type { ProxyExtension, RequestDecision, RequestInfo } from './extension.j
 import { FetchResponseStream, canStreamFetch } from './fetch-stream.js';
 import type { ExposeBrokerNow } from './fetch-stream.js';
 import { canWalkProduceResponse, produceResponseHasNodeEndpoints } from './produce-endpoints.js';
-import type { Logger } from '../logger.js';
+import type { Logger } from '../common/log.js';
 import type { AnsweredBy, ProxyObserver, RejectCause } from './observer.js';
 import { ResponseReader } from './response-reader.js';
 import type { FrameRoute } from './response-reader.js';

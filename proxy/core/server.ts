@@ -5,11 +5,9 @@
 import net from 'node:net';
 import os from 'node:os';
 import tls from 'node:tls';
-import { defaultMetadataRequest } from '../../protocol/messages/metadata-request.js';
-import type { MetadataResponse } from '../../protocol/messages/metadata-response.js';
 import type { ApiVersionsResponse } from '../../protocol/messages/api-versions-response.js';
 import { ApiKey } from '../../protocol/messages/index.js';
-import { brokersIn, carriesBrokerAddresses, rewriteBrokerAddresses } from './address-rewrite.js';
+import { carriesBrokerAddresses, rewriteBrokerAddresses } from './address-rewrite.js';
 import { ApiVersionsPolicy } from './api-versions.js';
 import { BrokerMap } from './broker-map.js';
 import type { HostPort } from './broker-map.js';
@@ -19,12 +17,12 @@ import { ResponseBufferPool } from './response-backlog.js';
 import { RELAY_DEFAULTS } from './defaults.js';
 import type { ProxyExtension } from './extension.js';
 import type { ExposedBroker } from './fetch-stream.js';
-import type { Logger } from '../logger.js';
-import { silentLogger } from '../logger.js';
+import type { Logger } from '../common/log.js';
+import { silentLogger } from '../common/log.js';
 import { noopObserver } from './observer.js';
 import type { ProxyObserver } from './observer.js';
-import { connectUpstream, requestOnce } from '../client/upstream-request.js';
-import type { UpstreamTls } from '../client/upstream-request.js';
+import { connectUpstream } from './upstream-socket.js';
+import type { UpstreamTls } from './upstream-socket.js';
 
 export interface ClientTls {
   key: Buffer;
@@ -74,10 +72,11 @@ export interface ProxyOptions {
   observer?: ProxyObserver;
   /**
    * How the proxy learns the cluster's brokers itself (at start, and for a client that connects to
-   * a broker port the proxy has not seen yet). Default: an unauthenticated Metadata request to a
-   * bootstrap server; the CLI passes its cluster client, which can authenticate.
+   * a broker port the proxy has not seen yet). The relay sends no request of its own for this: the
+   * CLI passes its cluster client, which can authenticate; tests may pass `discoverBrokersAt`
+   * (client/upstream-request.ts), an unauthenticated Metadata request to a bootstrap server.
    */
-  discoverBrokers?: () => Promise<{ nodeId: number; address: HostPort }[]>;
+  discoverBrokers: () => Promise<{ nodeId: number; address: HostPort }[]>;
   /**
    * A broker port that cannot be bound at start: 'exit' (default) makes start() reject with a
    * ListenError; 'unready' starts anyway. Either way an unbound port is listed by
@@ -250,30 +249,9 @@ export class KafkaProxy {
 
   /** Asks the cluster which brokers it has (and learns their addresses), opening no listener. */
   private async discover(): Promise<{ nodeId: number; address: HostPort }[]> {
-    if (this.opts.discoverBrokers) {
-      const found = await this.opts.discoverBrokers();
-      for (const { nodeId, address } of found) this.brokers.learn(nodeId, address);
-      return found;
-    }
-    let lastError: unknown;
-    for (const target of this.opts.bootstrapServers) {
-      try {
-        const body = (await requestOnce(
-          target,
-          this.opts.brokerTls ?? null,
-          ApiKey.Metadata,
-          1,
-          { ...defaultMetadataRequest(), topics: [] },
-          this.opts.requestTimeoutMs ?? RELAY_DEFAULTS.requestTimeoutMs,
-        )) as MetadataResponse;
-        const found = brokersIn(ApiKey.Metadata, body);
-        for (const { nodeId, address } of found) this.brokers.learn(nodeId, address);
-        return found;
-      } catch (err) {
-        lastError = err;
-      }
-    }
-    throw lastError instanceof Error ? lastError : new Error('no bootstrap server answered');
+    const found = await this.opts.discoverBrokers();
+    for (const { nodeId, address } of found) this.brokers.learn(nodeId, address);
+    return found;
   }
 
   /** Asks the cluster which brokers it has and opens a listener for each. */

@@ -2,17 +2,12 @@
  * Per-group choices given as `group-or-pattern=mode,...` (`*` wildcards, first match wins), with a
  * default for every other group: --commit-guard-group and --unknown-topics-group.
  */
+import { globToRegExp } from '../common/glob.js';
 
 export interface GroupModeOverride<M extends string> {
   /** A group name, or a pattern with `*` wildcards. */
   pattern: string;
   mode: M;
-}
-
-export function globToRegExp(pattern: string): RegExp {
-  const escaped = pattern.replace(/[.+?^${}()|[\]\\]/g, '\\$&').replace(/\*/g, '.*');
-  // `s`: a group id may contain line breaks, and `*` matches them too.
-  return new RegExp(`^${escaped}$`, 's');
 }
 
 /** Parses `group-or-pattern=mode,...`; the mode is what follows the last `=` of each part. */

@@ -27,7 +27,7 @@ import type { DescribeGroupsResponse } from '../../protocol/messages/describe-gr
 import type { ListGroupsRequest } from '../../protocol/messages/list-groups-request.js';
 import type { ListedGroup, ListGroupsResponse } from '../../protocol/messages/list-groups-response.js';
 import type { RequestInfo } from '../core/extension.js';
-import type { Logger } from '../logger.js';
+import type { Logger } from '../common/log.js';
 import type { StoreGroup, StoreGroupIndex } from './store-groups.js';
 
 /** Which of these groups the client's principal may describe (all, when nobody checks). */

@@ -1,5 +1,6 @@
 import { describe, expect, test } from 'vitest';
-import { GuardPolicy, globToRegExp, parseCasMetadata, parseGroupOverrides } from './guard-policy.js';
+import { globToRegExp } from '../common/glob.js';
+import { GuardPolicy, parseCasMetadata, parseGroupOverrides } from './guard-policy.js';
 
 describe('compare-and-set metadata', () => {
   test('cas:<expected> and cas:<expected>;<metadata>', () => {

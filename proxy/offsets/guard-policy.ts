@@ -6,7 +6,7 @@
  * metadata `cas:<expected>` or `cas:<expected>;<metadata>`; the offset is written only if the
  * stored offset equals <expected> (-1 = no committed offset). `off`: last write wins.
  */
-import { globToRegExp, GroupModes, parseGroupModes } from './group-modes.js';
+import { GroupModes, parseGroupModes } from './group-modes.js';
 import type { GroupModeOverride } from './group-modes.js';
 
 export type CommitGuardMode = 'fence' | 'cas' | 'off';
@@ -16,8 +16,6 @@ export type GroupOverride = GroupModeOverride<CommitGuardMode>;
 
 /** The commit guard of each group: --commit-guard, with the --commit-guard-group overrides. */
 export class GuardPolicy extends GroupModes<CommitGuardMode> {}
-
-export { globToRegExp };
 
 const CAS_FORM = /^cas:(-1|\d{1,19})(?:;([\s\S]*))?$/;
 

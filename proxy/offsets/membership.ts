@@ -19,7 +19,7 @@ import type { SyncGroupRequest } from '../../protocol/messages/sync-group-reques
 import type { SyncGroupResponse } from '../../protocol/messages/sync-group-response.js';
 import type { TxnOffsetCommitRequest } from '../../protocol/messages/txn-offset-commit-request.js';
 import type { TxnOffsetCommitResponse } from '../../protocol/messages/txn-offset-commit-response.js';
-import type { Logger } from '../logger.js';
+import type { Logger } from '../common/log.js';
 import { storeFailureCode } from './kafka-errors.js';
 
 export const OBSERVED_APIS: ReadonlySet<number> = new Set([

@@ -7,7 +7,7 @@
  * A refusal the protocol expects (a zombie fenced, a compare-and-set that lost) is `info`; one the
  * operator has to act on (store down, unknown topic, unauthorized, metadata too large) is `warn`.
  */
-import type { Logger } from '../logger.js';
+import type { Logger } from '../common/log.js';
 import type { CommitRefusal } from './offset-commit.js';
 import type { OffsetServiceMetrics } from './service.js';
 

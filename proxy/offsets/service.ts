@@ -17,7 +17,7 @@ import type { OffsetCommitResponse } from '../../protocol/messages/offset-commit
 import type { OffsetDeleteRequest } from '../../protocol/messages/offset-delete-request.js';
 import type { OffsetFetchRequest } from '../../protocol/messages/offset-fetch-request.js';
 import type { ProxyExtension, RequestDecision, RequestInfo, VersionRange } from '../core/extension.js';
-import type { Logger } from '../logger.js';
+import type { Logger } from '../common/log.js';
 import type { BrokerAuthorizer } from './authorizer.js';
 import type { BrokerLookups } from './broker-lookups.js';
 import { commitVerdict, fetchVerdict } from './broker-verdict.js';

@@ -2,16 +2,37 @@
 import type { StoreTarget } from '../../backends/open-store.js';
 import type { OffsetStore } from '../../backends/store.js';
 import { BrokerMap } from '../core/broker-map.js';
+import type { HostPort } from '../core/broker-map.js';
 import { ClusterClient } from '../client/cluster-client.js';
-import type { ProxyConfig } from '../config.js';
-import type { Logger } from '../logger.js';
-import type { UpstreamTls } from '../client/upstream-request.js';
+import type { SaslCredentials } from '../client/sasl-client.js';
+import type { Logger } from '../common/log.js';
+import type { UpstreamTls } from '../core/upstream-socket.js';
 import { BrokerAuthorizer } from './authorizer.js';
 import { BrokerLookups } from './broker-lookups.js';
 import { StoreGroupIndex } from './store-groups.js';
 import { GuardPolicy } from './guard-policy.js';
+import type { CommitGuardMode, GroupOverride } from './guard-policy.js';
 import { OffsetService } from './service.js';
-import type { OffsetServiceMetrics } from './service.js';
+import type { OffsetServiceMetrics, OffsetServiceOptions } from './service.js';
+
+/**
+ * The settings the offset service is built from, by the names of the process's configuration
+ * (config.ts's ProxyConfig has them all), so this layer does not depend on the CLI's.
+ */
+export interface OffsetServiceConfig {
+  bootstrapServers: HostPort[];
+  storeTarget: StoreTarget;
+  storeTimeoutMs: number;
+  requestTimeoutMs: number;
+  clusterSasl: SaslCredentials | undefined;
+  commitGuard: CommitGuardMode;
+  commitGuardGroups: GroupOverride[];
+  unknownTopics: OffsetServiceOptions['unknownTopics'];
+  unknownTopicsGroups: NonNullable<OffsetServiceOptions['unknownTopicsGroups']>;
+  fallback: 'none' | 'upstream';
+  mirrorCommits: boolean;
+  authorize: 'broker' | 'off';
+}
 
 export interface OffsetServiceHandle {
   service: OffsetService;
@@ -21,7 +42,10 @@ export interface OffsetServiceHandle {
   close(): Promise<void>;
 }
 
-export async function openOffsetStore(config: ProxyConfig, log?: Logger): Promise<OffsetStore> {
+export async function openOffsetStore(
+  config: Pick<OffsetServiceConfig, 'storeTarget' | 'storeTimeoutMs'>,
+  log?: Logger,
+): Promise<OffsetStore> {
   const { openStoreTarget } = await import('../../backends/open-store.js');
   return openStoreTarget(config.storeTarget, {
     operationTimeoutMs: config.storeTimeoutMs,
@@ -43,7 +67,7 @@ export function storeEndpoints(target: StoreTarget): { host: string; port: numbe
 }
 
 export function createOffsetService(
-  config: ProxyConfig,
+  config: OffsetServiceConfig,
   store: OffsetStore,
   brokerTls: UpstreamTls | null,
   log: Logger,

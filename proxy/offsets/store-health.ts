@@ -15,7 +15,7 @@ import type { Endpoint } from '../../backends/connection-problem.js';
 import { StoreDecorator } from '../../backends/store-decorator.js';
 import type { StoreOperation } from '../../backends/store-decorator.js';
 import type { OffsetStore } from '../../backends/store.js';
-import type { Logger } from '../logger.js';
+import type { Logger } from '../common/log.js';
 
 export const PING_INTERVAL_MS = 5000;
 

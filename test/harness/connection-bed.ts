@@ -6,7 +6,7 @@ import { FrameSplitter } from '../../protocol/frame-splitter.js';
 import { peekRequestHeader } from '../../protocol/frames.js';
 import { ProxyConnection } from '../../proxy/core/connection.js';
 import type { ConnectionPolicy } from '../../proxy/core/connection.js';
-import { silentLogger } from '../../proxy/logger.js';
+import { silentLogger } from '../../proxy/common/log.js';
 import { noopObserver } from '../../proxy/core/observer.js';
 
 export interface ConnectionBed {

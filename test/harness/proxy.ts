@@ -7,7 +7,9 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { discoverBrokersAt } from '../../proxy/client/upstream-request.js';
 import { parseHostPortList } from '../../proxy/core/broker-map.js';
+import { RELAY_DEFAULTS } from '../../proxy/core/defaults.js';
 import type { ProxyExtension } from '../../proxy/core/extension.js';
 import { createLogger } from '../../proxy/logger.js';
 import { KafkaProxy } from '../../proxy/core/server.js';
@@ -46,10 +48,17 @@ export async function startProxy(
   opts: Partial<ProxyOptions> & { extension?: ProxyExtension | null; brokerSpan?: number } = {},
 ): Promise<RunningProxy> {
   const port = await freePortRange(opts.brokerSpan ?? 8);
+  const servers = parseHostPortList(bootstrapServers);
   const proxy = new KafkaProxy({
-    bootstrapServers: parseHostPortList(bootstrapServers),
+    bootstrapServers: servers,
     listen: { host: '127.0.0.1', port },
     log: process.env['KOP_TEST_LOG'] ? createLogger('debug') : undefined,
+    discoverBrokers: () =>
+      discoverBrokersAt(
+        servers,
+        opts.brokerTls ?? null,
+        opts.requestTimeoutMs ?? RELAY_DEFAULTS.requestTimeoutMs,
+      ),
     ...opts,
   });
   await proxy.start();

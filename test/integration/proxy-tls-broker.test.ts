@@ -19,7 +19,7 @@ import { ConfigError, loadConfig } from '../../proxy/config.js';
 import { createLogger } from '../../proxy/logger.js';
 import { createOffsetService } from '../../proxy/offsets/setup.js';
 import type { OffsetServiceHandle } from '../../proxy/offsets/setup.js';
-import type { UpstreamTls } from '../../proxy/client/upstream-request.js';
+import type { UpstreamTls } from '../../proxy/core/upstream-socket.js';
 import { javaClient } from '../bed/clients/java.js';
 import type { JavaClient } from '../bed/clients/java.js';
 import { produceAndConsume } from '../bed/clients/scenarios.js';

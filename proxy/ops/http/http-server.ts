@@ -10,9 +10,14 @@ import { timingSafeEqual } from 'node:crypto';
 import http from 'node:http';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type { HostPort } from '../../core/broker-map.js';
-import type { Logger } from '../../logger.js';
-import { silentLogger } from '../../logger.js';
+import type { Logger } from '../../common/log.js';
+import { silentLogger } from '../../common/log.js';
+
+/** Where the endpoint listens (a port of 0: any free port). */
+export interface ListenAddress {
+  host: string;
+  port: number;
+}
 
 export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'DELETE' | 'PATCH';
 
@@ -107,7 +112,7 @@ export class OpsHttpServer {
     this.routes.push({ method, segments, handler, public: options.public ?? false });
   }
 
-  async listen(address: HostPort): Promise<HostPort> {
+  async listen(address: ListenAddress): Promise<ListenAddress> {
     await new Promise<void>((resolve, reject) => {
       this.server.once('error', reject);
       this.server.listen(address.port, address.host, () => {

@@ -5,8 +5,8 @@
  * logged with its reason.
  */
 import type { Registry } from 'prom-client';
-import type { Logger } from '../../logger.js';
-import { silentLogger } from '../../logger.js';
+import type { Logger } from '../../common/log.js';
+import { silentLogger } from '../../common/log.js';
 import type { OpsHttpServer } from './http-server.js';
 
 export interface ReadinessChecks {

@@ -2,7 +2,7 @@
  * Which groups get lag series: include/exclude patterns (names or `*` wildcards) and a maximum,
  * so a store with thousands of groups cannot blow up the metric cardinality.
  */
-import { globToRegExp } from '../../offsets/guard-policy.js';
+import { globToRegExp } from '../../common/glob.js';
 
 export interface GroupFilterOptions {
   /** Empty: every group. */

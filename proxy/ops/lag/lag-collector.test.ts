@@ -6,7 +6,7 @@ import type { ListOffsetsRequest } from '../../../protocol/messages/list-offsets
 import type { ListOffsetsResponse } from '../../../protocol/messages/list-offsets-response.js';
 import type { MetadataResponse } from '../../../protocol/messages/metadata-response.js';
 import { MemoryData, MemoryStore } from '../../../backends/memory-store.js';
-import { silentLogger } from '../../logger.js';
+import { silentLogger } from '../../common/log.js';
 import { computeLag, currentOffsetSums, lagSums, partitionKey } from './compute-lag.js';
 import { GroupFilter } from './group-filter.js';
 import { LagCollector } from './lag-collector.js';

@@ -28,7 +28,7 @@ import { setImmediate as nextTurn } from 'node:timers/promises';
 import { Counter, Gauge, Histogram } from 'prom-client';
 import type { Registry } from 'prom-client';
 import type { OffsetStore, PartitionOffset, TopicPartition } from '../../../backends/store.js';
-import type { Logger } from '../../logger.js';
+import type { Logger } from '../../common/log.js';
 import { computeLag, currentOffsetSums, lagSums } from './compute-lag.js';
 import type { LagRow } from './compute-lag.js';
 import { GroupFilter } from './group-filter.js';

@@ -7,7 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
 import { LagCollector } from '../lag/lag-collector.js';
-import { silentLogger } from '../../logger.js';
+import { silentLogger } from '../../common/log.js';
 import { createProxyMetrics } from './proxy-metrics.js';
 
 const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');

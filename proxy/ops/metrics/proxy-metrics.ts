@@ -13,7 +13,7 @@ import type { OffsetServiceMetrics } from '../../offsets/service.js';
 import { MeasuredStore, StoreMetrics } from './measured-store.js';
 import { ObserverMetrics } from './observer-metrics.js';
 import { CommitMetrics } from './commit-metrics.js';
-import { productVersion } from '../../version.js';
+import { productVersion } from '../../common/version.js';
 
 export interface ProxyMetricsOptions {
   /** Label kop_requests_total with the API version (false: version=""), see --metrics-api-versions. */

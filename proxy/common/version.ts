@@ -7,7 +7,8 @@ let cached: string | undefined;
 
 export function productVersion(): string {
   if (cached !== undefined) return cached;
-  // proxy/version.ts runs from the source tree (tsx, vitest) or from dist/proxy/: look upwards.
+  // proxy/common/version.ts runs from the source tree (tsx, vitest) or from dist/proxy/common/:
+  // look upwards.
   let dir = path.dirname(fileURLToPath(import.meta.url));
   for (let i = 0; i < 4; i++) {
     try {
