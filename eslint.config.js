@@ -1,6 +1,40 @@
 // @ts-check
+import path from 'node:path';
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
+import { layerViolation, resolveImport } from './scripts/layers.js';
+
+/**
+ * layers/imports: an import that crosses the layers of scripts/layers.js the wrong way is an
+ * error naming both layers (the folder is the layer: see docs/design.md).
+ * @type {import('eslint').Rule.RuleModule}
+ */
+const layerImports = {
+  meta: {
+    type: 'problem',
+    schema: [],
+    docs: { description: 'imports follow the layers of scripts/layers.js' },
+  },
+  create(context) {
+    const from = path
+      .relative(import.meta.dirname, context.filename)
+      .split(path.sep)
+      .join('/');
+    /** @param {import('estree').Node | null | undefined} source */
+    const check = (source) => {
+      if (source?.type !== 'Literal' || typeof source.value !== 'string') return;
+      const to = resolveImport(from, source.value);
+      const why = to === null ? null : layerViolation(from, to);
+      if (why !== null) context.report({ node: source, message: why });
+    };
+    return {
+      ImportDeclaration: (node) => check(node.source),
+      ExportNamedDeclaration: (node) => check(node.source),
+      ExportAllDeclaration: (node) => check(node.source),
+      ImportExpression: (node) => check(node.source),
+    };
+  },
+};
 
 export default tseslint.config(
   { ignores: ['node_modules/', 'dist/', 'coverage/', 'protocol/spec/'] },
@@ -26,6 +60,10 @@ export default tseslint.config(
         { considerDefaultExhaustiveForUnions: true, requireDefaultForNonUnion: false },
       ],
     },
+  },
+  {
+    plugins: { layers: { rules: { imports: layerImports } } },
+    rules: { 'layers/imports': 'error' },
   },
   {
     files: ['**/*.js', '**/*.mjs'],
