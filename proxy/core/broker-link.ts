@@ -10,6 +10,7 @@
  * of one client read.
  */
 import type { Socket } from 'node:net';
+import type { BrokerLoss } from './close-reason.js';
 
 export interface BrokerLinkEvents {
   data(chunk: Buffer): void;
@@ -18,7 +19,7 @@ export interface BrokerLinkEvents {
   /** The connection is open (counted as a broker connection from now until `destroy`). */
   opened(): void;
   /** The connection could not be opened, failed or was closed by the broker. */
-  lost(reason: string, err?: unknown): void;
+  lost(reason: BrokerLoss, err?: unknown): void;
 }
 
 export class BrokerLink {

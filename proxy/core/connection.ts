@@ -34,6 +34,8 @@ import { BrokerLink } from './broker-link.js';
 import { ResponseBacklog } from './response-backlog.js';
 import type { ResponseBufferPool } from './response-backlog.js';
 import { legacySaslRoundTrips } from './sasl-legacy.js';
+import { closeLogLevel } from './close-reason.js';
+import type { CloseReason } from './close-reason.js';
 import { PROXY_CLIENT_ID, RELAY_DEFAULTS } from './defaults.js';
 
 export interface ConnectionPolicy {
@@ -837,17 +839,11 @@ export class ProxyConnection {
     });
   }
 
-  close(reason: string, detail?: unknown): void {
+  close(reason: CloseReason, detail?: unknown): void {
     if (this.closed) return;
     this.closed = true;
     for (const p of this.forwarded) p.onLost?.(new Error(`connection closed: ${reason}`));
-    const quiet =
-      reason.endsWith('closed') ||
-      reason.endsWith('ended') ||
-      reason === 'proxy shutting down' ||
-      reason === 'idle' ||
-      reason === 'no broker connection'; // logged as such already
-    if (quiet) this.log.debug('connection closed', { reason });
+    if (closeLogLevel(reason) === 'debug') this.log.debug('connection closed', { reason });
     else this.log.warn('connection closed', { reason, error: detail });
     this.client.destroy();
     this.broker.destroy();
