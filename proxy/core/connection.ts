@@ -32,6 +32,8 @@ import { ResponseReader } from './response-reader.js';
 import type { FrameRoute } from './response-reader.js';
 import { BrokerLink } from './broker-link.js';
 import { ResponseBacklog } from './response-backlog.js';
+import { RequestAccount } from './request-pool.js';
+import type { RequestBufferPool } from './request-pool.js';
 import type { ResponseBufferPool } from './response-backlog.js';
 import { legacySaslRoundTrips } from './sasl-legacy.js';
 import { closeLogLevel } from './close-reason.js';
@@ -68,64 +70,6 @@ export interface ConnectionPolicy {
   responseBuffers?: ResponseBufferPool;
   /** Deadline of a request of the proxy's own on this connection (askBroker); default 10 s. */
   requestTimeoutMs?: number;
-}
-
-/**
- * A request that declares at most this size is always read: it holds about one socket read at
- * most, and the small requests of consumers and admin tools (Metadata, Fetch, OffsetCommit,
- * Heartbeat, ...) keep being answered while large ones wait.
- */
-export const ALWAYS_READ_REQUEST_BYTES = 64 * 1024;
-
-/**
- * Memory for incomplete request frames across all client connections, bounded as a broker bounds
- * it with queued.max.request.bytes and its memory pool.
- *
- * A request larger than ALWAYS_READ_REQUEST_BYTES is admitted when its first body bytes arrive if
- * the pool is not exhausted, and then reserves its whole declared size until it is complete: like
- * the broker's non-strict pool, an admitted request never waits half way, so it finishes and frees
- * its memory (nothing deadlocks), and the pool can pass its limit by one request. If the pool is
- * exhausted, the connection is muted (no longer read: its client waits, TCP holds the rest) and
- * queued, holding what it had sent (at most one socket read). Whenever memory is released (a
- * request completes, a connection closes), queued connections are admitted in arrival order while
- * the pool is below its limit, and read again. Smaller requests count the bytes they hold and are
- * never muted. A muted connection still closes when idle (--idle-timeout-ms); the close of a
- * muted client is seen once it is admitted and reads to the end.
- */
-export class RequestBufferPool {
-  /** Memory held by incomplete requests now (what the proxy really holds). */
-  held = 0;
-  /** What admission compares with the limit: reservations of admitted requests, bytes of small ones. */
-  charged = 0;
-  /** Muted connections, in arrival order. */
-  private readonly queue = new Set<ProxyConnection>();
-
-  constructor(readonly limit: number) {}
-
-  /** Connections not read now because the pool is exhausted. */
-  get mutedCount(): number {
-    return this.queue.size;
-  }
-
-  change(heldDelta: number, chargedDelta: number): void {
-    this.held += heldDelta;
-    this.charged += chargedDelta;
-    if (chargedDelta < 0) {
-      for (const conn of this.queue) {
-        if (this.charged >= this.limit) break;
-        this.queue.delete(conn);
-        conn.admitRequest();
-      }
-    }
-  }
-
-  mute(conn: ProxyConnection): void {
-    this.queue.add(conn);
-  }
-
-  forget(conn: ProxyConnection): void {
-    this.queue.delete(conn);
-  }
 }
 
 /**
@@ -216,12 +160,8 @@ export class ProxyConnection {
   private localRunning = false;
   /** Requests of the proxy's own (askBroker) whose answer is awaited. */
   private ownInFlight = 0;
-  /** Memory of the incomplete request frame, as last told to `policy.requestBuffers`. */
-  private requestHeld = 0;
-  /** What the incomplete request counts in the pool: its reservation once admitted, else its memory. */
-  private requestCharged = 0;
-  /** The incomplete request was admitted by the pool (reserves its declared size). */
-  private requestAdmitted = false;
+  /** The incomplete request's memory in `policy.requestBuffers`. */
+  private readonly requestMemory: RequestAccount;
   private drainResolve: (() => void) | null = null;
 
   constructor(
@@ -238,6 +178,7 @@ export class ProxyConnection {
       whole: (payload) => this.wholeResponse(payload),
     });
     this.backlog = new ResponseBacklog(policy.responseBuffers ?? null);
+    this.requestMemory = new RequestAccount(policy.requestBuffers, () => this.resumeClient('memory'));
     this.broker = new BrokerLink(openUpstream, {
       data: (chunk) => this.onUpstreamData(chunk),
       drain: () => this.resumeClient('upstream'),
@@ -291,8 +232,13 @@ export class ProxyConnection {
       return;
     }
     // Whole frames in one read (the common case) hold nothing and skip this.
-    if (this.requests.retainedBytes !== this.requestHeld || (this.requestAdmitted && frames.length > 0)) {
-      this.countRequestBuffer(frames.length > 0);
+    if (this.requestMemory.changed(this.requests.retainedBytes, frames.length > 0)) {
+      const mute = this.requestMemory.update(
+        this.requests.retainedBytes,
+        this.requests.incompleteFrameSize,
+        frames.length > 0,
+      );
+      if (mute) this.pauseClient('memory');
     }
     for (const frame of frames) {
       if (this.closed) return;
@@ -706,48 +652,6 @@ export class ProxyConnection {
     return this.ownInFlight > 0 || this.streaming !== null || this.pending[0]?.awaitingBroker === true;
   }
 
-  /**
-   * Tells the pool what the incomplete request holds now; admits a large one, or mutes the
-   * connection until the pool admits it. `completed`: a request completed in this read, so an
-   * incomplete one now is a new one.
-   */
-  private countRequestBuffer(completed: boolean): void {
-    const held = this.requests.retainedBytes;
-    const pool = this.policy.requestBuffers;
-    if (completed) this.requestAdmitted = false;
-    if (!pool) {
-      this.requestHeld = held;
-      return;
-    }
-    const size = this.requests.incompleteFrameSize;
-    const large = held > 0 && size > ALWAYS_READ_REQUEST_BYTES;
-    let mute = false;
-    if (large && !this.requestAdmitted) {
-      if (pool.charged - this.requestCharged < pool.limit) this.requestAdmitted = true;
-      else mute = true;
-    }
-    // A muted request charges nothing: what it holds (one read) must not keep others out.
-    const charged = this.requestAdmitted ? Math.max(size, held) : large ? 0 : held;
-    pool.change(held - this.requestHeld, charged - this.requestCharged);
-    this.requestHeld = held;
-    this.requestCharged = charged;
-    if (mute) {
-      pool.mute(this);
-      this.pauseClient('memory');
-    }
-  }
-
-  /** Called by the request buffer pool: the muted request now has its reservation; read on. */
-  admitRequest(): void {
-    if (this.closed) return;
-    const pool = this.policy.requestBuffers!;
-    this.requestAdmitted = true;
-    const charged = Math.max(this.requests.incompleteFrameSize, this.requestHeld);
-    pool.change(0, charged - this.requestCharged);
-    this.requestCharged = charged;
-    this.resumeClient('memory');
-  }
-
   private pauseClient(reason: PauseReason): void {
     if (this.clientPausedFor.has(reason)) return;
     this.clientPausedFor.add(reason);
@@ -852,13 +756,7 @@ export class ProxyConnection {
     this.forwarded.length = 0;
     this.localAnswers.length = 0;
     this.backlog.release();
-    const pool = this.policy.requestBuffers;
-    if (pool) {
-      pool.forget(this);
-      pool.change(-this.requestHeld, -this.requestCharged);
-    }
-    this.requestHeld = 0;
-    this.requestCharged = 0;
+    this.requestMemory.close();
     this.policy.onClose?.(this);
   }
 }

@@ -11,7 +11,8 @@ import { carriesBrokerAddresses, rewriteBrokerAddresses } from './address-rewrit
 import { ApiVersionsPolicy } from './api-versions.js';
 import { BrokerMap } from './broker-map.js';
 import type { HostPort } from './broker-map.js';
-import { ProxyConnection, RequestBufferPool } from './connection.js';
+import { ProxyConnection } from './connection.js';
+import { RequestBufferPool } from './request-pool.js';
 import type { ConnectionPolicy } from './connection.js';
 import { ResponseBufferPool } from './response-backlog.js';
 import { RELAY_DEFAULTS } from './defaults.js';
