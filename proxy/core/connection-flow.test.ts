@@ -1,7 +1,8 @@
-// Flow control of one ProxyConnection on the fake-broker bed: a client that does not read stops
-// being read whoever answers it, a slow answer at the head never deadlocks the queue, a request of
-// the proxy's own (askBroker) fails after its deadline, and the broker connection is opened only
-// when the client first needs it.
+// Flow control of one ProxyConnection on the fake-broker bed: answers in request order whoever
+// gives them, acks=0 Produce without a queue slot, --max-in-flight, drain, malformed frames; a
+// client that does not read stops being read whoever answers it, a slow answer at the head never
+// deadlocks the queue, a request of the proxy's own (askBroker) fails after its deadline, and the
+// broker connection is opened only when the client first needs it.
 import net from 'node:net';
 import { afterEach, describe, expect, test } from 'vitest';
 import { encodeRequestFrame, encodeResponseFrame } from '../../protocol/frames.js';
@@ -9,6 +10,7 @@ import { ApiKey } from '../../protocol/messages/index.js';
 import { defaultMetadataRequest } from '../../protocol/messages/metadata-request.js';
 import { defaultMetadataResponse } from '../../protocol/messages/metadata-response.js';
 import { defaultOffsetFetchRequest } from '../../protocol/messages/offset-fetch-request.js';
+import { defaultProduceRequest } from '../../protocol/messages/produce-request.js';
 import type { OffsetFetchResponse } from '../../protocol/messages/offset-fetch-response.js';
 import { connectionBed } from '../../test/harness/connection-bed.js';
 import type { ConnectionBed } from '../../test/harness/connection-bed.js';
@@ -291,4 +293,147 @@ test('fetchAnswer is about the size asked for', () => {
   const bytes = encodeResponseFrame(ApiKey.OffsetFetch, 1, 1, fetchAnswer(500_000)).length;
   expect(bytes).toBeGreaterThan(450_000);
   expect(bytes).toBeLessThan(550_000);
+});
+
+/** A Produce request with acks=0 (no answer comes from the broker). */
+const produceNoAcks = (correlationId: number): Buffer =>
+  encodeRequestFrame(
+    { apiKey: ApiKey.Produce, apiVersion: 9, correlationId, clientId: 't' },
+    { ...defaultProduceRequest(), acks: 0, timeoutMs: 1000 },
+  );
+
+/** A gate: answers wait on `opened` until `open()`. */
+function gate(): { opened: Promise<void>; open: () => void } {
+  let open!: () => void;
+  const opened = new Promise<void>((r) => (open = r));
+  return { opened, open };
+}
+
+describe('the order of answers', { timeout: 30_000 }, () => {
+  test('local answers between broker answers wait for the slow broker answer ahead of them', async () => {
+    const ext = localExtension({ bytes: 100 });
+    const first = gate();
+    bed = await connectionBed(
+      (id) => (id === 1 ? first.opened.then(() => brokerAnswer(id, 10)) : brokerAnswer(id, 10)),
+      { extension: ext },
+    );
+    bed.client.write(Buffer.concat([forwarded(1), local(2), forwarded(3), local(4), forwarded(5)]));
+    await until(() => ext.started === 2, 'both local answers');
+    await sleep(200);
+    // Answered already, the local answers may not overtake the broker's answer to request 1.
+    expect(correlationIds(bed.received())).toEqual([]);
+    first.open();
+    await until(() => correlationIds(bed!.received()).length === 5, 'every answer');
+    expect(correlationIds(bed.received())).toEqual([1, 2, 3, 4, 5]);
+  });
+
+  test('a Produce with acks=0 is sent to the broker and takes no place in the queue', async () => {
+    bed = await connectionBed((id) => (id === 2 ? null : brokerAnswer(id, 10)), {});
+    bed.client.write(Buffer.concat([forwarded(1), produceNoAcks(2), forwarded(3)]));
+    await until(() => correlationIds(bed!.received()).length === 2, 'the two answers');
+    expect(correlationIds(bed.received())).toEqual([1, 3]);
+    expect(bed.brokerRequests()).toBe(3);
+    // More requests after it are answered: nothing waits for the answer that never comes.
+    bed.client.write(forwarded(4));
+    await until(() => correlationIds(bed!.received()).length === 3, 'the answer after it');
+    expect(correlationIds(bed.received())).toEqual([1, 3, 4]);
+  });
+});
+
+describe('--max-in-flight', { timeout: 30_000 }, () => {
+  test('at the limit the client is no longer read; as answers go out it is read again', async () => {
+    const answers = gate();
+    bed = await connectionBed((id) => answers.opened.then(() => brokerAnswer(id, 10)), { maxInFlight: 2 });
+    for (let id = 1; id <= 5; id++) {
+      bed.client.write(forwarded(id));
+      await sleep(50);
+    }
+    await sleep(300);
+    // Two in flight: the others are in the client socket, not read by the proxy.
+    expect(bed.brokerRequests()).toBe(2);
+    expect(bed.connection().inFlight).toBe(2);
+    answers.open();
+    await until(() => correlationIds(bed!.received()).length === 5, 'every answer');
+    expect(correlationIds(bed.received())).toEqual([1, 2, 3, 4, 5]);
+    expect(bed.brokerRequests()).toBe(5);
+  });
+});
+
+describe('drain', { timeout: 30_000 }, () => {
+  test('waits for the answers in flight, delivers them, then closes the pair', async () => {
+    const answer = gate();
+    bed = await connectionBed((id) => answer.opened.then(() => brokerAnswer(id, 10)), {});
+    bed.client.write(Buffer.concat([forwarded(1), forwarded(2)]));
+    await until(() => bed!.brokerRequests() === 2, 'both requests at the broker');
+    let drained = false;
+    const draining = bed
+      .connection()
+      .drain(10_000)
+      .then(() => (drained = true));
+    await sleep(200);
+    expect(drained).toBe(false);
+    answer.open();
+    await draining;
+    await bed.closed;
+    expect(correlationIds(bed.received())).toEqual([1, 2]);
+  });
+
+  test('gives up at its deadline and closes the pair', async () => {
+    bed = await connectionBed(() => new Promise<Buffer>(() => undefined), {});
+    bed.client.write(forwarded(1));
+    await until(() => bed!.brokerRequests() === 1, 'the request at the broker');
+    const started = Date.now();
+    await bed.connection().drain(300);
+    await bed.closed;
+    expect(Date.now() - started).toBeGreaterThanOrEqual(250);
+    expect(correlationIds(bed.received())).toEqual([]);
+  });
+});
+
+describe('malformed frames close the pair, and only it', { timeout: 30_000 }, () => {
+  const closedFor = async (write: (b: ConnectionBed) => void): Promise<ConnectionBed> => {
+    let closes = 0;
+    const b = await connectionBed((id) => brokerAnswer(id, 10), {
+      extension: localExtension({ bytes: 100 }),
+      onClose: () => closes++,
+    });
+    write(b);
+    await b.closed;
+    expect(closes).toBe(1);
+    return b;
+  };
+
+  test('a negative request size', async () => {
+    bed = await closedFor((b) => b.client.write(Buffer.from([0xff, 0xff, 0xff, 0xfe, 0, 0, 0, 0])));
+    expect(bed.brokerConnections()).toBe(0);
+  });
+
+  test('a request larger than maxFrameSize', async () => {
+    bed = await closedFor((b) => {
+      const size = Buffer.alloc(4);
+      size.writeInt32BE((1 << 24) + 1, 0);
+      b.client.write(size);
+    });
+    expect(bed.brokerConnections()).toBe(0);
+  });
+
+  test('a truncated body of a request the proxy decodes', async () => {
+    bed = await closedFor((b) => {
+      const whole = local(1);
+      const cut = whole.subarray(0, whole.length - 3);
+      const frame = Buffer.from(cut);
+      frame.writeInt32BE(cut.length - 4, 0);
+      b.client.write(frame);
+    });
+    expect(correlationIds(bed.received())).toEqual([]);
+  });
+
+  test('a broker answer whose correlation id is not the oldest in flight', async () => {
+    let closes = 0;
+    bed = await connectionBed((id) => brokerAnswer(id + 1000, 10), { onClose: () => closes++ });
+    bed.client.write(forwarded(1));
+    await bed.closed;
+    expect(closes).toBe(1);
+    expect(correlationIds(bed.received())).toEqual([]);
+  });
 });

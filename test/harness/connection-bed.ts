@@ -18,18 +18,23 @@ export interface ConnectionBed {
   brokerConnections: () => number;
   /** Bytes the fake broker has written so far. */
   brokerWritten: () => number;
+  /** Requests the fake broker has read so far. */
+  brokerRequests: () => number;
+  /** The ProxyConnection under test (once the client has connected). */
+  connection: () => ProxyConnection;
   stop: () => Promise<void>;
 }
 
 /**
  * A fake broker answering every request with `responses(correlationId)` (a whole frame, size
- * prefix included; a promise of one delays it and every answer after it, as a busy broker would),
+ * prefix included; a promise of one delays it and every answer after it, as a busy broker would;
+ * null: no answer, as for a Produce with acks=0),
  * `requestsPerWrite` answers per write, and a ProxyConnection in front of it with `policy` over
  * quiet defaults (no extension, nothing rewritten). `brokerPort` replaces the fake broker's
  * address (e.g. a closed port).
  */
 export async function connectionBed(
-  responses: (correlationId: number) => Buffer | Promise<Buffer>,
+  responses: (correlationId: number) => Buffer | Promise<Buffer> | null,
   policy: Partial<ConnectionPolicy>,
   requestsPerWrite = 1,
   brokerPort?: number,
@@ -37,6 +42,8 @@ export async function connectionBed(
   const sockets: net.Socket[] = [];
   let connections = 0;
   let written = 0;
+  let requests = 0;
+  let connection: ProxyConnection | null = null;
   const broker = net.createServer((s) => {
     sockets.push(s);
     connections++;
@@ -56,7 +63,9 @@ export async function connectionBed(
     };
     s.on('data', (chunk: Buffer) => {
       for (const f of splitter.push(chunk)) {
+        requests++;
         const answer = responses(peekRequestHeader(f).correlationId);
+        if (answer === null) continue;
         if (answer instanceof Promise || delayed !== null) {
           const before = delayed ?? Promise.resolve();
           delayed = before.then(async () => {
@@ -94,7 +103,7 @@ export async function connectionBed(
         up.once('connect', () => resolve(up));
         up.once('error', reject);
       });
-    new ProxyConnection(c, open, null, full);
+    connection = new ProxyConnection(c, open, null, full);
   });
   await new Promise<void>((r) => front.listen(0, '127.0.0.1', r));
   const client = net.connect((front.address() as net.AddressInfo).port, '127.0.0.1');
@@ -110,6 +119,11 @@ export async function connectionBed(
     closed,
     brokerConnections: () => connections,
     brokerWritten: () => written,
+    brokerRequests: () => requests,
+    connection: () => {
+      if (connection === null) throw new Error('no ProxyConnection yet');
+      return connection;
+    },
     stop: async () => {
       for (const s of sockets) s.destroy();
       await Promise.all([broker, front].map((srv) => new Promise((r) => srv.close(r))));
