@@ -35,7 +35,7 @@ import { ResponseBacklog } from './response-backlog.js';
 import { RequestAccount } from './request-pool.js';
 import type { RequestBufferPool } from './request-pool.js';
 import type { ResponseBufferPool } from './response-backlog.js';
-import { legacySaslRoundTrips } from './sasl-legacy.js';
+import { LegacySaslExchange } from './sasl-legacy.js';
 import { closeLogLevel } from './close-reason.js';
 import type { CloseReason } from './close-reason.js';
 import { PROXY_CLIENT_ID, RELAY_DEFAULTS } from './defaults.js';
@@ -141,9 +141,8 @@ export class ProxyConnection {
   private readonly pending: Pending[] = [];
   /** The subset sent to the broker, in sending order: the broker answers in that order. */
   private readonly forwarded: Pending[] = [];
-  private rawTokensLeft = 0;
   private nextInternalId = -1;
-  private pendingSaslMechanism: string | null = null;
+  private readonly legacySasl = new LegacySaslExchange();
   private closed = false;
   private draining = false;
   private clientPausedFor = new Set<PauseReason>();
@@ -255,8 +254,7 @@ export class ProxyConnection {
   }
 
   private onRequest(frame: Buffer): void {
-    if (this.rawTokensLeft > 0) {
-      this.rawTokensLeft--;
+    if (this.legacySasl.takeRawToken()) {
       const p: Pending = {
         correlationId: -1,
         apiKey: -1,
@@ -332,7 +330,7 @@ export class ProxyConnection {
       askBroker: (apiKey, apiVersion, body) => this.askBroker(apiKey, apiVersion, body),
     };
     if (h.apiKey === ApiKey.SaslHandshake && h.apiVersion === 0 && decoded) {
-      this.pendingSaslMechanism = (decoded.body as { mechanism: string }).mechanism;
+      this.legacySasl.handshakeRequested((decoded.body as { mechanism: string }).mechanism);
     }
 
     if (intercepted && ext?.handleRequest && decoded) {
@@ -395,7 +393,7 @@ export class ProxyConnection {
     let response: unknown = body;
     let changed = false;
     if (p.apiKey === ApiKey.SaslHandshake && p.apiVersion === 0) {
-      this.startLegacySasl((body as { errorCode: number }).errorCode);
+      this.legacySasl.handshakeAnswered((body as { errorCode: number }).errorCode);
     }
     if (coreRewrite) {
       changed = await this.policy.rewriteResponse(p.apiKey, p.apiVersion, response);
@@ -409,19 +407,6 @@ export class ProxyConnection {
     }
     if (!changed) return withSize(frame);
     return [encodeResponseFrame(p.apiKey, p.apiVersion, p.correlationId, response)];
-  }
-
-  private startLegacySasl(errorCode: number): void {
-    const mechanism = this.pendingSaslMechanism;
-    this.pendingSaslMechanism = null;
-    if (errorCode !== 0 || mechanism === null) return;
-    const trips = legacySaslRoundTrips(mechanism);
-    if (trips === undefined) {
-      throw new Error(
-        `legacy SASL (SaslHandshake v0) with mechanism ${mechanism} is not supported by the proxy`,
-      );
-    }
-    this.rawTokensLeft = trips;
   }
 
   /**

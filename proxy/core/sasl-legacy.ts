@@ -16,3 +16,43 @@ const ROUND_TRIPS: Record<string, number> = {
 export function legacySaslRoundTrips(mechanism: string): number | undefined {
   return ROUND_TRIPS[mechanism.toUpperCase()];
 }
+
+/**
+ * One client connection's place in the legacy exchange: a SaslHandshake v0 request names the
+ * mechanism, its successful answer starts the raw tokens, and each client token is one raw frame
+ * until the mechanism's round trips are done.
+ */
+export class LegacySaslExchange {
+  private mechanism: string | null = null;
+  private tokensLeft = 0;
+
+  /** A SaslHandshake v0 request asked for `mechanism`. */
+  handshakeRequested(mechanism: string): void {
+    this.mechanism = mechanism;
+  }
+
+  /**
+   * The broker answered the SaslHandshake v0 with `errorCode`: on success the raw tokens follow.
+   * Throws for a mechanism whose number of round trips is not known up front (the connection
+   * cannot tell its tokens from requests then).
+   */
+  handshakeAnswered(errorCode: number): void {
+    const mechanism = this.mechanism;
+    this.mechanism = null;
+    if (errorCode !== 0 || mechanism === null) return;
+    const trips = legacySaslRoundTrips(mechanism);
+    if (trips === undefined) {
+      throw new Error(
+        `legacy SASL (SaslHandshake v0) with mechanism ${mechanism} is not supported by the proxy`,
+      );
+    }
+    this.tokensLeft = trips;
+  }
+
+  /** Whether the client's next frame is a raw token rather than a Kafka request (it counts it). */
+  takeRawToken(): boolean {
+    if (this.tokensLeft === 0) return false;
+    this.tokensLeft--;
+    return true;
+  }
+}
