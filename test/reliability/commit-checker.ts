@@ -295,21 +295,36 @@ export class CommitChecker {
   }
 }
 
-/** Reads the committed offsets of `group` through a proxy (OffsetFetch v8, fresh connection). */
+/** What a client retries an OffsetFetch on: REQUEST_TIMED_OUT, COORDINATOR_NOT_AVAILABLE / LOAD_IN_PROGRESS. */
+const RETRIABLE_FETCH_ERRORS = new Set([7, 14, 15]);
+
+/**
+ * Reads the committed offsets of `group` through a proxy (OffsetFetch v8, fresh connection),
+ * retrying retriable errors for up to `retryMs` as a client does: right after a store fault the
+ * store may still be reconnecting, which is an answer about availability, not about the offsets.
+ */
 export async function readThroughProxy(
   bootstrap: string,
   group: string,
   topic: string,
   partitions: number,
+  retryMs = 30_000,
 ): Promise<Map<number, bigint>> {
-  const client = await RawClient.connect(bootstrap);
-  try {
-    const { errorCode, offsets } = await fetchOnce(client, group, topic, partitions);
-    if (errorCode !== 0) throw new Error(`OffsetFetch of ${group}: error ${errorCode}`);
-    for (const [p, o] of offsets) if (o < 0n) offsets.delete(p);
-    return offsets;
-  } finally {
-    client.close();
+  const deadline = Date.now() + retryMs;
+  for (;;) {
+    const client = await RawClient.connect(bootstrap);
+    try {
+      const { errorCode, offsets } = await fetchOnce(client, group, topic, partitions);
+      if (errorCode === 0) {
+        for (const [p, o] of offsets) if (o < 0n) offsets.delete(p);
+        return offsets;
+      }
+      if (!RETRIABLE_FETCH_ERRORS.has(errorCode) || Date.now() > deadline)
+        throw new Error(`OffsetFetch of ${group}: error ${errorCode}`);
+    } finally {
+      client.close();
+    }
+    await sleep(200);
   }
 }
 
