@@ -1,0 +1,137 @@
+/**
+ * OffsetDelete answered from the store (docs/errors.md, OffsetDelete), on a MemoryStore. The same
+ * answers are proven against a real broker in test/integration/offsets-semantics.test.ts.
+ */
+import { describe, expect, test } from 'vitest';
+import { StoreUnavailableError } from '../../backends/errors.js';
+import { MemoryStore } from '../../backends/memory-store.js';
+import type { OffsetStore } from '../../backends/store.js';
+import { ErrorCode } from '../../protocol/error-codes.js';
+import type { OffsetDeleteRequest } from '../../protocol/messages/offset-delete-request.js';
+import type { OffsetDeleteResponse } from '../../protocol/messages/offset-delete-response.js';
+import { handleOffsetDelete } from './offset-delete.js';
+
+const request = (groupId: string, topics: Record<string, number[]>): OffsetDeleteRequest => ({
+  groupId,
+  topics: Object.entries(topics).map(([name, parts]) => ({
+    name,
+    partitions: parts.map((partitionIndex) => ({ partitionIndex })),
+  })),
+});
+
+const codes = (res: OffsetDeleteResponse): [string, number, number][] =>
+  res.topics.flatMap((t) =>
+    t.partitions.map((p): [string, number, number] => [t.name, p.partitionIndex, p.errorCode]),
+  );
+
+async function commit(store: OffsetStore, group: string, topic: string, partition: number): Promise<void> {
+  await store.commit({
+    group,
+    requestId: `${group}-${topic}-${partition}`,
+    writes: [
+      {
+        topic,
+        partition,
+        offset: 1n,
+        leaderEpoch: -1,
+        metadata: '',
+        commitTimestamp: 1n,
+        expireTimestamp: -1n,
+      },
+    ],
+  });
+}
+
+describe('OffsetDelete', () => {
+  test('group id "": INVALID_GROUP_ID at the top level, no topics', async () => {
+    expect(await handleOffsetDelete(request('', { t: [0] }), new MemoryStore())).toEqual({
+      errorCode: ErrorCode.INVALID_GROUP_ID,
+      throttleTimeMs: 0,
+      topics: [],
+    });
+  });
+
+  test('a group the store knows nothing of: GROUP_ID_NOT_FOUND', async () => {
+    const res = await handleOffsetDelete(request('nobody', { t: [0] }), new MemoryStore());
+    expect(res).toEqual({ errorCode: ErrorCode.GROUP_ID_NOT_FOUND, throttleTimeMs: 0, topics: [] });
+  });
+
+  test("an empty group's offsets are deleted, also partitions without an offset answer NONE", async () => {
+    const store = new MemoryStore();
+    await commit(store, 'g', 't', 0);
+    await commit(store, 'g', 't', 1);
+    await commit(store, 'g', 'u', 0);
+    const res = await handleOffsetDelete(request('g', { t: [0, 7] }), store);
+    expect(res.errorCode).toBe(ErrorCode.NONE);
+    expect(codes(res)).toEqual([
+      ['t', 0, ErrorCode.NONE],
+      ['t', 7, ErrorCode.NONE],
+    ]);
+    expect((await store.fetch('g', null)).map((o) => [o.topic, o.partition])).toEqual([
+      ['t', 1],
+      ['u', 0],
+    ]);
+  });
+
+  test('a group with live members: GROUP_SUBSCRIBED_TO_TOPIC on every partition, nothing deleted', async () => {
+    const store = new MemoryStore();
+    await commit(store, 'g', 't', 0);
+    await store.updateGroup('g', {
+      kind: 'joined',
+      generationId: 1,
+      memberId: 'm',
+      groupInstanceId: null,
+      members: [{ memberId: 'm', groupInstanceId: null }],
+    });
+    const res = await handleOffsetDelete(request('g', { t: [0], other: [3] }), store);
+    expect(res.errorCode).toBe(ErrorCode.NONE);
+    expect(codes(res)).toEqual([
+      ['t', 0, ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC],
+      ['other', 3, ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC],
+    ]);
+    expect(await store.fetch('g', null)).toHaveLength(1);
+  });
+
+  test('a membership record alone (no offsets) is a known group', async () => {
+    const store = new MemoryStore();
+    await store.updateGroup('g', { kind: 'empty' });
+    const res = await handleOffsetDelete(request('g', { t: [0] }), store);
+    expect([res.errorCode, codes(res)]).toEqual([ErrorCode.NONE, [['t', 0, ErrorCode.NONE]]]);
+  });
+
+  test('authorization: a group refusal first (before the group id check); denied topics keep their offsets', async () => {
+    const store = new MemoryStore();
+    await commit(store, 'g', 'secret', 0);
+    await commit(store, 'g', 'open', 0);
+    expect(
+      await handleOffsetDelete(request('', { t: [0] }), store, {
+        groupError: ErrorCode.GROUP_AUTHORIZATION_FAILED,
+        deniedTopics: new Set(),
+      }),
+    ).toMatchObject({ errorCode: ErrorCode.GROUP_AUTHORIZATION_FAILED, topics: [] });
+    const res = await handleOffsetDelete(request('g', { secret: [0], open: [0] }), store, {
+      groupError: ErrorCode.NONE,
+      deniedTopics: new Set(['secret']),
+    });
+    expect(codes(res)).toEqual([
+      ['secret', 0, ErrorCode.TOPIC_AUTHORIZATION_FAILED],
+      ['open', 0, ErrorCode.NONE],
+    ]);
+    expect((await store.fetch('g', null)).map((o) => o.topic)).toEqual(['secret']);
+  });
+
+  test('a store failure is a retriable code at the top level', async () => {
+    const store = new MemoryStore();
+    await commit(store, 'g', 't', 0);
+    store.deleteOffsets = () => Promise.reject(new StoreUnavailableError('down'));
+    expect(await handleOffsetDelete(request('g', { t: [0] }), store)).toEqual({
+      errorCode: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+      throttleTimeMs: 0,
+      topics: [],
+    });
+    store.getGroup = () => Promise.reject(new StoreUnavailableError('slow', { timedOut: true }));
+    expect((await handleOffsetDelete(request('g', { t: [0] }), store)).errorCode).toBe(
+      ErrorCode.REQUEST_TIMED_OUT,
+    );
+  });
+});
