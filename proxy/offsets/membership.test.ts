@@ -7,13 +7,14 @@
 import { describe, expect, test } from 'vitest';
 import { StoreUnavailableError } from '../../backends/errors.js';
 import { MemoryStore } from '../../backends/memory-store.js';
-import type { GroupUpdate, OffsetStore } from '../../backends/store.js';
+import type { GroupUpdate } from '../../backends/store.js';
 import { ErrorCode } from '../../protocol/error-codes.js';
 import type { DeleteGroupsResponse } from '../../protocol/messages/delete-groups-response.js';
 import { ApiKey } from '../../protocol/messages/index.js';
 import { silentLogger } from '../common/log.js';
 import type { Logger } from '../common/log.js';
 import { afterDeleteGroups, MembershipRecorder, membershipUpdate } from './membership.js';
+import { storeOffset } from '../../test/harness/stored-offsets.js';
 
 const joinReq = (memberId: string, groupInstanceId: string | null = null) => ({
   groupId: 'g',
@@ -293,23 +294,6 @@ describe('MembershipRecorder', () => {
 });
 
 describe('afterDeleteGroups', () => {
-  async function withOffsets(store: OffsetStore, group: string): Promise<void> {
-    await store.commit({
-      group,
-      requestId: group,
-      writes: [
-        {
-          topic: 't',
-          partition: 0,
-          offset: 1n,
-          leaderEpoch: -1,
-          metadata: '',
-          commitTimestamp: 1n,
-          expireTimestamp: -1n,
-        },
-      ],
-    });
-  }
   const response = (...results: [string, number][]): DeleteGroupsResponse => ({
     throttleTimeMs: 0,
     results: results.map(([groupId, errorCode]) => ({ groupId, errorCode })),
@@ -317,9 +301,9 @@ describe('afterDeleteGroups', () => {
 
   test('deleted or unknown at the broker: removed from the store, NONE when the store had it', async () => {
     const store = new MemoryStore();
-    await withOffsets(store, 'deleted');
-    await withOffsets(store, 'proxied');
-    await withOffsets(store, 'busy');
+    await storeOffset(store, 'deleted', 't', 0);
+    await storeOffset(store, 'proxied', 't', 0);
+    await storeOffset(store, 'busy', 't', 0);
     const res = await afterDeleteGroups(
       response(
         ['deleted', ErrorCode.NONE],
@@ -341,7 +325,7 @@ describe('afterDeleteGroups', () => {
 
   test('a store failure gives that group a retriable code', async () => {
     const store = new MemoryStore();
-    await withOffsets(store, 'g');
+    await storeOffset(store, 'g', 't', 0);
     store.deleteGroup = () => Promise.reject(new StoreUnavailableError('down'));
     const res = await afterDeleteGroups(
       response(['g', ErrorCode.NONE]),

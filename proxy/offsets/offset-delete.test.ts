@@ -5,11 +5,11 @@
 import { describe, expect, test } from 'vitest';
 import { StoreUnavailableError } from '../../backends/errors.js';
 import { MemoryStore } from '../../backends/memory-store.js';
-import type { OffsetStore } from '../../backends/store.js';
 import { ErrorCode } from '../../protocol/error-codes.js';
 import type { OffsetDeleteRequest } from '../../protocol/messages/offset-delete-request.js';
 import type { OffsetDeleteResponse } from '../../protocol/messages/offset-delete-response.js';
 import { handleOffsetDelete } from './offset-delete.js';
+import { storeOffset } from '../../test/harness/stored-offsets.js';
 
 const request = (groupId: string, topics: Record<string, number[]>): OffsetDeleteRequest => ({
   groupId,
@@ -23,24 +23,6 @@ const codes = (res: OffsetDeleteResponse): [string, number, number][] =>
   res.topics.flatMap((t) =>
     t.partitions.map((p): [string, number, number] => [t.name, p.partitionIndex, p.errorCode]),
   );
-
-async function commit(store: OffsetStore, group: string, topic: string, partition: number): Promise<void> {
-  await store.commit({
-    group,
-    requestId: `${group}-${topic}-${partition}`,
-    writes: [
-      {
-        topic,
-        partition,
-        offset: 1n,
-        leaderEpoch: -1,
-        metadata: '',
-        commitTimestamp: 1n,
-        expireTimestamp: -1n,
-      },
-    ],
-  });
-}
 
 describe('OffsetDelete', () => {
   test('group id "": INVALID_GROUP_ID at the top level, no topics', async () => {
@@ -58,9 +40,9 @@ describe('OffsetDelete', () => {
 
   test("an empty group's offsets are deleted, also partitions without an offset answer NONE", async () => {
     const store = new MemoryStore();
-    await commit(store, 'g', 't', 0);
-    await commit(store, 'g', 't', 1);
-    await commit(store, 'g', 'u', 0);
+    await storeOffset(store, 'g', 't', 0);
+    await storeOffset(store, 'g', 't', 1);
+    await storeOffset(store, 'g', 'u', 0);
     const res = await handleOffsetDelete(request('g', { t: [0, 7] }), store);
     expect(res.errorCode).toBe(ErrorCode.NONE);
     expect(codes(res)).toEqual([
@@ -75,7 +57,7 @@ describe('OffsetDelete', () => {
 
   test('a group with live members: GROUP_SUBSCRIBED_TO_TOPIC on every partition, nothing deleted', async () => {
     const store = new MemoryStore();
-    await commit(store, 'g', 't', 0);
+    await storeOffset(store, 'g', 't', 0);
     await store.updateGroup('g', {
       kind: 'joined',
       generationId: 1,
@@ -101,8 +83,8 @@ describe('OffsetDelete', () => {
 
   test('authorization: a group refusal first (before the group id check); denied topics keep their offsets', async () => {
     const store = new MemoryStore();
-    await commit(store, 'g', 'secret', 0);
-    await commit(store, 'g', 'open', 0);
+    await storeOffset(store, 'g', 'secret', 0);
+    await storeOffset(store, 'g', 'open', 0);
     expect(
       await handleOffsetDelete(request('', { t: [0] }), store, {
         groupError: ErrorCode.GROUP_AUTHORIZATION_FAILED,
@@ -122,7 +104,7 @@ describe('OffsetDelete', () => {
 
   test('a store failure is a retriable code at the top level', async () => {
     const store = new MemoryStore();
-    await commit(store, 'g', 't', 0);
+    await storeOffset(store, 'g', 't', 0);
     store.deleteOffsets = () => Promise.reject(new StoreUnavailableError('down'));
     expect(await handleOffsetDelete(request('g', { t: [0] }), store)).toEqual({
       errorCode: ErrorCode.COORDINATOR_NOT_AVAILABLE,

@@ -12,6 +12,7 @@ import type { OffsetFetchRequest } from '../../protocol/messages/offset-fetch-re
 import { defaultOffsetFetchRequest } from '../../protocol/messages/offset-fetch-request.js';
 import type { OffsetFetchResponse } from '../../protocol/messages/offset-fetch-response.js';
 import type { Decision } from './authorizer.js';
+import { storeOffset } from '../../test/harness/stored-offsets.js';
 import { handleOffsetFetch } from './offset-fetch.js';
 import type { FetchDeps, FetchedGroup } from './offset-fetch.js';
 
@@ -45,24 +46,6 @@ function request(
     };
   }
   return { ...defaultOffsetFetchRequest(), requireStable, groupId: group, topics: asTopics(topics) };
-}
-
-async function commit(store: OffsetStore, group: string, topic: string, partition: number, offset: bigint) {
-  await store.commit({
-    group,
-    requestId: `${group}-${topic}-${partition}-${offset}`,
-    writes: [
-      {
-        topic,
-        partition,
-        offset,
-        leaderEpoch: 6,
-        metadata: 'meta',
-        commitTimestamp: 1n,
-        expireTimestamp: -1n,
-      },
-    ],
-  });
 }
 
 /** The one group's error and topics, wherever the version puts them. */
@@ -101,7 +84,7 @@ describe('OffsetFetch: what the store holds', () => {
 
   test('committed offsets read back; the leader epoch only from v5', async () => {
     const store = new MemoryStore();
-    await commit(store, 'g', 't', 1, 42n);
+    await storeOffset(store, 'g', 't', 1, 42n);
     for (const version of ALL_VERSIONS) {
       const g = only(
         await handleOffsetFetch(request(version, 'g', { t: [1, 0] }), version, { store }),
@@ -122,9 +105,9 @@ describe('OffsetFetch: what the store holds', () => {
 
   test('null topics: only partitions with a committed offset, topics by name and partitions by index', async () => {
     const store = new MemoryStore();
-    await commit(store, 'g', 'zeta', 3, 1n);
-    await commit(store, 'g', 'alpha', 2, 2n);
-    await commit(store, 'g', 'zeta', 0, 3n);
+    await storeOffset(store, 'g', 'zeta', 3, 1n);
+    await storeOffset(store, 'g', 'alpha', 2, 2n);
+    await storeOffset(store, 'g', 'zeta', 0, 3n);
     for (const version of [2, 7, 8, 9]) {
       const g = only(await handleOffsetFetch(request(version, 'g', null), version, { store }), version);
       expect(
@@ -152,8 +135,8 @@ describe('OffsetFetch: what the store holds', () => {
 
   test('v8+: several groups in one request, each answered on its own', async () => {
     const store = new MemoryStore();
-    await commit(store, 'a', 't', 0, 1n);
-    await commit(store, 'b', 't', 0, 2n);
+    await storeOffset(store, 'a', 't', 0, 1n);
+    await storeOffset(store, 'b', 't', 0, 2n);
     const req: OffsetFetchRequest = {
       ...defaultOffsetFetchRequest(),
       groups: ['b', 'a', 'c'].map((groupId) => ({
@@ -262,8 +245,8 @@ describe('OffsetFetch: authorization (DESCRIBE)', () => {
 
   test("a denied topic's partitions say TOPIC_AUTHORIZATION_FAILED and show no offset", async () => {
     const store = new MemoryStore();
-    await commit(store, 'g', 'secret', 0, 5n);
-    await commit(store, 'g', 'open', 0, 6n);
+    await storeOffset(store, 'g', 'secret', 0, 5n);
+    await storeOffset(store, 'g', 'open', 0, 6n);
     const calls: string[][] = [];
     const authorize = decide({ deniedTopics: new Set(['secret']) }, calls);
     const g = only(
@@ -295,9 +278,9 @@ describe('OffsetFetch: authorization (DESCRIBE)', () => {
 
   test('null topics: the stored topics are checked after the read, and denied ones left out', async () => {
     const store = new MemoryStore();
-    await commit(store, 'g', 'secret', 0, 5n);
-    await commit(store, 'g', 'open', 0, 6n);
-    await commit(store, 'g', 'open', 1, 7n);
+    await storeOffset(store, 'g', 'secret', 0, 5n);
+    await storeOffset(store, 'g', 'open', 0, 6n);
+    await storeOffset(store, 'g', 'open', 1, 7n);
     const calls: string[][] = [];
     const authorize = decide({ deniedTopics: new Set(['secret']) }, calls);
     const g = only(await handleOffsetFetch(request(8, 'g', null), 8, { store, authorize }), 8);
@@ -310,7 +293,7 @@ describe('OffsetFetch v9: the member of a KIP-848 group', () => {
   async function consumerGroup(): Promise<MemoryStore> {
     const store = new MemoryStore();
     await store.updateGroup('g', { kind: 'member-epoch', memberId: 'm1', memberEpoch: 5, exact: true });
-    await commit(store, 'g', 't', 0, 9n);
+    await storeOffset(store, 'g', 't', 0, 9n);
     return store;
   }
   const fetch = async (
@@ -404,7 +387,7 @@ describe('OffsetFetch v9: the member of a KIP-848 group', () => {
 describe('OffsetFetch: answers from the broker', () => {
   test("a transactional group is answered from the broker's offsets; require_stable from v7 only", async () => {
     const store = new MemoryStore();
-    await commit(store, 'g', 't', 0, 1n);
+    await storeOffset(store, 'g', 't', 0, 1n);
     await store.updateGroup('g', { kind: 'transactional' });
     const asked: [TopicPartition[] | null, boolean][] = [];
     const fetchFromBroker = async (
@@ -453,7 +436,7 @@ describe('OffsetFetch: answers from the broker', () => {
 
   test("--fallback upstream: offsets the store lacks are copied from the broker once; the store's win", async () => {
     const store = new MemoryStore();
-    await commit(store, 'g', 't', 0, 10n);
+    await storeOffset(store, 'g', 't', 0, 10n);
     const asked: (TopicPartition[] | null)[] = [];
     const broker: Record<number, bigint> = { 0: 500n, 1: 501n, 2: -1n };
     const fetchFromBroker = async (_g: string, tps: TopicPartition[] | null): Promise<FetchedGroup> => {
@@ -497,7 +480,7 @@ describe('OffsetFetch: answers from the broker', () => {
 
   test('--fallback upstream with null topics asks only for a group the store does not know', async () => {
     const store = new MemoryStore();
-    await commit(store, 'known', 't', 0, 1n);
+    await storeOffset(store, 'known', 't', 0, 1n);
     const asked: string[] = [];
     const fetchFromBroker = async (g: string): Promise<FetchedGroup> => {
       asked.push(g);

@@ -4,27 +4,9 @@
  */
 import { describe, expect, test } from 'vitest';
 import { MemoryStore } from '../../backends/memory-store.js';
-import type { OffsetStore } from '../../backends/store.js';
 import { StoreGroupIndex } from './store-groups.js';
 import type { CoordinatorSource } from './store-groups.js';
-
-async function withOffsets(store: OffsetStore, group: string): Promise<void> {
-  await store.commit({
-    group,
-    requestId: `${group}-commit`,
-    writes: [
-      {
-        topic: 't',
-        partition: 0,
-        offset: 1n,
-        leaderEpoch: -1,
-        metadata: '',
-        commitTimestamp: 1n,
-        expireTimestamp: -1n,
-      },
-    ],
-  });
-}
+import { storeOffset } from '../../test/harness/stored-offsets.js';
 
 function cluster(nodeOf: Record<string, number>): CoordinatorSource & { asked: string[][] } {
   const asked: string[][] = [];
@@ -45,8 +27,8 @@ function clock() {
 describe('StoreGroupIndex', () => {
   test('groups with offsets, with the protocol the store recorded; a membership record alone is not one', async () => {
     const store = new MemoryStore();
-    await withOffsets(store, 'simple');
-    await withOffsets(store, 'classic');
+    await storeOffset(store, 'simple', 't', 0);
+    await storeOffset(store, 'classic', 't', 0);
     await store.updateGroup('classic', {
       kind: 'joined',
       generationId: 1,
@@ -54,7 +36,7 @@ describe('StoreGroupIndex', () => {
       groupInstanceId: null,
       members: [{ memberId: 'm', groupInstanceId: null }],
     });
-    await withOffsets(store, 'kip848');
+    await storeOffset(store, 'kip848', 't', 0);
     await store.updateGroup('kip848', { kind: 'member-epoch', memberId: 'm', memberEpoch: 1, exact: true });
     await store.updateGroup('no-offsets', {
       kind: 'member-epoch',
@@ -74,7 +56,7 @@ describe('StoreGroupIndex', () => {
 
   test('one snapshot per TTL, built once for concurrent callers; drop forgets at once', async () => {
     const store = new MemoryStore();
-    await withOffsets(store, 'a');
+    await storeOffset(store, 'a', 't', 0);
     let walks = 0;
     const list = store.listGroups.bind(store);
     store.listGroups = () => {
@@ -86,7 +68,7 @@ describe('StoreGroupIndex', () => {
     const [x, y] = await Promise.all([index.groups(), index.groups()]);
     expect(x).toBe(y);
     expect(walks).toBe(1);
-    await withOffsets(store, 'b');
+    await storeOffset(store, 'b', 't', 0);
     c.t = 999;
     expect([...(await index.groups()).keys()]).toEqual(['a']);
     index.drop('a');
@@ -98,7 +80,7 @@ describe('StoreGroupIndex', () => {
 
   test('a walk over many groups completes (it yields to the event loop on the way)', async () => {
     const store = new MemoryStore();
-    for (let i = 0; i < 120; i++) await withOffsets(store, `g${i}`);
+    for (let i = 0; i < 120; i++) await storeOffset(store, `g${i}`, 't', 0);
     expect((await new StoreGroupIndex(store, cluster({})).groups()).size).toBe(120);
   });
 
