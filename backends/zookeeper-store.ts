@@ -779,16 +779,24 @@ export class ZooKeeperStore implements OffsetStore {
           await this.write<Stat>(client, expired, (cb) => client.setData(path, next, read.stat.version, cb));
         }
       } catch (err) {
-        if (err instanceof Retry || err instanceof StoreUnavailableError) throw err;
-        const c = code(err);
-        if (c === Exception.BAD_VERSION || c === Exception.NODE_EXISTS) throw new Retry();
-        if (c === Exception.NO_NODE) {
-          this.knownDirs.clear();
-          throw new Retry();
-        }
-        throw err;
+        this.retryOnConflict(err);
       }
     });
+  }
+
+  /**
+   * Rethrows a failed write of a read-then-write step as a Retry when another writer moved first
+   * (a version conflict, a node created meanwhile, or parents gone: read again from scratch), and
+   * anything else as it is.
+   */
+  private retryOnConflict(err: unknown): never {
+    const c = code(err);
+    if (c === Exception.BAD_VERSION || c === Exception.NODE_EXISTS) throw new Retry();
+    if (c === Exception.NO_NODE) {
+      this.knownDirs.clear();
+      throw new Retry();
+    }
+    throw err;
   }
 
   /**
@@ -814,13 +822,7 @@ export class ZooKeeperStore implements OffsetStore {
         await this.write<Stat>(client, expired, (cb) => client.setData(path, next, read.stat.version, cb));
         return true;
       } catch (err) {
-        const c = code(err);
-        if (c === Exception.BAD_VERSION || c === Exception.NODE_EXISTS) throw new Retry();
-        if (c === Exception.NO_NODE) {
-          this.knownDirs.clear();
-          throw new Retry();
-        }
-        throw err;
+        this.retryOnConflict(err);
       }
     });
   }
