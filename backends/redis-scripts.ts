@@ -155,12 +155,17 @@ return outcome
  * A membership update: a transcription of commit-guard.ts `applyGroupUpdate` (the contract's
  * property test applies random update histories through both and compares). Monotonic (older
  * generations ignored, state only advances within a generation, member epochs only grow) and
- * idempotent, so a resend after a reconnect is harmless.
+ * idempotent, so a resend after a reconnect is harmless. With a validity as a commit's: an
+ * observation delivered late (a member's join held by a network hop until after it left) must not
+ * bring back a member the record has since dropped, which would let its commits through.
  *
- * KEYS[1] state; ARGV[1] the GroupUpdate as JSON. The record is written back as JSON built by
- * hand: cjson would encode an empty member list as {} instead of [].
+ * KEYS[1] state; ARGV[1] the GroupUpdate as JSON; ARGV[2] valid until (Redis clock, ms). The record
+ * is written back as JSON built by hand: cjson would encode an empty member list as {} instead of
+ * []. Returns 1, or EXPIRED_REPLY.
  */
-export const UPDATE_GROUP_LUA = `
+export const UPDATE_GROUP_LUA =
+  validityPrologue(2) +
+  `
 local s
 local raw = redis.call('GET', KEYS[1])
 if raw then

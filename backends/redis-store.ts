@@ -43,7 +43,7 @@ import type {
 
 interface ScriptClient {
   kopCommit(...args: (string | number | Buffer)[]): Promise<string>;
-  kopUpdateGroup(key: string, update: string): Promise<number>;
+  kopUpdateGroup(key: string, update: string, validUntil: number): Promise<number | string>;
   kopDeleteOffsets(key: string, validUntil: number, ...fields: string[]): Promise<number | string>;
   kopDeleteGroup(offsets: string, state: string, validUntil: number): Promise<number | string>;
   kopLease(key: string, holder: string, ttlMs: number): Promise<number>;
@@ -454,10 +454,11 @@ export class RedisStore implements OffsetStore {
   }
 
   /**
-   * A write without an outcome record (a delete), with a validity as a commit's: `send` passes
-   * `validUntil` to a script that starts with validityPrologue. When the answer leaves the outcome
-   * unknown, the error is reported only after `validTo`, when no copy of the script can apply any
-   * more (it may have applied before; a delete is idempotent, so the caller may repeat it).
+   * A write without an outcome record (a delete, a membership update), with a validity as a
+   * commit's: `send` passes `validUntil` to a script that starts with validityPrologue. When the
+   * answer leaves the outcome unknown, the error is reported only after `validTo`, when no copy of
+   * the script can apply any more (it may have applied before; both are idempotent, so the caller
+   * may repeat them).
    */
   private validWrite(
     what: string,
@@ -532,9 +533,9 @@ export class RedisStore implements OffsetStore {
   }
 
   updateGroup(group: string, update: GroupUpdate): Promise<void> {
-    return this.run('updateGroup', group, async () => {
-      await this.scripts.kopUpdateGroup(this.key(group, 'state'), JSON.stringify(update));
-    });
+    return this.validWrite('updateGroup', group, (validUntil) =>
+      this.scripts.kopUpdateGroup(this.key(group, 'state'), JSON.stringify(update), validUntil),
+    );
   }
 
   lease(name: string, holder: string, ttlMs: number): Promise<boolean> {

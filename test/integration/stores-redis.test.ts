@@ -242,6 +242,39 @@ describe('redis store on a real server', () => {
     }
   });
 
+  it('a membership update a hop held past its answer does not bring back a member that left', async () => {
+    const relay = await FaultRelay.start({ host: server.host, port: server.port });
+    const store = new RedisStore(`redis://${relay.address}`, { operationTimeoutMs: 600 });
+    const direct = new RedisStore(`redis://${server.host}:${server.port}`, { operationTimeoutMs: 5_000 });
+    try {
+      const joined = { kind: 'joined', generationId: 3, memberId: 'zombie', groupInstanceId: null } as const;
+      await store.updateGroup('held-member', { ...joined, memberId: 'live' });
+      relay.hold();
+      const late = await store.updateGroup('held-member', joined).catch((e: unknown) => e);
+      expect(late).toBeInstanceOf(StoreUnavailableError);
+      expect(relay.heldBytes()).toBeGreaterThan(0);
+      // Meanwhile (another proxy instance) the record moves on: the zombie is gone for good.
+      await direct.updateGroup('held-member', { kind: 'gone', memberId: 'zombie' });
+      relay.refusing = true;
+      relay.cutClients();
+      await new Promise((r) => setTimeout(r, 500));
+      relay.refusing = false;
+      expect(await relay.deliverHeld()).toBeGreaterThan(0);
+      const members = (await direct.getGroup('held-member'))?.members.map((m) => m.memberId);
+      expect(members).toEqual(['live']);
+      // In time, the same update applies.
+      await store.updateGroup('held-member', joined);
+      expect((await direct.getGroup('held-member'))?.members.map((m) => m.memberId).sort()).toEqual([
+        'live',
+        'zombie',
+      ]);
+    } finally {
+      await store.close();
+      await direct.close();
+      await relay.close();
+    }
+  });
+
   it('an applied commit whose reply was lost is answered from its record, after its validity', async () => {
     const relay = await FaultRelay.start({ host: server.host, port: server.port });
     const store = new RedisStore(`redis://${relay.address}`, { operationTimeoutMs: 2_000 });
