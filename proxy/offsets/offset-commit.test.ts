@@ -492,17 +492,25 @@ describe('OffsetCommit: the broker decides what the store cannot', () => {
     expect((await store.getGroup('g'))!.state).toBe('PreparingRebalance');
   });
 
-  test("a broker that cannot be asked leaves the store's decision standing", async () => {
+  test('a refusal the broker cannot confirm is retriable; an acceptance stands', async () => {
     const store = new MemoryStore();
     await classicGroup(store, 'g');
-    const { d } = deps(store, 'fence', {
+    let asked = 0;
+    const { d, seen } = deps(store, 'fence', {
       committerFresh: () => false,
-      brokerVerdict: () => Promise.reject(new Error('no broker')),
+      brokerVerdict: () => {
+        asked++;
+        return Promise.reject(new Error('no broker'));
+      },
     });
     const stale = { generationIdOrMemberEpoch: 2, memberId: 'm1' };
     expect(codes(await handleOffsetCommit(request('g', { t: [{ partition: 0 }] }, stale), 8, d))).toEqual([
-      ErrorCode.ILLEGAL_GENERATION,
+      ErrorCode.COORDINATOR_NOT_AVAILABLE,
     ]);
+    expect(seen.refused).toEqual([['g', 'broker_unanswered', 1]]);
+    // Asked once (before the store, the committer not being fresh), not once more after its refusal.
+    expect(asked).toBe(1);
+    expect(await store.fetch('g', null)).toEqual([]);
     expect(codes(await handleOffsetCommit(request('g', { t: [{ partition: 0 }] }, member), 8, d))).toEqual([
       ErrorCode.NONE,
     ]);

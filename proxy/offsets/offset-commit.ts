@@ -22,7 +22,8 @@ import type { GuardPolicy } from './guard-policy.js';
 import { parseCasMetadata } from './guard-policy.js';
 import { CAS_MISMATCH, MAX_METADATA_LENGTH, storeFailureCode } from './kafka-errors.js';
 
-export type CommitRefusal = 'fence' | 'cas' | 'unknown_topic' | 'too_large' | 'store_down' | 'unauthorized';
+export type CommitRefusal =
+  'fence' | 'broker_unanswered' | 'cas' | 'unknown_topic' | 'too_large' | 'store_down' | 'unauthorized';
 
 export interface CommitDeps {
   store: OffsetStore;
@@ -173,7 +174,7 @@ export async function handleOffsetCommit(
         }
       : undefined;
 
-  let outcome: CommitOutcome = { status: 'ok' };
+  let outcome: FenceOutcome = { status: 'ok' };
   if (writes.length > 0) {
     try {
       outcome = await commitFenced(deps, group, identity, writes);
@@ -182,6 +183,9 @@ export async function handleOffsetCommit(
     }
   }
   if (outcome.status === 'fenced') return refuseAll(outcome.error, 'fence');
+  // Retriable: the client asks again, and gets the broker's answer once it can be had.
+  if (outcome.status === 'unconfirmed')
+    return refuseAll(ErrorCode.COORDINATOR_NOT_AVAILABLE, 'broker_unanswered');
   // All or nothing: the request was refused whole, so every partition says so.
   if (outcome.status === 'cas-mismatch') return refuseAll(CAS_MISMATCH, 'cas');
   const tooLarge = slots.length - writes.length;
@@ -224,16 +228,24 @@ export async function commitAnonymous(
 }
 
 /**
+ * A refusal of the store that the broker could not confirm (unreachable, frozen past the request
+ * timeout, its coordinator moving): the store's record may have missed what the broker saw.
+ */
+type FenceOutcome = CommitOutcome | { status: 'unconfirmed' };
+
+/**
  * The fence: the store accepts on its own only a committer this instance has fresh evidence for;
  * any other commit, and every commit the store refuses, is decided by the broker's verdict, which
- * also brings the store up to date. When the broker cannot be asked, the store's decision stands.
+ * also brings the store up to date. When the broker cannot be asked, a refusal is not answered
+ * (a member's fatal error for what the broker might accept) but left unconfirmed: the client gets
+ * a retriable code, as when the broker itself does not answer.
  */
 async function commitFenced(
   deps: CommitDeps,
   group: string,
   identity: CommitIdentity | undefined,
   writes: OffsetWrite[],
-): Promise<CommitOutcome> {
+): Promise<FenceOutcome> {
   const request: CommitRequest = {
     group,
     writes,
@@ -241,14 +253,18 @@ async function commitFenced(
     ...(identity ? { identity } : {}),
   };
   if (identity === undefined || !deps.brokerVerdict) return deps.store.commit(request);
+  let unanswered = false;
   if (deps.committerFresh && !deps.committerFresh(group, identity)) {
     const verdict = await askBroker(deps.brokerVerdict, group, identity);
     if (verdict !== null) return settle(deps.store, request, verdict);
+    unanswered = true;
   }
   const outcome = await deps.store.commit(request);
   if (outcome.status !== 'fenced') return outcome;
+  // Asked once already, without an answer: a second wait would pass the client's deadline.
+  if (unanswered) return { status: 'unconfirmed' };
   const verdict = await askBroker(deps.brokerVerdict, group, identity);
-  return verdict === null ? outcome : settle(deps.store, request, verdict);
+  return verdict === null ? { status: 'unconfirmed' } : settle(deps.store, request, verdict);
 }
 
 function askBroker(

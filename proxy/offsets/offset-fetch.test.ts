@@ -371,14 +371,14 @@ describe('OffsetFetch v9: the member of a KIP-848 group', () => {
     expect(asked).toBe(1);
   });
 
-  test("a broker that cannot be asked leaves the store's answer standing", async () => {
+  test('a refusal the broker cannot confirm is retriable; an acceptance stands', async () => {
     const store = await consumerGroup();
     const deps: Partial<FetchDeps> = {
       memberFresh: () => false,
       memberVerdict: () => Promise.reject(new Error('down')),
     };
     expect((await fetch(store, { memberId: 'm1', memberEpoch: 4 }, 9, deps)).errorCode).toBe(
-      ErrorCode.STALE_MEMBER_EPOCH,
+      ErrorCode.COORDINATOR_NOT_AVAILABLE,
     );
     expect((await fetch(store, { memberId: 'm1', memberEpoch: 5 }, 9, deps)).errorCode).toBe(ErrorCode.NONE);
   });

@@ -196,6 +196,7 @@ async function fetchAuthorized(
 /**
  * The store's answer on a fetch's member, trusted alone only when it accepts a member this
  * instance has fresh evidence for; otherwise the broker's answer (its updates go to the store).
+ * A refusal the broker could not confirm is COORDINATOR_NOT_AVAILABLE.
  */
 async function memberRefusal(q: GroupQuery, state: GroupState | null, deps: FetchDeps): Promise<number> {
   let code: number = ErrorCode.NONE;
@@ -210,7 +211,8 @@ async function memberRefusal(q: GroupQuery, state: GroupState | null, deps: Fetc
     (deps.memberFresh?.(q.groupId, q.memberId, q.memberEpoch) ?? true);
   if (sure || !deps.memberVerdict) return code;
   const verdict = await deps.memberVerdict(q.groupId, q.memberId, q.memberEpoch).catch(() => null);
-  if (verdict === null) return code;
+  // Unconfirmed, a refusal is retriable (as offset-commit.ts's): the client asks again.
+  if (verdict === null) return code === ErrorCode.NONE ? code : ErrorCode.COORDINATOR_NOT_AVAILABLE;
   for (const update of verdict.updates) await deps.store.updateGroup(q.groupId, update);
   return verdict.code ?? ErrorCode.NONE;
 }

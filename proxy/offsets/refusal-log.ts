@@ -18,6 +18,8 @@ const EXPECTED: ReadonlySet<CommitRefusal> = new Set(['fence', 'cas']);
 /** What each reason means, in the log line. */
 const MEANING: Record<CommitRefusal, string> = {
   fence: 'a stale generation, member or epoch (fenced, as a broker does)',
+  broker_unanswered:
+    "the broker, asked on the client's behalf (authorization, member re-check), gave no usable answer in time: COORDINATOR_NOT_AVAILABLE, retriable",
   cas: 'a compare-and-set whose expected offset did not match',
   unknown_topic: 'a topic or partition the cluster does not have (--unknown-topics reject)',
   too_large: 'metadata over 4096 characters',

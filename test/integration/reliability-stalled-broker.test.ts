@@ -341,6 +341,9 @@ describe.skipIf(process.env['KOP_BOOTSTRAP'] !== undefined)('the broker stalled 
       // Probe and fallback failed: COORDINATOR_NOT_AVAILABLE, which clients retry.
       expect(byWhat.get('authorization probe (new connection)')).toEqual([15]);
       expect(byWhat.get('OffsetFetch fallback')).toEqual([15]);
+      // The store refuses the unknown member, and the broker cannot confirm it: not the store's
+      // UNKNOWN_MEMBER_ID / ILLEGAL_GENERATION (fatal to a live member) but a retriable code.
+      expect(byWhat.get('member re-check')).toEqual([15]);
       // The mirrored commit is acknowledged from the store whatever the broker does.
       expect(byWhat.get('commit mirrored to the broker')).toEqual([0]);
       expect(proxy.output()).toContain('mirrored commit failed');

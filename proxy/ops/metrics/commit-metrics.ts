@@ -11,6 +11,7 @@ import type { OffsetServiceMetrics } from '../../offsets/service.js';
 /** Every reason, checked by the compiler: a reason missing here made counting it throw. */
 const REASON_LIST = {
   fence: true,
+  broker_unanswered: true,
   cas: true,
   unknown_topic: true,
   too_large: true,
