@@ -111,6 +111,21 @@ describe('OffsetService: authorization', () => {
     expect(await store.listGroups()).toEqual([]);
   });
 
+  test('an authorization the broker did not decide: retriable, counted as broker_unanswered, not unauthorized', async () => {
+    const store = new MemoryStore();
+    const auth = new FakeAuthorizer(() => ({
+      groupError: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+      deniedTopics: new Set(),
+    }));
+    const { s, refused } = service(store, auth);
+    const res = body<OffsetCommitResponse>(
+      await s.handleRequest(info(ApiKey.OffsetCommit, 8), commitReq('g', { a: [0, 1] })),
+    );
+    expect(codes(res)).toEqual([ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.COORDINATOR_NOT_AVAILABLE]);
+    expect(refused).toEqual([['g', 'broker_unanswered', 2]]);
+    expect(await store.listGroups()).toEqual([]);
+  });
+
   test("a denied topic's partitions are refused, the others stored", async () => {
     const store = new MemoryStore();
     const auth = new FakeAuthorizer(() => ({

@@ -12,6 +12,7 @@ import type { DescribeGroupsResponse } from '../../protocol/messages/describe-gr
 import type { ListGroupsRequest } from '../../protocol/messages/list-groups-request.js';
 import type { ListGroupsResponse } from '../../protocol/messages/list-groups-response.js';
 import { ApiKey, getApiCodec } from '../../protocol/messages/index.js';
+import { ErrorCode } from '../../protocol/error-codes.js';
 import type { OffsetCommitRequest } from '../../protocol/messages/offset-commit-request.js';
 import type { OffsetCommitResponse } from '../../protocol/messages/offset-commit-response.js';
 import type { OffsetDeleteRequest } from '../../protocol/messages/offset-delete-request.js';
@@ -215,7 +216,10 @@ export class OffsetService implements ProxyExtension {
             )
           : null;
         if (auth && auth.groupError !== 0) {
-          this.opts.metrics?.commitRefused(req.groupId, 'unauthorized', countPartitions(req));
+          // An undecided probe (the broker did not answer in time) is not the ACLs' refusal.
+          const reason =
+            auth.groupError === ErrorCode.GROUP_AUTHORIZATION_FAILED ? 'unauthorized' : 'broker_unanswered';
+          this.opts.metrics?.commitRefused(req.groupId, reason, countPartitions(req));
           return { action: 'respond', body: commitRefusedWhole(req, auth.groupError) };
         }
         const deps =
