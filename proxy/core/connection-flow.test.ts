@@ -340,6 +340,37 @@ describe('the order of answers', { timeout: 30_000 }, () => {
   });
 });
 
+describe('requests the extension forwards after all', { timeout: 30_000 }, () => {
+  test('keep their place among local and broker answers, with an acks=0 Produce in between', async () => {
+    // OffsetFetch with an odd correlation id is answered locally, an even one forwarded.
+    const ext: ProxyExtension = {
+      name: 'test',
+      apiKeys: new Set([ApiKey.OffsetFetch]),
+      interceptsRequest: (apiKey) => apiKey === ApiKey.OffsetFetch,
+      handleRequest: (info) =>
+        Promise.resolve(
+          info.correlationId % 2 === 1
+            ? { action: 'respond', body: fetchAnswer(100) }
+            : { action: 'forward' },
+        ),
+    };
+    const first = gate();
+    bed = await connectionBed(
+      (id) =>
+        id === 5 ? null : id === 1 ? first.opened.then(() => brokerAnswer(id, 10)) : brokerAnswer(id, 10),
+      { extension: ext },
+    );
+    bed.client.write(
+      Buffer.concat([forwarded(1), local(2), local(3), forwarded(4), produceNoAcks(5), local(6), local(7)]),
+    );
+    await until(() => bed!.brokerRequests() === 5, 'the forwarded requests at the broker');
+    expect(correlationIds(bed.received())).toEqual([]);
+    first.open();
+    await until(() => correlationIds(bed!.received()).length === 6, 'every answer');
+    expect(correlationIds(bed.received())).toEqual([1, 2, 3, 4, 6, 7]);
+  });
+});
+
 describe('--max-in-flight', { timeout: 30_000 }, () => {
   test('at the limit the client is no longer read; as answers go out it is read again', async () => {
     const answers = gate();

@@ -27,11 +27,13 @@ import { FetchResponseStream, canStreamFetch } from './fetch-stream.js';
 import type { ExposeBrokerNow } from './fetch-stream.js';
 import { canWalkProduceResponse, produceResponseHasNodeEndpoints } from './produce-endpoints.js';
 import type { Logger } from '../common/log.js';
-import type { AnsweredBy, ProxyObserver, RejectCause } from './observer.js';
+import type { ProxyObserver, RejectCause } from './observer.js';
 import { ResponseReader } from './response-reader.js';
 import type { FrameRoute } from './response-reader.js';
 import { BrokerLink } from './broker-link.js';
 import { ResponseBacklog } from './response-backlog.js';
+import { ResponseQueue, answeredBy } from './response-queue.js';
+import type { BrokerPending, LocalPending, OwnRequest, Pending, RawTokenPending } from './response-queue.js';
 import { RequestAccount } from './request-pool.js';
 import type { RequestBufferPool } from './request-pool.js';
 import type { ResponseBufferPool } from './response-backlog.js';
@@ -78,34 +80,6 @@ export interface ConnectionPolicy {
  */
 type PauseReason = 'upstream' | 'inflight' | 'memory' | 'responses';
 
-interface Pending {
-  correlationId: number;
-  apiKey: number;
-  apiVersion: number;
-  /** Bytes to send to the client once every earlier response has gone. */
-  out: Buffer[] | null;
-  /** The length of `out` (counted in the backlog until it is written). */
-  outBytes: number;
-  /** Sent to the broker, its response not read yet. */
-  awaitingBroker: boolean;
-  /** Handles the broker's response frame for this request (forwarded requests only). */
-  onResponse?: (frame: Buffer) => void;
-  /** A raw legacy SASL token exchange, not a Kafka request. */
-  raw?: boolean;
-  /** The response goes to the client as the broker wrote it, so it may be streamed. */
-  passThrough?: boolean;
-  /**
-   * A Fetch v16+ response that goes to the client as the broker wrote it except for its
-   * NodeEndpoints: it may be streamed through a FetchResponseStream (else `onResponse` decodes it).
-   */
-  streamFetch?: boolean;
-  /** A request of the proxy's own (askBroker): its response never goes to the client. */
-  onLost?: (err: Error) => void;
-  answeredBy: AnsweredBy;
-  /** performance.now() when the request arrived. */
-  started: number;
-}
-
 /** False only for a well-formed Produce response without NodeEndpoints; a malformed one is left to the decoder. */
 function mayHaveNodeEndpoints(frame: Buffer, apiVersion: number): boolean {
   try {
@@ -117,7 +91,7 @@ function mayHaveNodeEndpoints(frame: Buffer, apiVersion: number): boolean {
 
 /** A request the proxy answers itself (ProxyExtension.handleRequest), read and not answered yet. */
 interface LocalAnswer {
-  p: Pending;
+  p: LocalPending;
   frame: Buffer;
   info: RequestInfo;
   request: unknown;
@@ -133,14 +107,10 @@ export class ProxyConnection {
   private readonly log: Logger;
   private readonly requests: FrameSplitter;
   private readonly responses: ResponseReader;
-  /** The forwarded request whose response is being streamed to the client right now. */
-  private streaming: Pending | null = null;
-  /** The walker of the Fetch response being streamed, when it is one (`Pending.streamFetch`). */
+  /** The walker of the Fetch response being streamed, when it is one ('fetch-stream'). */
   private fetchStream: FetchResponseStream | null = null;
-  /** Client requests in arrival order, waiting for their response to be sent. */
-  private readonly pending: Pending[] = [];
-  /** The subset sent to the broker, in sending order: the broker answers in that order. */
-  private readonly forwarded: Pending[] = [];
+  /** Correlation with the broker and the order of answers to the client. */
+  private readonly queue: ResponseQueue;
   private nextInternalId = -1;
   private readonly legacySasl = new LegacySaslExchange();
   private closed = false;
@@ -161,7 +131,6 @@ export class ProxyConnection {
   private ownInFlight = 0;
   /** The incomplete request's memory in `policy.requestBuffers`. */
   private readonly requestMemory: RequestAccount;
-  private drainResolve: (() => void) | null = null;
 
   constructor(
     private readonly client: Socket,
@@ -176,6 +145,7 @@ export class ProxyConnection {
       stream: (bytes, end) => this.streamResponse(bytes, end),
       whole: (payload) => this.wholeResponse(payload),
     });
+    this.queue = new ResponseQueue(policy.maxInFlight);
     this.backlog = new ResponseBacklog(policy.responseBuffers ?? null);
     this.requestMemory = new RequestAccount(policy.requestBuffers, () => this.resumeClient('memory'));
     this.broker = new BrokerLink(openUpstream, {
@@ -199,7 +169,7 @@ export class ProxyConnection {
       // When nothing is in flight, or the client has read nothing of its answers all this time
       // (a broker closes such a connection too): a long Fetch wait or a slow broker is not idleness.
       client.setTimeout(policy.idleTimeoutMs, () => {
-        if ((this.pending.length === 0 && this.forwarded.length === 0) || this.clientFull) this.close('idle');
+        if (this.queue.idle || this.clientFull) this.close('idle');
       });
     }
     client.on('data', (chunk: Buffer) => this.onClientData(chunk));
@@ -214,7 +184,7 @@ export class ProxyConnection {
   }
 
   get inFlight(): number {
-    return this.pending.length;
+    return this.queue.inFlight;
   }
 
   // ---- client → broker -------------------------------------------------------------------
@@ -254,19 +224,19 @@ export class ProxyConnection {
   }
 
   private onRequest(frame: Buffer): void {
+    const started = performance.now();
     if (this.legacySasl.takeRawToken()) {
-      const p: Pending = {
+      const p: RawTokenPending = {
+        kind: 'raw-token',
         correlationId: -1,
         apiKey: -1,
         apiVersion: -1,
+        started,
         out: null,
         outBytes: 0,
         awaitingBroker: false,
-        raw: true,
-        answeredBy: 'broker',
-        started: performance.now(),
+        onResponse: (resp) => this.complete(p, withSize(resp)),
       };
-      p.onResponse = (resp) => this.complete(p, withSize(resp));
       this.enqueue(p);
       this.forward(frame, p);
       return;
@@ -274,20 +244,10 @@ export class ProxyConnection {
 
     const h = peekRequestHeader(frame);
     const ext = this.policy.extension;
-    const p: Pending = {
-      correlationId: h.correlationId,
-      apiKey: h.apiKey,
-      apiVersion: h.apiVersion,
-      out: null,
-      outBytes: 0,
-      awaitingBroker: false,
-      answeredBy: 'broker',
-      started: performance.now(),
-    };
 
     if (h.apiKey === ApiKey.ApiVersions && h.apiVersion > this.policy.maxApiVersionsVersion) {
       // Answered as a broker does: a v0 body with UNSUPPORTED_VERSION, so the client retries lower.
-      p.answeredBy = 'proxy';
+      const p = localPending(h.correlationId, h.apiKey, h.apiVersion, started);
       this.enqueue(p);
       this.complete(p, [unsupportedApiVersionsResponse(h.correlationId, this.policy.maxApiVersionsVersion)]);
       return;
@@ -318,7 +278,6 @@ export class ProxyConnection {
       return;
     }
 
-    this.enqueue(p);
     const needsRequest = intercepted || observed || h.apiKey === ApiKey.SaslHandshake;
     const decoded = needsRequest ? decodeRequestFrame(frame) : null;
     const info: RequestInfo = {
@@ -334,55 +293,66 @@ export class ProxyConnection {
     }
 
     if (intercepted && ext?.handleRequest && decoded) {
+      const p = localPending(h.correlationId, h.apiKey, h.apiVersion, started);
+      this.enqueue(p);
       this.answerLocally({ p, frame, info, request: decoded.body, observed, coreRewrite });
       return;
     }
-    this.forwardWithResponseHandling(frame, p, info, decoded?.body, observed, coreRewrite);
+    const p = this.brokerPending(h, started, info, decoded?.body, observed, coreRewrite);
+    this.enqueue(p);
+    this.forward(frame, p);
   }
 
-  private forwardWithResponseHandling(
-    frame: Buffer,
-    p: Pending,
+  /** A client request to forward, and how its answer is handled. */
+  private brokerPending(
+    h: { correlationId: number; apiKey: number; apiVersion: number },
+    started: number,
     info: RequestInfo,
     request: unknown,
     observed: boolean,
     coreRewrite: boolean,
-  ): void {
-    const sasl = p.apiKey === ApiKey.SaslHandshake && p.apiVersion === 0;
-    if (!observed && !coreRewrite && !sasl) {
-      p.passThrough = true;
-      p.onResponse = (resp) => this.complete(p, withSize(resp));
-    } else {
-      if (
-        coreRewrite &&
-        !observed &&
-        !sasl &&
-        p.apiKey === ApiKey.Fetch &&
-        canStreamFetch(p.apiVersion) &&
-        this.policy.exposeBroker !== undefined
-      ) {
-        p.streamFetch = true;
-      }
-      // Produce responses need rewriting only when they carry NodeEndpoints, which few do: a
-      // walk of the bytes finds out without decoding every response (produce-endpoints.ts).
-      const walkProduce =
-        coreRewrite && !observed && p.apiKey === ApiKey.Produce && canWalkProduceResponse(p.apiVersion);
-      p.onResponse = (resp) => {
-        if (walkProduce && !mayHaveNodeEndpoints(resp, p.apiVersion)) {
-          this.complete(p, withSize(resp));
-          return;
-        }
-        this.transformResponse(p, resp, info, request, observed, coreRewrite).then(
-          (out) => this.complete(p, out),
-          (err: unknown) => this.close('response handling failed', err),
-        );
-      };
-    }
-    this.forward(frame, p);
+  ): BrokerPending {
+    const sasl = h.apiKey === ApiKey.SaslHandshake && h.apiVersion === 0;
+    const asIs = !observed && !coreRewrite && !sasl;
+    const streamFetch =
+      coreRewrite &&
+      !observed &&
+      !sasl &&
+      h.apiKey === ApiKey.Fetch &&
+      canStreamFetch(h.apiVersion) &&
+      this.policy.exposeBroker !== undefined;
+    // Produce responses need rewriting only when they carry NodeEndpoints, which few do: a
+    // walk of the bytes finds out without decoding every response (produce-endpoints.ts).
+    const walkProduce =
+      coreRewrite && !observed && h.apiKey === ApiKey.Produce && canWalkProduceResponse(h.apiVersion);
+    const p: BrokerPending = {
+      kind: 'broker',
+      correlationId: h.correlationId,
+      apiKey: h.apiKey,
+      apiVersion: h.apiVersion,
+      started,
+      out: null,
+      outBytes: 0,
+      response: asIs ? 'as-is' : streamFetch ? 'fetch-stream' : 'whole',
+      awaitingBroker: false,
+      onResponse: asIs
+        ? (resp) => this.complete(p, withSize(resp))
+        : (resp) => {
+            if (walkProduce && !mayHaveNodeEndpoints(resp, p.apiVersion)) {
+              this.complete(p, withSize(resp));
+              return;
+            }
+            this.transformResponse(p, resp, info, request, observed, coreRewrite).then(
+              (out) => this.complete(p, out),
+              (err: unknown) => this.close('response handling failed', err),
+            );
+          },
+    };
+    return p;
   }
 
   private async transformResponse(
-    p: Pending,
+    p: BrokerPending,
     frame: Buffer,
     info: RequestInfo,
     request: unknown,
@@ -426,7 +396,7 @@ export class ProxyConnection {
     if (next === undefined) return;
     // The request at the head of the queue holds back every response after it: it may start
     // whatever waits behind it, as long as the client reads what it was sent.
-    if (next.p === this.pending[0] ? this.backlog.clientBehind : this.backlog.full) return;
+    if (next.p === this.queue.head ? this.backlog.clientBehind : this.backlog.full) return;
     this.localAnswers.shift();
     this.backlog.addQueued(-next.frame.length);
     this.localRunning = true;
@@ -444,19 +414,18 @@ export class ProxyConnection {
     if (this.closed) return;
     const p = a.p;
     if (decision.action === 'respond') {
-      p.answeredBy = 'proxy';
       this.complete(p, [encodeResponseFrame(p.apiKey, p.apiVersion, p.correlationId, decision.body)]);
     } else {
-      this.forwardWithResponseHandling(a.frame, p, a.info, a.request, a.observed, a.coreRewrite);
+      const forwarded = this.brokerPending(p, p.started, a.info, a.request, a.observed, a.coreRewrite);
+      this.queue.replace(p, forwarded);
+      this.forward(a.frame, forwarded);
       this.startLocalAnswer();
     }
   }
 
-  private forward(frame: Buffer, p: Pending | null): void {
-    if (p) {
-      this.forwarded.push(p);
-      p.awaitingBroker = true;
-    }
+  /** Writes a request to the broker; `p` is what its answer belongs to (null: no answer comes). */
+  private forward(frame: Buffer, p: BrokerPending | RawTokenPending | null): void {
+    if (p) this.queue.sent(p);
     this.policy.observer.bytes('broker_out', frame.length + 4);
     if (!this.broker.write([sizePrefix(frame.length), frame])) this.pauseClient('upstream');
   }
@@ -483,23 +452,11 @@ export class ProxyConnection {
    * tail) and nothing before it is still waiting; otherwise take it whole.
    */
   private routeResponse(size: number, correlationId: number | null): FrameRoute {
-    const p = this.forwarded[0];
-    if (!p) throw new ProtocolError('UNSOLICITED', 'the broker sent a response nobody asked for', 0);
-    if (!p.raw && correlationId !== p.correlationId) {
-      throw new ProtocolError(
-        'OUT_OF_ORDER',
-        `the broker answered correlation id ${correlationId}, expected ${p.correlationId} (${size} bytes)`,
-        0,
-      );
+    const route = this.queue.route(size, correlationId);
+    if (route === 'stream' && this.queue.streaming!.response === 'fetch-stream') {
+      this.fetchStream = new FetchResponseStream(this.queue.streaming!.apiVersion);
     }
-    if ((p.passThrough || p.streamFetch) && this.pending[0] === p) {
-      this.forwarded.shift();
-      p.awaitingBroker = false;
-      this.streaming = p;
-      if (p.streamFetch) this.fetchStream = new FetchResponseStream(p.apiVersion);
-      return 'stream';
-    }
-    return 'whole';
+    return route;
   }
 
   private streamResponse(bytes: Buffer, end: boolean): void {
@@ -511,12 +468,10 @@ export class ProxyConnection {
       if (now.length > 0) this.sendStreamed(now);
       if (!end) return;
       this.fetchStream = null;
-      const p = this.streaming!;
-      this.streaming = null;
       const { tail, ready } = fetch.finish(this.policy.exposeBroker!);
       if (ready === null) {
         this.sendStreamed(tail);
-        this.streamedDone(p);
+        this.streamedDone();
         return;
       }
       // A newly exposed broker: the client may connect as soon as it reads the tail, so its
@@ -526,7 +481,7 @@ export class ProxyConnection {
         () => {
           if (this.closed) return;
           this.sendStreamed(tail);
-          this.streamedDone(p);
+          this.streamedDone();
         },
         (err: unknown) => this.close('response handling failed', err),
       );
@@ -534,9 +489,7 @@ export class ProxyConnection {
     }
     this.sendStreamed(bytes);
     if (!end) return;
-    const p = this.streaming!;
-    this.streaming = null;
-    this.streamedDone(p);
+    this.streamedDone();
   }
 
   private sendStreamed(bytes: Buffer): void {
@@ -548,36 +501,25 @@ export class ProxyConnection {
     }
   }
 
-  /** The streamed response of `p` (the head of the queue) has gone out whole. */
-  private streamedDone(p: Pending): void {
-    this.pending.shift();
-    this.policy.observer.responded(
-      p.apiKey,
-      p.apiVersion,
-      p.answeredBy,
-      (performance.now() - p.started) / 1000,
-    );
+  /** The streamed response (the head of the queue) has gone out whole. */
+  private streamedDone(): void {
+    const p = this.queue.finishStream();
+    this.policy.observer.responded(p.apiKey, p.apiVersion, 'broker', (performance.now() - p.started) / 1000);
     this.flush();
   }
 
   private wholeResponse(payload: Buffer): void {
     if (this.closed) return;
-    const p = this.forwarded.shift()!;
-    p.awaitingBroker = false;
-    p.onResponse?.(payload);
+    this.queue.takeWhole().onResponse(payload);
   }
 
   private enqueue(p: Pending): void {
-    this.pending.push(p);
-    if (this.pending.length >= this.policy.maxInFlight) this.pauseClient('inflight');
+    this.queue.add(p);
+    if (this.queue.full) this.pauseClient('inflight');
   }
 
   private complete(p: Pending, out: Buffer[]): void {
-    p.out = out;
-    let bytes = 0;
-    for (const b of out) bytes += b.length;
-    p.outBytes = bytes;
-    this.backlog.addWaiting(bytes);
+    this.backlog.addWaiting(this.queue.answer(p, out));
     this.flush();
   }
 
@@ -591,15 +533,14 @@ export class ProxyConnection {
     // outside the cork of onUpstreamData.
     this.client.cork();
     let written = 0;
-    while (this.pending.length > 0 && this.pending[0]!.out !== null) {
-      const p = this.pending.shift()!;
+    for (let p = this.queue.takeReady(); p !== undefined; p = this.queue.takeReady()) {
       for (const buf of p.out!) {
         if (!this.client.write(buf)) full = true;
       }
       written += p.outBytes;
       observer.bytes('client_out', p.outBytes);
-      if (!p.raw)
-        observer.responded(p.apiKey, p.apiVersion, p.answeredBy, (performance.now() - p.started) / 1000);
+      if (p.kind !== 'raw-token')
+        observer.responded(p.apiKey, p.apiVersion, answeredBy(p), (performance.now() - p.started) / 1000);
     }
     this.client.uncork();
     if (written > 0) {
@@ -608,9 +549,8 @@ export class ProxyConnection {
       if (full) this.clientFull = true;
       this.backlog.setUnsent(this.client.writableNeedDrain ? this.client.writableLength : 0);
     }
-    if (this.pending.length < this.policy.maxInFlight) this.resumeClient('inflight');
+    if (!this.queue.full) this.resumeClient('inflight');
     this.updateFlow();
-    if (this.draining && this.pending.length === 0) this.drainResolve?.();
   }
 
   /**
@@ -634,7 +574,7 @@ export class ProxyConnection {
   }
 
   private brokerNeeded(): boolean {
-    return this.ownInFlight > 0 || this.streaming !== null || this.pending[0]?.awaitingBroker === true;
+    return this.ownInFlight > 0 || this.queue.headAwaitsBroker;
   }
 
   private pauseClient(reason: PauseReason): void {
@@ -659,12 +599,7 @@ export class ProxyConnection {
     if (this.closed) return;
     this.draining = true;
     this.client.pause();
-    if (this.pending.length > 0) {
-      await new Promise<void>((resolve) => {
-        this.drainResolve = resolve;
-        setTimeout(resolve, timeoutMs).unref();
-      });
-    }
+    await this.queue.whenEmpty(timeoutMs);
     this.close('proxy shutting down');
   }
 
@@ -694,29 +629,23 @@ export class ProxyConnection {
         reject(new Error(`the broker did not answer api ${apiKey} within ${timeoutMs} ms`));
         this.updateFlow();
       }, timeoutMs);
-      const p: Pending = {
+      const own: OwnRequest = {
+        kind: 'own',
         correlationId,
-        apiKey,
-        apiVersion,
-        out: null,
-        outBytes: 0,
-        awaitingBroker: false,
-        answeredBy: 'proxy',
-        started: performance.now(),
         onLost: (err) => {
           if (settle()) reject(err);
         },
-      };
-      p.onResponse = (frame) => {
-        if (!settle()) return;
-        try {
-          resolve(decodeResponseFrame(frame, apiKey, apiVersion).body);
-        } catch (err) {
-          reject(err as Error);
-        }
+        onResponse: (frame) => {
+          if (!settle()) return;
+          try {
+            resolve(decodeResponseFrame(frame, apiKey, apiVersion).body);
+          } catch (err) {
+            reject(err as Error);
+          }
+        },
       };
       this.ownInFlight++;
-      this.forwarded.push(p);
+      this.queue.sent(own);
       const frame = encodeRequestFrame(
         { apiKey, apiVersion, correlationId, clientId: PROXY_CLIENT_ID },
         body,
@@ -731,19 +660,26 @@ export class ProxyConnection {
   close(reason: CloseReason, detail?: unknown): void {
     if (this.closed) return;
     this.closed = true;
-    for (const p of this.forwarded) p.onLost?.(new Error(`connection closed: ${reason}`));
+    this.queue.clear(reason);
     if (closeLogLevel(reason) === 'debug') this.log.debug('connection closed', { reason });
     else this.log.warn('connection closed', { reason, error: detail });
     this.client.destroy();
     this.broker.destroy();
     if (this.brokerCounted) this.policy.observer.brokerConnectionClosed(this.nodeId);
-    this.pending.length = 0;
-    this.forwarded.length = 0;
     this.localAnswers.length = 0;
     this.backlog.release();
     this.requestMemory.close();
     this.policy.onClose?.(this);
   }
+}
+
+function localPending(
+  correlationId: number,
+  apiKey: number,
+  apiVersion: number,
+  started: number,
+): LocalPending {
+  return { kind: 'local', correlationId, apiKey, apiVersion, started, out: null, outBytes: 0 };
 }
 
 function sizePrefix(length: number): Buffer {
