@@ -7,31 +7,19 @@
  */
 import type { ApiVersionsResponse } from '../../protocol/messages/api-versions-response.js';
 import { ApiKey, getApiCodec } from '../../protocol/messages/index.js';
+import { decodedApis } from './api-plan.js';
 import type { ProxyExtension, VersionRange } from './extension.js';
-
-/** APIs whose responses the core itself decodes. */
-const CORE_DECODED = new Set<number>([
-  ApiKey.ApiVersions,
-  ApiKey.SaslHandshake,
-  ApiKey.Metadata,
-  ApiKey.FindCoordinator,
-  ApiKey.DescribeCluster,
-  ApiKey.Produce,
-  ApiKey.Fetch,
-  ApiKey.ShareFetch,
-  ApiKey.ShareAcknowledge,
-]);
 
 export function codecRange(apiKey: number): VersionRange | undefined {
   return getApiCodec(apiKey)?.validVersions;
 }
 
 export class ApiVersionsPolicy {
-  private readonly decoded: Set<number>;
-
-  constructor(private readonly extension: ProxyExtension | null) {
-    this.decoded = new Set([...CORE_DECODED, ...(extension?.apiKeys ?? [])]);
-  }
+  /** `decoded`: the APIs the proxy decodes (api-plan.ts), whose ranges are cut to the codec's. */
+  constructor(
+    private readonly extension: ProxyExtension | null,
+    private readonly decoded: ReadonlySet<number> = decodedApis(extension),
+  ) {}
 
   /** The highest version of `apiKey` the proxy can decode, when it must decode that API. */
   decodableMax(apiKey: number): number | undefined {

@@ -23,9 +23,10 @@ import {
 import { ApiKey } from '../../protocol/messages/index.js';
 import { defaultApiVersionsResponse } from '../../protocol/messages/api-versions-response.js';
 import type { ProxyExtension, RequestDecision, RequestInfo } from './extension.js';
-import { FetchResponseStream, canStreamFetch } from './fetch-stream.js';
+import { FetchResponseStream } from './fetch-stream.js';
 import type { ExposeBrokerNow } from './fetch-stream.js';
-import { canWalkProduceResponse, produceResponseHasNodeEndpoints } from './produce-endpoints.js';
+import { produceResponseHasNodeEndpoints } from './produce-endpoints.js';
+import type { ApiPlans, RelayPlan } from './api-plan.js';
 import type { Logger } from '../common/log.js';
 import type { ProxyObserver, RejectCause } from './observer.js';
 import { ResponseReader } from './response-reader.js';
@@ -49,21 +50,17 @@ export interface ConnectionPolicy {
   /** Close a client connection idle this long (0 = never), as a broker does (connections.max.idle.ms). */
   idleTimeoutMs?: number;
   extension: ProxyExtension | null;
-  /** True when the response of (apiKey, apiVersion) must be decoded by the core (addresses, ApiVersions). */
-  coreRewritesResponse(apiKey: number, apiVersion: number): boolean;
+  /** What the core does with each (api key, version): decode, rewrite, answer, refuse (api-plan.ts). */
+  plans: ApiPlans;
   /** Rewrites a decoded response body in place (addresses, ApiVersions ranges); may await new listeners. */
   /** Resolves true when it changed the body (a Fetch without NodeEndpoints stays as the broker wrote it). */
   rewriteResponse(apiKey: number, apiVersion: number, body: unknown): Promise<boolean>;
   /**
    * Learns a broker named in a streamed Fetch response's NodeEndpoints and gives the address the
-   * client must use; `ready` (when present) resolves once that address is listened on. Without it,
-   * Fetch v16+ responses are assembled whole and go through `rewriteResponse`.
+   * client must use; `ready` (when present) resolves once that address is listened on. Needed
+   * when `plans` stream Fetch answers ('fetch-stream').
    */
   exposeBroker?: ExposeBrokerNow;
-  /** The highest ApiVersions request version the proxy can answer. */
-  maxApiVersionsVersion: number;
-  /** The highest version the proxy can decode for an API it must decode, or undefined for opaque APIs. */
-  decodableMax(apiKey: number): number | undefined;
   onClose?(conn: ProxyConnection): void;
   observer: ProxyObserver;
   /** The bound on memory in incomplete request frames, shared by every client connection. */
@@ -96,8 +93,7 @@ interface LocalAnswer {
   info: RequestInfo;
   request: unknown;
   /** How to handle the broker's response should the extension forward the request after all. */
-  observed: boolean;
-  coreRewrite: boolean;
+  plan: RelayPlan;
 }
 
 let nextId = 1;
@@ -243,26 +239,14 @@ export class ProxyConnection {
     }
 
     const h = peekRequestHeader(frame);
-    const ext = this.policy.extension;
-
-    if (h.apiKey === ApiKey.ApiVersions && h.apiVersion > this.policy.maxApiVersionsVersion) {
-      // Answered as a broker does: a v0 body with UNSUPPORTED_VERSION, so the client retries lower.
+    const plan = this.policy.plans.of(h.apiKey, h.apiVersion);
+    if (plan.kind === 'api-versions-unsupported') {
       const p = localPending(h.correlationId, h.apiKey, h.apiVersion, started);
       this.enqueue(p);
-      this.complete(p, [unsupportedApiVersionsResponse(h.correlationId, this.policy.maxApiVersionsVersion)]);
+      this.complete(p, [unsupportedApiVersionsResponse(h.correlationId, plan.maxVersion)]);
       return;
     }
-
-    const decodableMax = this.policy.decodableMax(h.apiKey);
-    const intercepted = ext?.interceptsRequest?.(h.apiKey, h.apiVersion) ?? false;
-    const observed = ext?.observesResponse?.(h.apiKey, h.apiVersion) ?? false;
-    const coreRewrite = this.policy.coreRewritesResponse(h.apiKey, h.apiVersion);
-    if (
-      (intercepted || observed || coreRewrite) &&
-      decodableMax !== undefined &&
-      h.apiVersion > decodableMax
-    ) {
-      // The proxy never advertised this version; a broker closes the connection on such a request.
+    if (plan.kind === 'refuse') {
       throw new ProtocolError(
         'UNSUPPORTED_VERSION',
         `api ${h.apiKey} version ${h.apiVersion} was not advertised by the proxy`,
@@ -271,16 +255,31 @@ export class ProxyConnection {
         h.apiVersion,
       );
     }
-
-    if (h.apiKey === ApiKey.Produce && peekProduceAcks(frame) === 0) {
+    if (plan.mayBeUnanswered && peekProduceAcks(frame) === 0) {
       // acks=0: the broker sends nothing back, so nothing may wait for it.
       this.forward(frame, null);
       return;
     }
 
-    const needsRequest = intercepted || observed || h.apiKey === ApiKey.SaslHandshake;
-    const decoded = needsRequest ? decodeRequestFrame(frame) : null;
-    const info: RequestInfo = {
+    const request = plan.decodeRequest ? decodeRequestFrame(frame).body : undefined;
+    if (plan.legacySasl) {
+      this.legacySasl.handshakeRequested((request as { mechanism: string }).mechanism);
+    }
+    // What the extension is told: only for a request it answers or observes.
+    const info = plan.answerLocally || plan.observed ? this.requestInfo(h) : null;
+    if (plan.answerLocally) {
+      const p = localPending(h.correlationId, h.apiKey, h.apiVersion, started);
+      this.enqueue(p);
+      this.answerLocally({ p, frame, info: info!, request, plan });
+      return;
+    }
+    const p = this.brokerPending(h, started, plan, info, request);
+    this.enqueue(p);
+    this.forward(frame, p);
+  }
+
+  private requestInfo(h: { correlationId: number; apiKey: number; apiVersion: number }): RequestInfo {
+    return {
       connectionId: this.id,
       apiKey: h.apiKey,
       apiVersion: h.apiVersion,
@@ -288,43 +287,17 @@ export class ProxyConnection {
       nodeId: this.nodeId,
       askBroker: (apiKey, apiVersion, body) => this.askBroker(apiKey, apiVersion, body),
     };
-    if (h.apiKey === ApiKey.SaslHandshake && h.apiVersion === 0 && decoded) {
-      this.legacySasl.handshakeRequested((decoded.body as { mechanism: string }).mechanism);
-    }
-
-    if (intercepted && ext?.handleRequest && decoded) {
-      const p = localPending(h.correlationId, h.apiKey, h.apiVersion, started);
-      this.enqueue(p);
-      this.answerLocally({ p, frame, info, request: decoded.body, observed, coreRewrite });
-      return;
-    }
-    const p = this.brokerPending(h, started, info, decoded?.body, observed, coreRewrite);
-    this.enqueue(p);
-    this.forward(frame, p);
   }
 
-  /** A client request to forward, and how its answer is handled. */
+  /** A client request to forward, and how its answer is handled (its plan's `response`). */
   private brokerPending(
     h: { correlationId: number; apiKey: number; apiVersion: number },
     started: number,
-    info: RequestInfo,
+    plan: RelayPlan,
+    info: RequestInfo | null,
     request: unknown,
-    observed: boolean,
-    coreRewrite: boolean,
   ): BrokerPending {
-    const sasl = h.apiKey === ApiKey.SaslHandshake && h.apiVersion === 0;
-    const asIs = !observed && !coreRewrite && !sasl;
-    const streamFetch =
-      coreRewrite &&
-      !observed &&
-      !sasl &&
-      h.apiKey === ApiKey.Fetch &&
-      canStreamFetch(h.apiVersion) &&
-      this.policy.exposeBroker !== undefined;
-    // Produce responses need rewriting only when they carry NodeEndpoints, which few do: a
-    // walk of the bytes finds out without decoding every response (produce-endpoints.ts).
-    const walkProduce =
-      coreRewrite && !observed && h.apiKey === ApiKey.Produce && canWalkProduceResponse(h.apiVersion);
+    const response = plan.response;
     const p: BrokerPending = {
       kind: 'broker',
       correlationId: h.correlationId,
@@ -333,20 +306,21 @@ export class ProxyConnection {
       started,
       out: null,
       outBytes: 0,
-      response: asIs ? 'as-is' : streamFetch ? 'fetch-stream' : 'whole',
+      response,
       awaitingBroker: false,
-      onResponse: asIs
-        ? (resp) => this.complete(p, withSize(resp))
-        : (resp) => {
-            if (walkProduce && !mayHaveNodeEndpoints(resp, p.apiVersion)) {
-              this.complete(p, withSize(resp));
-              return;
-            }
-            this.transformResponse(p, resp, info, request, observed, coreRewrite).then(
-              (out) => this.complete(p, out),
-              (err: unknown) => this.close('response handling failed', err),
-            );
-          },
+      onResponse:
+        response === 'as-is'
+          ? (resp) => this.complete(p, withSize(resp))
+          : (resp) => {
+              if (response === 'walk-produce' && !mayHaveNodeEndpoints(resp, p.apiVersion)) {
+                this.complete(p, withSize(resp));
+                return;
+              }
+              this.transformResponse(p, resp, plan, info, request).then(
+                (out) => this.complete(p, out),
+                (err: unknown) => this.close('response handling failed', err),
+              );
+            },
     };
     return p;
   }
@@ -354,21 +328,20 @@ export class ProxyConnection {
   private async transformResponse(
     p: BrokerPending,
     frame: Buffer,
-    info: RequestInfo,
+    plan: RelayPlan,
+    info: RequestInfo | null,
     request: unknown,
-    observed: boolean,
-    coreRewrite: boolean,
   ): Promise<Buffer[]> {
     const { body } = decodeResponseFrame(frame, p.apiKey, p.apiVersion);
     let response: unknown = body;
     let changed = false;
-    if (p.apiKey === ApiKey.SaslHandshake && p.apiVersion === 0) {
+    if (plan.legacySasl) {
       this.legacySasl.handshakeAnswered((body as { errorCode: number }).errorCode);
     }
-    if (coreRewrite) {
+    if (plan.coreRewrite) {
       changed = await this.policy.rewriteResponse(p.apiKey, p.apiVersion, response);
     }
-    if (observed && this.policy.extension?.onResponse) {
+    if (plan.observed && info !== null && this.policy.extension?.onResponse) {
       const replaced = await this.policy.extension.onResponse(info, request, response);
       if (replaced !== undefined) {
         response = replaced;
@@ -416,7 +389,7 @@ export class ProxyConnection {
     if (decision.action === 'respond') {
       this.complete(p, [encodeResponseFrame(p.apiKey, p.apiVersion, p.correlationId, decision.body)]);
     } else {
-      const forwarded = this.brokerPending(p, p.started, a.info, a.request, a.observed, a.coreRewrite);
+      const forwarded = this.brokerPending(p, p.started, a.plan, a.info, a.request);
       this.queue.replace(p, forwarded);
       this.forward(a.frame, forwarded);
       this.startLocalAnswer();

@@ -34,7 +34,10 @@ export interface ProxyExtension {
   readonly name: string;
   /** Every API key whose requests or responses this extension decodes (their versions get capped to the codec's). */
   readonly apiKeys: ReadonlySet<number>;
-  /** Called for every request's api key: keep it cheap and synchronous. */
+  /**
+   * Asked once per (api key, version) when the proxy starts (api-plan.ts), not per request: the
+   * answer may not change afterwards.
+   */
   interceptsRequest?(apiKey: number, apiVersion: number): boolean;
   /**
    * The decoded request body of an intercepted request. The core hands a connection's requests
@@ -43,7 +46,7 @@ export interface ProxyExtension {
    * what it was sent (response-backlog.ts).
    */
   handleRequest?(info: RequestInfo, request: unknown): Promise<RequestDecision>;
-  /** Called for every forwarded request's api key: keep it cheap and synchronous. */
+  /** Asked once per (api key, version) when the proxy starts, like interceptsRequest. */
   observesResponse?(apiKey: number, apiVersion: number): boolean;
   /**
    * Sees the decoded request and response before the response goes to the client, and may

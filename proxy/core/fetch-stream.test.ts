@@ -12,6 +12,7 @@ import {
   defaultPartitionData,
 } from '../../protocol/messages/fetch-response.js';
 import type { FetchResponse, NodeEndpoint, PartitionData } from '../../protocol/messages/fetch-response.js';
+import { ApiPlans } from './api-plan.js';
 import type { HostPort } from './broker-map.js';
 import { connectionBed } from '../../test/harness/connection-bed.js';
 import type { ConnectionBed } from '../../test/harness/connection-bed.js';
@@ -521,11 +522,14 @@ describe('a ProxyConnection streaming Fetch v17 responses', () => {
     connectionBed(
       responses,
       {
-        coreRewritesResponse: (apiKey, apiVersion) => apiKey === ApiKey.Fetch && apiVersion >= 16,
+        plans: new ApiPlans({
+          extension: null,
+          streamFetch: true,
+          rewrites: (apiKey, apiVersion) => apiKey === ApiKey.Fetch && apiVersion >= 16,
+        }),
         // A response that waits behind another is taken whole (the responses here have no NodeEndpoints then).
         rewriteResponse: () => Promise.resolve(false),
         exposeBroker: expose,
-        decodableMax: () => 17,
       },
       requestsPerWrite,
     );

@@ -7,6 +7,7 @@ import { defaultProduceResponse } from '../../protocol/messages/produce-response
 import type { ProduceResponse } from '../../protocol/messages/produce-response.js';
 import { connectionBed } from '../../test/harness/connection-bed.js';
 import { rewriteBrokerAddresses } from './address-rewrite.js';
+import { ApiPlans } from './api-plan.js';
 import { canWalkProduceResponse, produceResponseHasNodeEndpoints } from './produce-endpoints.js';
 
 const text = fc.string({ unit: 'grapheme', maxLength: 12 });
@@ -103,6 +104,14 @@ describe('produceResponseHasNodeEndpoints', () => {
   });
 });
 
+/** Plans that rewrite Produce v10+ answers only, as the proxy does. */
+const producePlans = (): ApiPlans =>
+  new ApiPlans({
+    extension: null,
+    streamFetch: false,
+    rewrites: (apiKey, apiVersion) => apiKey === ApiKey.Produce && apiVersion >= 10,
+  });
+
 describe('a ProxyConnection relaying Produce v11', () => {
   const produce = (correlationId: number): Buffer =>
     encodeRequestFrame(
@@ -147,8 +156,7 @@ describe('a ProxyConnection relaying Produce v11', () => {
     ]);
     const rewritten: number[] = [];
     const bed = await connectionBed((id) => frames.get(id)!, {
-      coreRewritesResponse: (apiKey, apiVersion) => apiKey === ApiKey.Produce && apiVersion >= 10,
-      decodableMax: () => 11,
+      plans: producePlans(),
       rewriteResponse: (apiKey, _version, body) => {
         rewritten.push((body as ProduceResponse).nodeEndpoints.length);
         rewriteBrokerAddresses(apiKey, body, (nodeId) => ({ host: 'proxy', port: 30000 + nodeId }));
@@ -182,8 +190,7 @@ describe('a ProxyConnection relaying Produce v11', () => {
     const bad = Buffer.concat([good, Buffer.from([0, 0])]);
     bad.writeInt32BE(bad.length - 4, 0);
     const bed = await connectionBed(() => bad, {
-      coreRewritesResponse: (apiKey, apiVersion) => apiKey === ApiKey.Produce && apiVersion >= 10,
-      decodableMax: () => 11,
+      plans: producePlans(),
     });
     try {
       bed.client.write(produce(1));

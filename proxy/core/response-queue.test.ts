@@ -3,14 +3,9 @@
 // proxy's own that never reach the client, --max-in-flight and drain.
 import { describe, expect, test } from 'vitest';
 import { ProtocolError } from '../../protocol/errors.js';
+import type { ResponseHandling } from './api-plan.js';
 import { ResponseQueue, answeredBy } from './response-queue.js';
-import type {
-  BrokerPending,
-  BrokerResponse,
-  LocalPending,
-  OwnRequest,
-  RawTokenPending,
-} from './response-queue.js';
+import type { BrokerPending, LocalPending, OwnRequest, RawTokenPending } from './response-queue.js';
 
 const place = (correlationId: number) => ({
   correlationId,
@@ -25,7 +20,7 @@ const place = (correlationId: number) => ({
 function broker(
   q: ResponseQueue,
   id: number,
-  response: BrokerResponse = 'whole',
+  response: ResponseHandling = 'decode',
   answers?: number[],
 ): BrokerPending {
   const p: BrokerPending = {
@@ -112,7 +107,7 @@ describe('the client order', () => {
     const p: BrokerPending = {
       ...place(1),
       kind: 'broker',
-      response: 'whole',
+      response: 'decode',
       awaitingBroker: false,
       onResponse: (f) => q.answer(p, [f]),
     };
@@ -236,7 +231,7 @@ describe('streaming', () => {
     broker(q, 1, 'fetch-stream');
     expect(q.route(8, 1)).toBe('stream');
     q.finishStream();
-    broker(q, 2, 'whole');
+    broker(q, 2, 'decode');
     expect(q.route(8, 2)).toBe('whole');
   });
 });

@@ -16,6 +16,7 @@
  * its client until an answer has gone out.
  */
 import { ProtocolError } from '../../protocol/errors.js';
+import type { ResponseHandling } from './api-plan.js';
 import type { AnsweredBy } from './observer.js';
 import type { FrameRoute } from './response-reader.js';
 
@@ -32,21 +33,11 @@ interface Place {
   outBytes: number;
 }
 
-/**
- * How the broker's answer to a forwarded client request reaches the client:
- * - 'as-is': as the broker wrote it, so it may be streamed;
- * - 'fetch-stream': a Fetch v16+ answer, as the broker wrote it but for its NodeEndpoints: it may
- *   be streamed through a FetchResponseStream;
- * - 'whole': read whole and handed to `onResponse` (decoded, rewritten, observed).
- * An answer that may be streamed is read whole too while an earlier answer is still owed to the
- * client (its bytes cannot go yet).
- */
-export type BrokerResponse = 'as-is' | 'fetch-stream' | 'whole';
-
 /** A client request sent to the broker: the broker answers it. */
 export interface BrokerPending extends Place {
   readonly kind: 'broker';
-  readonly response: BrokerResponse;
+  /** How its answer reaches the client (its plan's): only 'as-is' and 'fetch-stream' may stream. */
+  readonly response: ResponseHandling;
   /** Handles the broker's answer when it is read whole. */
   readonly onResponse: (frame: Buffer) => void;
   /** Sent, and its answer not read yet. */
@@ -162,7 +153,11 @@ export class ResponseQueue {
         0,
       );
     }
-    if (a.kind === 'broker' && a.response !== 'whole' && this.pending[0] === a) {
+    if (
+      a.kind === 'broker' &&
+      (a.response === 'as-is' || a.response === 'fetch-stream') &&
+      this.pending[0] === a
+    ) {
       this.forwarded.shift();
       a.awaitingBroker = false;
       this.streamingNow = a;

@@ -7,7 +7,8 @@ import os from 'node:os';
 import tls from 'node:tls';
 import type { ApiVersionsResponse } from '../../protocol/messages/api-versions-response.js';
 import { ApiKey } from '../../protocol/messages/index.js';
-import { carriesBrokerAddresses, rewriteBrokerAddresses } from './address-rewrite.js';
+import { rewriteBrokerAddresses } from './address-rewrite.js';
+import { ApiPlans } from './api-plan.js';
 import { ApiVersionsPolicy } from './api-versions.js';
 import { BrokerMap } from './broker-map.js';
 import type { HostPort } from './broker-map.js';
@@ -152,7 +153,9 @@ export class KafkaProxy {
     this.listenPort = opts.listen.port;
     this.advertisedHost = opts.advertisedHost ?? defaultAdvertisedHost(opts.listen.host);
     this.brokers = new BrokerMap(opts.listen.port, opts.brokerPorts);
-    this.versions = new ApiVersionsPolicy(opts.extension ?? null);
+    // Fetch answers are streamed: exposeBroker below learns a broker synchronously.
+    const plans = new ApiPlans({ extension: opts.extension ?? null, streamFetch: true });
+    this.versions = new ApiVersionsPolicy(opts.extension ?? null, plans.decoded);
     this.requestBuffers = new RequestBufferPool(
       opts.maxBufferedRequestBytes ?? RELAY_DEFAULTS.maxBufferedRequestBytes,
     );
@@ -165,10 +168,7 @@ export class KafkaProxy {
       maxInFlight: opts.maxInFlight ?? RELAY_DEFAULTS.maxInFlight,
       idleTimeoutMs: opts.idleTimeoutMs ?? RELAY_DEFAULTS.idleTimeoutMs,
       extension: opts.extension ?? null,
-      maxApiVersionsVersion: this.versions.decodableMax(ApiKey.ApiVersions) ?? 0,
-      decodableMax: (apiKey) => this.versions.decodableMax(apiKey),
-      coreRewritesResponse: (apiKey, apiVersion) =>
-        apiKey === ApiKey.ApiVersions || carriesBrokerAddresses(apiKey, apiVersion),
+      plans,
       rewriteResponse: (apiKey, _apiVersion, body) => this.rewriteResponse(apiKey, body),
       exposeBroker: (nodeId, upstream) => this.exposeBroker(nodeId, upstream),
       onClose: (conn) => {

@@ -4,6 +4,7 @@
 import net from 'node:net';
 import { FrameSplitter } from '../../protocol/frame-splitter.js';
 import { peekRequestHeader } from '../../protocol/frames.js';
+import { ApiPlans } from '../../proxy/core/api-plan.js';
 import { ProxyConnection } from '../../proxy/core/connection.js';
 import type { ConnectionPolicy } from '../../proxy/core/connection.js';
 import { silentLogger } from '../../proxy/common/log.js';
@@ -30,7 +31,8 @@ export interface ConnectionBed {
  * prefix included; a promise of one delays it and every answer after it, as a busy broker would;
  * null: no answer, as for a Produce with acks=0),
  * `requestsPerWrite` answers per write, and a ProxyConnection in front of it with `policy` over
- * quiet defaults (no extension, nothing rewritten). `brokerPort` replaces the fake broker's
+ * quiet defaults (no extension, nothing rewritten: plans for `policy.extension` alone unless
+ * `policy.plans` is given). `brokerPort` replaces the fake broker's
  * address (e.g. a closed port).
  */
 export async function connectionBed(
@@ -87,12 +89,16 @@ export async function connectionBed(
     maxFrameSize: 1 << 24,
     maxInFlight: 100,
     extension: null,
-    coreRewritesResponse: () => false,
     rewriteResponse: () => Promise.resolve(false),
-    maxApiVersionsVersion: 3,
-    decodableMax: () => undefined,
     observer: noopObserver,
     ...policy,
+    plans:
+      policy.plans ??
+      new ApiPlans({
+        extension: policy.extension ?? null,
+        streamFetch: policy.exposeBroker !== undefined,
+        rewrites: () => false,
+      }),
   };
   const front = net.createServer((c) => {
     sockets.push(c);
