@@ -123,6 +123,13 @@ export type RequestBody<K extends number> = K extends keyof RequestBodyByApiKey 
 /** The response body type for an API key literal (\`unknown\` for a plain number). */
 export type ResponseBody<K extends number> = K extends keyof ResponseBodyByApiKey ? ResponseBodyByApiKey[K] : unknown;
 
+/** Every API key the codec knows, as a union of literals. */
+export type KnownApiKey = keyof RequestBodyByApiKey & keyof ResponseBodyByApiKey;
+/** A decoded request body tagged with its API key: \`switch (r.apiKey)\` narrows \`r.body\`. */
+export type AnyRequest = { [K in KnownApiKey]: { readonly apiKey: K; readonly body: RequestBodyByApiKey[K] } }[KnownApiKey];
+/** A decoded response body tagged with its API key: \`switch (r.apiKey)\` narrows \`r.body\`. */
+export type AnyResponse = { [K in KnownApiKey]: { readonly apiKey: K; readonly body: ResponseBodyByApiKey[K] } }[KnownApiKey];
+
 export const apiCodecs: ReadonlyMap<number, ApiCodec> = new Map<number, ApiCodec>([
 ${entries.join('\n')}
 ]);

@@ -75,7 +75,7 @@ export async function discoverBrokersAt(
         { ...defaultMetadataRequest(), topics: [] },
         timeoutMs,
       )) as MetadataResponse;
-      return brokersIn(ApiKey.Metadata, body);
+      return brokersIn({ apiKey: ApiKey.Metadata, body });
     } catch (err) {
       lastError = err;
     }

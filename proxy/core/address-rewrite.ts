@@ -4,6 +4,7 @@
  * KIP-951 NodeEndpoints of Produce, Fetch, ShareFetch and ShareAcknowledge responses.
  */
 import { ApiKey } from '../../protocol/messages/index.js';
+import type { AnyResponse } from '../../protocol/messages/index.js';
 import type { HostPort } from './broker-map.js';
 
 /** Maps a real broker to the address a client must use for it, learning the broker on the way. */
@@ -26,8 +27,7 @@ interface WithNodeId extends NodeAddress {
   nodeId: number;
 }
 
-function rewriteAll(nodes: readonly WithNodeId[] | null | undefined, expose: ExposeBroker): void {
-  if (!nodes) return;
+function rewriteAll(nodes: readonly WithNodeId[], expose: ExposeBroker): void {
   for (const n of nodes) rewrite(n, n.nodeId, expose);
 }
 
@@ -52,24 +52,21 @@ export function carriesBrokerAddresses(apiKey: number, apiVersion: number): bool
   }
 }
 
-/** Rewrites the addresses in `body` (a decoded response of `apiKey`) in place. */
-export function rewriteBrokerAddresses(apiKey: number, body: unknown, expose: ExposeBroker): void {
-  const b = body as Record<string, unknown>;
-  switch (apiKey) {
+/** Rewrites the addresses in a decoded response in place. */
+export function rewriteBrokerAddresses(response: AnyResponse, expose: ExposeBroker): void {
+  switch (response.apiKey) {
     case ApiKey.Metadata:
-      rewriteAll(b.brokers as WithNodeId[], expose);
+      rewriteAll(response.body.brokers, expose);
       return;
     case ApiKey.DescribeCluster:
-      for (const broker of (b.brokers as (NodeAddress & { brokerId: number })[] | undefined) ?? []) {
-        rewrite(broker, broker.brokerId, expose);
-      }
+      for (const broker of response.body.brokers) rewrite(broker, broker.brokerId, expose);
       return;
     case ApiKey.FindCoordinator: {
-      const coordinators = b.coordinators as (WithNodeId & { errorCode: number })[] | undefined;
-      if (coordinators && coordinators.length > 0) {
-        for (const c of coordinators) if (c.errorCode === 0) rewrite(c, c.nodeId, expose);
-      } else if ((b.errorCode as number) === 0 && typeof b.host === 'string' && b.host !== '') {
-        rewrite(b as unknown as NodeAddress, b.nodeId as number, expose);
+      const b = response.body;
+      if (b.coordinators.length > 0) {
+        for (const c of b.coordinators) if (c.errorCode === 0) rewrite(c, c.nodeId, expose);
+      } else if (b.errorCode === 0 && b.host !== '') {
+        rewrite(b, b.nodeId, expose);
       }
       return;
     }
@@ -77,7 +74,7 @@ export function rewriteBrokerAddresses(apiKey: number, body: unknown, expose: Ex
     case ApiKey.Fetch:
     case ApiKey.ShareFetch:
     case ApiKey.ShareAcknowledge:
-      rewriteAll(b.nodeEndpoints as WithNodeId[], expose);
+      rewriteAll(response.body.nodeEndpoints, expose);
       return;
     default:
       return;
@@ -88,9 +85,9 @@ export function rewriteBrokerAddresses(apiKey: number, body: unknown, expose: Ex
  * The brokers a response names, leaving it as it is (an identity mapping writes back the same
  * host and port). Used on responses to the proxy's own requests.
  */
-export function brokersIn(apiKey: number, body: unknown): { nodeId: number; address: HostPort }[] {
+export function brokersIn(response: AnyResponse): { nodeId: number; address: HostPort }[] {
   const found: { nodeId: number; address: HostPort }[] = [];
-  rewriteBrokerAddresses(apiKey, body, (nodeId, address) => {
+  rewriteBrokerAddresses(response, (nodeId, address) => {
     found.push({ nodeId, address });
     return address;
   });

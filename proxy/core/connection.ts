@@ -22,6 +22,7 @@ import {
 } from '../../protocol/frames.js';
 import { ApiKey } from '../../protocol/messages/index.js';
 import { defaultApiVersionsResponse } from '../../protocol/messages/api-versions-response.js';
+import type { AnyResponse } from '../../protocol/messages/index.js';
 import type { ProxyExtension, RequestDecision, RequestInfo } from './extension.js';
 import { FetchResponseStream } from './fetch-stream.js';
 import type { ExposeBrokerNow } from './fetch-stream.js';
@@ -52,9 +53,12 @@ export interface ConnectionPolicy {
   extension: ProxyExtension | null;
   /** What the core does with each (api key, version): decode, rewrite, answer, refuse (api-plan.ts). */
   plans: ApiPlans;
-  /** Rewrites a decoded response body in place (addresses, ApiVersions ranges); may await new listeners. */
-  /** Resolves true when it changed the body (a Fetch without NodeEndpoints stays as the broker wrote it). */
-  rewriteResponse(apiKey: number, apiVersion: number, body: unknown): Promise<boolean>;
+  /**
+   * Rewrites a decoded response body in place (addresses, ApiVersions ranges); may await new
+   * listeners. Resolves true when it changed the body (a Fetch without NodeEndpoints stays as the
+   * broker wrote it).
+   */
+  rewriteResponse(response: AnyResponse, apiVersion: number): Promise<boolean>;
   /**
    * Learns a broker named in a streamed Fetch response's NodeEndpoints and gives the address the
    * client must use; `ready` (when present) resolves once that address is listened on. Needed
@@ -338,8 +342,13 @@ export class ProxyConnection {
     if (plan.legacySasl) {
       this.legacySasl.handshakeAnswered((body as { errorCode: number }).errorCode);
     }
+    // The body was decoded by the codec of `p.apiKey`: the cast states what the registry
+    // guarantees, so the rewriting gets a body typed by its api key.
     if (plan.coreRewrite) {
-      changed = await this.policy.rewriteResponse(p.apiKey, p.apiVersion, response);
+      changed = await this.policy.rewriteResponse(
+        { apiKey: p.apiKey, body: response } as AnyResponse,
+        p.apiVersion,
+      );
     }
     if (plan.observed && info !== null && this.policy.extension?.onResponse) {
       const replaced = await this.policy.extension.onResponse(info, request, response);

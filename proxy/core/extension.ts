@@ -3,6 +3,8 @@
  * offset APIs) or watch responses (group membership) plug in here; the core knows nothing about
  * offsets.
  */
+import type { KnownApiKey, ResponseBodyByApiKey } from '../../protocol/messages/index.js';
+
 export interface VersionRange {
   min: number;
   max: number;
@@ -24,11 +26,14 @@ export interface RequestInfo {
   askBroker?: (apiKey: number, apiVersion: number, body: unknown) => Promise<unknown>;
 }
 
+/** Any response body the codec knows. */
+export type AnyResponseBody = ResponseBodyByApiKey[KnownApiKey];
+
 export type RequestDecision =
   /** Send the request to the broker unchanged. */
   | { action: 'forward' }
-  /** Answer it here with this response body, encoded at the request's version. */
-  | { action: 'respond'; body: unknown };
+  /** Answer it here with this response body (of the request's api), encoded at the request's version. */
+  | { action: 'respond'; body: AnyResponseBody };
 
 export interface ProxyExtension {
   readonly name: string;
@@ -53,7 +58,7 @@ export interface ProxyExtension {
    * return a replacement response body. The client gets nothing until this resolves, so an
    * extension can record state (a group generation) before the client can act on it.
    */
-  onResponse?(info: RequestInfo, request: unknown, response: unknown): Promise<unknown>;
+  onResponse?(info: RequestInfo, request: unknown, response: unknown): Promise<AnyResponseBody | undefined>;
   /**
    * The range this extension serves for `apiKey` whatever the broker supports (the proxy answers
    * those requests itself), or undefined to leave the broker's range as it is.

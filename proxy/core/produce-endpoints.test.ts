@@ -157,9 +157,9 @@ describe('a ProxyConnection relaying Produce v11', () => {
     const rewritten: number[] = [];
     const bed = await connectionBed((id) => frames.get(id)!, {
       plans: producePlans(),
-      rewriteResponse: (apiKey, _version, body) => {
-        rewritten.push((body as ProduceResponse).nodeEndpoints.length);
-        rewriteBrokerAddresses(apiKey, body, (nodeId) => ({ host: 'proxy', port: 30000 + nodeId }));
+      rewriteResponse: (response) => {
+        if (response.apiKey === ApiKey.Produce) rewritten.push(response.body.nodeEndpoints.length);
+        rewriteBrokerAddresses(response, (nodeId) => ({ host: 'proxy', port: 30000 + nodeId }));
         return Promise.resolve(true);
       },
     });

@@ -5,8 +5,8 @@
 import net from 'node:net';
 import os from 'node:os';
 import tls from 'node:tls';
-import type { ApiVersionsResponse } from '../../protocol/messages/api-versions-response.js';
 import { ApiKey } from '../../protocol/messages/index.js';
+import type { AnyResponse } from '../../protocol/messages/index.js';
 import { rewriteBrokerAddresses } from './address-rewrite.js';
 import { ApiPlans } from './api-plan.js';
 import { ApiVersionsPolicy } from './api-versions.js';
@@ -169,7 +169,7 @@ export class KafkaProxy {
       idleTimeoutMs: opts.idleTimeoutMs ?? RELAY_DEFAULTS.idleTimeoutMs,
       extension: opts.extension ?? null,
       plans,
-      rewriteResponse: (apiKey, _apiVersion, body) => this.rewriteResponse(apiKey, body),
+      rewriteResponse: (response) => this.rewriteResponse(response),
       exposeBroker: (nodeId, upstream) => this.exposeBroker(nodeId, upstream),
       onClose: (conn) => {
         this.connections.delete(conn);
@@ -276,13 +276,13 @@ export class KafkaProxy {
   }
 
   /** Resolves true when the body was changed (so it must be re-encoded). */
-  private async rewriteResponse(apiKey: number, body: unknown): Promise<boolean> {
-    if (apiKey === ApiKey.ApiVersions) {
-      this.versions.apply(body as ApiVersionsResponse);
+  private async rewriteResponse(response: AnyResponse): Promise<boolean> {
+    if (response.apiKey === ApiKey.ApiVersions) {
+      this.versions.apply(response.body);
       return true;
     }
     const nodes: number[] = [];
-    rewriteBrokerAddresses(apiKey, body, (nodeId, upstream) => {
+    rewriteBrokerAddresses(response, (nodeId, upstream) => {
       this.brokers.learn(nodeId, upstream);
       nodes.push(nodeId);
       return { host: this.advertisedHost, port: this.brokers.localPort(nodeId) };

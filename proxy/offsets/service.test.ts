@@ -87,7 +87,7 @@ const commitReq = (group: string, topics: Record<string, number[]>, offset = 5n)
 
 function body<T>(d: RequestDecision): T {
   expect(d.action).toBe('respond');
-  return (d as { body: T }).body;
+  return (d as { body: unknown }).body as T;
 }
 
 const codes = (res: OffsetCommitResponse): number[] =>

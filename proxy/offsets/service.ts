@@ -17,7 +17,13 @@ import type { OffsetCommitRequest } from '../../protocol/messages/offset-commit-
 import type { OffsetCommitResponse } from '../../protocol/messages/offset-commit-response.js';
 import type { OffsetDeleteRequest } from '../../protocol/messages/offset-delete-request.js';
 import type { OffsetFetchRequest } from '../../protocol/messages/offset-fetch-request.js';
-import type { ProxyExtension, RequestDecision, RequestInfo, VersionRange } from '../core/extension.js';
+import type {
+  AnyResponseBody,
+  ProxyExtension,
+  RequestDecision,
+  RequestInfo,
+  VersionRange,
+} from '../core/extension.js';
 import type { Logger } from '../common/log.js';
 import type { BrokerAuthorizer } from './authorizer.js';
 import type { BrokerLookups } from './broker-lookups.js';
@@ -316,7 +322,11 @@ export class OffsetService implements ProxyExtension {
     }
   }
 
-  async onResponse(info: RequestInfo, request: unknown, response: unknown): Promise<unknown> {
+  async onResponse(
+    info: RequestInfo,
+    request: unknown,
+    response: unknown,
+  ): Promise<AnyResponseBody | undefined> {
     const views = this.views;
     switch (info.apiKey) {
       case ApiKey.DeleteGroups: {
