@@ -102,6 +102,7 @@ export async function commitOffsets(
   partitions: number[],
   offset: bigint,
   version = 9,
+  metadata = '',
 ): Promise<number[]> {
   const res = await conn.request<OffsetCommitResponse>(ApiKey.OffsetCommit, version, {
     groupId: group,
@@ -117,7 +118,7 @@ export async function commitOffsets(
           committedOffset: offset,
           committedLeaderEpoch: -1,
           commitTimestamp: -1n,
-          committedMetadata: '',
+          committedMetadata: metadata,
         })),
       },
     ],
@@ -348,6 +349,11 @@ export class ConsumerMember {
 
   get memberId(): string {
     return this.opts.memberId;
+  }
+
+  /** The partitions of `topicId` the coordinator last assigned (sorted). */
+  partitionsOf(topicId: string): number[] {
+    return this.assigned.flatMap((t) => (t.topicId === topicId ? t.partitions : [])).sort((a, b) => a - b);
   }
 
   get identity(): CommitIdentity {

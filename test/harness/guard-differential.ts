@@ -32,13 +32,31 @@ import type { DescribeGroupsResponse } from '../../protocol/messages/describe-gr
 
 export type Protocol = 'classic' | 'consumer';
 
+/** Which partitions a commit names, by what the member holds (see Step `commit`). */
+export type Parts = 'kept' | 'gained' | 'other';
+
+/** Over the 4096 bytes of metadata a broker stores (offset.metadata.max.bytes). */
+const OVERSIZED_METADATA = 'x'.repeat(4097);
+
 /** One step of a script; members are slots 0..SLOTS-1. */
 export type Step =
   /** Classic: every live member rejoins and syncs until the group is Stable again. */
   | { op: 'rebalance' }
   | { op: 'heartbeat'; slot: number }
-  /** Commits with the member's current identity, or the one it had before its last change (a zombie). */
-  | { op: 'commit'; slot: number; as: 'current' | 'previous'; version: number }
+  /**
+   * Commits with the member's current identity, or the one it had before its last change (a
+   * zombie). To both partitions, or (`parts`) to those the member holds now and held under that
+   * identity too (`kept`), holds now only (`gained`), does not hold now (`other`). `oversized`:
+   * every partition's metadata is over the broker's 4096 bytes.
+   */
+  | {
+      op: 'commit';
+      slot: number;
+      as: 'current' | 'previous';
+      version: number;
+      parts?: Parts;
+      oversized?: boolean;
+    }
   | { op: 'commitAnonymous'; version: number }
   | { op: 'fetch'; slot: number | null; as: 'current' | 'previous' }
   | { op: 'leave'; slot: number }
@@ -96,10 +114,17 @@ export type Trace = string[];
 
 type Member = ClassicMember | ConsumerMember;
 
+/** A member's identity and the partitions it held under it (KIP-848; none for classic members). */
+interface Held {
+  proc: Member;
+  identity: CommitIdentity;
+  partitions: number[];
+}
+
 interface Slot {
   proc: Member | null;
-  /** Its identity before the last change: what a zombie of it commits with. */
-  previous: { proc: Member; identity: CommitIdentity } | null;
+  /** Its identity before the last change (and what it held then): what a zombie of it commits with. */
+  previous: Held | null;
   live: boolean;
   restarts: number;
 }
@@ -172,9 +197,7 @@ class Run {
 
   /** Runs `op` and keeps, for every member whose identity it changed, the identity before. */
   private async tracking<T>(op: () => Promise<T>): Promise<T> {
-    const before = this.slots.map((s) =>
-      s.proc ? { proc: s.proc, identity: { ...s.proc.identity } } : null,
-    );
+    const before = this.slots.map((s) => (s.proc ? this.held(s.proc) : null));
     const result = await op();
     this.slots.forEach((s, i) => {
       const b = before[i];
@@ -222,17 +245,20 @@ class Run {
       case 'commit': {
         const who = this.identityOf(step.slot, step.as);
         if (!who) return 'no member';
+        const partitions = this.partitionsFor(step.slot, who, step.parts);
+        if (partitions.length === 0) return 'no partitions';
         this.offset += 1n;
         const codes = await commitOffsets(
           who.proc.conn,
           this.group,
           who.identity,
           this.env.topic,
-          [0, 1],
+          partitions,
           this.offset,
           step.version,
+          step.oversized === true ? OVERSIZED_METADATA : '',
         );
-        return codes.join(',');
+        return `[${partitions.join(',')}] ${codes.join(',')}`;
       }
       case 'commitAnonymous': {
         this.offset += 1n;
@@ -294,13 +320,31 @@ class Run {
     return s.live ? s.proc : null;
   }
 
-  private identityOf(
-    slot: number,
-    as: 'current' | 'previous',
-  ): { proc: Member; identity: CommitIdentity } | null {
+  private identityOf(slot: number, as: 'current' | 'previous'): Held | null {
     const s = this.slots[slot]!;
     if (as === 'previous') return s.previous;
-    return s.proc ? { proc: s.proc, identity: s.proc.identity } : null;
+    return s.proc ? this.held(s.proc) : null;
+  }
+
+  private held(proc: Member): Held {
+    const topicId = this.ids.get(this.env.topic);
+    const partitions = proc instanceof ConsumerMember && topicId ? proc.partitionsOf(topicId) : [];
+    return { proc, identity: { ...proc.identity }, partitions };
+  }
+
+  /** The partitions a commit of `who` names (see Step `commit`), by what the slot's member holds now. */
+  private partitionsFor(slot: number, who: Held, parts: Parts | undefined): number[] {
+    if (parts === undefined) return [0, 1];
+    const proc = this.slots[slot]!.proc;
+    const now = proc ? this.held(proc).partitions : [];
+    switch (parts) {
+      case 'kept':
+        return now.filter((p) => who.partitions.includes(p));
+      case 'gained':
+        return now.filter((p) => !who.partitions.includes(p));
+      case 'other':
+        return [0, 1].filter((p) => !now.includes(p));
+    }
   }
 
   private round = 0;
@@ -358,7 +402,7 @@ class Run {
     const fresh = await this.spawn(slot);
     s.proc = fresh;
     s.live = true;
-    if (old) s.previous = { proc: old, identity: { ...old.identity } };
+    if (old) s.previous = this.held(old);
     if (fresh instanceof ClassicMember) {
       if (!this.script.statics[slot] && old instanceof ClassicMember && old.memberId !== '') {
         // A dynamic member's process closes with a LeaveGroup; its successor is a new member.
@@ -612,16 +656,28 @@ function probeArb(protocol: Protocol, focus: number | null = null): fc.Arbitrary
     focus === null
       ? anySlot
       : fc.oneof({ weight: 3, arbitrary: fc.constant(focus) }, { weight: 1, arbitrary: anySlot });
-  return fc.oneof(
-    {
-      weight: 6,
-      arbitrary: fc.record({
+  // KIP-848 commits name the partitions by what the member holds (assignment epochs decide an
+  // older epoch's commit per partition); a few of every protocol carry too much metadata.
+  const parts: fc.Arbitrary<Parts | null> =
+    protocol === 'consumer' ? fc.constantFrom(null, null, 'kept', 'gained', 'other') : fc.constant(null);
+  const commit = fc
+    .tuple(
+      fc.record({
         op: fc.constant('commit' as const),
         slot,
         as,
         version: protocol === 'classic' ? fc.constantFrom(9, 9, 6, 2) : fc.constantFrom(9, 9, 9, 8),
       }),
-    },
+      parts,
+      fc.integer({ min: 0, max: 9 }),
+    )
+    .map(([c, p, roll]): Step => ({
+      ...c,
+      ...(p ? { parts: p } : {}),
+      ...(roll === 0 ? { oversized: true } : {}),
+    }));
+  return fc.oneof(
+    { weight: 6, arbitrary: commit },
     {
       weight: 1,
       arbitrary: fc.record({ op: fc.constant('commitAnonymous' as const), version: fc.constantFrom(9, 2) }),
