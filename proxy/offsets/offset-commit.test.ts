@@ -214,6 +214,34 @@ describe('OffsetCommit: order of checks', () => {
     expect(await store.listGroups()).toEqual([]);
   });
 
+  test('only too-large partitions: the group is still checked first, the broker deciding a refusal', async () => {
+    const store = new MemoryStore();
+    await classicGroup(store, 'g');
+    const big = { t: [{ partition: 0, metadata: 'x'.repeat(5000) }] };
+    const zombie = { generationIdOrMemberEpoch: 2, memberId: 'm1' };
+    const alone = deps(store);
+    expect(codes(await handleOffsetCommit(request('g', big, zombie), 8, alone.d))).toEqual([
+      ErrorCode.ILLEGAL_GENERATION,
+    ]);
+    expect(alone.seen.refused).toEqual([['g', 'fence', 1]]);
+    let asked = 0;
+    const withBroker = deps(store, 'fence', {
+      brokerVerdict: async () => {
+        asked += 1;
+        return { code: ErrorCode.UNKNOWN_MEMBER_ID, updates: [] };
+      },
+    });
+    expect(codes(await handleOffsetCommit(request('g', big, zombie), 8, withBroker.d))).toEqual([
+      ErrorCode.UNKNOWN_MEMBER_ID,
+    ]);
+    expect(asked).toBe(1);
+    const member = { generationIdOrMemberEpoch: 3, memberId: 'm1' };
+    expect(codes(await handleOffsetCommit(request('g', big, member), 8, alone.d))).toEqual([
+      ErrorCode.OFFSET_METADATA_TOO_LARGE,
+    ]);
+    expect(await store.fetch('g', null)).toEqual([]);
+  });
+
   test('a store failure is a retriable code on every remaining partition', async () => {
     const failing = (err: Error): OffsetStore => {
       const s = new MemoryStore();

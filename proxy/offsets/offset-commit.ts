@@ -13,6 +13,7 @@ import type {
   OffsetWrite,
 } from '../../backends/store.js';
 import type { GuardErrorCode } from '../../backends/store.js';
+import { checkCommit } from '../../backends/commit-guard.js';
 import { GuardError } from '../../backends/store.js';
 import { ErrorCode } from '../../protocol/error-codes.js';
 import type { OffsetCommitRequest } from '../../protocol/messages/offset-commit-request.js';
@@ -175,12 +176,15 @@ export async function handleOffsetCommit(
       : undefined;
 
   let outcome: FenceOutcome = { status: 'ok' };
-  if (writes.length > 0) {
-    try {
-      outcome = await commitFenced(deps, group, identity, writes);
-    } catch (err) {
-      return refuseAll(storeFailureCode(err), 'store_down');
-    }
+  try {
+    // Every partition's metadata too large: nothing to write, but the broker checks the group
+    // first, and its refusal is the answer then.
+    outcome =
+      writes.length > 0
+        ? await commitFenced(deps, group, identity, writes)
+        : await checkFenced(deps, group, identity);
+  } catch (err) {
+    return refuseAll(storeFailureCode(err), 'store_down');
   }
   if (outcome.status === 'fenced') return refuseAll(outcome.error, 'fence');
   // Retriable: the client asks again, and gets the broker's answer once it can be had.
@@ -267,8 +271,32 @@ async function commitFenced(
   return verdict === null ? { status: 'unconfirmed' } : settle(deps.store, request, verdict);
 }
 
+/**
+ * The fence alone, for a commit with nothing to write: the store's record is read, not written;
+ * a refusal (or a committer without fresh evidence) is the broker's to decide, as for a write.
+ */
+async function checkFenced(
+  deps: CommitDeps,
+  group: string,
+  identity: CommitIdentity | undefined,
+): Promise<FenceOutcome> {
+  if (identity === undefined) return { status: 'ok' };
+  const refusal = checkCommit(await deps.store.getGroup(group), identity);
+  const fresh = deps.committerFresh?.(group, identity) ?? true;
+  if ((refusal === null && fresh) || !deps.brokerVerdict) {
+    return refusal === null ? { status: 'ok' } : { status: 'fenced', error: refusal };
+  }
+  const verdict = await askBroker(deps.brokerVerdict, group, identity);
+  // Unanswered: an acceptance stands, a refusal is left unconfirmed (as for a write).
+  if (verdict === null) return refusal === null ? { status: 'ok' } : { status: 'unconfirmed' };
+  for (const update of verdict.updates) await deps.store.updateGroup(group, update);
+  return verdict.code === null
+    ? { status: 'ok' }
+    : { status: 'fenced', error: verdict.code as GuardErrorCode };
+}
+
 function askBroker(
-  brokerVerdict: (group: string, identity: CommitIdentity) => Promise<Verdict>,
+  brokerVerdict: NonNullable<CommitDeps['brokerVerdict']>,
   group: string,
   identity: CommitIdentity,
 ): Promise<Verdict | null> {

@@ -9,6 +9,14 @@ const commit = (slot: number, as: 'current' | 'previous' = 'current', version = 
   as,
   version,
 });
+/** A commit whose every partition's metadata is too large for the broker. */
+const oversized = (slot: number, as: 'current' | 'previous', version = 9): Step => ({
+  op: 'commit',
+  slot,
+  as,
+  version,
+  oversized: true,
+});
 const fetch = (slot: number | null = null, as: 'current' | 'previous' = 'current'): Step => ({
   op: 'fetch',
   slot,
@@ -208,6 +216,42 @@ export const GUARD_REGRESSIONS: { title: string; script: Script }[] = [
         commit(1, 'previous'),
         fetch(0, 'previous'),
         commit(0),
+        fetch(),
+      ],
+    },
+  },
+  {
+    title: 'classic: a commit whose every partition has too much metadata is still checked against the group',
+    script: {
+      protocol: 'classic',
+      statics: [false, true, false],
+      steps: [
+        oversized(0, 'current'),
+        { op: 'restart', slot: 2 },
+        oversized(0, 'previous'),
+        oversized(2, 'previous'),
+        oversized(0, 'current', 6),
+        { op: 'restart', slot: 1 },
+        oversized(1, 'previous'),
+        { op: 'joinOnly', slot: 0 },
+        oversized(0, 'current'),
+        fetch(),
+      ],
+    },
+  },
+  {
+    title:
+      'KIP-848: a commit whose every partition has too much metadata is still checked against the member',
+    script: {
+      protocol: 'consumer',
+      statics: [false, false, false],
+      steps: [
+        oversized(0, 'current'),
+        { op: 'leave', slot: 2 },
+        { op: 'heartbeat', slot: 0 },
+        oversized(0, 'previous'),
+        oversized(2, 'previous'),
+        oversized(0, 'current', 8),
         fetch(),
       ],
     },
