@@ -61,6 +61,11 @@ class BrokerChannel {
     private readonly sasl: SaslCredentials | null,
   ) {}
 
+  /** The versions of `apiKey` the broker itself supports (codec or not), or undefined. */
+  brokerRange(apiKey: number): { min: number; max: number } | undefined {
+    return this.versions.get(apiKey);
+  }
+
   /** The version to use for `apiKey`: the highest the broker and the codec both know. */
   versionFor(apiKey: number, atMost?: number): number {
     const broker = this.versions.get(apiKey);
@@ -281,6 +286,18 @@ export class ClusterClient {
       }
     }
     throw lastError instanceof Error ? lastError : new ClusterRequestError('no broker reachable');
+  }
+
+  /**
+   * The versions of `apiKey` broker `target` supports as it says in ApiVersions, whether the
+   * proxy's codecs know them or not (what a broker's version tells about its behaviour).
+   */
+  async brokerRange(target: number, apiKey: number): Promise<{ min: number; max: number } | undefined> {
+    const address = this.opts.brokers.upstreamOf(target);
+    if (!address) throw new ClusterRequestError(`unknown broker ${target}`);
+    const ch = this.channel(address);
+    await ch.connect();
+    return ch.brokerRange(apiKey);
   }
 
   /** The version `request` would use for `apiKey` on any broker (for building version-specific bodies). */

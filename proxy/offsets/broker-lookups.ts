@@ -48,6 +48,9 @@ function groupTopics(partitions: TopicPartition[]): { name: string; partitionInd
   return [...byTopic.entries()].map(([name, partitionIndexes]) => ({ name, partitionIndexes }));
 }
 
+/** DescribeLogDirs v5 came with Kafka 4.3, as assignment epochs did (KIP-1251). */
+const FIRST_DESCRIBE_LOG_DIRS_OF_ASSIGNMENT_EPOCHS = 5;
+
 export class BrokerLookups {
   private topics: { names: Map<string, number>; at: number } | null = null;
   private refreshing: Promise<void> | null = null;
@@ -240,6 +243,21 @@ export class BrokerLookups {
       const g = body.groups[0];
       if (!g || RETRY_COORDINATOR.has(g.errorCode)) return { result: null, retry: true };
       return { result: g.members.find((m) => m.memberId === memberId)?.memberEpoch ?? null, retry: false };
+    });
+  }
+
+  /**
+   * Whether the group's coordinator accepts a KIP-848 member's commit with an older epoch for the
+   * partitions it has held since (KIP-1251, Kafka 4.3). No feature or API version marks it; the
+   * same release first supports DescribeLogDirs v5, which tells that release from the ones before.
+   */
+  async assignmentEpochsApply(group: string): Promise<boolean> {
+    return this.atCoordinator(group, async (nodeId) => {
+      const range = await this.cluster.brokerRange(nodeId, ApiKey.DescribeLogDirs);
+      return {
+        result: range !== undefined && range.max >= FIRST_DESCRIBE_LOG_DIRS_OF_ASSIGNMENT_EPOCHS,
+        retry: false,
+      };
     });
   }
 

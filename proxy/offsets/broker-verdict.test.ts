@@ -1,8 +1,17 @@
 import { describe, expect, it } from 'vitest';
 import type { CommitIdentity, GroupState } from '../../backends/store.js';
 import { ErrorCode } from '../../protocol/error-codes.js';
-import { commitVerdict, fetchVerdict, NoVerdictError } from './broker-verdict.js';
-import type { GroupQueries } from './broker-verdict.js';
+import { commitVerdict as verdictOf, fetchVerdict, NoVerdictError } from './broker-verdict.js';
+import type { CommittedPartition, GroupQueries, KnownGroup } from './broker-verdict.js';
+
+/** A commit's verdict; by default one writing no partition. */
+const commitVerdict = (
+  q: GroupQueries,
+  group: string,
+  identity: CommitIdentity,
+  known: KnownGroup,
+  partitions: CommittedPartition[] = [],
+) => verdictOf(q, group, identity, known, partitions);
 
 const id = (gen: number, memberId = '', instance: string | null = null, v = 9): CommitIdentity => ({
   generationIdOrMemberEpoch: gen,
@@ -15,7 +24,18 @@ const id = (gen: number, memberId = '', instance: string | null = null, v = 9): 
 function broker(opts: {
   heartbeat?: number;
   classic?: { state: string; members?: string[] } | 'not found';
-  consumer?: { members: { memberId: string; memberEpoch: number }[] } | 'not found';
+  consumer?:
+    | {
+        members: {
+          memberId: string;
+          memberEpoch: number;
+          /** Held partitions of topic `t` (id `T`). */
+          holds?: number[];
+        }[];
+      }
+    | 'not found';
+  /** Whether the coordinator is Kafka 4.3+ (assignment epochs); default: an older one. */
+  assignmentEpochs?: boolean;
 }): GroupQueries & { asked: string[] } {
   const asked: string[] = [];
   return {
@@ -55,7 +75,7 @@ function broker(opts: {
         groupEpoch: 1,
         assignmentEpoch: 1,
         assignorName: 'uniform',
-        members: (c === 'not found' ? [] : c.members).map((m) => ({
+        members: (c === 'not found' ? [] : c.members).map(({ holds, ...m }) => ({
           ...m,
           instanceId: null,
           rackId: null,
@@ -63,16 +83,22 @@ function broker(opts: {
           clientHost: '',
           subscribedTopicNames: [],
           subscribedTopicRegex: null,
-          assignment: { topicPartitions: [] },
+          assignment: {
+            topicPartitions: holds ? [{ topicId: 'T', topicName: 't', partitions: holds }] : [],
+          },
           targetAssignment: { topicPartitions: [] },
         })),
         authorizedOperations: 0,
       };
     },
+    assignmentEpochsApply: async () => {
+      asked.push('ApiVersions');
+      return opts.assignmentEpochs ?? false;
+    },
   };
 }
 
-const known = (state: GroupState | null = null, offsets = false) => ({
+const known = (state: GroupState | null = null, offsets = false): KnownGroup => ({
   state,
   hasOffsets: async () => offsets,
 });
@@ -213,7 +239,38 @@ describe('commitVerdict: what the broker would answer a commit', () => {
       { kind: 'member-epoch', memberId: 'm', memberEpoch: 7, instanceId: null, exact: true },
     ]);
     // The record said "consumer": the classic questions are not asked.
-    expect(b.asked.every((a) => a === 'ConsumerGroupDescribe')).toBe(true);
+    expect(b.asked.every((a) => a === 'ConsumerGroupDescribe' || a === 'ApiVersions')).toBe(true);
+  });
+
+  it('KIP-848 on Kafka 4.3+: an older epoch is accepted when every partition written is held since then', async () => {
+    const b = broker({
+      consumer: { members: [{ memberId: 'm', memberEpoch: 7, holds: [0, 1] }] },
+      assignmentEpochs: true,
+    });
+    // Partition 0 given at epoch 3, partition 1 at 7 (as the member's heartbeats showed).
+    const k: KnownGroup = {
+      ...known({ ...stable(-1), protocol: 'consumer' }),
+      assignmentFloor: (_m, topicId, p) => (topicId === 'T' && p === 0 ? 3 : 7),
+    };
+    const p = (...ps: number[]) => ps.map((partition) => ({ topic: 't', partition }));
+    expect((await commitVerdict(b, 'g', id(5, 'm'), k, p(0))).code).toBeNull();
+    expect((await commitVerdict(b, 'g', id(3, 'm'), k, p(0))).code).toBeNull();
+    expect((await commitVerdict(b, 'g', id(2, 'm'), k, p(0))).code).toBe(ErrorCode.STALE_MEMBER_EPOCH);
+    expect((await commitVerdict(b, 'g', id(5, 'm'), k, p(1))).code).toBe(ErrorCode.STALE_MEMBER_EPOCH);
+    // One partition refused refuses the request, as the broker does.
+    expect((await commitVerdict(b, 'g', id(5, 'm'), k, p(0, 1))).code).toBe(ErrorCode.STALE_MEMBER_EPOCH);
+    // Not held (partition 2), or another topic: refused.
+    expect((await commitVerdict(b, 'g', id(5, 'm'), k, p(2))).code).toBe(ErrorCode.STALE_MEMBER_EPOCH);
+    expect((await commitVerdict(b, 'g', id(5, 'm'), k, [{ topic: 'u', partition: 0 }])).code).toBe(
+      ErrorCode.STALE_MEMBER_EPOCH,
+    );
+    // Newer than the member's epoch: refused whatever is held.
+    expect((await commitVerdict(b, 'g', id(8, 'm'), k, p(0))).code).toBe(ErrorCode.STALE_MEMBER_EPOCH);
+    // Nothing seen of the member: held partitions are taken (the broker may have them from any epoch).
+    expect((await commitVerdict(b, 'g', id(1, 'm'), known(), p(0, 1))).code).toBeNull();
+    // Before 4.3 the epochs are compared exactly.
+    const old = broker({ consumer: { members: [{ memberId: 'm', memberEpoch: 7, holds: [0, 1] }] } });
+    expect((await commitVerdict(old, 'g', id(5, 'm'), k, p(0))).code).toBe(ErrorCode.STALE_MEMBER_EPOCH);
   });
 
   it('a classic heartbeat UNKNOWN_MEMBER_ID on a group DescribeGroups does not know is checked as a KIP-848 group', async () => {

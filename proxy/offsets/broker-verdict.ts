@@ -12,7 +12,12 @@
  *   and refused (REBALANCE_IN_PROGRESS): DescribeGroups tells them apart. Its
  *   REBALANCE_IN_PROGRESS means PreparingRebalance, where a commit is accepted. Its
  *   UNKNOWN_MEMBER_ID also stands for "no such classic group": DescribeGroups tells.
- * - KIP-848: ConsumerGroupDescribe lists the members and their epochs.
+ * - KIP-848: ConsumerGroupDescribe lists the members, their epochs and the partitions they hold.
+ *   A commit with an epoch older than the member's is accepted by Kafka 4.3+ (KIP-1251) when
+ *   every partition it writes is held by the member since an epoch no newer than the commit's:
+ *   held, ConsumerGroupDescribe says; since when, only the member's heartbeat answers told
+ *   (assignment-epochs.ts gives a floor, which refuses only what the broker refuses). Kafka
+ *   before 4.3 compares the epochs exactly.
  * - generation/epoch < 0: the group must be empty (DescribeGroups, ConsumerGroupDescribe).
  * - a group the broker does not have exists here if the store holds offsets for it (the broker
  *   would have kept it for them); otherwise GROUP_ID_NOT_FOUND (v9+) or ILLEGAL_GENERATION.
@@ -35,6 +40,8 @@ export interface GroupQueries {
   ): Promise<number>;
   describeClassicGroup(group: string): Promise<ClassicDescription | null>;
   describeConsumerGroup(group: string): Promise<ConsumerDescription | null>;
+  /** Whether the coordinator accepts older epochs per partition (KIP-1251, Kafka 4.3+). */
+  assignmentEpochsApply(group: string): Promise<boolean>;
 }
 
 export interface Verdict {
@@ -51,6 +58,17 @@ export interface KnownGroup {
   state: GroupState | null;
   /** Whether the store holds offsets for the group (they keep a group alive at a broker). */
   hasOffsets(): Promise<boolean>;
+  /**
+   * The lowest epoch a commit of the member to the partition may carry, as far as this proxy saw
+   * (assignment-epochs.ts); absent: 0, nothing known.
+   */
+  assignmentFloor?(memberId: string, topicId: string, partition: number): number;
+}
+
+/** A partition a commit writes (those refused before the coordinator's check are not among them). */
+export interface CommittedPartition {
+  topic: string;
+  partition: number;
 }
 
 /** Thrown when the broker gave no usable answer: the caller keeps the store's decision. */
@@ -75,16 +93,17 @@ export async function commitVerdict(
   group: string,
   id: CommitIdentity,
   known: KnownGroup,
+  partitions: readonly CommittedPartition[],
 ): Promise<Verdict> {
   const consumerFirst = known.state?.protocol === 'consumer';
   if (consumerFirst) {
-    const v = await consumerVerdict(q, group, id);
+    const v = await consumerVerdict(q, group, id, known, partitions);
     if (v) return v;
   }
   const classic = await classicVerdict(q, group, id, known);
   if (classic) return classic;
   if (!consumerFirst) {
-    const v = await consumerVerdict(q, group, id);
+    const v = await consumerVerdict(q, group, id, known, partitions);
     if (v) return v;
   }
   // A group the broker does not have.
@@ -175,24 +194,49 @@ async function describeConsumer(q: GroupQueries, group: string): Promise<Consume
   return d.errorCode === ErrorCode.NONE ? d : null;
 }
 
-async function consumerVerdict(q: GroupQueries, group: string, id: CommitIdentity): Promise<Verdict | null> {
+async function consumerVerdict(
+  q: GroupQueries,
+  group: string,
+  id: CommitIdentity,
+  known: KnownGroup,
+  partitions: readonly CommittedPartition[],
+): Promise<Verdict | null> {
   const d = await describeConsumer(q, group);
   if (d === null) return null;
   const epoch = id.generationIdOrMemberEpoch;
   if (epoch < 0 && d.members.length === 0) return accept([{ kind: 'empty' }]);
-  return judgeMember(d, id.memberId, epoch, id.requestVersion < 9 ? ErrorCode.UNSUPPORTED_VERSION : null);
+  const versionError = id.requestVersion < 9 ? ErrorCode.UNSUPPORTED_VERSION : null;
+  return judgeMember(d, id.memberId, epoch, versionError, async (m) => {
+    if (!(await q.assignmentEpochsApply(group))) return false;
+    return partitions.every((p) => heldSince(m, p, epoch, known));
+  });
+}
+
+type DescribedMember = ConsumerDescription['members'][number];
+
+/**
+ * Whether the broker would take the member's commit with `epoch` (older than its current one) for
+ * the partition: the member holds it (assigned or being revoked, which ConsumerGroupDescribe lists
+ * together), and nothing seen says it was given to the member after `epoch`.
+ */
+function heldSince(m: DescribedMember, p: CommittedPartition, epoch: number, known: KnownGroup): boolean {
+  const topic = m.assignment.topicPartitions.find((t) => t.topicName === p.topic);
+  if (!topic || !topic.partitions.includes(p.partition)) return false;
+  return epoch >= (known.assignmentFloor?.(m.memberId, topic.topicId, p.partition) ?? 0);
 }
 
 /**
  * A KIP-848 member's check: unknown → UNKNOWN_MEMBER_ID; then `versionError` (a commit older
- * than v9); then an epoch other than its current one → STALE_MEMBER_EPOCH.
+ * than v9); then an epoch newer than its current one → STALE_MEMBER_EPOCH, an older one too
+ * unless `olderAccepted` says the broker takes it.
  */
-function judgeMember(
+async function judgeMember(
   d: ConsumerDescription,
   memberId: string | null,
   epoch: number,
   versionError: number | null,
-): Verdict {
+  olderAccepted: (m: DescribedMember) => Promise<boolean> = () => Promise.resolve(false),
+): Promise<Verdict> {
   const m = d.members.find((x) => x.memberId === memberId);
   if (!m) return refuse(ErrorCode.UNKNOWN_MEMBER_ID, memberId ? [{ kind: 'gone', memberId }] : []);
   const updates: GroupUpdate[] = [
@@ -205,13 +249,15 @@ function judgeMember(
     },
   ];
   if (versionError !== null) return refuse(versionError, updates);
-  if (m.memberEpoch !== epoch) return refuse(ErrorCode.STALE_MEMBER_EPOCH, updates);
-  return accept(updates);
+  if (m.memberEpoch === epoch) return accept(updates);
+  if (epoch < m.memberEpoch && (await olderAccepted(m))) return accept(updates);
+  return refuse(ErrorCode.STALE_MEMBER_EPOCH, updates);
 }
 
 /**
  * The broker's answer to an OffsetFetch v9 naming a member: only KIP-848 groups check it
- * (UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH); NONE otherwise.
+ * (UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH); NONE otherwise. The epoch must be the member's
+ * current one, in every Kafka version: assignment epochs relax commits only.
  */
 export async function fetchVerdict(
   q: GroupQueries,

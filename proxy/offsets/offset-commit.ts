@@ -18,7 +18,7 @@ import { GuardError } from '../../backends/store.js';
 import { ErrorCode } from '../../protocol/error-codes.js';
 import type { OffsetCommitRequest } from '../../protocol/messages/offset-commit-request.js';
 import type { OffsetCommitResponse } from '../../protocol/messages/offset-commit-response.js';
-import type { Verdict } from './broker-verdict.js';
+import type { CommittedPartition, Verdict } from './broker-verdict.js';
 import type { GuardPolicy } from './guard-policy.js';
 import { parseCasMetadata } from './guard-policy.js';
 import { CAS_MISMATCH, MAX_METADATA_LENGTH, storeFailureCode } from './kafka-errors.js';
@@ -37,7 +37,11 @@ export interface CommitDeps {
    * The broker's own decision on a commit with this identity (broker-verdict.ts), for whenever the
    * store's record cannot decide alone. Absent without a broker (unit tests): the store decides.
    */
-  brokerVerdict?: (group: string, identity: CommitIdentity) => Promise<Verdict>;
+  brokerVerdict?: (
+    group: string,
+    identity: CommitIdentity,
+    partitions: readonly CommittedPartition[],
+  ) => Promise<Verdict>;
   /**
    * Whether this proxy instance has fresh evidence that the broker has the committer as the store
    * records it (liveness.ts). Absent: always.
@@ -259,7 +263,7 @@ async function commitFenced(
   if (identity === undefined || !deps.brokerVerdict) return deps.store.commit(request);
   let unanswered = false;
   if (deps.committerFresh && !deps.committerFresh(group, identity)) {
-    const verdict = await askBroker(deps.brokerVerdict, group, identity);
+    const verdict = await askBroker(deps.brokerVerdict, group, identity, writes);
     if (verdict !== null) return settle(deps.store, request, verdict);
     unanswered = true;
   }
@@ -267,7 +271,7 @@ async function commitFenced(
   if (outcome.status !== 'fenced') return outcome;
   // Asked once already, without an answer: a second wait would pass the client's deadline.
   if (unanswered) return { status: 'unconfirmed' };
-  const verdict = await askBroker(deps.brokerVerdict, group, identity);
+  const verdict = await askBroker(deps.brokerVerdict, group, identity, writes);
   return verdict === null ? { status: 'unconfirmed' } : settle(deps.store, request, verdict);
 }
 
@@ -286,7 +290,7 @@ async function checkFenced(
   if ((refusal === null && fresh) || !deps.brokerVerdict) {
     return refusal === null ? { status: 'ok' } : { status: 'fenced', error: refusal };
   }
-  const verdict = await askBroker(deps.brokerVerdict, group, identity);
+  const verdict = await askBroker(deps.brokerVerdict, group, identity, []);
   // Unanswered: an acceptance stands, a refusal is left unconfirmed (as for a write).
   if (verdict === null) return refusal === null ? { status: 'ok' } : { status: 'unconfirmed' };
   for (const update of verdict.updates) await deps.store.updateGroup(group, update);
@@ -299,8 +303,9 @@ function askBroker(
   brokerVerdict: NonNullable<CommitDeps['brokerVerdict']>,
   group: string,
   identity: CommitIdentity,
+  partitions: readonly CommittedPartition[],
 ): Promise<Verdict | null> {
-  return brokerVerdict(group, identity).catch(() => null);
+  return brokerVerdict(group, identity, partitions).catch(() => null);
 }
 
 /**

@@ -6,6 +6,8 @@
 import type { CommitIdentity, OffsetStore, OffsetWrite } from '../../backends/store.js';
 import type { ConsumerGroupDescribeRequest } from '../../protocol/messages/consumer-group-describe-request.js';
 import type { ConsumerGroupDescribeResponse } from '../../protocol/messages/consumer-group-describe-response.js';
+import type { ConsumerGroupHeartbeatRequest } from '../../protocol/messages/consumer-group-heartbeat-request.js';
+import type { ConsumerGroupHeartbeatResponse } from '../../protocol/messages/consumer-group-heartbeat-response.js';
 import type { DeleteGroupsResponse } from '../../protocol/messages/delete-groups-response.js';
 import type { DescribeGroupsRequest } from '../../protocol/messages/describe-groups-request.js';
 import type { DescribeGroupsResponse } from '../../protocol/messages/describe-groups-response.js';
@@ -27,8 +29,9 @@ import type {
 import type { Logger } from '../common/log.js';
 import type { BrokerAuthorizer } from './authorizer.js';
 import type { BrokerLookups } from './broker-lookups.js';
+import { AssignmentEpochs } from './assignment-epochs.js';
 import { commitVerdict, fetchVerdict } from './broker-verdict.js';
-import type { Verdict } from './broker-verdict.js';
+import type { CommittedPartition, Verdict } from './broker-verdict.js';
 import { MemberLiveness } from './liveness.js';
 import type { GuardPolicy } from './guard-policy.js';
 import { GroupModes } from './group-modes.js';
@@ -102,6 +105,7 @@ export class OffsetService implements ProxyExtension {
   private readonly recorder: MembershipRecorder;
   private readonly views: GroupViews | null;
   private readonly liveness: MemberLiveness;
+  private readonly assignmentEpochs = new AssignmentEpochs();
 
   /** What every commit needs, built once (not per request: commits are the hot path). */
   private readonly commitDeps: CommitDeps;
@@ -128,7 +132,8 @@ export class OffsetService implements ProxyExtension {
       guards: opts.guards,
       ...(lookups
         ? {
-            brokerVerdict: (g: string, id: CommitIdentity) => this.commitVerdict(lookups, g, id),
+            brokerVerdict: (g: string, id: CommitIdentity, ps: readonly CommittedPartition[]) =>
+              this.commitVerdict(lookups, g, id, ps),
             committerFresh: (g: string, id: CommitIdentity) => this.committerFresh(g, id),
           }
         : {}),
@@ -144,13 +149,21 @@ export class OffsetService implements ProxyExtension {
   }
 
   /** The broker's decision on a commit; a classic member it confirmed counts as freshly seen. */
-  private async commitVerdict(lookups: BrokerLookups, group: string, id: CommitIdentity): Promise<Verdict> {
+  private async commitVerdict(
+    lookups: BrokerLookups,
+    group: string,
+    id: CommitIdentity,
+    partitions: readonly CommittedPartition[],
+  ): Promise<Verdict> {
     const { store } = this.opts;
     const state = await store.getGroup(group);
-    const verdict = await commitVerdict(lookups, group, id, {
+    const known = {
       state,
       hasOffsets: async () => (await store.fetch(group, null)).length > 0,
-    });
+      assignmentFloor: (memberId: string, topicId: string, partition: number) =>
+        this.assignmentEpochs.floor(group, memberId, topicId, partition),
+    };
+    const verdict = await commitVerdict(lookups, group, id, known, partitions);
     if (verdict.confirmed)
       this.liveness.classicConfirmed(
         group,
@@ -331,7 +344,11 @@ export class OffsetService implements ProxyExtension {
     switch (info.apiKey) {
       case ApiKey.DeleteGroups: {
         const res = response as DeleteGroupsResponse;
-        for (const r of res.results) this.liveness.forget(r.groupId);
+        for (const r of res.results) {
+          this.liveness.forget(r.groupId);
+          // Only a group the broker deleted: a refused deletion (NON_EMPTY_GROUP) changes nothing.
+          if (r.errorCode === ErrorCode.NONE) this.assignmentEpochs.forget(r.groupId);
+        }
         const answered = await afterDeleteGroups(res, this.opts.store, this.recorder);
         for (const r of answered.results) if (r.errorCode === 0) this.opts.groups?.drop(r.groupId);
         return answered;
@@ -355,6 +372,11 @@ export class OffsetService implements ProxyExtension {
     }
     // In memory first: it holds even when the store cannot take the update.
     this.liveness.observe(info.apiKey, info.apiVersion, request, response);
+    if (info.apiKey === ApiKey.ConsumerGroupHeartbeat)
+      this.assignmentEpochs.observe(
+        request as ConsumerGroupHeartbeatRequest,
+        response as ConsumerGroupHeartbeatResponse,
+      );
     const observed = membershipUpdate(info.apiKey, info.apiVersion, request, response);
     if (observed && !(await this.recorder.record(observed.group, observed.update)))
       this.liveness.markUncertain(observed.group);

@@ -1,13 +1,21 @@
 // Named scripts for the guard's differential runs: the membership transitions of the broker's
 // group coordinator, each followed by the commits and fetches whose answers it changes. The first
 // is the report of issue #18.
-import type { Script, Step } from './guard-differential.js';
+import type { Parts, Script, Step } from './guard-differential.js';
 
 const commit = (slot: number, as: 'current' | 'previous' = 'current', version = 9): Step => ({
   op: 'commit',
   slot,
   as,
   version,
+});
+/** A commit (v9) to some of the partitions only, by what the member holds (Step `commit`). */
+const commitTo = (slot: number, as: 'current' | 'previous', parts: Parts): Step => ({
+  op: 'commit',
+  slot,
+  as,
+  version: 9,
+  parts,
 });
 /** A commit whose every partition's metadata is too large for the broker. */
 const oversized = (slot: number, as: 'current' | 'previous', version = 9): Step => ({
@@ -214,6 +222,41 @@ export const GUARD_REGRESSIONS: { title: string; script: Script }[] = [
         { op: 'heartbeat', slot: 1 },
         commit(0, 'previous'),
         commit(1, 'previous'),
+        fetch(0, 'previous'),
+        commit(0),
+        fetch(),
+      ],
+    },
+  },
+  {
+    title:
+      'KIP-848: commits with the epoch before the last bump, to partitions held since then, newly assigned, or mixed',
+    script: {
+      protocol: 'consumer',
+      statics: [false, false, false],
+      steps: [
+        // Member 0 alone gets both partitions; a new member 1 makes it give one up: it keeps the
+        // other across the epoch bump.
+        { op: 'leave', slot: 1 },
+        { op: 'leave', slot: 2 },
+        { op: 'heartbeat', slot: 0 },
+        { op: 'heartbeat', slot: 0 },
+        { op: 'restart', slot: 1 },
+        { op: 'heartbeat', slot: 0 },
+        { op: 'heartbeat', slot: 0 },
+        { op: 'heartbeat', slot: 1 },
+        commitTo(0, 'previous', 'kept'),
+        commitTo(0, 'previous', 'other'),
+        commit(0, 'previous'),
+        fetch(0, 'previous'),
+        commitTo(0, 'current', 'kept'),
+        // Member 1 leaves: member 0 gets the partition back in a new epoch.
+        { op: 'leave', slot: 1 },
+        { op: 'heartbeat', slot: 0 },
+        { op: 'heartbeat', slot: 0 },
+        commitTo(0, 'previous', 'gained'),
+        commitTo(0, 'previous', 'kept'),
+        commit(0, 'previous'),
         fetch(0, 'previous'),
         commit(0),
         fetch(),
