@@ -94,7 +94,7 @@ describe('OffsetCommit: order of checks', () => {
     const store = new MemoryStore();
     const asked: string[] = [];
     const { d, seen } = deps(store, 'fence', {
-      deniedTopics: new Set(['secret']),
+      authorize: async () => ({ groupError: ErrorCode.NONE, deniedTopics: new Set(['secret']) }),
       topicExists: async (t) => {
         asked.push(t);
         return t !== 'missing';
@@ -257,7 +257,9 @@ describe('OffsetCommit: order of checks', () => {
       [new Error('anything else'), ErrorCode.COORDINATOR_NOT_AVAILABLE],
     ];
     for (const [err, code] of cases) {
-      const { d, seen } = deps(failing(err), 'fence', { deniedTopics: new Set(['secret']) });
+      const { d, seen } = deps(failing(err), 'fence', {
+        authorize: async () => ({ groupError: ErrorCode.NONE, deniedTopics: new Set(['secret']) }),
+      });
       const res = await handleOffsetCommit(
         request('g', { secret: [{ partition: 0 }], t: [{ partition: 0 }, { partition: 1 }] }),
         8,

@@ -22,17 +22,15 @@ import type { CommittedPartition, Verdict } from './broker-verdict.js';
 import type { GuardPolicy } from './guard-policy.js';
 import { parseCasMetadata } from './guard-policy.js';
 import { CAS_MISMATCH, MAX_METADATA_LENGTH, storeFailureCode } from './kafka-errors.js';
+import type { HandlerDeps, OffsetHandler } from './offset-handler.js';
 
 export type CommitRefusal =
   'fence' | 'broker_unanswered' | 'cas' | 'unknown_topic' | 'too_large' | 'store_down' | 'unauthorized';
 
-export interface CommitDeps {
-  store: OffsetStore;
+export interface CommitDeps extends HandlerDeps {
   guards: GuardPolicy;
   /** Undefined when unknown topics are allowed (the default, for mirroring). */
   topicExists?: (topic: string, partition: number) => Promise<boolean>;
-  /** Topics the client's principal may not READ at the broker (checked first, as the broker does). */
-  deniedTopics?: ReadonlySet<string>;
   /**
    * The broker's own decision on a commit with this identity (broker-verdict.ts), for whenever the
    * store's record cannot decide alone. Absent without a broker (unit tests): the store decides.
@@ -95,15 +93,28 @@ async function unknownPartitions(
  * one response entry; codes live in one typed array in request order (no closure or record per
  * partition: those were a visible share of the proxy's CPU and garbage on 100-partition commits).
  */
-export async function handleOffsetCommit(
-  req: OffsetCommitRequest,
-  version: number,
-  deps: CommitDeps,
-): Promise<OffsetCommitResponse> {
+export const handleOffsetCommit: OffsetHandler<
+  OffsetCommitRequest,
+  OffsetCommitResponse,
+  CommitDeps
+> = async (req, version, deps) => {
   const group = req.groupId;
   const now = deps.now?.() ?? BigInt(Date.now());
   let total = 0;
   for (const t of req.topics) total += t.partitions.length;
+  // READ on the group and its topics, before anything else (as the broker's ACL check).
+  const auth = deps.authorize
+    ? await deps.authorize(
+        group,
+        req.topics.map((t) => t.name),
+      )
+    : null;
+  if (auth !== null && auth.groupError !== ErrorCode.NONE) {
+    // An undecided probe (the broker did not answer in time) is not the ACLs' refusal.
+    const unauthorized = auth.groupError === ErrorCode.GROUP_AUTHORIZATION_FAILED;
+    deps.onRefused?.(group, unauthorized ? 'unauthorized' : 'broker_unanswered', total);
+    return responseWith(req, new Int16Array(total).fill(auth.groupError));
+  }
   // Each partition's answer, in request order. Partitions refused before the group check keep
   // their code whatever the group check says; the others ("slots") are listed in `slots`, with the
   // code they get if the group check passes (NONE, or OFFSET_METADATA_TOO_LARGE) in `codes`.
@@ -113,7 +124,7 @@ export async function handleOffsetCommit(
   const mode = deps.guards.modeFor(group);
   const expireTimestamp =
     version >= 2 && version <= 4 && req.retentionTimeMs !== -1n ? now + req.retentionTimeMs : -1n;
-  const denied = deps.deniedTopics;
+  const denied = auth?.deniedTopics;
 
   // Asked first, so that the loop below is plain synchronous code (it runs for every partition).
   const unknown = deps.topicExists ? await unknownPartitions(req, deps.topicExists, denied) : null;
@@ -200,7 +211,7 @@ export async function handleOffsetCommit(
   if (tooLarge > 0) deps.onRefused?.(group, 'too_large', tooLarge);
   if (writes.length > 0) deps.onAccepted?.(group, writes);
   return responseWith(req, codes);
-}
+};
 
 /**
  * Whether the broker says the group is empty, for a group the store still believes has members:

@@ -26,7 +26,7 @@ const codes = (res: OffsetDeleteResponse): [string, number, number][] =>
 
 describe('OffsetDelete', () => {
   test('group id "": INVALID_GROUP_ID at the top level, no topics', async () => {
-    expect(await handleOffsetDelete(request('', { t: [0] }), new MemoryStore())).toEqual({
+    expect(await handleOffsetDelete(request('', { t: [0] }), 0, { store: new MemoryStore() })).toEqual({
       errorCode: ErrorCode.INVALID_GROUP_ID,
       throttleTimeMs: 0,
       topics: [],
@@ -34,7 +34,7 @@ describe('OffsetDelete', () => {
   });
 
   test('a group the store knows nothing of: GROUP_ID_NOT_FOUND', async () => {
-    const res = await handleOffsetDelete(request('nobody', { t: [0] }), new MemoryStore());
+    const res = await handleOffsetDelete(request('nobody', { t: [0] }), 0, { store: new MemoryStore() });
     expect(res).toEqual({ errorCode: ErrorCode.GROUP_ID_NOT_FOUND, throttleTimeMs: 0, topics: [] });
   });
 
@@ -43,7 +43,7 @@ describe('OffsetDelete', () => {
     await storeOffset(store, 'g', 't', 0);
     await storeOffset(store, 'g', 't', 1);
     await storeOffset(store, 'g', 'u', 0);
-    const res = await handleOffsetDelete(request('g', { t: [0, 7] }), store);
+    const res = await handleOffsetDelete(request('g', { t: [0, 7] }), 0, { store: store });
     expect(res.errorCode).toBe(ErrorCode.NONE);
     expect(codes(res)).toEqual([
       ['t', 0, ErrorCode.NONE],
@@ -65,7 +65,7 @@ describe('OffsetDelete', () => {
       groupInstanceId: null,
       members: [{ memberId: 'm', groupInstanceId: null }],
     });
-    const res = await handleOffsetDelete(request('g', { t: [0], other: [3] }), store);
+    const res = await handleOffsetDelete(request('g', { t: [0], other: [3] }), 0, { store: store });
     expect(res.errorCode).toBe(ErrorCode.NONE);
     expect(codes(res)).toEqual([
       ['t', 0, ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC],
@@ -77,7 +77,7 @@ describe('OffsetDelete', () => {
   test('a membership record alone (no offsets) is a known group', async () => {
     const store = new MemoryStore();
     await store.updateGroup('g', { kind: 'empty' });
-    const res = await handleOffsetDelete(request('g', { t: [0] }), store);
+    const res = await handleOffsetDelete(request('g', { t: [0] }), 0, { store: store });
     expect([res.errorCode, codes(res)]).toEqual([ErrorCode.NONE, [['t', 0, ErrorCode.NONE]]]);
   });
 
@@ -86,14 +86,17 @@ describe('OffsetDelete', () => {
     await storeOffset(store, 'g', 'secret', 0);
     await storeOffset(store, 'g', 'open', 0);
     expect(
-      await handleOffsetDelete(request('', { t: [0] }), store, {
-        groupError: ErrorCode.GROUP_AUTHORIZATION_FAILED,
-        deniedTopics: new Set(),
+      await handleOffsetDelete(request('', { t: [0] }), 0, {
+        store,
+        authorize: async () => ({
+          groupError: ErrorCode.GROUP_AUTHORIZATION_FAILED,
+          deniedTopics: new Set(),
+        }),
       }),
     ).toMatchObject({ errorCode: ErrorCode.GROUP_AUTHORIZATION_FAILED, topics: [] });
-    const res = await handleOffsetDelete(request('g', { secret: [0], open: [0] }), store, {
-      groupError: ErrorCode.NONE,
-      deniedTopics: new Set(['secret']),
+    const res = await handleOffsetDelete(request('g', { secret: [0], open: [0] }), 0, {
+      store,
+      authorize: async () => ({ groupError: ErrorCode.NONE, deniedTopics: new Set(['secret']) }),
     });
     expect(codes(res)).toEqual([
       ['secret', 0, ErrorCode.TOPIC_AUTHORIZATION_FAILED],
@@ -106,13 +109,13 @@ describe('OffsetDelete', () => {
     const store = new MemoryStore();
     await storeOffset(store, 'g', 't', 0);
     store.deleteOffsets = () => Promise.reject(new StoreUnavailableError('down'));
-    expect(await handleOffsetDelete(request('g', { t: [0] }), store)).toEqual({
+    expect(await handleOffsetDelete(request('g', { t: [0] }), 0, { store: store })).toEqual({
       errorCode: ErrorCode.COORDINATOR_NOT_AVAILABLE,
       throttleTimeMs: 0,
       topics: [],
     });
     store.getGroup = () => Promise.reject(new StoreUnavailableError('slow', { timedOut: true }));
-    expect((await handleOffsetDelete(request('g', { t: [0] }), store)).errorCode).toBe(
+    expect((await handleOffsetDelete(request('g', { t: [0] }), 0, { store: store })).errorCode).toBe(
       ErrorCode.REQUEST_TIMED_OUT,
     );
   });

@@ -4,19 +4,26 @@
  * group with live members (GROUP_SUBSCRIBED_TO_TOPIC), which is the conservative side of the
  * same rule. A top-level error leaves an empty topic list.
  */
-import type { OffsetStore } from '../../backends/store.js';
 import { ErrorCode } from '../../protocol/error-codes.js';
 import type { OffsetDeleteRequest } from '../../protocol/messages/offset-delete-request.js';
 import type { OffsetDeleteResponse } from '../../protocol/messages/offset-delete-response.js';
-import type { Decision } from './authorizer.js';
 import { storeFailureCode } from './kafka-errors.js';
+import type { HandlerDeps, OffsetHandler } from './offset-handler.js';
 
-export async function handleOffsetDelete(
-  req: OffsetDeleteRequest,
-  store: OffsetStore,
-  auth?: Decision,
-): Promise<OffsetDeleteResponse> {
+/** Every version answers alike (v0 is the only one). */
+export const handleOffsetDelete: OffsetHandler<
+  OffsetDeleteRequest,
+  OffsetDeleteResponse,
+  HandlerDeps
+> = async (req, _version, { store, authorize }) => {
   const fail = (errorCode: number): OffsetDeleteResponse => ({ errorCode, throttleTimeMs: 0, topics: [] });
+  // DELETE on the group, READ on the topics: asked first, as the broker does.
+  const auth = authorize
+    ? await authorize(
+        req.groupId,
+        req.topics.map((t) => t.name),
+      )
+    : null;
   if (auth && auth.groupError !== ErrorCode.NONE) return fail(auth.groupError);
   const denied = auth?.deniedTopics ?? new Set<string>();
   if (req.groupId === '') return fail(ErrorCode.INVALID_GROUP_ID);
@@ -50,4 +57,4 @@ export async function handleOffsetDelete(
   } catch (err) {
     return fail(storeFailureCode(err));
   }
-}
+};

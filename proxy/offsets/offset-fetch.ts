@@ -5,7 +5,7 @@
  * the member of KIP-848 groups. Errors sit where each version puts them: per group from v8, at
  * the top level in v2-7, and copied into every requested partition in v0-1.
  */
-import type { GroupState, OffsetStore, PartitionOffset, TopicPartition } from '../../backends/store.js';
+import type { GroupState, PartitionOffset, TopicPartition } from '../../backends/store.js';
 import { ErrorCode } from '../../protocol/error-codes.js';
 import type { OffsetFetchRequest } from '../../protocol/messages/offset-fetch-request.js';
 import type {
@@ -13,17 +13,16 @@ import type {
   OffsetFetchResponseGroup,
   OffsetFetchResponseTopic,
 } from '../../protocol/messages/offset-fetch-response.js';
-import type { Decision } from './authorizer.js';
 import type { Verdict } from './broker-verdict.js';
 import { storeFailureCode } from './kafka-errors.js';
+import type { HandlerDeps, OffsetHandler } from './offset-handler.js';
 
 export interface FetchedGroup {
   errorCode: number;
   topics: OffsetFetchResponseTopic[];
 }
 
-export interface FetchDeps {
-  store: OffsetStore;
+export interface FetchDeps extends HandlerDeps {
   /**
    * Offsets the broker holds for a group, for groups the proxy must not answer itself (they commit
    * transactionally) and for `--fallback upstream`. Undefined when not available.
@@ -35,8 +34,6 @@ export interface FetchDeps {
   ) => Promise<FetchedGroup>;
   /** With `--fallback upstream`: copy offsets the store has never seen from the broker, once. */
   fallbackUpstream?: boolean;
-  /** DESCRIBE on the group and its topics at the broker, for the client's principal. */
-  authorize?: (group: string, topics: string[]) => Promise<Decision>;
   /** Whether this instance has fresh evidence for a KIP-848 member's epoch (liveness.ts). */
   memberFresh?: (group: string, memberId: string | null, memberEpoch: number) => boolean;
   /** The broker's answer to a fetch naming this member (broker-verdict.ts). */
@@ -63,11 +60,12 @@ function queriesOf(req: OffsetFetchRequest, version: number): GroupQuery[] {
   return [{ groupId: req.groupId, memberId: null, memberEpoch: -1, topics: req.topics }];
 }
 
-export async function handleOffsetFetch(
-  req: OffsetFetchRequest,
-  version: number,
-  deps: FetchDeps,
-): Promise<OffsetFetchResponse> {
+/** `authorize` here is DESCRIBE on the group and its topics, for the client's principal. */
+export const handleOffsetFetch: OffsetHandler<OffsetFetchRequest, OffsetFetchResponse, FetchDeps> = async (
+  req,
+  version,
+  deps,
+) => {
   const requireStable = version >= 7 && req.requireStable;
   const results = await Promise.all(
     queriesOf(req, version).map((q) => fetchGroup(q, version, requireStable, deps)),
@@ -106,7 +104,7 @@ export async function handleOffsetFetch(
   }
   response.topics = only.topics.map((t) => trimForVersion(t, version));
   return response;
-}
+};
 
 function groupResult(groupId: string, r: FetchedGroup, version: number): OffsetFetchResponseGroup {
   return {

@@ -13,10 +13,9 @@ import type { DescribeGroupsRequest } from '../../protocol/messages/describe-gro
 import type { DescribeGroupsResponse } from '../../protocol/messages/describe-groups-response.js';
 import type { ListGroupsRequest } from '../../protocol/messages/list-groups-request.js';
 import type { ListGroupsResponse } from '../../protocol/messages/list-groups-response.js';
-import { ApiKey, getApiCodec } from '../../protocol/messages/index.js';
 import { ErrorCode } from '../../protocol/error-codes.js';
+import { ApiKey, getApiCodec } from '../../protocol/messages/index.js';
 import type { OffsetCommitRequest } from '../../protocol/messages/offset-commit-request.js';
-import type { OffsetCommitResponse } from '../../protocol/messages/offset-commit-response.js';
 import type { OffsetDeleteRequest } from '../../protocol/messages/offset-delete-request.js';
 import type { OffsetFetchRequest } from '../../protocol/messages/offset-fetch-request.js';
 import type {
@@ -27,7 +26,8 @@ import type {
   VersionRange,
 } from '../core/extension.js';
 import type { Logger } from '../common/log.js';
-import type { BrokerAuthorizer } from './authorizer.js';
+import type { BrokerAuthorizer, Operation } from './authorizer.js';
+import type { Authorize } from './offset-handler.js';
 import type { BrokerLookups } from './broker-lookups.js';
 import { AssignmentEpochs } from './assignment-epochs.js';
 import { commitVerdict, fetchVerdict } from './broker-verdict.js';
@@ -47,21 +47,6 @@ import { handleOffsetDelete } from './offset-delete.js';
 /** A commit without any member identity: assign() consumers and admin tools. */
 const isAnonymous = (id: CommitIdentity): boolean =>
   id.generationIdOrMemberEpoch < 0 && id.memberId === '' && id.groupInstanceId === null;
-
-function countPartitions(req: OffsetCommitRequest): number {
-  return req.topics.reduce((n, t) => n + t.partitions.length, 0);
-}
-
-/** An OffsetCommit answer with `errorCode` on every partition (no version has a top-level error). */
-function commitRefusedWhole(req: OffsetCommitRequest, errorCode: number): OffsetCommitResponse {
-  return {
-    throttleTimeMs: 0,
-    topics: req.topics.map((t) => ({
-      name: t.name,
-      partitions: t.partitions.map((p) => ({ partitionIndex: p.partitionIndex, errorCode })),
-    })),
-  };
-}
 
 export interface OffsetServiceMetrics {
   commitAccepted(group: string, partitions: number): void;
@@ -226,39 +211,19 @@ export class OffsetService implements ProxyExtension {
     switch (info.apiKey) {
       case ApiKey.OffsetCommit: {
         const req = request as OffsetCommitRequest;
-        const auth = this.opts.authorizer
-          ? await this.opts.authorizer.authorize(
-              info,
-              'read',
-              req.groupId,
-              req.topics.map((t) => t.name),
-            )
-          : null;
-        if (auth && auth.groupError !== 0) {
-          // An undecided probe (the broker did not answer in time) is not the ACLs' refusal.
-          const reason =
-            auth.groupError === ErrorCode.GROUP_AUTHORIZATION_FAILED ? 'unauthorized' : 'broker_unanswered';
-          this.opts.metrics?.commitRefused(req.groupId, reason, countPartitions(req));
-          return { action: 'respond', body: commitRefusedWhole(req, auth.groupError) };
-        }
         const deps =
           this.unknownTopics.modeFor(req.groupId) === 'reject' ? this.rejectingDeps : this.commitDeps;
         const body = await handleOffsetCommit(req, info.apiVersion, {
           ...deps,
-          ...(auth ? { deniedTopics: auth.deniedTopics } : {}),
+          ...this.authorizeFor(info, 'read'),
           onAccepted: (g, writes) => this.accepted(g, req, info.apiVersion, writes),
         });
         return { action: 'respond', body };
       }
       case ApiKey.OffsetFetch: {
-        const authorizer = this.opts.authorizer;
         const body = await handleOffsetFetch(request as OffsetFetchRequest, info.apiVersion, {
           store,
-          ...(authorizer
-            ? {
-                authorize: (g: string, topics: string[]) => authorizer.authorize(info, 'describe', g, topics),
-              }
-            : {}),
+          ...this.authorizeFor(info, 'describe'),
           fallbackUpstream: this.opts.fallbackUpstream,
           ...(lookups
             ? {
@@ -272,20 +237,21 @@ export class OffsetService implements ProxyExtension {
         return { action: 'respond', body };
       }
       case ApiKey.OffsetDelete: {
-        const req = request as OffsetDeleteRequest;
-        const auth = this.opts.authorizer
-          ? await this.opts.authorizer.authorize(
-              info,
-              'delete',
-              req.groupId,
-              req.topics.map((t) => t.name),
-            )
-          : null;
-        return { action: 'respond', body: await handleOffsetDelete(req, store, auth ?? undefined) };
+        const body = await handleOffsetDelete(request as OffsetDeleteRequest, info.apiVersion, {
+          store,
+          ...this.authorizeFor(info, 'delete'),
+        });
+        return { action: 'respond', body };
       }
       default:
         return { action: 'forward' };
     }
+  }
+
+  /** The handlers' `authorize` for this request's connection (none with `--authorize off`). */
+  private authorizeFor(info: RequestInfo, op: Operation): { authorize?: Authorize } {
+    const authorizer = this.opts.authorizer;
+    return authorizer ? { authorize: (g, topics) => authorizer.authorize(info, op, g, topics) } : {};
   }
 
   connectionClosed(connectionId: string): void {
