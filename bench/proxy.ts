@@ -8,7 +8,7 @@
 //   npx tsx bench/proxy.ts [--sides direct,proxy,bare,haproxy] [--baseline <dir>[,<dir>]]
 //     [--records N] [--rounds K] [--consume-rounds K] [--rate R] [--rate-records N]
 //     [--rate-rounds K] [--rtt-requests N] [--connections N] [--store URL] [--cpu-prof <dir>]
-//     [--proxy-node-args=<node options>] [--no-build]
+//     [--proxy-node-args=<node options>] [--proxy-output <file>] [--no-build]
 //
 // Rounds run every side, the order reversed every other round, so load from elsewhere on the machine
 // hits all alike. Produce: each run into a fresh 3-partition topic. Consume: every run reads the first
@@ -20,6 +20,7 @@
 // Needs the built CLI (`npm run build`; the script builds it first unless --no-build) and, for the
 // haproxy side, `haproxy` on the PATH (Debian: apt-get install haproxy).
 import { execFileSync } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -59,6 +60,8 @@ const { values: args } = parseArgs({
     'cpu-prof': { type: 'string' },
     /** Options for node itself on the `proxy` side only (e.g. V8 heap flags), space-separated. */
     'proxy-node-args': { type: 'string', default: '' },
+    /** Writes the proxy side's stdout and stderr (its log, and e.g. --trace-gc lines) to this file. */
+    'proxy-output': { type: 'string' },
   },
 });
 const RECORDS = Number(args.records);
@@ -335,6 +338,11 @@ async function main(): Promise<void> {
   } finally {
     clearInterval(loadTimer);
     for (const proxy of proxies) log(`proxy exited with ${await proxy.stop()}`);
+    if (args['proxy-output'] && proxies[0]) {
+      // The `proxy` side is always the first proxy started.
+      writeFileSync(path.resolve(args['proxy-output']), proxies[0].output());
+      log(`proxy output written to ${args['proxy-output']}`);
+    }
     for (const relay of relays) await relay.stop();
     await cluster.stop();
   }
