@@ -11,9 +11,14 @@
  */
 import type { Socket } from 'node:net';
 import type { BrokerLoss } from './close-reason.js';
+import { readUpstream } from './upstream-socket.js';
 
 export interface BrokerLinkEvents {
-  data(chunk: Buffer): void;
+  /**
+   * Bytes read from the broker, valid only during the call (the read buffer may be used again):
+   * true when some of them are still referenced afterwards (queued in a socket write).
+   */
+  data(chunk: Buffer): boolean;
   /** Writes may go on (after `write` returned false). */
   drain(): void;
   /** The connection is open (counted as a broker connection from now until `destroy`). */
@@ -89,7 +94,7 @@ export class BrokerLink {
   private attach(socket: Socket): void {
     this.socket = socket;
     socket.setNoDelay(true);
-    socket.on('data', (chunk: Buffer) => this.events.data(chunk));
+    readUpstream(socket, (chunk) => this.events.data(chunk));
     socket.on('drain', () => this.events.drain());
     socket.on('error', (err) => this.events.lost('broker error', err));
     socket.on('close', () => this.events.lost('broker closed'));

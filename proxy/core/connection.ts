@@ -414,8 +414,9 @@ export class ProxyConnection {
 
   // ---- broker → client -------------------------------------------------------------------
 
-  private onUpstreamData(chunk: Buffer): void {
-    if (this.closed) return;
+  /** True when bytes of `chunk` are still referenced afterwards: the client's socket has not taken them all. */
+  private onUpstreamData(chunk: Buffer): boolean {
+    if (this.closed) return false;
     this.policy.observer.bytes('broker_in', chunk.length);
     this.client.cork();
     try {
@@ -426,6 +427,9 @@ export class ProxyConnection {
     } finally {
       this.client.uncork();
     }
+    // Streamed bytes are views of `chunk` (the reader copies what it keeps): what the socket
+    // holds unsent may include them.
+    return this.client.writableLength > 0;
   }
 
   /**

@@ -112,7 +112,10 @@ function walk(frame: Buffer, cuts: number[], expose: ExposeBrokerNow, version = 
   for (const c of [...cuts, frame.length]) {
     if (c < prev) continue;
     early = parts.reduce((n, b) => n + b.length, 0);
-    parts.push(Buffer.from(s.push(frame.subarray(prev, c))));
+    // As a reused read buffer lends its bytes: valid during the push only, then overwritten.
+    const scratch = Buffer.from(frame.subarray(prev, c));
+    parts.push(Buffer.from(s.push(scratch)));
+    scratch.fill(0xaa);
     prev = c;
   }
   expect(s.done).toBe(true);

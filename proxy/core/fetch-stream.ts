@@ -71,7 +71,8 @@ export interface FetchTail {
 /**
  * Incremental walker over one Fetch v16/v17 response frame, its 4-byte size prefix included.
  * `push` every chunk in order; it returns the part that may be forwarded now (a view of the
- * chunk). Once the last byte is in (`done`), `finish` gives the rewritten tail.
+ * chunk; what it keeps of the chunk, it copies). Once the last byte is in (`done`), `finish`
+ * gives the rewritten tail.
  */
 export class FetchResponseStream {
   /** Frame bytes consumed so far, size prefix included. */
@@ -142,7 +143,8 @@ export class FetchResponseStream {
     let out = chunk;
     while (off < len) {
       if (this.inTail) {
-        this.tailParts.push(chunk.subarray(off));
+        // A copy: the chunk's buffer may be read into again before the frame ends.
+        this.tailParts.push(Buffer.from(chunk.subarray(off)));
         this.pos += len - off;
         out = chunk.subarray(0, off);
         break;

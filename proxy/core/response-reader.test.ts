@@ -44,6 +44,16 @@ function reader(routeOf: (i: number) => FrameRoute, max = 1 << 20): { r: Respons
   return { r, seen };
 }
 
+/**
+ * Pushes `bytes` as a socket's reused read buffer lends them: valid only during the call, then
+ * overwritten, so a frame that kept a view instead of a copy comes out wrong.
+ */
+function lend(r: ResponseReader, bytes: Buffer): void {
+  const scratch = Buffer.from(bytes);
+  r.push(scratch);
+  scratch.fill(0xaa);
+}
+
 describe('ResponseReader', () => {
   const frames = [frame(1, 0), frame(2, 10), frame(3, 3000), frame(-5, 1)];
   const all = Buffer.concat(frames);
@@ -51,8 +61,8 @@ describe('ResponseReader', () => {
   test('a stream cut at every byte, streamed and whole frames alternating, comes out frame by frame', () => {
     for (let cut = 0; cut <= all.length; cut++) {
       const { r, seen } = reader((i) => (i % 2 === 0 ? 'stream' : 'whole'));
-      r.push(all.subarray(0, cut));
-      r.push(all.subarray(cut));
+      lend(r, all.subarray(0, cut));
+      lend(r, all.subarray(cut));
       // Buffer.equals: deep equality of large buffers is slow, and this runs once per cut.
       expect(seen.frames.length).toBe(frames.length);
       expect(seen.frames.every((f, i) => f.equals(frames[i]!))).toBe(true);
@@ -63,7 +73,7 @@ describe('ResponseReader', () => {
   test('one byte per chunk, and everything in one chunk', () => {
     for (const route of ['stream', 'whole'] as const) {
       const one = reader(() => route);
-      for (let i = 0; i < all.length; i++) one.r.push(all.subarray(i, i + 1));
+      for (let i = 0; i < all.length; i++) lend(one.r, all.subarray(i, i + 1));
       expect(one.seen.frames).toEqual(frames);
       const single = reader(() => route);
       single.r.push(all);
@@ -84,7 +94,7 @@ describe('ResponseReader', () => {
           let off = 0;
           for (let i = 0; off < bytes.length; i++) {
             const n = cuts[i % cuts.length]!;
-            r.push(bytes.subarray(off, off + n));
+            lend(r, bytes.subarray(off, off + n));
             off += n;
           }
           expect(seen.frames.length).toBe(input.length);

@@ -4,9 +4,12 @@
  * arrive or to receive it whole.
  *
  * Streaming is what keeps large Fetch responses fast and memory flat: a multi-megabyte response
- * that the proxy does not need to read is passed on chunk by chunk (views of the socket's own
- * buffers, no copy) instead of being assembled first. Frames the proxy must decode are assembled
- * once; a frame that lies inside one chunk is handed over as a view.
+ * that the proxy does not need to read is passed on chunk by chunk (views of the chunk, no copy)
+ * instead of being assembled first. Frames the proxy must decode are assembled once.
+ *
+ * A chunk is only lent for the duration of `push` (the socket's read buffer is used again for
+ * the next read): streamed bytes are views valid during the `stream` call, and a whole frame is
+ * always a copy of the reader's own, since it may wait for earlier responses or a decoder.
  */
 import { FrameTooLargeError, ProtocolError } from '../../protocol/errors.js';
 
@@ -15,9 +18,12 @@ export type FrameRoute = 'stream' | 'whole';
 export interface ResponseReaderSink {
   /** A frame begins. `correlationId` is null when the frame is shorter than 4 bytes. */
   route(size: number, correlationId: number | null): FrameRoute;
-  /** Bytes of a streamed frame, its 4-byte size prefix included; `end` on its last bytes. */
+  /**
+   * Bytes of a streamed frame, its 4-byte size prefix included; `end` on its last bytes. A view of
+   * the chunk being pushed: to be written or copied during the call.
+   */
   stream(bytes: Buffer, end: boolean): void;
-  /** A whole frame's payload (without the size prefix). */
+  /** A whole frame's payload (without the size prefix), a buffer of its own. */
   whole(payload: Buffer): void;
 }
 
@@ -51,10 +57,10 @@ export class ResponseReader {
           // Fast path: the size and correlation id are in this chunk.
           const size = this.checkSize(chunk.readInt32BE(off));
           if (len - off - 4 >= size) {
-            // The whole frame is here: a view, no copy.
+            // The whole frame is here: streamed as a view, or copied once.
             const route = this.sink.route(size, size >= 4 ? chunk.readInt32BE(off + 4) : null);
             if (route === 'stream') this.sink.stream(chunk.subarray(off, off + 4 + size), true);
-            else this.sink.whole(chunk.subarray(off + 4, off + 4 + size));
+            else this.sink.whole(Buffer.from(chunk.subarray(off + 4, off + 4 + size)));
             off += 4 + size;
             continue;
           }
@@ -82,7 +88,7 @@ export class ResponseReader {
         if (end) this.mode = 'head';
         this.sink.stream(piece, end);
       } else {
-        this.parts.push(piece);
+        this.parts.push(Buffer.from(piece));
         if (this.left === 0) this.finishWhole();
       }
     }

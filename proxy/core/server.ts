@@ -435,7 +435,7 @@ export class KafkaProxy {
 
   private connect(target: HostPort): Promise<net.Socket> {
     return new Promise((resolve, reject) => {
-      const socket = connectUpstream(target, this.opts.brokerTls ?? null);
+      const socket = connectUpstream(target, this.opts.brokerTls ?? null, { reuseReadBuffer: true });
       const event = this.opts.brokerTls ? 'secureConnect' : 'connect';
       const timer = setTimeout(() => {
         socket.destroy();
