@@ -418,9 +418,12 @@ export class ProxyConnection {
   private onUpstreamData(chunk: Buffer): boolean {
     if (this.closed) return false;
     this.policy.observer.bytes('broker_in', chunk.length);
+    // A client that has not taken what it was sent gets a copy of just these bytes, so that the
+    // reads waiting in its socket hold what is counted as unsent, not a read buffer each.
+    const copied = this.client.writableLength > 0;
     this.client.cork();
     try {
-      this.responses.push(chunk);
+      this.responses.push(copied ? Buffer.from(chunk) : chunk);
     } catch (err) {
       if (err instanceof ProtocolError) this.reject('broker_protocol');
       this.close(err instanceof ProtocolError ? 'bad response from broker' : 'response handling failed', err);
@@ -429,7 +432,7 @@ export class ProxyConnection {
     }
     // Streamed bytes are views of `chunk` (the reader copies what it keeps): what the socket
     // holds unsent may include them.
-    return this.client.writableLength > 0;
+    return !copied && this.client.writableLength > 0;
   }
 
   /**

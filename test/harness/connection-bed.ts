@@ -9,6 +9,7 @@ import { ProxyConnection } from '../../proxy/core/connection.js';
 import type { ConnectionPolicy } from '../../proxy/core/connection.js';
 import { silentLogger } from '../../proxy/common/log.js';
 import { noopObserver } from '../../proxy/core/observer.js';
+import { connectUpstream } from '../../proxy/core/upstream-socket.js';
 
 export interface ConnectionBed {
   /** The client side of the proxy; `received` grows as bytes arrive. */
@@ -104,7 +105,9 @@ export async function connectionBed(
     sockets.push(c);
     const open = () =>
       new Promise<net.Socket>((resolve, reject) => {
-        const up = net.connect(brokerPort ?? (broker.address() as net.AddressInfo).port, '127.0.0.1');
+        // As the server dials a broker: reads into a reused buffer (upstream-socket.ts).
+        const port = brokerPort ?? (broker.address() as net.AddressInfo).port;
+        const up = connectUpstream({ host: '127.0.0.1', port }, null, { reuseReadBuffer: true });
         sockets.push(up);
         up.once('connect', () => resolve(up));
         up.once('error', reject);
