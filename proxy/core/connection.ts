@@ -22,8 +22,8 @@ import {
 } from '../../protocol/frames.js';
 import { ApiKey } from '../../protocol/messages/index.js';
 import { defaultApiVersionsResponse } from '../../protocol/messages/api-versions-response.js';
-import type { AnyResponse } from '../../protocol/messages/index.js';
-import type { ProxyExtension, RequestDecision, RequestInfo } from './extension.js';
+import type { AnyRequest, AnyResponse } from '../../protocol/messages/index.js';
+import type { AnyExchange, ProxyExtension, RequestDecision, RequestInfo } from './extension.js';
 import { FetchResponseStream } from './fetch-stream.js';
 import type { ExposeBrokerNow } from './fetch-stream.js';
 import { produceResponseHasNodeEndpoints } from './produce-endpoints.js';
@@ -95,7 +95,7 @@ interface LocalAnswer {
   p: LocalPending;
   frame: Buffer;
   info: RequestInfo;
-  request: unknown;
+  request: AnyRequest;
   /** How to handle the broker's response should the extension forward the request after all. */
   plan: RelayPlan;
 }
@@ -274,7 +274,10 @@ export class ProxyConnection {
     if (plan.answerLocally) {
       const p = localPending(h.correlationId, h.apiKey, h.apiVersion, started);
       this.enqueue(p);
-      this.answerLocally({ p, frame, info: info!, request, plan });
+      // Decoded by the codec of `h.apiKey` (a plan answers locally only what it decodes): the cast
+      // states what the registry guarantees.
+      const tagged = { apiKey: h.apiKey, body: request } as AnyRequest;
+      this.answerLocally({ p, frame, info: info!, request: tagged, plan });
       return;
     }
     const p = this.brokerPending(h, started, plan, info, request);
@@ -351,7 +354,8 @@ export class ProxyConnection {
       );
     }
     if (plan.observed && info !== null && this.policy.extension?.onResponse) {
-      const replaced = await this.policy.extension.onResponse(info, request, response);
+      const exchange = { apiKey: p.apiKey, request, response } as AnyExchange;
+      const replaced = await this.policy.extension.onResponse(info, exchange);
       if (replaced !== undefined) {
         response = replaced;
         changed = true;

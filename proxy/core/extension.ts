@@ -3,7 +3,12 @@
  * offset APIs) or watch responses (group membership) plug in here; the core knows nothing about
  * offsets.
  */
-import type { KnownApiKey, ResponseBodyByApiKey } from '../../protocol/messages/index.js';
+import type {
+  AnyRequest,
+  KnownApiKey,
+  RequestBodyByApiKey,
+  ResponseBodyByApiKey,
+} from '../../protocol/messages/index.js';
 
 export interface VersionRange {
   min: number;
@@ -29,6 +34,15 @@ export interface RequestInfo {
 /** Any response body the codec knows. */
 export type AnyResponseBody = ResponseBodyByApiKey[KnownApiKey];
 
+/** A request and its broker's response, tagged with their API key: `switch (e.apiKey)` narrows both. */
+export type AnyExchange = {
+  [K in KnownApiKey]: {
+    readonly apiKey: K;
+    readonly request: RequestBodyByApiKey[K];
+    readonly response: ResponseBodyByApiKey[K];
+  };
+}[KnownApiKey];
+
 export type RequestDecision =
   /** Send the request to the broker unchanged. */
   | { action: 'forward' }
@@ -45,20 +59,21 @@ export interface ProxyExtension {
    */
   interceptsRequest?(apiKey: number, apiVersion: number): boolean;
   /**
-   * The decoded request body of an intercepted request. The core hands a connection's requests
+   * The decoded body of an intercepted request, tagged with its API key. The core hands a connection's requests
    * over one at a time, the next once this one's decision has resolved (as a broker handles one
    * request of a connection at a time), and none while that connection's client has not read
    * what it was sent (response-backlog.ts).
    */
-  handleRequest?(info: RequestInfo, request: unknown): Promise<RequestDecision>;
+  handleRequest?(info: RequestInfo, request: AnyRequest): Promise<RequestDecision>;
   /** Asked once per (api key, version) when the proxy starts, like interceptsRequest. */
   observesResponse?(apiKey: number, apiVersion: number): boolean;
   /**
-   * Sees the decoded request and response before the response goes to the client, and may
+   * Sees the decoded request and response (one exchange, tagged with its API key) before the
+   * response goes to the client, and may
    * return a replacement response body. The client gets nothing until this resolves, so an
    * extension can record state (a group generation) before the client can act on it.
    */
-  onResponse?(info: RequestInfo, request: unknown, response: unknown): Promise<AnyResponseBody | undefined>;
+  onResponse?(info: RequestInfo, exchange: AnyExchange): Promise<AnyResponseBody | undefined>;
   /**
    * The range this extension serves for `apiKey` whatever the broker supports (the proxy answers
    * those requests itself), or undefined to leave the broker's range as it is.

@@ -25,6 +25,7 @@ import type { Decision, Operation } from './authorizer.js';
 import { GuardPolicy } from './guard-policy.js';
 import type { CommitRefusal } from './offset-commit.js';
 import { OffsetService } from './service.js';
+import type { AnyRequest } from '../../protocol/messages/index.js';
 
 /** Answers every question with `decide`, and records what was asked. */
 class FakeAuthorizer extends BrokerAuthorizer {
@@ -64,6 +65,10 @@ function service(store: MemoryStore, authorizer: BrokerAuthorizer | null) {
   return { s, refused, accepted };
 }
 
+/** The request as the core hands it over: its body tagged with the info's API key. */
+const ask = (s: OffsetService, i: RequestInfo, body: unknown) =>
+  s.handleRequest(i, { apiKey: i.apiKey, body } as AnyRequest);
+
 const info = (apiKey: number, apiVersion: number, connectionId = 'c1'): RequestInfo => ({
   connectionId,
   apiKey,
@@ -102,7 +107,7 @@ describe('OffsetService: authorization', () => {
     }));
     const { s, refused } = service(store, auth);
     const res = body<OffsetCommitResponse>(
-      await s.handleRequest(info(ApiKey.OffsetCommit, 8), commitReq('g', { a: [0, 1], b: [0] })),
+      await ask(s, info(ApiKey.OffsetCommit, 8), commitReq('g', { a: [0, 1], b: [0] })),
     );
     expect(codes(res)).toEqual(Array(3).fill(ErrorCode.GROUP_AUTHORIZATION_FAILED));
     expect(res.topics.map((t) => t.name)).toEqual(['a', 'b']);
@@ -119,7 +124,7 @@ describe('OffsetService: authorization', () => {
     }));
     const { s, refused } = service(store, auth);
     const res = body<OffsetCommitResponse>(
-      await s.handleRequest(info(ApiKey.OffsetCommit, 8), commitReq('g', { a: [0, 1] })),
+      await ask(s, info(ApiKey.OffsetCommit, 8), commitReq('g', { a: [0, 1] })),
     );
     expect(codes(res)).toEqual([ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.COORDINATOR_NOT_AVAILABLE]);
     expect(refused).toEqual([['g', 'broker_unanswered', 2]]);
@@ -134,7 +139,7 @@ describe('OffsetService: authorization', () => {
     }));
     const { s, accepted } = service(store, auth);
     const res = body<OffsetCommitResponse>(
-      await s.handleRequest(info(ApiKey.OffsetCommit, 8), commitReq('g', { secret: [0], open: [0] })),
+      await ask(s, info(ApiKey.OffsetCommit, 8), commitReq('g', { secret: [0], open: [0] })),
     );
     expect(codes(res)).toEqual([ErrorCode.TOPIC_AUTHORIZATION_FAILED, ErrorCode.NONE]);
     expect(accepted).toEqual([['g', 1]]);
@@ -150,7 +155,7 @@ describe('OffsetService: authorization', () => {
     );
     const { s } = service(store, auth);
     const fetched = body<OffsetFetchResponse>(
-      await s.handleRequest(info(ApiKey.OffsetFetch, 7), {
+      await ask(s, info(ApiKey.OffsetFetch, 7), {
         ...defaultOffsetFetchRequest(),
         groupId: 'g',
         topics: [{ name: 't', partitionIndexes: [0] }],
@@ -158,7 +163,7 @@ describe('OffsetService: authorization', () => {
     );
     expect(fetched.errorCode).toBe(ErrorCode.GROUP_AUTHORIZATION_FAILED);
     const deleted = body<OffsetDeleteResponse>(
-      await s.handleRequest(info(ApiKey.OffsetDelete, 0), {
+      await ask(s, info(ApiKey.OffsetDelete, 0), {
         groupId: 'g',
         topics: [{ name: 't', partitions: [{ partitionIndex: 0 }] }],
       }),
@@ -171,7 +176,7 @@ describe('OffsetService: authorization', () => {
     const store = new MemoryStore();
     const { s } = service(store, null);
     const res = body<OffsetCommitResponse>(
-      await s.handleRequest(info(ApiKey.OffsetCommit, 8), commitReq('g', { anything: [0] })),
+      await ask(s, info(ApiKey.OffsetCommit, 8), commitReq('g', { anything: [0] })),
     );
     expect(codes(res)).toEqual([ErrorCode.NONE]);
   });
@@ -188,15 +193,15 @@ describe("OffsetService: a connection's offset requests are answered in order", 
       return commit(r);
     };
     const { s } = service(store, null);
-    const committing = s.handleRequest(info(ApiKey.OffsetCommit, 8), commitReq('g', { t: [0] }, 77n));
-    const fetching = s.handleRequest(info(ApiKey.OffsetFetch, 8), {
+    const committing = ask(s, info(ApiKey.OffsetCommit, 8), commitReq('g', { t: [0] }, 77n));
+    const fetching = ask(s, info(ApiKey.OffsetFetch, 8), {
       ...defaultOffsetFetchRequest(),
       groups: [
         { groupId: 'g', memberId: null, memberEpoch: -1, topics: [{ name: 't', partitionIndexes: [0] }] },
       ],
     });
     // Another connection is not held up behind it.
-    const other = await s.handleRequest(info(ApiKey.OffsetFetch, 8, 'c2'), {
+    const other = await ask(s, info(ApiKey.OffsetFetch, 8, 'c2'), {
       ...defaultOffsetFetchRequest(),
       groups: [
         { groupId: 'g', memberId: null, memberEpoch: -1, topics: [{ name: 't', partitionIndexes: [0] }] },
@@ -211,7 +216,7 @@ describe("OffsetService: a connection's offset requests are answered in order", 
 
   test('other APIs are forwarded', async () => {
     const { s } = service(new MemoryStore(), null);
-    expect(await s.handleRequest(info(ApiKey.Heartbeat, 4), {})).toEqual({ action: 'forward' });
+    expect(await ask(s, info(ApiKey.Heartbeat, 4), {})).toEqual({ action: 'forward' });
     expect(s.interceptsRequest(ApiKey.OffsetCommit)).toBe(true);
     expect(s.interceptsRequest(ApiKey.JoinGroup)).toBe(false);
     expect(s.observesResponse(ApiKey.JoinGroup)).toBe(true);

@@ -4,21 +4,12 @@
  * SyncGroup, Heartbeat, LeaveGroup, ConsumerGroupHeartbeat, TxnOffsetCommit, DeleteGroups).
  */
 import type { CommitIdentity, OffsetStore, OffsetWrite } from '../../backends/store.js';
-import type { ConsumerGroupDescribeRequest } from '../../protocol/messages/consumer-group-describe-request.js';
-import type { ConsumerGroupDescribeResponse } from '../../protocol/messages/consumer-group-describe-response.js';
-import type { ConsumerGroupHeartbeatRequest } from '../../protocol/messages/consumer-group-heartbeat-request.js';
-import type { ConsumerGroupHeartbeatResponse } from '../../protocol/messages/consumer-group-heartbeat-response.js';
-import type { DeleteGroupsResponse } from '../../protocol/messages/delete-groups-response.js';
-import type { DescribeGroupsRequest } from '../../protocol/messages/describe-groups-request.js';
-import type { DescribeGroupsResponse } from '../../protocol/messages/describe-groups-response.js';
-import type { ListGroupsRequest } from '../../protocol/messages/list-groups-request.js';
-import type { ListGroupsResponse } from '../../protocol/messages/list-groups-response.js';
 import { ErrorCode } from '../../protocol/error-codes.js';
 import { ApiKey, getApiCodec } from '../../protocol/messages/index.js';
+import type { AnyRequest } from '../../protocol/messages/index.js';
 import type { OffsetCommitRequest } from '../../protocol/messages/offset-commit-request.js';
-import type { OffsetDeleteRequest } from '../../protocol/messages/offset-delete-request.js';
-import type { OffsetFetchRequest } from '../../protocol/messages/offset-fetch-request.js';
 import type {
+  AnyExchange,
   AnyResponseBody,
   ProxyExtension,
   RequestDecision,
@@ -194,7 +185,7 @@ export class OffsetService implements ProxyExtension {
    * after the other for the same reason: concurrently, a fetch could read the store before an
    * earlier commit was applied (an LMDB write lands after the event-loop turn).
    */
-  handleRequest(info: RequestInfo, request: unknown): Promise<RequestDecision> {
+  handleRequest(info: RequestInfo, request: AnyRequest): Promise<RequestDecision> {
     const key = info.connectionId;
     const previous = this.inOrder.get(key);
     const run = previous ? previous.then(() => this.answer(info, request)) : this.answer(info, request);
@@ -206,11 +197,11 @@ export class OffsetService implements ProxyExtension {
     return run;
   }
 
-  private async answer(info: RequestInfo, request: unknown): Promise<RequestDecision> {
+  private async answer(info: RequestInfo, request: AnyRequest): Promise<RequestDecision> {
     const { store, lookups } = this.opts;
-    switch (info.apiKey) {
+    switch (request.apiKey) {
       case ApiKey.OffsetCommit: {
-        const req = request as OffsetCommitRequest;
+        const req = request.body;
         const deps =
           this.unknownTopics.modeFor(req.groupId) === 'reject' ? this.rejectingDeps : this.commitDeps;
         const body = await handleOffsetCommit(req, info.apiVersion, {
@@ -221,7 +212,7 @@ export class OffsetService implements ProxyExtension {
         return { action: 'respond', body };
       }
       case ApiKey.OffsetFetch: {
-        const body = await handleOffsetFetch(request as OffsetFetchRequest, info.apiVersion, {
+        const body = await handleOffsetFetch(request.body, info.apiVersion, {
           store,
           ...this.authorizeFor(info, 'describe'),
           fallbackUpstream: this.opts.fallbackUpstream,
@@ -237,7 +228,7 @@ export class OffsetService implements ProxyExtension {
         return { action: 'respond', body };
       }
       case ApiKey.OffsetDelete: {
-        const body = await handleOffsetDelete(request as OffsetDeleteRequest, info.apiVersion, {
+        const body = await handleOffsetDelete(request.body, info.apiVersion, {
           store,
           ...this.authorizeFor(info, 'delete'),
         });
@@ -301,15 +292,11 @@ export class OffsetService implements ProxyExtension {
     }
   }
 
-  async onResponse(
-    info: RequestInfo,
-    request: unknown,
-    response: unknown,
-  ): Promise<AnyResponseBody | undefined> {
+  async onResponse(info: RequestInfo, exchange: AnyExchange): Promise<AnyResponseBody | undefined> {
     const views = this.views;
-    switch (info.apiKey) {
+    switch (exchange.apiKey) {
       case ApiKey.DeleteGroups: {
-        const res = response as DeleteGroupsResponse;
+        const res = exchange.response;
         for (const r of res.results) {
           this.liveness.forget(r.groupId);
           // Only a group the broker deleted: a refused deletion (NON_EMPTY_GROUP) changes nothing.
@@ -320,29 +307,19 @@ export class OffsetService implements ProxyExtension {
         return answered;
       }
       case ApiKey.ListGroups:
-        return this.viewed(() =>
-          views?.listGroups(info, request as ListGroupsRequest, response as ListGroupsResponse),
-        );
+        return this.viewed(() => views?.listGroups(info, exchange.request, exchange.response));
       case ApiKey.DescribeGroups:
-        return this.viewed(() =>
-          views?.describeGroups(info, request as DescribeGroupsRequest, response as DescribeGroupsResponse),
-        );
+        return this.viewed(() => views?.describeGroups(info, exchange.request, exchange.response));
       case ApiKey.ConsumerGroupDescribe:
-        return this.viewed(() =>
-          views?.consumerGroupDescribe(
-            info,
-            request as ConsumerGroupDescribeRequest,
-            response as ConsumerGroupDescribeResponse,
-          ),
-        );
+        return this.viewed(() => views?.consumerGroupDescribe(info, exchange.request, exchange.response));
+      default:
+        break; // the membership APIs, below
     }
+    const { request, response } = exchange;
     // In memory first: it holds even when the store cannot take the update.
     this.liveness.observe(info.apiKey, info.apiVersion, request, response);
-    if (info.apiKey === ApiKey.ConsumerGroupHeartbeat)
-      this.assignmentEpochs.observe(
-        request as ConsumerGroupHeartbeatRequest,
-        response as ConsumerGroupHeartbeatResponse,
-      );
+    if (exchange.apiKey === ApiKey.ConsumerGroupHeartbeat)
+      this.assignmentEpochs.observe(exchange.request, exchange.response);
     const observed = membershipUpdate(info.apiKey, info.apiVersion, request, response);
     if (observed && !(await this.recorder.record(observed.group, observed.update)))
       this.liveness.markUncertain(observed.group);
