@@ -434,6 +434,57 @@ describe('OffsetFetch: answers from the broker', () => {
     expect(alone.topics[0]!.partitions[0]!.committedOffset).toBe(1n);
   });
 
+  test('a transactional group: the broker answers, and offsets committed before only the store has fill in', async () => {
+    const store = new MemoryStore();
+    // Committed through the proxy before the group's first transaction.
+    await storeOffset(store, 'g', 't', 0, 10n);
+    await storeOffset(store, 'g', 't', 1, 20n);
+    await storeOffset(store, 'g', 'u', 0, 5n);
+    await store.updateGroup('g', { kind: 'transactional' });
+    const part = (partitionIndex: number, committedOffset: bigint) => ({
+      partitionIndex,
+      committedOffset,
+      committedLeaderEpoch: -1,
+      metadata: '',
+      errorCode: ErrorCode.NONE,
+    });
+    // The broker has t:0 from a TxnOffsetCommit, nothing for t:1 or u:0.
+    const fetchFromBroker = async (_g: string, tps: TopicPartition[] | null): Promise<FetchedGroup> => ({
+      errorCode: ErrorCode.NONE,
+      topics:
+        tps === null
+          ? [{ name: 't', partitions: [part(0, 30n)] }]
+          : [{ name: 't', partitions: tps.map((tp) => part(tp.partition, tp.partition === 0 ? 30n : -1n)) }],
+    });
+    const named = only(
+      await handleOffsetFetch(request(8, 'g', { t: [0, 1] }), 8, { store, fetchFromBroker }),
+      8,
+    );
+    expect(named.topics[0]!.partitions.map((p) => p.committedOffset)).toEqual([30n, 20n]);
+    const whole = only(await handleOffsetFetch(request(8, 'g', null), 8, { store, fetchFromBroker }), 8);
+    expect(
+      whole.topics.map((t) => [t.name, t.partitions.map((p) => [p.partitionIndex, p.committedOffset])]),
+    ).toEqual([
+      [
+        't',
+        [
+          [0, 30n],
+          [1, 20n],
+        ],
+      ],
+      ['u', [[0, 5n]]],
+    ]);
+    // A broker that answers with an error: its error, not the store's offsets.
+    const failing = async (): Promise<FetchedGroup> => ({
+      errorCode: ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+      topics: [],
+    });
+    expect(
+      only(await handleOffsetFetch(request(8, 'g', { t: [1] }), 8, { store, fetchFromBroker: failing }), 8)
+        .errorCode,
+    ).toBe(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS);
+  });
+
   test("--fallback upstream: offsets the store lacks are copied from the broker once; the store's win", async () => {
     const store = new MemoryStore();
     await storeOffset(store, 'g', 't', 0, 10n);

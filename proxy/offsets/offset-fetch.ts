@@ -177,7 +177,8 @@ async function fetchAuthorized(
 ): Promise<FetchedGroup> {
   const state = await deps.store.getGroup(q.groupId);
   if (state?.transactional && deps.fetchFromBroker) {
-    return deps.fetchFromBroker(q.groupId, wanted, requireStable);
+    const broker = await deps.fetchFromBroker(q.groupId, wanted, requireStable);
+    return brokerOverStore(q, broker, await deps.store.fetch(q.groupId, wanted));
   }
   // v9: the member of a KIP-848 group must be current; classic groups are not validated.
   if (version >= 9 && (q.memberId !== null || q.memberEpoch >= 0)) {
@@ -189,6 +190,47 @@ async function fetchAuthorized(
     stored = await fillFromBroker(q.groupId, wanted, stored, requireStable, deps);
   }
   return { errorCode: ErrorCode.NONE, topics: assemble(q, stored) };
+}
+
+/**
+ * A transactional group's offsets: the broker's (TxnOffsetCommit writes there), over what was
+ * committed through the proxy before the group turned transactional, which only the store has. So
+ * an application moved to exactly-once keeps its progress on the partitions it has not committed
+ * in a transaction yet, rather than falling back to its reset policy (a broker would have both).
+ */
+function brokerOverStore(q: GroupQuery, broker: FetchedGroup, stored: PartitionOffset[]): FetchedGroup {
+  if (broker.errorCode !== ErrorCode.NONE || stored.length === 0) return broker;
+  const key = (topic: string, partition: number) => `${topic}\u0000${partition}`;
+  const byKey = new Map(stored.map((o) => [key(o.topic, o.partition), o]));
+  const answered = new Set<string>();
+  const topics = broker.topics.map((t) => ({
+    name: t.name,
+    partitions: t.partitions.map((p) => {
+      answered.add(key(t.name, p.partitionIndex));
+      const o = byKey.get(key(t.name, p.partitionIndex));
+      if (o === undefined || p.errorCode !== ErrorCode.NONE || p.committedOffset >= 0n) return p;
+      return { ...p, committedOffset: o.offset, committedLeaderEpoch: o.leaderEpoch, metadata: o.metadata };
+    }),
+  }));
+  if (q.topics === null) {
+    // The whole group: partitions the broker does not list at all.
+    for (const o of stored) {
+      if (answered.has(key(o.topic, o.partition))) continue;
+      let topic = topics.find((t) => t.name === o.topic);
+      if (topic === undefined) {
+        topic = { name: o.topic, partitions: [] };
+        topics.push(topic);
+      }
+      topic.partitions.push({
+        partitionIndex: o.partition,
+        committedOffset: o.offset,
+        committedLeaderEpoch: o.leaderEpoch,
+        metadata: o.metadata,
+        errorCode: ErrorCode.NONE,
+      });
+    }
+  }
+  return { errorCode: ErrorCode.NONE, topics };
 }
 
 /**

@@ -10,7 +10,13 @@ import { EmbeddedStore } from '../../backends/embedded-store.js';
 import type { BedClient, ClientTarget } from '../bed/clients/types.js';
 import { javaClient } from '../bed/clients/java.js';
 import type { JavaClient } from '../bed/clients/java.js';
-import { createTopics, fetchCommittedOffsets, kafkajsClient } from '../bed/clients/kafkajs.js';
+import {
+  commitOffsetsInTransaction,
+  createTopics,
+  fetchCommittedOffsets,
+  kafkajsClient,
+  setGroupOffsets,
+} from '../bed/clients/kafkajs.js';
 import { describeConsumerGroup, resetConsumerGroupOffsets } from '../bed/clients/kafka-tools.js';
 import { kcatClient } from '../bed/clients/kcat.js';
 import { pythonClient } from '../bed/clients/python.js';
@@ -122,6 +128,39 @@ describe('clients committing through the proxy (embedded store)', () => {
     expect(after.map((o) => o.offset)).toEqual([0n, 0n]);
     const again = await kafkajsClient.consume(target, { topic, group, max: 100 });
     expectExactlyRecords(again.records, 0, 100);
+  });
+
+  test('a group moving to transactions keeps its earlier offsets, as on the broker (differential)', async () => {
+    const topic = uniqueName('to-eos');
+    await createTopics({ bootstrap: brokerBootstrap }, [{ topic, partitions: 3 }]);
+    // The same sequence directly and through the proxy: plain commits of three partitions, then
+    // a transaction that commits one of them (an application switched to exactly-once).
+    const run = async (on: ClientTarget, name: string) => {
+      const group = `${topic}-${name}`;
+      await setGroupOffsets(on, group, topic, [
+        { partition: 0, offset: 10 },
+        { partition: 1, offset: 20 },
+        { partition: 2, offset: 30 },
+      ]);
+      await commitOffsetsInTransaction(on, {
+        transactionalId: `${group}-tx`,
+        group,
+        topic,
+        offsets: [{ partition: 0, offset: 15 }],
+      });
+      return { group, offsets: await fetchCommittedOffsets(on, group, topic) };
+    };
+    const direct = await run({ bootstrap: brokerBootstrap }, 'direct');
+    const proxied = await run(target, 'proxied');
+    expect((await store.getGroup(proxied.group))?.transactional).toBe(true);
+    const offsets = (r: { offsets: { partition: number; offset: number }[] }) =>
+      r.offsets.map((o) => [o.partition, o.offset]);
+    expect(offsets(direct)).toEqual([
+      [0, 15],
+      [1, 20],
+      [2, 30],
+    ]);
+    expect(offsets(proxied)).toEqual(offsets(direct));
   });
 
   test('exactly-once read-process-write through the proxy: transactional offsets stay with the broker', async () => {

@@ -223,3 +223,52 @@ export async function consume(target: ClientTarget, opts: KafkajsConsumeOptions)
 }
 
 export const kafkajsClient: BedClient = { name: 'kafkajs', produce, consume };
+
+/** OffsetCommit without a member (an admin's commit, as kafka-consumer-groups --reset-offsets). */
+export async function setGroupOffsets(
+  target: ClientTarget,
+  group: string,
+  topic: string,
+  offsets: { partition: number; offset: number }[],
+): Promise<void> {
+  await withAdmin(target, (admin) =>
+    admin.setOffsets({
+      groupId: group,
+      topic,
+      partitions: offsets.map((o) => ({ partition: o.partition, offset: String(o.offset) })),
+    }),
+  );
+}
+
+/** A transaction that only commits the group's offsets (TxnOffsetCommit), then commits. */
+export async function commitOffsetsInTransaction(
+  target: ClientTarget,
+  opts: {
+    transactionalId: string;
+    group: string;
+    topic: string;
+    offsets: { partition: number; offset: number }[];
+  },
+): Promise<void> {
+  const producer = kafkaFor(target).producer({
+    transactionalId: opts.transactionalId,
+    idempotent: true,
+    maxInFlightRequests: 1,
+  });
+  await producer.connect();
+  try {
+    const txn = await producer.transaction();
+    await txn.sendOffsets({
+      consumerGroupId: opts.group,
+      topics: [
+        {
+          topic: opts.topic,
+          partitions: opts.offsets.map((o) => ({ partition: o.partition, offset: String(o.offset) })),
+        },
+      ],
+    });
+    await txn.commit();
+  } finally {
+    await producer.disconnect();
+  }
+}
