@@ -249,3 +249,65 @@ describe('FrameSplitter', () => {
     });
   });
 });
+
+describe('FrameSplitter with transient chunks (a read buffer the next read overwrites)', () => {
+  /**
+   * Pushes `bytes` in pieces cut by `cuts`, each copied into the same buffer, which is overwritten
+   * with garbage after every push; frames are copied out as soon as they are returned.
+   */
+  function through(bytes: Buffer, cuts: number[]): Buffer[] {
+    const s = new FrameSplitter({ maxFrameSize: 1 << 22, transientChunks: true });
+    const read = Buffer.allocUnsafeSlow(65536);
+    const out: Buffer[] = [];
+    let at = 0;
+    for (const n of [...cuts, bytes.length]) {
+      const end = Math.min(bytes.length, Math.max(at, n));
+      for (let from = at; from < end;) {
+        const len = Math.min(read.length, end - from);
+        bytes.copy(read, 0, from, from + len);
+        for (const f of s.push(read.subarray(0, len))) out.push(Buffer.from(f));
+        read.fill(0xee);
+        from += len;
+      }
+      at = end;
+    }
+    expect(s.bufferedBytes).toBe(0);
+    return out;
+  }
+
+  it('assembles frames of every size whatever the cuts, keeping no view of a read', () => {
+    fc.assert(
+      fc.property(
+        fc.array(fc.integer({ min: 0, max: 200_000 }), { minLength: 1, maxLength: 6 }),
+        fc.array(fc.integer({ min: 0, max: 700_000 }), { maxLength: 12 }),
+        (sizes, cuts) => {
+          const payloadsIn = sizes.map((n, i) => {
+            const b = Buffer.allocUnsafe(n);
+            for (let j = 0; j < n; j++) b[j] = (j * 7 + i) & 0xff;
+            return b;
+          });
+          const bytes = Buffer.concat(payloadsIn.map(frame));
+          const out = through(
+            bytes,
+            [...cuts].sort((a, b) => a - b),
+          );
+          expect(out.length).toBe(payloadsIn.length);
+          out.forEach((f, i) => expect(f.equals(payloadsIn[i]!)).toBe(true));
+        },
+      ),
+      { numRuns: 60 },
+    );
+  });
+
+  it('copies a large rest of a read that a splitter of owned chunks would keep as a view', () => {
+    const big = Buffer.alloc(200_000, 5);
+    const f = frame(big);
+    const chunk = Buffer.from(f.subarray(0, 50_000));
+    const s = new FrameSplitter({ maxFrameSize: 1 << 20, transientChunks: true });
+    expect(s.push(chunk)).toEqual([]);
+    chunk.fill(0);
+    const out = s.push(Buffer.from(f.subarray(50_000)));
+    expect(out).toHaveLength(1);
+    expect(out[0]!.equals(big)).toBe(true);
+  });
+});

@@ -18,6 +18,9 @@ const TAIL_MAX = 64 * 1024;
  *   pins the whole chunk nor costs a Buffer per tiny read. `retainedBytes`, the memory held, stays
  *   within twice `bufferedBytes`.
  * - Chunks are never written to: views handed out stay valid (a lesson from pg-protocol's bug tracker).
+ * - `transientChunks`: each chunk is valid only during its `push` (a socket read into a buffer the
+ *   next read overwrites), so every byte of an incomplete frame is copied; whole frames are still
+ *   handed out as views, valid only until the next push.
  * - A size prefix above maxFrameSize (or negative) throws as soon as the 4 size bytes are in, before
  *   any of the body is buffered. After a throw the splitter is unusable: close the connection.
  */
@@ -37,8 +40,12 @@ export class FrameSplitter {
   /** The size prefix read so far while fewer than 4 of its bytes are in (unsigned, big-endian). */
   private sizeSoFar = 0;
 
-  constructor(opts: { maxFrameSize: number }) {
+  /** Chunks are valid only during their push: no view of one is kept. */
+  private readonly transient: boolean;
+
+  constructor(opts: { maxFrameSize: number; transientChunks?: boolean }) {
     this.maxFrameSize = opts.maxFrameSize;
+    this.transient = opts.transientChunks ?? false;
   }
 
   /** Bytes received of the incomplete frame (size prefix included). */
@@ -110,7 +117,7 @@ export class FrameSplitter {
     let stored = this.pendingBytes - 4;
     this.pendingBytes += len;
     const backing = chunk.buffer.byteLength;
-    if (len >= COPY_BELOW && len * 2 > backing) {
+    if (!this.transient && len >= COPY_BELOW && len * 2 > backing) {
       // At least half of the memory it pins: kept as a view, copied once when the frame is whole.
       this.sealTail();
       this.pieces.push(from === 0 && to === chunk.length ? chunk : chunk.subarray(from, to));

@@ -11,7 +11,7 @@
  */
 import type { Socket } from 'node:net';
 import type { BrokerLoss } from './close-reason.js';
-import { readUpstream } from './upstream-socket.js';
+import { readSocket } from './reused-reads.js';
 
 export interface BrokerLinkEvents {
   /**
@@ -38,6 +38,14 @@ export class BrokerLink {
     private readonly open: () => Promise<Socket>,
     private readonly events: BrokerLinkEvents,
   ) {}
+
+  /**
+   * Bytes handed to `write` that are not all in the kernel yet: queued until the connection is
+   * open, or waiting in the socket. Views written meanwhile must stay as they are.
+   */
+  get holdsWrites(): boolean {
+    return this.queued.length > 0 || (this.socket !== null && this.socket.writableLength > 0);
+  }
 
   /** The connection is open now (not merely being opened). */
   get isOpen(): boolean {
@@ -94,7 +102,7 @@ export class BrokerLink {
   private attach(socket: Socket): void {
     this.socket = socket;
     socket.setNoDelay(true);
-    readUpstream(socket, (chunk) => this.events.data(chunk));
+    readSocket(socket, (chunk) => this.events.data(chunk));
     socket.on('drain', () => this.events.drain());
     socket.on('error', (err) => this.events.lost('broker error', err));
     socket.on('close', () => this.events.lost('broker closed'));

@@ -468,3 +468,57 @@ describe('malformed frames close the pair, and only it', { timeout: 30_000 }, ()
     expect(correlationIds(bed.received())).toEqual([]);
   });
 });
+
+describe('request bytes read into a reused buffer', { timeout: 30_000 }, () => {
+  /** A DescribeConfigs v1 request with `body` bytes of its own after the header (never decoded). */
+  function opaque(correlationId: number, bodyBytes: number): Buffer {
+    const clientId = Buffer.from('t');
+    const f = Buffer.allocUnsafe(4 + 10 + clientId.length + bodyBytes);
+    f.writeInt32BE(f.length - 4, 0);
+    f.writeInt16BE(ApiKey.DescribeConfigs, 4);
+    f.writeInt16BE(1, 6);
+    f.writeInt32BE(correlationId, 8);
+    f.writeInt16BE(clientId.length, 12);
+    clientId.copy(f, 14);
+    for (let i = 14 + clientId.length; i < f.length; i++) f[i] = (i * 13 + correlationId) & 0xff;
+    return f;
+  }
+
+  /**
+   * Sends requests of `sizes` (cycled) in bursts of about `burst` bytes, one per event-loop turn,
+   * and checks that the broker read each one unchanged.
+   */
+  async function check(sizes: number[], count: number, burst: number): Promise<void> {
+    const sent: Buffer[] = [];
+    for (let id = 1; id <= count; id++) sent.push(opaque(id, sizes[id % sizes.length]!));
+    for (let i = 0; i < sent.length;) {
+      const frames: Buffer[] = [];
+      let bytes = 0;
+      while (i < sent.length && bytes < burst) {
+        bytes += sent[i]!.length;
+        frames.push(sent[i++]!);
+      }
+      bed!.client.write(Buffer.concat(frames));
+      await new Promise((r) => setImmediate(r));
+    }
+    await until(() => correlationIds(bed!.received()).length === sent.length, 'every answer', 25_000);
+    const frames = bed!.brokerFrames();
+    expect(frames.length).toBe(sent.length);
+    frames.forEach((f, i) => expect(f.equals(sent[i]!.subarray(4)), `request ${i + 1}`).toBe(true));
+  }
+
+  test('reach the broker unchanged, frames within reads and across them', async () => {
+    bed = await connectionBed((id) => brokerAnswer(id, 10), {}, 1, undefined, { recordRequests: true });
+    await check([100, 5_000, 40_000, 70_000, 150_000, 700, 3_000, 1_500, 200, 6_000], 1_000, 64_000);
+  });
+
+  test('reach the broker unchanged while writes to it wait below the socket high-water mark', async () => {
+    // Each burst's writes wait in the broker socket, below the point where the client is paused,
+    // so the client is read again before the socket has taken them.
+    bed = await connectionBed((id) => brokerAnswer(id, 10), {}, 1, undefined, {
+      recordRequests: true,
+      brokerWritesTakeMs: 5,
+    });
+    await check([100, 700, 300, 1_500, 200], 3_000, 1_000);
+  });
+});

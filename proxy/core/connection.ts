@@ -43,6 +43,7 @@ import { LegacySaslExchange } from './sasl-legacy.js';
 import { closeLogLevel } from './close-reason.js';
 import type { CloseReason } from './close-reason.js';
 import { PROXY_CLIENT_ID, RELAY_DEFAULTS } from './defaults.js';
+import { readSocket, readsIntoReusedBuffer } from './reused-reads.js';
 
 export interface ConnectionPolicy {
   log: Logger;
@@ -131,6 +132,12 @@ export class ProxyConnection {
   private ownInFlight = 0;
   /** The incomplete request's memory in `policy.requestBuffers`. */
   private readonly requestMemory: RequestAccount;
+  /**
+   * The client's reads go into a buffer the next read overwrites (reused-reads.ts): a request
+   * frame kept past its read (decoded, answered here, or waiting in the broker socket) is copied,
+   * or the next read goes into a new buffer.
+   */
+  private readonly transientReads: boolean;
 
   constructor(
     private readonly client: Socket,
@@ -139,7 +146,11 @@ export class ProxyConnection {
     private readonly policy: ConnectionPolicy,
   ) {
     this.log = policy.log.child({ conn: this.id, node: nodeId });
-    this.requests = new FrameSplitter({ maxFrameSize: policy.maxFrameSize });
+    this.transientReads = readsIntoReusedBuffer(client);
+    this.requests = new FrameSplitter({
+      maxFrameSize: policy.maxFrameSize,
+      transientChunks: this.transientReads,
+    });
     this.responses = new ResponseReader(policy.maxFrameSize, {
       route: (size, correlationId) => this.routeResponse(size, correlationId),
       stream: (bytes, end) => this.streamResponse(bytes, end),
@@ -172,7 +183,7 @@ export class ProxyConnection {
         if (this.queue.idle || this.clientFull) this.close('idle');
       });
     }
-    client.on('data', (chunk: Buffer) => this.onClientData(chunk));
+    readSocket(client, (chunk) => this.onClientData(chunk));
     client.on('drain', () => {
       this.clientFull = false;
       this.backlog.setUnsent(0);
@@ -189,8 +200,9 @@ export class ProxyConnection {
 
   // ---- client → broker -------------------------------------------------------------------
 
-  private onClientData(chunk: Buffer): void {
-    if (this.closed) return;
+  /** True when bytes of `chunk` are still referenced afterwards (see `transientReads`). */
+  private onClientData(chunk: Buffer): boolean {
+    if (this.closed) return false;
     this.policy.observer.bytes('client_in', chunk.length);
     let frames: Buffer[];
     try {
@@ -198,7 +210,7 @@ export class ProxyConnection {
     } catch (err) {
       this.reject('too_large');
       this.close('bad request framing', err);
-      return;
+      return false;
     }
     // Whole frames in one read (the common case) hold nothing and skip this.
     if (this.requestMemory.changed(this.requests.retainedBytes, frames.length > 0)) {
@@ -210,7 +222,7 @@ export class ProxyConnection {
       if (mute) this.pauseClient('memory');
     }
     for (const frame of frames) {
-      if (this.closed) return;
+      if (this.closed) return false;
       try {
         this.onRequest(frame);
       } catch (err) {
@@ -218,9 +230,11 @@ export class ProxyConnection {
           this.reject(err.code === 'UNSUPPORTED_VERSION' ? 'unsupported_version' : 'malformed');
         }
         this.close(err instanceof ProtocolError ? 'malformed request' : 'request handling failed', err);
-        return;
+        return false;
       }
     }
+    // Forwarded frames are views of the read until the broker's socket has taken them.
+    return frames.length > 0 && this.broker.holdsWrites;
   }
 
   private onRequest(frame: Buffer): void {
@@ -265,6 +279,8 @@ export class ProxyConnection {
       return;
     }
 
+    // A decoded request (and a frame answered here) outlives the read: its bytes must be its own.
+    if (this.transientReads && (plan.decodeRequest || plan.answerLocally)) frame = Buffer.from(frame);
     const request = plan.decodeRequest ? decodeRequestFrame(frame).body : undefined;
     if (plan.legacySasl) {
       this.legacySasl.handshakeRequested((request as { mechanism: string }).mechanism);

@@ -24,6 +24,7 @@ import { silentLogger } from '../common/log.js';
 import { noopObserver } from './observer.js';
 import type { ProxyObserver } from './observer.js';
 import { connectUpstream } from './upstream-socket.js';
+import { reuseAcceptedReads } from './reused-reads.js';
 import type { UpstreamTls } from './upstream-socket.js';
 
 export interface ClientTls {
@@ -369,7 +370,9 @@ export class KafkaProxy {
         onSocket,
       );
     }
-    return net.createServer(onSocket);
+    // Paused at accept, so that a plain TCP connection reads into a reused buffer from its first
+    // byte (reused-reads.ts); the connection resumes it.
+    return net.createServer({ pauseOnConnect: true }, onSocket);
   }
 
   /**
@@ -403,10 +406,12 @@ export class KafkaProxy {
       client.destroy();
       return;
     }
+    if (!this.opts.clientTls) reuseAcceptedReads(client);
     // The broker connection is opened by the connection itself when the client first needs it.
     const conn = new ProxyConnection(client, () => this.openUpstream(nodeId), nodeId, this.policy);
     this.connections.add(conn);
     this.observer.connectionOpened(nodeId);
+    client.resume();
   }
 
   private async openUpstream(nodeId: number | null): Promise<net.Socket> {

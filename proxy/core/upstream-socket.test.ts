@@ -1,6 +1,7 @@
 import net from 'node:net';
 import { afterEach, describe, expect, test } from 'vitest';
-import { connectUpstream, readUpstream } from './upstream-socket.js';
+import { connectUpstream } from './upstream-socket.js';
+import { readSocket } from './reused-reads.js';
 
 const servers: net.Server[] = [];
 afterEach(() => {
@@ -39,7 +40,7 @@ describe('connectUpstream with a reused read buffer', () => {
     /** Chunks kept as views (as a socket write that waits would keep them), with their bytes then. */
     const kept: { view: Buffer; copy: Buffer }[] = [];
     const buffers = new Set<ArrayBufferLike>();
-    readUpstream(socket, (chunk) => {
+    readSocket(socket, (chunk) => {
       copies.push(Buffer.from(chunk));
       buffers.add(chunk.buffer);
       if (copies.length % 3 !== 0) return false;
@@ -60,7 +61,7 @@ describe('connectUpstream with a reused read buffer', () => {
     const port = await serve(data, 50_000);
     const socket = connectUpstream({ host: '127.0.0.1', port }, null);
     const chunks: Buffer[] = [];
-    readUpstream(socket, (chunk) => {
+    readSocket(socket, (chunk) => {
       chunks.push(chunk);
       return false;
     });

@@ -2,6 +2,7 @@
 // what the connection does to the bytes of responses (streaming, rewriting, passing through) and
 // of its flow control (clients that do not read, a broker that answers late).
 import net from 'node:net';
+import { Duplex } from 'node:stream';
 import { FrameSplitter } from '../../protocol/frame-splitter.js';
 import { peekRequestHeader } from '../../protocol/frames.js';
 import { ApiPlans } from '../../proxy/core/api-plan.js';
@@ -10,6 +11,7 @@ import type { ConnectionPolicy } from '../../proxy/core/connection.js';
 import { silentLogger } from '../../proxy/common/log.js';
 import { noopObserver } from '../../proxy/core/observer.js';
 import { connectUpstream } from '../../proxy/core/upstream-socket.js';
+import { readSocket, reuseAcceptedReads } from '../../proxy/core/reused-reads.js';
 
 export interface ConnectionBed {
   /** The client side of the proxy; `received` grows as bytes arrive. */
@@ -22,6 +24,8 @@ export interface ConnectionBed {
   brokerWritten: () => number;
   /** Requests the fake broker has read so far. */
   brokerRequests: () => number;
+  /** Copies of the request frames the fake broker read (size prefix not included), with `recordRequests`. */
+  brokerFrames: () => Buffer[];
   /** The ProxyConnection under test (once the client has connected). */
   connection: () => ProxyConnection;
   stop: () => Promise<void>;
@@ -34,14 +38,18 @@ export interface ConnectionBed {
  * `requestsPerWrite` answers per write, and a ProxyConnection in front of it with `policy` over
  * quiet defaults (no extension, nothing rewritten: plans for `policy.extension` alone unless
  * `policy.plans` is given). `brokerPort` replaces the fake broker's
- * address (e.g. a closed port).
+ * address (e.g. a closed port). `opts.recordRequests` keeps copies of the requests the broker
+ * reads; `opts.brokerWritesTakeMs` has every write of the proxy to the broker wait that long
+ * before its bytes are taken (copied) and sent, as a socket whose kernel buffer is full does.
  */
 export async function connectionBed(
   responses: (correlationId: number) => Buffer | Promise<Buffer> | null,
   policy: Partial<ConnectionPolicy>,
   requestsPerWrite = 1,
   brokerPort?: number,
+  opts: { recordRequests?: boolean; brokerWritesTakeMs?: number } = {},
 ): Promise<ConnectionBed> {
+  const frames: Buffer[] = [];
   const sockets: net.Socket[] = [];
   let connections = 0;
   let written = 0;
@@ -67,6 +75,7 @@ export async function connectionBed(
     s.on('data', (chunk: Buffer) => {
       for (const f of splitter.push(chunk)) {
         requests++;
+        if (opts.recordRequests) frames.push(Buffer.from(f));
         const answer = responses(peekRequestHeader(f).correlationId);
         if (answer === null) continue;
         if (answer instanceof Promise || delayed !== null) {
@@ -101,18 +110,22 @@ export async function connectionBed(
         rewrites: () => false,
       }),
   };
-  const front = net.createServer((c) => {
+  // As the server accepts a client: paused, reading into a reused buffer (reused-reads.ts).
+  const front = net.createServer({ pauseOnConnect: true }, (c) => {
     sockets.push(c);
+    reuseAcceptedReads(c);
     const open = () =>
       new Promise<net.Socket>((resolve, reject) => {
         // As the server dials a broker: reads into a reused buffer (upstream-socket.ts).
         const port = brokerPort ?? (broker.address() as net.AddressInfo).port;
         const up = connectUpstream({ host: '127.0.0.1', port }, null, { reuseReadBuffer: true });
         sockets.push(up);
-        up.once('connect', () => resolve(up));
+        const ms = opts.brokerWritesTakeMs;
+        up.once('connect', () => resolve(ms === undefined ? up : slowWrites(up, ms)));
         up.once('error', reject);
       });
     connection = new ProxyConnection(c, open, null, full);
+    c.resume();
   });
   await new Promise<void>((r) => front.listen(0, '127.0.0.1', r));
   const client = net.connect((front.address() as net.AddressInfo).port, '127.0.0.1');
@@ -129,6 +142,7 @@ export async function connectionBed(
     brokerConnections: () => connections,
     brokerWritten: () => written,
     brokerRequests: () => requests,
+    brokerFrames: () => frames,
     connection: () => {
       if (connection === null) throw new Error('no ProxyConnection yet');
       return connection;
@@ -138,4 +152,32 @@ export async function connectionBed(
       await Promise.all([broker, front].map((srv) => new Promise((r) => srv.close(r))));
     },
   };
+}
+
+/**
+ * `up` behind a stream whose writes complete `ms` after they are made, the bytes taken (copied)
+ * only then: what a write waiting in a full socket holds is still the caller's memory meanwhile.
+ */
+function slowWrites(up: net.Socket, ms: number): net.Socket {
+  const slow = new Duplex({
+    read() {},
+    writev(chunks, cb) {
+      setTimeout(() => {
+        up.write(Buffer.concat(chunks.map((c) => c.chunk as Buffer)));
+        cb();
+      }, ms);
+    },
+    destroy(err, cb) {
+      up.destroy();
+      cb(err);
+    },
+  });
+  readSocket(up, (d) => {
+    slow.push(Buffer.from(d));
+    return false;
+  });
+  up.on('end', () => slow.push(null));
+  up.on('close', () => slow.destroy());
+  up.on('error', (err) => slow.destroy(err));
+  return Object.assign(slow, { setNoDelay: () => slow }) as unknown as net.Socket;
 }
