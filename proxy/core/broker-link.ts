@@ -33,6 +33,8 @@ export class BrokerLink {
   private queued: Buffer[] = [];
   private paused = false;
   private destroyed = false;
+  /** The socket `cork` corked, until `uncork`. */
+  private corked: Socket | null = null;
 
   constructor(
     private readonly open: () => Promise<Socket>,
@@ -63,6 +65,22 @@ export class BrokerLink {
     this.queued.push(...buffers);
     if (!this.opening) this.start();
     return false;
+  }
+
+  /**
+   * Holds what `write` is given until `uncork`, so that the frames of one client read go to the
+   * broker in one system call (nothing to hold while the connection is not open: writes queue).
+   */
+  cork(): void {
+    if (this.corked !== null) return;
+    this.corked = this.socket;
+    this.corked?.cork();
+  }
+
+  uncork(): void {
+    const corked = this.corked;
+    this.corked = null;
+    corked?.uncork();
   }
 
   pause(): void {

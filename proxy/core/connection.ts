@@ -221,20 +221,27 @@ export class ProxyConnection {
       );
       if (mute) this.pauseClient('memory');
     }
-    for (const frame of frames) {
-      if (this.closed) return false;
-      try {
-        this.onRequest(frame);
-      } catch (err) {
-        if (err instanceof ProtocolError) {
-          this.reject(err.code === 'UNSUPPORTED_VERSION' ? 'unsupported_version' : 'malformed');
+    if (frames.length === 0) return false;
+    // The frames of one read go to the broker in one system call.
+    this.broker.cork();
+    try {
+      for (const frame of frames) {
+        if (this.closed) return false;
+        try {
+          this.onRequest(frame);
+        } catch (err) {
+          if (err instanceof ProtocolError) {
+            this.reject(err.code === 'UNSUPPORTED_VERSION' ? 'unsupported_version' : 'malformed');
+          }
+          this.close(err instanceof ProtocolError ? 'malformed request' : 'request handling failed', err);
+          return false;
         }
-        this.close(err instanceof ProtocolError ? 'malformed request' : 'request handling failed', err);
-        return false;
       }
+    } finally {
+      this.broker.uncork();
     }
     // Forwarded frames are views of the read until the broker's socket has taken them.
-    return frames.length > 0 && this.broker.holdsWrites;
+    return this.broker.holdsWrites;
   }
 
   private onRequest(frame: Buffer): void {
