@@ -17,6 +17,7 @@ import type { ConnectionBed } from '../../test/harness/connection-bed.js';
 import type { ProxyExtension, RequestDecision, RequestInfo } from './extension.js';
 import { CONNECTION_RESPONSE_BYTES } from './response-backlog.js';
 
+const ZERO_ID = '00000000-0000-0000-0000-000000000000';
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 async function until(cond: () => boolean, what: string, ms = 5_000): Promise<void> {
@@ -409,6 +410,27 @@ describe('drain', { timeout: 30_000 }, () => {
     expect(correlationIds(bed.received())).toEqual([1, 2]);
   });
 
+  test('reads a request part way through being streamed to its end, and answers it', async () => {
+    bed = await connectionBed((id) => brokerAnswer(id, 10), {});
+    const big = encodeRequestFrame(
+      { apiKey: ApiKey.Metadata, apiVersion: 1, correlationId: 1, clientId: 't' },
+      {
+        ...defaultMetadataRequest(),
+        topics: Array.from({ length: 4_000 }, (_, i) => ({ topicId: ZERO_ID, name: `topic-${i}` })),
+      },
+    );
+    bed.client.write(big.subarray(0, 20_000));
+    await sleep(100);
+    const started = Date.now();
+    const draining = bed.connection().drain(10_000);
+    await sleep(100);
+    bed.client.write(big.subarray(20_000));
+    await draining;
+    await bed.closed;
+    expect(Date.now() - started).toBeLessThan(5_000);
+    expect(correlationIds(bed.received())).toEqual([1]);
+  });
+
   test('gives up at its deadline and closes the pair', async () => {
     bed = await connectionBed(() => new Promise<Buffer>(() => undefined), {});
     bed.client.write(forwarded(1));
@@ -520,5 +542,93 @@ describe('request bytes read into a reused buffer', { timeout: 30_000 }, () => {
       brokerWritesTakeMs: 5,
     });
     await check([100, 700, 300, 1_500, 200], 3_000, 1_000);
+  });
+});
+
+describe('a request streamed to the broker as it arrives', { timeout: 30_000 }, () => {
+  test("is not split by a request of the proxy's own sent meanwhile", async () => {
+    const probe = gate();
+    const asked = gate();
+    const ext: ProxyExtension = {
+      name: 'test',
+      apiKeys: new Set([ApiKey.OffsetFetch]),
+      interceptsRequest: (apiKey: number) => apiKey === ApiKey.OffsetFetch,
+      async handleRequest(info: RequestInfo): Promise<RequestDecision> {
+        await probe.opened;
+        const answer = info.askBroker!(ApiKey.Metadata, 1, { ...defaultMetadataRequest(), topics: [] });
+        asked.open();
+        await answer.catch(() => undefined);
+        return { action: 'respond', body: fetchAnswer(100) };
+      },
+    };
+    bed = await connectionBed((id) => brokerAnswer(id, 10), { extension: ext }, 1, undefined, {
+      recordRequests: true,
+    });
+    const big = encodeRequestFrame(
+      { apiKey: ApiKey.Metadata, apiVersion: 1, correlationId: 2, clientId: 't' },
+      {
+        ...defaultMetadataRequest(),
+        topics: Array.from({ length: 4_000 }, (_, i) => ({
+          topicId: '00000000-0000-0000-0000-000000000000',
+          name: `topic-${i}`,
+        })),
+      },
+    );
+    expect(big.length).toBeGreaterThan(40_000);
+    // The big request's first bytes, then the proxy's own request, then the rest.
+    bed.client.write(Buffer.concat([local(1), big.subarray(0, 20_000)]));
+    await sleep(100);
+    probe.open();
+    await asked.opened;
+    await sleep(100);
+    bed.client.write(big.subarray(20_000));
+    await until(() => correlationIds(bed!.received()).length === 2, 'both answers');
+    expect(correlationIds(bed.received())).toEqual([1, 2]);
+    await until(() => bed!.brokerFrames().length === 2, 'both requests at the broker');
+    const [first, second] = bed.brokerFrames();
+    expect(first!.equals(big.subarray(4))).toBe(true);
+    expect(second!.readInt16BE(0)).toBe(ApiKey.Metadata);
+    expect(second!.readInt32BE(4)).toBeLessThan(0);
+  });
+});
+
+describe('a Produce request that spans reads', { timeout: 30_000 }, () => {
+  /** A Produce v9 request of about `bytes` bytes with a long transactional id (acks come after it). */
+  const produce = (correlationId: number, acks: number, bytes: number): Buffer =>
+    encodeRequestFrame(
+      { apiKey: ApiKey.Produce, apiVersion: 9, correlationId, clientId: 't' },
+      {
+        ...defaultProduceRequest(),
+        transactionalId: 'x'.repeat(3_000),
+        acks,
+        timeoutMs: 1000,
+        topicData: [
+          { name: 't', partitionData: [{ index: 0, records: Buffer.alloc(bytes, correlationId) }] },
+        ],
+      },
+    );
+
+  test('is streamed when answered, received whole when acks=0, and both reach the broker unchanged', async () => {
+    bed = await connectionBed((id) => (id === 3 ? null : brokerAnswer(id, 10)), {}, 1, undefined, {
+      recordRequests: true,
+    });
+    const sent = [forwarded(1), produce(2, -1, 300_000), produce(3, 0, 200_000), forwarded(4)];
+    const bytes = Buffer.concat(sent);
+    // The first piece ends inside the transactional id: acks are not known yet.
+    const cuts = [sent[0]!.length + 100, sent[0]!.length + 2_000];
+    for (let at = cuts[1]! + 20_000; at < bytes.length; at += 20_000) cuts.push(at);
+    let from = 0;
+    for (const cut of [...cuts, bytes.length]) {
+      bed.client.write(bytes.subarray(from, cut));
+      from = cut;
+      await sleep(2);
+    }
+    await until(() => correlationIds(bed!.received()).length === 3, 'the three answers');
+    expect(correlationIds(bed.received())).toEqual([1, 2, 4]);
+    await until(() => bed!.brokerFrames().length === 4, 'the four requests at the broker');
+    bed
+      .brokerFrames()
+      .forEach((f, i) => expect(f.equals(sent[i]!.subarray(4)), `request ${i + 1}`).toBe(true));
+    expect(bed.connection().inFlight).toBe(0);
   });
 });

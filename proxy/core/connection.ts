@@ -10,7 +10,6 @@
  * first needs the broker (broker-link.ts).
  */
 import type { Socket } from 'node:net';
-import { FrameSplitter } from '../../protocol/frame-splitter.js';
 import { ProtocolError } from '../../protocol/errors.js';
 import {
   decodeRequestFrame,
@@ -31,6 +30,8 @@ import type { ApiPlans, RelayPlan } from './api-plan.js';
 import type { Logger } from '../common/log.js';
 import type { ProxyObserver, RejectCause } from './observer.js';
 import { ResponseReader } from './response-reader.js';
+import { RequestReader } from './request-reader.js';
+import type { RequestRoute } from './request-reader.js';
 import type { FrameRoute } from './response-reader.js';
 import { BrokerLink } from './broker-link.js';
 import { ResponseBacklog } from './response-backlog.js';
@@ -106,7 +107,11 @@ let nextId = 1;
 export class ProxyConnection {
   readonly id = `c${nextId++}`;
   private readonly log: Logger;
-  private readonly requests: FrameSplitter;
+  private readonly requests: RequestReader;
+  /** The request being streamed to the broker ('stream' routes), until its last bytes are written. */
+  private streamed: BrokerPending | null = null;
+  /** Writes to the broker that wait for the streamed request's last bytes (they may not split it). */
+  private writesAfterStream: Buffer[][] = [];
   private readonly responses: ResponseReader;
   /** The walker of the Fetch response being streamed, when it is one ('fetch-stream'). */
   private fetchStream: FetchResponseStream | null = null;
@@ -147,9 +152,10 @@ export class ProxyConnection {
   ) {
     this.log = policy.log.child({ conn: this.id, node: nodeId });
     this.transientReads = readsIntoReusedBuffer(client);
-    this.requests = new FrameSplitter({
-      maxFrameSize: policy.maxFrameSize,
-      transientChunks: this.transientReads,
+    this.requests = new RequestReader(policy.maxFrameSize, MAX_ROUTING_HEAD_BYTES, {
+      route: (size, head) => this.routeRequest(size, head),
+      stream: (bytes, end) => this.streamRequest(bytes, end),
+      whole: (frame) => this.wholeRequest(frame),
     });
     this.responses = new ResponseReader(policy.maxFrameSize, {
       route: (size, correlationId) => this.routeResponse(size, correlationId),
@@ -204,44 +210,90 @@ export class ProxyConnection {
   private onClientData(chunk: Buffer): boolean {
     if (this.closed) return false;
     this.policy.observer.bytes('client_in', chunk.length);
-    let frames: Buffer[];
+    let completed: number;
+    // The frames of one read go to the broker in one system call.
+    this.broker.cork();
     try {
-      frames = this.requests.push(chunk);
+      completed = this.requests.push(chunk);
     } catch (err) {
       this.reject('too_large');
       this.close('bad request framing', err);
       return false;
-    }
-    // Whole frames in one read (the common case) hold nothing and skip this.
-    if (this.requestMemory.changed(this.requests.retainedBytes, frames.length > 0)) {
-      const mute = this.requestMemory.update(
-        this.requests.retainedBytes,
-        this.requests.incompleteFrameSize,
-        frames.length > 0,
-      );
-      if (mute) this.pauseClient('memory');
-    }
-    if (frames.length === 0) return false;
-    // The frames of one read go to the broker in one system call.
-    this.broker.cork();
-    try {
-      for (const frame of frames) {
-        if (this.closed) return false;
-        try {
-          this.onRequest(frame);
-        } catch (err) {
-          if (err instanceof ProtocolError) {
-            this.reject(err.code === 'UNSUPPORTED_VERSION' ? 'unsupported_version' : 'malformed');
-          }
-          this.close(err instanceof ProtocolError ? 'malformed request' : 'request handling failed', err);
-          return false;
-        }
-      }
     } finally {
       this.broker.uncork();
     }
-    // Forwarded frames are views of the read until the broker's socket has taken them.
+    if (this.closed) return false;
+    // Whole frames in one read (the common case) hold nothing and skip this.
+    if (this.requestMemory.changed(this.requests.retainedBytes, completed > 0)) {
+      const mute = this.requestMemory.update(
+        this.requests.retainedBytes,
+        this.requests.incompleteFrameSize,
+        completed > 0,
+      );
+      if (mute) this.pauseClient('memory');
+    }
+    // Forwarded and streamed bytes are views of the read until the broker's socket has taken them.
     return this.broker.holdsWrites;
+  }
+
+  private wholeRequest(frame: Buffer): void {
+    if (this.closed) return;
+    try {
+      this.onRequest(frame);
+    } catch (err) {
+      if (err instanceof ProtocolError) {
+        this.reject(err.code === 'UNSUPPORTED_VERSION' ? 'unsupported_version' : 'malformed');
+      }
+      this.close(err instanceof ProtocolError ? 'malformed request' : 'request handling failed', err);
+    }
+  }
+
+  /**
+   * A request that spans reads: streamed to the broker as its bytes arrive when the proxy has
+   * nothing to read in it (a pass-through request that expects an answer), else received whole.
+   */
+  private routeRequest(size: number, head: Buffer): RequestRoute {
+    if (this.legacySasl.expectsRawToken || size < 8) return 'whole';
+    const h = peekRequestHeader(head);
+    const plan = this.policy.plans.of(h.apiKey, h.apiVersion);
+    if (plan.kind !== 'relay' || plan.decodeRequest || plan.answerLocally || plan.observed || plan.legacySasl)
+      return 'whole';
+    if (plan.mayBeUnanswered) {
+      // acks=0 takes no place in the queue: received whole, as the rest of its path expects.
+      const acks = peekProduceAcksIfIn(head);
+      if (acks === null) return 'more';
+      if (acks === 0) return 'whole';
+    }
+    return 'stream';
+  }
+
+  private streamRequest(bytes: Buffer, end: boolean): void {
+    if (this.closed) return;
+    if (this.streamed === null) {
+      const h = peekRequestHeader(bytes.subarray(4));
+      const plan = this.policy.plans.of(h.apiKey, h.apiVersion) as RelayPlan;
+      const p = this.brokerPending(h, performance.now(), plan, null, undefined);
+      this.enqueue(p);
+      this.queue.sent(p);
+      this.streamed = p;
+    }
+    this.policy.observer.bytes('broker_out', bytes.length);
+    if (!this.broker.write([bytes])) this.pauseClient('upstream');
+    if (!end) return;
+    this.streamed = null;
+    if (this.draining) this.client.pause();
+    const waiting = this.writesAfterStream;
+    this.writesAfterStream = [];
+    for (const buffers of waiting) this.writeBroker(buffers);
+  }
+
+  /** Writes to the broker, after the request being streamed if there is one. */
+  private writeBroker(buffers: Buffer[]): void {
+    if (this.streamed !== null) {
+      this.writesAfterStream.push(buffers);
+      return;
+    }
+    if (!this.broker.write(buffers)) this.pauseClient('upstream');
   }
 
   private onRequest(frame: Buffer): void {
@@ -436,7 +488,7 @@ export class ProxyConnection {
   private forward(frame: Buffer, p: BrokerPending | RawTokenPending | null): void {
     if (p) this.queue.sent(p);
     this.policy.observer.bytes('broker_out', frame.length + 4);
-    if (!this.broker.write([sizePrefix(frame.length), frame])) this.pauseClient('upstream');
+    this.writeBroker([sizePrefix(frame.length), frame]);
   }
 
   // ---- broker → client -------------------------------------------------------------------
@@ -614,7 +666,8 @@ export class ProxyConnection {
   async drain(timeoutMs: number): Promise<void> {
     if (this.closed) return;
     this.draining = true;
-    this.client.pause();
+    // A request part way through being streamed is read to its end, so that it can be answered.
+    if (this.streamed === null) this.client.pause();
     await this.queue.whenEmpty(timeoutMs);
     this.close('proxy shutting down');
   }
@@ -667,7 +720,7 @@ export class ProxyConnection {
         body,
       );
       this.policy.observer.bytes('broker_out', frame.length);
-      if (!this.broker.write([frame])) this.pauseClient('upstream');
+      this.writeBroker([frame]);
       // Its answer must be read even while responses wait for the client.
       this.updateFlow();
     });
@@ -686,6 +739,21 @@ export class ProxyConnection {
     this.backlog.release();
     this.requestMemory.close();
     this.policy.onClose?.(this);
+  }
+}
+
+/**
+ * How much of a request's start may be held to route it: its header's client id and a Produce's
+ * transactional id (int16-length strings), with room for the header's tagged fields.
+ */
+const MAX_ROUTING_HEAD_BYTES = 72 * 1024;
+
+/** A Produce request's acks when `head` (its first bytes) holds them, else null. */
+function peekProduceAcksIfIn(head: Buffer): number | null {
+  try {
+    return peekProduceAcks(head);
+  } catch {
+    return null;
   }
 }
 

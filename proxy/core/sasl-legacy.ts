@@ -49,6 +49,11 @@ export class LegacySaslExchange {
     this.tokensLeft = trips;
   }
 
+  /** Whether the client's next frame is a raw token (without counting it). */
+  get expectsRawToken(): boolean {
+    return this.tokensLeft > 0;
+  }
+
   /** Whether the client's next frame is a raw token rather than a Kafka request (it counts it). */
   takeRawToken(): boolean {
     if (this.tokensLeft === 0) return false;
