@@ -200,14 +200,13 @@ async function fetchAuthorized(
  */
 function brokerOverStore(q: GroupQuery, broker: FetchedGroup, stored: PartitionOffset[]): FetchedGroup {
   if (broker.errorCode !== ErrorCode.NONE || stored.length === 0) return broker;
-  const key = (topic: string, partition: number) => `${topic}\u0000${partition}`;
-  const byKey = new Map(stored.map((o) => [key(o.topic, o.partition), o]));
+  const byKey = byPartition(stored);
   const answered = new Set<string>();
   const topics = broker.topics.map((t) => ({
     name: t.name,
     partitions: t.partitions.map((p) => {
-      answered.add(key(t.name, p.partitionIndex));
-      const o = byKey.get(key(t.name, p.partitionIndex));
+      answered.add(partitionKey(t.name, p.partitionIndex));
+      const o = byKey.get(partitionKey(t.name, p.partitionIndex));
       if (o === undefined || p.errorCode !== ErrorCode.NONE || p.committedOffset >= 0n) return p;
       return { ...p, committedOffset: o.offset, committedLeaderEpoch: o.leaderEpoch, metadata: o.metadata };
     }),
@@ -215,19 +214,13 @@ function brokerOverStore(q: GroupQuery, broker: FetchedGroup, stored: PartitionO
   if (q.topics === null) {
     // The whole group: partitions the broker does not list at all.
     for (const o of stored) {
-      if (answered.has(key(o.topic, o.partition))) continue;
+      if (answered.has(partitionKey(o.topic, o.partition))) continue;
       let topic = topics.find((t) => t.name === o.topic);
       if (topic === undefined) {
         topic = { name: o.topic, partitions: [] };
         topics.push(topic);
       }
-      topic.partitions.push({
-        partitionIndex: o.partition,
-        committedOffset: o.offset,
-        committedLeaderEpoch: o.leaderEpoch,
-        metadata: o.metadata,
-        errorCode: ErrorCode.NONE,
-      });
+      topic.partitions.push(committedEntry(o.partition, o));
     }
   }
   return { errorCode: ErrorCode.NONE, topics };
@@ -257,19 +250,31 @@ async function memberRefusal(q: GroupQuery, state: GroupState | null, deps: Fetc
   return verdict.code ?? ErrorCode.NONE;
 }
 
+/** A map key for one partition (NUL cannot be in a topic name). */
+function partitionKey(topic: string, partition: number): string {
+  return `${topic}\u0000${partition}`;
+}
+
+function byPartition(stored: PartitionOffset[]): Map<string, PartitionOffset> {
+  return new Map(stored.map((o) => [partitionKey(o.topic, o.partition), o]));
+}
+
+/** A partition's entry in the answer: its committed offset, or -1 where nothing is committed. */
+function committedEntry(partition: number, o: PartitionOffset | undefined) {
+  return {
+    partitionIndex: partition,
+    committedOffset: o ? o.offset : -1n,
+    committedLeaderEpoch: o ? o.leaderEpoch : -1,
+    metadata: o ? o.metadata : '',
+    errorCode: ErrorCode.NONE,
+  };
+}
+
 /** The requested partitions in request order (or every stored one), -1 where nothing is committed. */
 function assemble(q: GroupQuery, stored: PartitionOffset[]): OffsetFetchResponseTopic[] {
-  const byKey = new Map(stored.map((o) => [`${o.topic}\u0000${o.partition}`, o]));
-  const entry = (topic: string, partition: number) => {
-    const o = byKey.get(`${topic}\u0000${partition}`);
-    return {
-      partitionIndex: partition,
-      committedOffset: o ? o.offset : -1n,
-      committedLeaderEpoch: o ? o.leaderEpoch : -1,
-      metadata: o ? o.metadata : '',
-      errorCode: ErrorCode.NONE,
-    };
-  };
+  const byKey = byPartition(stored);
+  const entry = (topic: string, partition: number) =>
+    committedEntry(partition, byKey.get(partitionKey(topic, partition)));
   if (q.topics !== null) {
     return q.topics.map((t) => ({
       name: t.name,
@@ -299,13 +304,13 @@ async function fillFromBroker(
   requireStable: boolean,
   deps: FetchDeps,
 ): Promise<PartitionOffset[]> {
-  const have = new Set(stored.map((o) => `${o.topic}\u0000${o.partition}`));
+  const have = byPartition(stored);
   let missing: TopicPartition[] | null;
   if (wanted === null) {
     if (stored.length > 0) return stored; // the group is known to the store already
     missing = null;
   } else {
-    missing = wanted.filter((tp) => !have.has(`${tp.topic}\u0000${tp.partition}`));
+    missing = wanted.filter((tp) => !have.has(partitionKey(tp.topic, tp.partition)));
     if (missing.length === 0) return stored;
   }
   const upstream = await deps.fetchFromBroker!(group, missing, requireStable);
