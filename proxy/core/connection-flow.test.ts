@@ -608,11 +608,17 @@ describe('a Produce request that spans reads', { timeout: 30_000 }, () => {
       },
     );
 
-  test('is streamed when answered, received whole when acks=0, and both reach the broker unchanged', async () => {
+  test('streamed when answered and at most 64 KiB, else received whole: all reach the broker unchanged', async () => {
     bed = await connectionBed((id) => (id === 3 ? null : brokerAnswer(id, 10)), {}, 1, undefined, {
       recordRequests: true,
     });
-    const sent = [forwarded(1), produce(2, -1, 300_000), produce(3, 0, 200_000), forwarded(4)];
+    const sent = [
+      forwarded(1),
+      produce(2, -1, 50_000),
+      produce(3, 0, 40_000),
+      produce(4, 1, 300_000),
+      forwarded(5),
+    ];
     const bytes = Buffer.concat(sent);
     // The first piece ends inside the transactional id: acks are not known yet.
     const cuts = [sent[0]!.length + 100, sent[0]!.length + 2_000];
@@ -623,9 +629,9 @@ describe('a Produce request that spans reads', { timeout: 30_000 }, () => {
       from = cut;
       await sleep(2);
     }
-    await until(() => correlationIds(bed!.received()).length === 3, 'the three answers');
-    expect(correlationIds(bed.received())).toEqual([1, 2, 4]);
-    await until(() => bed!.brokerFrames().length === 4, 'the four requests at the broker');
+    await until(() => correlationIds(bed!.received()).length === 4, 'the four answers');
+    expect(correlationIds(bed.received())).toEqual([1, 2, 4, 5]);
+    await until(() => bed!.brokerFrames().length === 5, 'the five requests at the broker');
     bed
       .brokerFrames()
       .forEach((f, i) => expect(f.equals(sent[i]!.subarray(4)), `request ${i + 1}`).toBe(true));

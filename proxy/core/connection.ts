@@ -37,7 +37,7 @@ import { BrokerLink } from './broker-link.js';
 import { ResponseBacklog } from './response-backlog.js';
 import { ResponseQueue, answeredBy } from './response-queue.js';
 import type { BrokerPending, LocalPending, OwnRequest, Pending, RawTokenPending } from './response-queue.js';
-import { RequestAccount } from './request-pool.js';
+import { ALWAYS_READ_REQUEST_BYTES, RequestAccount } from './request-pool.js';
 import type { RequestBufferPool } from './request-pool.js';
 import type { ResponseBufferPool } from './response-backlog.js';
 import { LegacySaslExchange } from './sasl-legacy.js';
@@ -253,7 +253,10 @@ export class ProxyConnection {
    * nothing to read in it (a pass-through request that expects an answer), else received whole.
    */
   private routeRequest(size: number, head: Buffer): RequestRoute {
-    if (this.legacySasl.expectsRawToken || size < 8) return 'whole';
+    // A larger request goes through the request memory pool (request-pool.ts) as before: streamed,
+    // a client could start any number of them and leave them half sent at the broker, which
+    // reserves a request's whole size as soon as it knows it.
+    if (this.legacySasl.expectsRawToken || size < 8 || size > ALWAYS_READ_REQUEST_BYTES) return 'whole';
     const h = peekRequestHeader(head);
     const plan = this.policy.plans.of(h.apiKey, h.apiVersion);
     if (plan.kind !== 'relay' || plan.decodeRequest || plan.answerLocally || plan.observed || plan.legacySasl)
