@@ -413,12 +413,15 @@ describe('drain', { timeout: 30_000 }, () => {
   test('reads a request part way through being streamed to its end, and answers it', async () => {
     bed = await connectionBed((id) => brokerAnswer(id, 10), {});
     const big = encodeRequestFrame(
-      { apiKey: ApiKey.Metadata, apiVersion: 1, correlationId: 1, clientId: 't' },
+      { apiKey: ApiKey.Metadata, apiVersion: 1, correlationId: 2, clientId: 't' },
       {
         ...defaultMetadataRequest(),
         topics: Array.from({ length: 4_000 }, (_, i) => ({ topicId: ZERO_ID, name: `topic-${i}` })),
       },
     );
+    // A first request opens the broker connection (a connection's first request is never streamed).
+    bed.client.write(forwarded(1));
+    await until(() => correlationIds(bed!.received()).length === 1, 'the first answer');
     bed.client.write(big.subarray(0, 20_000));
     await sleep(100);
     const started = Date.now();
@@ -428,7 +431,7 @@ describe('drain', { timeout: 30_000 }, () => {
     await draining;
     await bed.closed;
     expect(Date.now() - started).toBeLessThan(5_000);
-    expect(correlationIds(bed.received())).toEqual([1]);
+    expect(correlationIds(bed.received())).toEqual([1, 2]);
   });
 
   test('gives up at its deadline and closes the pair', async () => {
@@ -565,7 +568,7 @@ describe('a request streamed to the broker as it arrives', { timeout: 30_000 }, 
       recordRequests: true,
     });
     const big = encodeRequestFrame(
-      { apiKey: ApiKey.Metadata, apiVersion: 1, correlationId: 2, clientId: 't' },
+      { apiKey: ApiKey.Metadata, apiVersion: 1, correlationId: 3, clientId: 't' },
       {
         ...defaultMetadataRequest(),
         topics: Array.from({ length: 4_000 }, (_, i) => ({
@@ -576,16 +579,19 @@ describe('a request streamed to the broker as it arrives', { timeout: 30_000 }, 
     );
     expect(big.length).toBeGreaterThan(40_000);
     // The big request's first bytes, then the proxy's own request, then the rest.
-    bed.client.write(Buffer.concat([local(1), big.subarray(0, 20_000)]));
+    // A first request opens the broker connection (a connection's first request is never streamed).
+    bed.client.write(forwarded(1));
+    await until(() => correlationIds(bed!.received()).length === 1, 'the first answer');
+    bed.client.write(Buffer.concat([local(2), big.subarray(0, 20_000)]));
     await sleep(100);
     probe.open();
     await asked.opened;
     await sleep(100);
     bed.client.write(big.subarray(20_000));
-    await until(() => correlationIds(bed!.received()).length === 2, 'both answers');
-    expect(correlationIds(bed.received())).toEqual([1, 2]);
-    await until(() => bed!.brokerFrames().length === 2, 'both requests at the broker');
-    const [first, second] = bed.brokerFrames();
+    await until(() => correlationIds(bed!.received()).length === 3, 'the three answers');
+    expect(correlationIds(bed.received())).toEqual([1, 2, 3]);
+    await until(() => bed!.brokerFrames().length === 3, 'the three requests at the broker');
+    const [, first, second] = bed.brokerFrames();
     expect(first!.equals(big.subarray(4))).toBe(true);
     expect(second!.readInt16BE(0)).toBe(ApiKey.Metadata);
     expect(second!.readInt32BE(4)).toBeLessThan(0);
@@ -623,7 +629,10 @@ describe('a Produce request that spans reads', { timeout: 30_000 }, () => {
     // The first piece ends inside the transactional id: acks are not known yet.
     const cuts = [sent[0]!.length + 100, sent[0]!.length + 2_000];
     for (let at = cuts[1]! + 20_000; at < bytes.length; at += 20_000) cuts.push(at);
-    let from = 0;
+    // The first request opens the broker connection (a connection's first request is never streamed).
+    bed.client.write(sent[0]!);
+    await until(() => correlationIds(bed!.received()).length === 1, 'the first answer');
+    let from = sent[0]!.length;
     for (const cut of [...cuts, bytes.length]) {
       bed.client.write(bytes.subarray(from, cut));
       from = cut;

@@ -255,8 +255,11 @@ export class ProxyConnection {
   private routeRequest(size: number, head: Buffer): RequestRoute {
     // A larger request goes through the request memory pool (request-pool.ts) as before: streamed,
     // a client could start any number of them and leave them half sent at the broker, which
-    // reserves a request's whole size as soon as it knows it.
-    if (this.legacySasl.expectsRawToken || size < 8 || size > ALWAYS_READ_REQUEST_BYTES) return 'whole';
+    // reserves a request's whole size as soon as it knows it. And only a client whose broker
+    // connection is open already streams: a connection's first request is received whole, so that
+    // idle and slowloris connections open none (broker-link.ts).
+    if (!this.broker.isOpen || this.legacySasl.expectsRawToken) return 'whole';
+    if (size < 8 || size > ALWAYS_READ_REQUEST_BYTES) return 'whole';
     const h = peekRequestHeader(head);
     const plan = this.policy.plans.of(h.apiKey, h.apiVersion);
     if (plan.kind !== 'relay' || plan.decodeRequest || plan.answerLocally || plan.observed || plan.legacySasl)
