@@ -259,6 +259,11 @@ async function main(): Promise<void> {
       ...(BASELINE
         ? [
             {
+              name: `baseline proxy (${BASELINE}) + memory`,
+              flags: ['--store', 'memory://'],
+              bin: path.join(BASELINE, 'bin/kafka-offset-proxy.js'),
+            },
+            {
               name: `baseline proxy (${BASELINE}) + Redis (AOF everysec)`,
               flags: everysec,
               backendPid: redisEverysec.pid,
