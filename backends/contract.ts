@@ -4,7 +4,7 @@
  */
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { applyGroupUpdate, checkCommit } from './commit-guard.js';
+import { applyGroupUpdate, checkCommit, decideCommit } from './commit-guard.js';
 import { runNameContract } from './contract-names.js';
 import { StoreUnavailableError } from './errors.js';
 import type {
@@ -439,7 +439,7 @@ export function runStoreContract(name: string, makeStore: () => Promise<OffsetSt
       ).toEqual(outcomeOf(GuardError.UNKNOWN_MEMBER_ID));
     });
 
-    it('stores group state as applyGroupUpdate computes it, and judges commits as checkCommit does', async () => {
+    it('stores group state as applyGroupUpdate computes it, and judges commits as decideCommit does', async () => {
       const memberId = fc.constantFrom('a', 'b', 'c', '');
       const instance = fc.constantFrom(null, 'i1', 'i2');
       const update: fc.Arbitrary<GroupUpdate> = fc.oneof(
@@ -519,13 +519,9 @@ export function runStoreContract(name: string, makeStore: () => Promise<OffsetSt
             expectedState = applyGroupUpdate(expectedState, u);
           }
           expect(normalizeState(await store.getGroup(g))).toEqual(normalizeState(expectedState));
-          const outcome = await store.commit({
-            group: g,
-            identity: id,
-            writes: [write('t', 0, 1n)],
-            requestId: rid(),
-          });
-          expect(outcome).toEqual(outcomeOf(checkCommit(expectedState, id)));
+          const request = { group: g, identity: id, writes: [write('t', 0, 1n)], requestId: rid() };
+          const outcome = await store.commit(request);
+          expect(outcome).toEqual(decideCommit(expectedState, request, () => -1n).outcome);
         }),
         { numRuns: 100 },
       );
@@ -722,6 +718,24 @@ export function runStoreContract(name: string, makeStore: () => Promise<OffsetSt
       const g = uniqueGroup('txn');
       await store.updateGroup(g, { kind: 'transactional' });
       expect((await other.getGroup(g))?.transactional).toBe(true);
+    });
+
+    it("leaves a transactional group's fenced commits to the broker: nothing written", async () => {
+      const g = uniqueGroup('txn-commit');
+      await store.commit({ group: g, writes: [write('t', 0, 1n)], requestId: rid() });
+      await store.updateGroup(g, { kind: 'transactional' });
+      // With an identity (fencing on), accepted or not by the fence: the broker's to decide.
+      for (const identity of [ident(-1), ident(3, 'a')]) {
+        expect(
+          await other.commit({ group: g, identity, writes: [write('t', 0, 7n)], requestId: rid() }),
+        ).toEqual({ status: 'transactional' });
+      }
+      expect((await store.fetch(g, null)).map((o) => o.offset)).toEqual([1n]);
+      // Without one (fencing off, compare-and-set) the store still takes it.
+      expect(await other.commit({ group: g, writes: [write('t', 0, 9n)], requestId: rid() })).toEqual({
+        status: 'ok',
+      });
+      expect((await store.fetch(g, null)).map((o) => o.offset)).toEqual([9n]);
     });
 
     it('a lease has one holder at a time across instances; released or lapsed, another takes it', async () => {

@@ -7,6 +7,7 @@ import type { CommitOutcome, GuardErrorCode } from './store.js';
 export type EncodedOutcome =
   | { s: 'ok' }
   | { s: 'fenced'; e: number }
+  | { s: 'txn' }
   | { s: 'cas'; m: { t: string; p: number; x: string; a: string }[] };
 
 export function encodeOutcome(o: CommitOutcome): EncodedOutcome {
@@ -15,6 +16,8 @@ export function encodeOutcome(o: CommitOutcome): EncodedOutcome {
       return { s: 'ok' };
     case 'fenced':
       return { s: 'fenced', e: o.error };
+    case 'transactional':
+      return { s: 'txn' };
     case 'cas-mismatch':
       return {
         s: 'cas',
@@ -34,6 +37,8 @@ export function decodeOutcome(e: EncodedOutcome): CommitOutcome {
       return { status: 'ok' };
     case 'fenced':
       return { status: 'fenced', error: e.e as GuardErrorCode };
+    case 'txn':
+      return { status: 'transactional' };
     case 'cas':
       return {
         status: 'cas-mismatch',

@@ -112,7 +112,9 @@ local identity = nil
 if ARGV[1] ~= '' then identity = cjson.decode(ARGV[1]) end
 local refusal = guard(identity)
 local outcome
-if refusal ~= nil then
+if identity ~= nil and state ~= nil and state.transactional == true then
+  outcome = '{"s":"txn"}'
+elseif refusal ~= nil then
   outcome = '{"s":"fenced","e":' .. refusal .. '}'
 else
   local writes = cmsgpack.unpack(ARGV[3])

@@ -86,7 +86,13 @@ export type CommitOutcome =
   /** The fence refused the whole request; nothing was written. */
   | { status: 'fenced'; error: GuardErrorCode }
   /** At least one compare-and-set did not match; nothing was written. */
-  | { status: 'cas-mismatch'; mismatches: CasMismatch[] };
+  | { status: 'cas-mismatch'; mismatches: CasMismatch[] }
+  /**
+   * A fenced commit (with an identity) to a group seen committing transactionally: its offsets
+   * are the broker's (GroupState.transactional), so the broker must take this commit too;
+   * nothing was written, not even checked against the fence.
+   */
+  | { status: 'transactional' };
 
 export type GroupProtocol = 'classic' | 'consumer';
 export type ClassicGroupState = 'Empty' | 'PreparingRebalance' | 'CompletingRebalance' | 'Stable';
@@ -112,7 +118,10 @@ export interface GroupState {
   generationId: number;
   state: ClassicGroupState;
   members: GroupMember[];
-  /** Set once the group was seen committing transactionally: its OffsetFetch then goes to the broker. */
+  /**
+   * Set once the group was seen committing transactionally: its OffsetFetch then goes to the
+   * broker, and so do its fenced commits (CommitOutcome 'transactional').
+   */
   transactional: boolean;
 }
 

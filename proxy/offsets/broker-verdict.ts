@@ -51,6 +51,8 @@ export interface Verdict {
   updates: GroupUpdate[];
   /** A classic member confirmed by a Heartbeat (its session was refreshed). */
   confirmed?: { rebalancing: boolean };
+  /** The group commits transactionally: the commit is the broker's to take (not asked here). */
+  transactional?: true;
 }
 
 /** What the proxy itself knows of the group. */

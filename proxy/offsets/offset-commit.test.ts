@@ -567,6 +567,104 @@ describe('OffsetCommit: the broker decides what the store cannot', () => {
   });
 });
 
+describe('OffsetCommit: a group that commits transactionally', () => {
+  /** What the broker answers a forwarded commit: its own codes. */
+  const brokerAnswer = (req: OffsetCommitRequest, code: number) => ({
+    throttleTimeMs: 0,
+    topics: req.topics.map((t) => ({
+      name: t.name,
+      partitions: t.partitions.map((p) => ({ partitionIndex: p.partitionIndex, errorCode: code })),
+    })),
+  });
+
+  test("its commits are the broker's: sent as the client sent them, answered as the broker answers", async () => {
+    const store = new MemoryStore();
+    await classicGroup(store, 'g');
+    await store.commit({ group: 'g', writes: [], requestId: 'r0' });
+    await store.updateGroup('g', { kind: 'transactional' });
+    const sent: OffsetCommitRequest[] = [];
+    const answers = [ErrorCode.NONE, ErrorCode.ILLEGAL_GENERATION];
+    const { d, seen } = deps(store, 'fence', {
+      // The store's record would accept m1's commit alone, and refuse the zombie's.
+      committerFresh: () => true,
+      brokerVerdict: () => Promise.reject(new Error('not to be asked')),
+    });
+    for (const [i, generation] of [3, 2].entries()) {
+      const req = request(
+        'g',
+        { t: [{ partition: 0, offset: 40n + BigInt(i) }] },
+        {
+          generationIdOrMemberEpoch: generation,
+          memberId: 'm1',
+        },
+      );
+      const res = await handleOffsetCommit(req, 8, {
+        ...d,
+        commitAtBroker: async () => {
+          sent.push(req);
+          return brokerAnswer(req, answers[i]!);
+        },
+      });
+      expect(codes(res)).toEqual([answers[i]]);
+    }
+    expect(sent.map((r) => r.generationIdOrMemberEpoch)).toEqual([3, 2]);
+    // Nothing went to the store (the broker's offsets would hide it), nor is counted as its.
+    expect(await store.fetch('g', null)).toEqual([]);
+    expect(seen.accepted).toEqual([]);
+  });
+
+  test('a commit the store would refuse, or whose committer is not fresh, goes to the broker too', async () => {
+    const store = new MemoryStore();
+    await classicGroup(store, 'g');
+    await store.updateGroup('g', { kind: 'transactional' });
+    let sent = 0;
+    const verdict = async (): Promise<Verdict> => ({ code: null, updates: [], transactional: true });
+    const { d } = deps(store, 'fence', {
+      committerFresh: () => false,
+      brokerVerdict: verdict,
+      commitAtBroker: async () => {
+        sent++;
+        return brokerAnswer(request('g', { t: [{ partition: 0 }] }), ErrorCode.NONE);
+      },
+    });
+    // An unknown member (the store refuses), and one with oversized metadata only (nothing to write).
+    const unknown = request('g', { t: [{ partition: 0 }] }, { generationIdOrMemberEpoch: 3, memberId: 'zz' });
+    expect(codes(await handleOffsetCommit(unknown, 8, d))).toEqual([ErrorCode.NONE]);
+    const big = request(
+      'g',
+      { t: [{ partition: 0, metadata: 'x'.repeat(5000) }] },
+      { generationIdOrMemberEpoch: 3, memberId: 'm1' },
+    );
+    expect(codes(await handleOffsetCommit(big, 8, { ...d, committerFresh: () => true }))).toEqual([
+      ErrorCode.NONE,
+    ]);
+    expect(sent).toBe(2);
+    expect(await store.fetch('g', null)).toEqual([]);
+  });
+
+  test('a broker that does not answer: retriable, nothing stored', async () => {
+    const store = new MemoryStore();
+    await store.updateGroup('g', { kind: 'transactional' });
+    const { d, seen } = deps(store, 'fence', { commitAtBroker: () => Promise.reject(new Error('timeout')) });
+    const res = await handleOffsetCommit(request('g', { t: [{ partition: 0 }] }), 8, d);
+    expect(codes(res)).toEqual([ErrorCode.COORDINATOR_NOT_AVAILABLE]);
+    expect(seen.refused).toEqual([['g', 'broker_unanswered', 1]]);
+    // Without a broker at all (no commitAtBroker) the same.
+    const alone = await handleOffsetCommit(request('g', { t: [{ partition: 0 }] }), 8, deps(store).d);
+    expect(codes(alone)).toEqual([ErrorCode.COORDINATOR_NOT_AVAILABLE]);
+    expect(await store.fetch('g', null)).toEqual([]);
+  });
+
+  test('compare-and-set groups keep their commits in the store (the broker has no compare-and-set)', async () => {
+    const store = new MemoryStore();
+    await store.updateGroup('g', { kind: 'transactional' });
+    const { d } = deps(store, 'cas');
+    const res = await handleOffsetCommit(request('g', { t: [{ partition: 0, offset: 5n }] }), 8, d);
+    expect(codes(res)).toEqual([ErrorCode.NONE]);
+    expect((await store.fetch('g', null)).map((o) => o.offset)).toEqual([5n]);
+  });
+});
+
 describe('commitAnonymous', () => {
   const anonymous = (group: string): CommitRequest => ({
     group,

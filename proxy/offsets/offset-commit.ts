@@ -45,6 +45,12 @@ export interface CommitDeps extends HandlerDeps {
    * records it (liveness.ts). Absent: always.
    */
   committerFresh?: (group: string, identity: CommitIdentity) => boolean;
+  /**
+   * The request sent to the broker as the client sent it, on the client's connection, and the
+   * broker's answer: for a group that commits transactionally, whose offsets the broker holds
+   * (CommitOutcome 'transactional'). Absent (unit tests): COORDINATOR_NOT_AVAILABLE.
+   */
+  commitAtBroker?: () => Promise<OffsetCommitResponse>;
   now?: () => bigint;
   /** Called once per partition refused, and once per accepted request with the partition count. */
   onRefused?: (group: string, reason: CommitRefusal, partitions: number) => void;
@@ -201,6 +207,8 @@ export const handleOffsetCommit: OffsetHandler<
   } catch (err) {
     return refuseAll(storeFailureCode(err), 'store_down');
   }
+  if (outcome.status === 'transactional')
+    return commitAtBroker(deps, () => refuseAll(ErrorCode.COORDINATOR_NOT_AVAILABLE, 'broker_unanswered'));
   if (outcome.status === 'fenced') return refuseAll(outcome.error, 'fence');
   // Retriable: the client asks again, and gets the broker's answer once it can be had.
   if (outcome.status === 'unconfirmed')
@@ -212,6 +220,25 @@ export const handleOffsetCommit: OffsetHandler<
   if (writes.length > 0) deps.onAccepted?.(group, writes);
   return responseWith(req, codes);
 };
+
+/**
+ * A transactional group's commit is the broker's: TxnOffsetCommit wrote its offsets there, and the
+ * broker orders plain and transactional commits of a partition by when it received them (the
+ * later one wins when the transaction commits). Stored here, a plain commit after a transaction
+ * would be hidden by the broker's older offset; sent there, the broker also fences it itself.
+ * Unanswered, the client is told to retry.
+ */
+async function commitAtBroker(
+  deps: CommitDeps,
+  unanswered: () => OffsetCommitResponse,
+): Promise<OffsetCommitResponse> {
+  if (!deps.commitAtBroker) return unanswered();
+  try {
+    return await deps.commitAtBroker();
+  } catch {
+    return unanswered();
+  }
+}
 
 /**
  * Whether the broker says the group is empty, for a group the store still believes has members:
@@ -296,7 +323,9 @@ async function checkFenced(
   identity: CommitIdentity | undefined,
 ): Promise<FenceOutcome> {
   if (identity === undefined) return { status: 'ok' };
-  const refusal = checkCommit(await deps.store.getGroup(group), identity);
+  const state = await deps.store.getGroup(group);
+  if (state?.transactional) return { status: 'transactional' };
+  const refusal = checkCommit(state, identity);
   const fresh = deps.committerFresh?.(group, identity) ?? true;
   if ((refusal === null && fresh) || !deps.brokerVerdict) {
     return refusal === null ? { status: 'ok' } : { status: 'fenced', error: refusal };
@@ -324,6 +353,7 @@ function askBroker(
  * an accepted commit is written without the store's fence, since the broker has decided.
  */
 async function settle(store: OffsetStore, request: CommitRequest, verdict: Verdict): Promise<CommitOutcome> {
+  if (verdict.transactional) return { status: 'transactional' };
   for (const update of verdict.updates) await store.updateGroup(request.group, update);
   if (verdict.code !== null) return { status: 'fenced', error: verdict.code as GuardErrorCode };
   const { identity: _decided, ...unfenced } = request;

@@ -8,6 +8,7 @@ import { ErrorCode } from '../../protocol/error-codes.js';
 import { ApiKey, getApiCodec } from '../../protocol/messages/index.js';
 import type { AnyRequest } from '../../protocol/messages/index.js';
 import type { OffsetCommitRequest } from '../../protocol/messages/offset-commit-request.js';
+import type { OffsetCommitResponse } from '../../protocol/messages/offset-commit-response.js';
 import type {
   AnyExchange,
   AnyResponseBody,
@@ -133,6 +134,8 @@ export class OffsetService implements ProxyExtension {
   ): Promise<Verdict> {
     const { store } = this.opts;
     const state = await store.getGroup(group);
+    // Its commits are the broker's to take (offset-commit.ts): nothing to ask first.
+    if (state?.transactional) return { code: null, updates: [], transactional: true };
     const known = {
       state,
       hasOffsets: async () => (await store.fetch(group, null)).length > 0,
@@ -207,6 +210,7 @@ export class OffsetService implements ProxyExtension {
         const body = await handleOffsetCommit(req, info.apiVersion, {
           ...deps,
           ...this.authorizeFor(info, 'read'),
+          ...this.atBroker(info, req),
           onAccepted: (g, writes) => this.accepted(g, req, info.apiVersion, writes),
         });
         return { action: 'respond', body };
@@ -237,6 +241,16 @@ export class OffsetService implements ProxyExtension {
       default:
         return { action: 'forward' };
     }
+  }
+
+  /** A commit sent on as the client sent it, on its own connection (same principal, same version). */
+  private atBroker(info: RequestInfo, req: OffsetCommitRequest): Pick<CommitDeps, 'commitAtBroker'> {
+    const ask = info.askBroker;
+    if (!ask) return {};
+    return {
+      commitAtBroker: async () =>
+        (await ask(ApiKey.OffsetCommit, info.apiVersion, req)) as OffsetCommitResponse,
+    };
   }
 
   /** The handlers' `authorize` for this request's connection (none with `--authorize off`). */

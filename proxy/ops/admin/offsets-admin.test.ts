@@ -102,6 +102,31 @@ describe('setOffset', () => {
     expect((await store.getGroup('g'))?.members).toHaveLength(1);
   });
 
+  it("refuses a group that commits transactionally (its offsets are the broker's) unless forced", async () => {
+    const store = new MemoryStore();
+    await setOffset(store, set('txn', 10n));
+    await store.updateGroup('txn', { kind: 'transactional' });
+    const err = await setOffset(store, set('txn', 0n)).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(AdminError);
+    expect((err as AdminError).kind).toBe('conflict');
+    expect((err as Error).message).toMatch(/txn commits transactionally/);
+    const lines: OffsetLine[] = [
+      {
+        group: 'txn',
+        topic: 't',
+        partition: 0,
+        offset: '1',
+        leaderEpoch: -1,
+        metadata: '',
+        commitTimestamp: '1',
+      },
+    ];
+    await expect(importToStore(store, lines)).rejects.toThrow(/txn commits transactionally/);
+    expect(await offsetOf(store, 'txn')).toBe('10');
+    await setOffset(store, set('txn', 0n), { force: true });
+    expect(await offsetOf(store, 'txn')).toBe('0');
+  });
+
   it('force writes while the group runs, without asking the broker or touching its members', async () => {
     const store = await runningAt10();
     const ask = vi.fn(async () => false);

@@ -240,6 +240,15 @@ export async function setOffset(store: OffsetStore, s: SetOffset, guard: AdminGu
     );
   }
   if (outcome.status === 'fenced') throw new GroupNotEmptyError([s.group]);
+  if (outcome.status === 'transactional') throw transactionalGroup(s.group);
+}
+
+/** A guarded admin write to a group whose offsets the broker holds (it commits transactionally). */
+function transactionalGroup(group: string): AdminError {
+  return new AdminError(
+    `${group} commits transactionally: its offsets are the broker's; reset them with a Kafka tool through the proxy (or --force writes the store's, which the broker's hide); nothing changed`,
+    'conflict',
+  );
 }
 
 /**
@@ -301,6 +310,7 @@ export async function importToStore(
       guard,
     );
     if (outcome.status === 'fenced') refused.push(group);
+    else if (outcome.status === 'transactional') throw transactionalGroup(group);
     else if (outcome.status !== 'ok')
       throw new AdminError(`import of group ${group} refused (${outcome.status})`, 'conflict');
     else written += ls.length;
