@@ -485,6 +485,35 @@ describe('OffsetFetch: answers from the broker', () => {
     ).toBe(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS);
   });
 
+  test("a transactional group's fetch naming a KIP-848 member checks the member before the broker's offsets", async () => {
+    const store = new MemoryStore();
+    await store.updateGroup('g', { kind: 'member-epoch', memberId: 'm1', memberEpoch: 5, exact: true });
+    await store.updateGroup('g', { kind: 'transactional' });
+    let read = 0;
+    const fetchFromBroker = async (): Promise<FetchedGroup> => {
+      read++;
+      return { errorCode: ErrorCode.NONE, topics: [{ name: 't', partitions: [] }] };
+    };
+    const deps: FetchDeps = {
+      store,
+      fetchFromBroker,
+      memberFresh: () => false,
+      memberVerdict: async (_g, m, e) => ({
+        code: m !== 'm1' ? ErrorCode.UNKNOWN_MEMBER_ID : e === 5 ? null : ErrorCode.STALE_MEMBER_EPOCH,
+        updates: [],
+      }),
+    };
+    const at = (memberId: string, memberEpoch: number) =>
+      handleOffsetFetch(request(9, 'g', { t: [0] }, { memberId, memberEpoch }), 9, deps).then((r) =>
+        only(r, 9),
+      );
+    expect((await at('m1', 4)).errorCode).toBe(ErrorCode.STALE_MEMBER_EPOCH);
+    expect((await at('gone', 3)).errorCode).toBe(ErrorCode.UNKNOWN_MEMBER_ID);
+    expect(read).toBe(0);
+    expect((await at('m1', 5)).errorCode).toBe(ErrorCode.NONE);
+    expect(read).toBe(1);
+  });
+
   test("--fallback upstream: offsets the store lacks are copied from the broker once; the store's win", async () => {
     const store = new MemoryStore();
     await storeOffset(store, 'g', 't', 0, 10n);

@@ -176,14 +176,15 @@ async function fetchAuthorized(
   deps: FetchDeps,
 ): Promise<FetchedGroup> {
   const state = await deps.store.getGroup(q.groupId);
-  if (state?.transactional && deps.fetchFromBroker) {
-    const broker = await deps.fetchFromBroker(q.groupId, wanted, requireStable);
-    return brokerOverStore(q, broker, await deps.store.fetch(q.groupId, wanted));
-  }
-  // v9: the member of a KIP-848 group must be current; classic groups are not validated.
+  // v9: the member of a KIP-848 group must be current; classic groups are not validated. First,
+  // for transactional groups too: the broker checks the member before it reads any offset.
   if (version >= 9 && (q.memberId !== null || q.memberEpoch >= 0)) {
     const refusal = await memberRefusal(q, state, deps);
     if (refusal !== ErrorCode.NONE) return { errorCode: refusal, topics: [] };
+  }
+  if (state?.transactional && deps.fetchFromBroker) {
+    const broker = await deps.fetchFromBroker(q.groupId, wanted, requireStable);
+    return brokerOverStore(q, broker, await deps.store.fetch(q.groupId, wanted));
   }
   let stored = await deps.store.fetch(q.groupId, wanted);
   if (deps.fallbackUpstream && deps.fetchFromBroker) {
