@@ -1,16 +1,21 @@
 // Group members made of raw protocol requests (the project's generated codecs), for tests that must
 // drive a group's membership step by step, the same way against a broker and against the proxy:
 // a classic member (JoinGroup, SyncGroup, Heartbeat, LeaveGroup) and a KIP-848 member
-// (ConsumerGroupHeartbeat), each with the OffsetCommit and OffsetFetch a consumer sends.
+// (ConsumerGroupHeartbeat), each with the OffsetCommit and OffsetFetch a consumer sends, and a
+// transactional producer that commits a group's offsets in its transactions (TxnOffsetCommit).
 import { ErrorCode } from '../../protocol/error-codes.js';
 import type { ConsumerGroupDescribeResponse } from '../../protocol/messages/consumer-group-describe-response.js';
 import { defaultConsumerGroupHeartbeatRequest } from '../../protocol/messages/consumer-group-heartbeat-request.js';
 import type { ConsumerGroupHeartbeatRequest } from '../../protocol/messages/consumer-group-heartbeat-request.js';
 import type { ConsumerGroupHeartbeatResponse } from '../../protocol/messages/consumer-group-heartbeat-response.js';
+import type { AddOffsetsToTxnResponse } from '../../protocol/messages/add-offsets-to-txn-response.js';
 import type { DeleteGroupsResponse } from '../../protocol/messages/delete-groups-response.js';
+import type { FindCoordinatorResponse } from '../../protocol/messages/find-coordinator-response.js';
+import type { EndTxnResponse } from '../../protocol/messages/end-txn-response.js';
 import type { HeartbeatResponse } from '../../protocol/messages/heartbeat-response.js';
 import type { IncrementalAlterConfigsResponse } from '../../protocol/messages/incremental-alter-configs-response.js';
 import { ApiKey } from '../../protocol/messages/index.js';
+import type { InitProducerIdResponse } from '../../protocol/messages/init-producer-id-response.js';
 import type { JoinGroupResponse } from '../../protocol/messages/join-group-response.js';
 import type { LeaveGroupResponse } from '../../protocol/messages/leave-group-response.js';
 import type { MetadataResponse } from '../../protocol/messages/metadata-response.js';
@@ -18,6 +23,7 @@ import type { OffsetCommitResponse } from '../../protocol/messages/offset-commit
 import { defaultOffsetFetchRequest } from '../../protocol/messages/offset-fetch-request.js';
 import type { OffsetFetchResponse } from '../../protocol/messages/offset-fetch-response.js';
 import type { SyncGroupResponse } from '../../protocol/messages/sync-group-response.js';
+import type { TxnOffsetCommitResponse } from '../../protocol/messages/txn-offset-commit-response.js';
 import { RawClient } from './raw-client.js';
 
 let correlation = 1;
@@ -93,6 +99,20 @@ export const ANONYMOUS: CommitIdentity = {
   groupInstanceId: null,
 };
 
+/** A topic's partitions at `offset`, as OffsetCommit and TxnOffsetCommit name them. */
+function committedTopic(topic: string, partitions: number[], offset: bigint, metadata = '') {
+  return {
+    name: topic,
+    partitions: partitions.map((p) => ({
+      partitionIndex: p,
+      committedOffset: offset,
+      committedLeaderEpoch: -1,
+      commitTimestamp: -1n, // OffsetCommit v1 only
+      committedMetadata: metadata,
+    })),
+  };
+}
+
 /** OffsetCommit of `offset` to every listed partition; the error codes in partition order. */
 export async function commitOffsets(
   conn: Conn,
@@ -110,18 +130,7 @@ export async function commitOffsets(
     memberId: id.memberId,
     groupInstanceId: version >= 7 ? id.groupInstanceId : null,
     retentionTimeMs: -1n,
-    topics: [
-      {
-        name: topic,
-        partitions: partitions.map((p) => ({
-          partitionIndex: p,
-          committedOffset: offset,
-          committedLeaderEpoch: -1,
-          commitTimestamp: -1n,
-          committedMetadata: metadata,
-        })),
-      },
-    ],
+    topics: [committedTopic(topic, partitions, offset, metadata)],
   });
   return res.topics.flatMap((t) => t.partitions.map((p) => p.errorCode));
 }
@@ -129,6 +138,8 @@ export async function commitOffsets(
 export interface FetchResult {
   errorCode: number;
   offsets: bigint[];
+  /** Each partition's own code (UNSTABLE_OFFSET_COMMIT while a transaction is pending on it). */
+  partitionCodes: number[];
 }
 
 /** OffsetFetch (v8+: as one group; v9 with the member's id and epoch, or none). */
@@ -139,6 +150,7 @@ export async function fetchOffsets(
   partitions: number[],
   member: { memberId: string | null; memberEpoch: number } = { memberId: null, memberEpoch: -1 },
   version = 9,
+  requireStable = true,
 ): Promise<FetchResult> {
   const res = await conn.request<OffsetFetchResponse>(ApiKey.OffsetFetch, version, {
     ...defaultOffsetFetchRequest(),
@@ -150,12 +162,13 @@ export async function fetchOffsets(
         topics: [{ name: topic, partitionIndexes: partitions }],
       },
     ],
-    requireStable: true,
+    requireStable,
   });
   const g = res.groups[0]!;
   return {
     errorCode: g.errorCode,
     offsets: g.topics.flatMap((t) => t.partitions.map((p) => p.committedOffset)),
+    partitionCodes: g.topics.flatMap((t) => t.partitions.map((p) => p.errorCode)),
   };
 }
 
@@ -412,5 +425,122 @@ export class ConsumerMember {
       instanceId: this.opts.instanceId,
       ...fields,
     });
+  }
+}
+
+/**
+ * A transactional producer (InitProducerId with a transactional id) that commits a consumer
+ * group's offsets in its transactions, as `KafkaProducer.sendOffsetsToTransaction` does:
+ * AddOffsetsToTxn once per transaction, TxnOffsetCommit with the group member's identity
+ * (classic generation or KIP-848 member epoch), then EndTxn. Single-broker clusters only: every
+ * request goes to the one connection (the transaction and group coordinators are that broker).
+ */
+export class TxnProducer {
+  private producerId = -1n;
+  private producerEpoch = -1;
+  /** A transaction is open: offsets were added to it and it has not ended. */
+  open = false;
+
+  constructor(
+    readonly conn: Conn,
+    readonly transactionalId: string,
+  ) {}
+
+  /** Retries what a producer retries: the coordinator loading, a previous transaction completing. */
+  private async retrying<T extends { errorCode: number }>(send: () => Promise<T>): Promise<T> {
+    const retriable: number[] = [
+      ErrorCode.CONCURRENT_TRANSACTIONS,
+      ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+      ErrorCode.COORDINATOR_NOT_AVAILABLE,
+      ErrorCode.NOT_COORDINATOR,
+    ];
+    const deadline = Date.now() + 15_000;
+    for (;;) {
+      const res = await send();
+      if (!retriable.includes(res.errorCode) || Date.now() > deadline) return res;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+
+  /** FindCoordinator (its first use creates the transaction log), then InitProducerId. */
+  async init(): Promise<number> {
+    const found = await this.retrying(async () => {
+      const r = await this.conn.request<FindCoordinatorResponse>(ApiKey.FindCoordinator, 4, {
+        key: '',
+        keyType: 1, // TRANSACTION
+        coordinatorKeys: [this.transactionalId],
+      });
+      return { errorCode: r.coordinators[0]?.errorCode ?? ErrorCode.UNKNOWN_SERVER_ERROR };
+    });
+    if (found.errorCode !== ErrorCode.NONE) return found.errorCode;
+    const res = await this.retrying(() =>
+      this.conn.request<InitProducerIdResponse>(ApiKey.InitProducerId, 4, {
+        transactionalId: this.transactionalId,
+        transactionTimeoutMs: 60_000,
+        producerId: -1n,
+        producerEpoch: -1,
+      }),
+    );
+    if (res.errorCode === ErrorCode.NONE) {
+      this.producerId = res.producerId;
+      this.producerEpoch = res.producerEpoch;
+    }
+    return res.errorCode;
+  }
+
+  /**
+   * TxnOffsetCommit (v3) of `offset` to every listed partition with the member's identity, in the
+   * open transaction (AddOffsetsToTxn first when none is). The codes in partition order. Throws
+   * when the producer cannot start a transaction: a test of the commits would prove nothing.
+   */
+  async commit(
+    group: string,
+    id: CommitIdentity,
+    topic: string,
+    partitions: number[],
+    offset: bigint,
+  ): Promise<number[]> {
+    if (this.producerId < 0n) {
+      const code = await this.init();
+      if (code !== ErrorCode.NONE) throw new Error(`InitProducerId of ${this.transactionalId}: ${code}`);
+    }
+    if (!this.open) {
+      const added = await this.retrying(() =>
+        this.conn.request<AddOffsetsToTxnResponse>(ApiKey.AddOffsetsToTxn, 3, {
+          transactionalId: this.transactionalId,
+          producerId: this.producerId,
+          producerEpoch: this.producerEpoch,
+          groupId: group,
+        }),
+      );
+      if (added.errorCode !== ErrorCode.NONE)
+        throw new Error(`AddOffsetsToTxn of ${this.transactionalId}: ${added.errorCode}`);
+      this.open = true;
+    }
+    const res = await this.conn.request<TxnOffsetCommitResponse>(ApiKey.TxnOffsetCommit, 3, {
+      transactionalId: this.transactionalId,
+      groupId: group,
+      producerId: this.producerId,
+      producerEpoch: this.producerEpoch,
+      generationId: id.generationIdOrMemberEpoch,
+      memberId: id.memberId,
+      groupInstanceId: id.groupInstanceId,
+      topics: [committedTopic(topic, partitions, offset)],
+    });
+    return res.topics.flatMap((t) => t.partitions.map((p) => p.errorCode));
+  }
+
+  /** EndTxn: commits or aborts the open transaction. */
+  async end(commit: boolean): Promise<number> {
+    const res = await this.retrying(() =>
+      this.conn.request<EndTxnResponse>(ApiKey.EndTxn, 3, {
+        transactionalId: this.transactionalId,
+        producerId: this.producerId,
+        producerEpoch: this.producerEpoch,
+        committed: commit,
+      }),
+    );
+    this.open = false;
+    return res.errorCode;
   }
 }

@@ -25,8 +25,9 @@ import {
   removeByInstanceId,
   setGroupConfigs,
   topicIds,
+  TxnProducer,
 } from './group-members.js';
-import type { CommitIdentity } from './group-members.js';
+import type { CommitIdentity, FetchResult } from './group-members.js';
 import { ApiKey } from '../../protocol/messages/index.js';
 import type { DescribeGroupsResponse } from '../../protocol/messages/describe-groups-response.js';
 
@@ -58,7 +59,16 @@ export type Step =
       oversized?: boolean;
     }
   | { op: 'commitAnonymous'; version: number }
-  | { op: 'fetch'; slot: number | null; as: 'current' | 'previous' }
+  /**
+   * The group's transactional producer commits offsets in its transaction (opened first when none
+   * is), with the member's identity as `commit` does, or none (`slot` null: generation -1, no
+   * member id, as `sendOffsetsToTransaction(offsets, groupId)`).
+   */
+  | { op: 'txnCommit'; slot: number | null; as: 'current' | 'previous'; parts?: Parts }
+  /** The producer's open transaction commits or aborts (EndTxn); nothing when none is open. */
+  | { op: 'txnEnd'; commit: boolean }
+  /** `stable` false: requireStable false (pending transactional offsets are not waited for). */
+  | { op: 'fetch'; slot: number | null; as: 'current' | 'previous'; stable?: boolean }
   | { op: 'leave'; slot: number }
   /** An admin removes a static member by its instance id. */
   | { op: 'removeInstance'; slot: number }
@@ -136,6 +146,8 @@ class Run {
   readonly states: string[] = [];
   private readonly slots: Slot[];
   private admin!: Conn;
+  /** The group's transactional producer, from its first transactional commit on. */
+  private producer: TxnProducer | null = null;
   private ids = new Map<string, string>();
   private offset = 0n;
 
@@ -275,18 +287,46 @@ class Run {
         ).join(',');
       }
       case 'fetch': {
+        const stable = step.stable !== false;
         if (step.slot === null || classic) {
           // Classic consumers and admin tools name no member (v8).
-          const r = await fetchOffsets(this.admin, this.group, this.env.topic, [0, 1], undefined, 8);
-          return `${r.errorCode} ${r.offsets.join(',')}`;
+          const r = await fetchOffsets(this.admin, this.group, this.env.topic, [0, 1], undefined, 8, stable);
+          return fetched(r);
         }
         const who = this.identityOf(step.slot, step.as);
         if (!who) return 'no member';
-        const r = await fetchOffsets(who.proc.conn, this.group, this.env.topic, [0, 1], {
+        const member = {
           memberId: who.identity.memberId,
           memberEpoch: who.identity.generationIdOrMemberEpoch,
-        });
-        return `${r.errorCode} ${r.offsets.join(',')}`;
+        };
+        return fetched(
+          await fetchOffsets(who.proc.conn, this.group, this.env.topic, [0, 1], member, 9, stable),
+        );
+      }
+      case 'txnCommit': {
+        const who = step.slot === null ? null : this.identityOf(step.slot, step.as);
+        if (step.slot !== null && !who) return 'no member';
+        const partitions =
+          who && step.slot !== null ? this.partitionsFor(step.slot, who, step.parts) : [0, 1];
+        if (partitions.length === 0) return 'no partitions';
+        this.offset += 1n;
+        this.producer ??= new TxnProducer(await Conn.open(this.target.bootstraps[0]!), `${this.group}-txn`);
+        const codes = await this.producer.commit(
+          this.group,
+          who?.identity ?? ANONYMOUS,
+          this.env.topic,
+          partitions,
+          this.offset,
+        );
+        return `[${partitions.join(',')}] ${codes.join(',')}`;
+      }
+      case 'txnEnd': {
+        if (!this.producer?.open) return 'no transaction';
+        const code = await this.producer.end(step.commit);
+        // The markers reach the group coordinator after EndTxn is answered: wait for them, so the
+        // next step meets the same offsets on every target.
+        await this.untilStable();
+        return String(code);
       }
       case 'leave': {
         const s = this.slots[step.slot]!;
@@ -457,12 +497,31 @@ class Run {
   }
 
   async committed(): Promise<string> {
-    const r = await fetchOffsets(this.admin, this.group, this.env.topic, [0, 1], undefined, 8);
-    return `${r.errorCode} ${r.offsets.join(',')}`;
+    return fetched(await fetchOffsets(this.admin, this.group, this.env.topic, [0, 1], undefined, 8));
+  }
+
+  /**
+   * Until the broker itself holds no pending transactional offset of the group (asked directly,
+   * whichever the target: the transaction's offsets are the broker's on every target).
+   */
+  private async untilStable(): Promise<void> {
+    const direct = await Conn.open(this.env.broker);
+    try {
+      const deadline = Date.now() + 15_000;
+      while (Date.now() < deadline) {
+        const r = await fetchOffsets(direct, this.group, this.env.topic, [0, 1], undefined, 8);
+        if (!r.partitionCodes.includes(ErrorCode.UNSTABLE_OFFSET_COMMIT)) return;
+        await sleep(50);
+      }
+      throw new Error(`${this.target.name}: the transaction's markers did not arrive within 15 s`);
+    } finally {
+      direct.close();
+    }
   }
 
   close(): void {
     this.admin?.close();
+    this.producer?.conn.close();
     for (const s of this.slots) s.proc?.conn.close();
     for (const s of this.slots) s.previous?.proc.conn.close();
   }
@@ -475,6 +534,12 @@ export function describe(step: AnyStep): string {
   const { op, ...rest } = step;
   const args = Object.values(rest).map((v) => (Array.isArray(v) ? `[${v.join(',')}]` : String(v)));
   return `${op}(${args.join(' ')})`;
+}
+
+/** A fetch's answer: the group's code and offsets, and the partitions' codes where any is set. */
+function fetched(r: FetchResult): string {
+  const codes = r.partitionCodes.some((c) => c !== ErrorCode.NONE) ? ` (${r.partitionCodes.join(',')})` : '';
+  return `${r.errorCode} ${r.offsets.join(',')}${codes}`;
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -676,19 +741,31 @@ function probeArb(protocol: Protocol, focus: number | null = null): fc.Arbitrary
       ...(p ? { parts: p } : {}),
       ...(roll === 0 ? { oversized: true } : {}),
     }));
+  // The group's transactional producer commits with a member's identity (as a consume-transform-
+  // produce loop does), now and then with none.
+  const txnCommit = fc
+    .tuple(fc.option(slot, { nil: null, freq: 5 }), as, parts)
+    .map(([s, a, p]): Step => ({ op: 'txnCommit', slot: s, as: a, ...(p ? { parts: p } : {}) }));
+  const fetch = fc
+    .tuple(fc.option(slot, { nil: null }), as, fc.boolean())
+    .map(([s, a, stable]): Step => ({ op: 'fetch', slot: s, as: a, ...(stable ? {} : { stable: false }) }));
   return fc.oneof(
     { weight: 6, arbitrary: commit },
     {
       weight: 1,
       arbitrary: fc.record({ op: fc.constant('commitAnonymous' as const), version: fc.constantFrom(9, 2) }),
     },
-    {
-      weight: 2,
-      arbitrary: fc.record({ op: fc.constant('fetch' as const), slot: fc.option(slot, { nil: null }), as }),
-    },
+    { weight: 2, arbitrary: fetch },
     { weight: 1, arbitrary: fc.record({ op: fc.constant('heartbeat' as const), slot }) },
+    { weight: 2, arbitrary: txnCommit },
+    { weight: 1, arbitrary: txnEnd },
   );
 }
+
+/** The transaction ends, committed more often than aborted. */
+const txnEnd: fc.Arbitrary<Step> = fc
+  .constantFrom(true, true, false)
+  .map((commit): Step => ({ op: 'txnEnd', commit }));
 
 /** The membership transitions a script is made of. */
 function changeArb(protocol: Protocol): fc.Arbitrary<Step> {
@@ -705,6 +782,7 @@ function changeArb(protocol: Protocol): fc.Arbitrary<Step> {
     },
     { weight: 1, arbitrary: fc.constant({ op: 'deleteGroup' as const }) },
     { weight: 1, arbitrary: fc.record({ op: fc.constant('heartbeat' as const), slot }) },
+    { weight: 1, arbitrary: txnEnd },
   ];
   if (protocol === 'classic') {
     // A member rejoining alone is not offered (but see joinOnly): whether it starts a rebalance

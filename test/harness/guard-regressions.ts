@@ -30,6 +30,20 @@ const fetch = (slot: number | null = null, as: 'current' | 'previous' = 'current
   slot,
   as,
 });
+/** A fetch with requireStable false: pending transactional offsets are not waited for. */
+const fetchUnstable = (slot: number | null = null, as: 'current' | 'previous' = 'current'): Step => ({
+  op: 'fetch',
+  slot,
+  as,
+  stable: false,
+});
+/** The group's transactional producer commits with the member's identity (null: none). */
+const txn = (slot: number | null, as: 'current' | 'previous' = 'current'): Step => ({
+  op: 'txnCommit',
+  slot,
+  as,
+});
+const txnEnd = (commit = true): Step => ({ op: 'txnEnd', commit });
 /** A member's commits as every client version sends them: with and without its instance id. */
 const probes = (slot: number, as: 'current' | 'previous'): Step[] => [
   commit(slot, as, 9),
@@ -295,6 +309,97 @@ export const GUARD_REGRESSIONS: { title: string; script: Script }[] = [
         oversized(0, 'previous'),
         oversized(2, 'previous'),
         oversized(0, 'current', 8),
+        fetch(),
+      ],
+    },
+  },
+  {
+    title:
+      'classic: transactional commits between plain ones, pending, committed, aborted; zombies of replaced members',
+    script: {
+      protocol: 'classic',
+      statics: [true, false, false],
+      steps: [
+        commit(0),
+        txn(0),
+        fetch(),
+        fetchUnstable(),
+        txnEnd(),
+        fetch(),
+        // A plain commit after a committed transaction is the newer offset, on the broker.
+        commit(1),
+        fetch(),
+        txn(1),
+        commit(0),
+        txnEnd(),
+        fetch(),
+        txn(0),
+        txnEnd(false),
+        fetch(),
+        { op: 'restart', slot: 0 },
+        txn(0, 'previous'),
+        txn(0),
+        txnEnd(),
+        { op: 'rebalance' },
+        txn(1, 'previous'),
+        txn(null),
+        txnEnd(),
+        commit(2),
+        fetch(),
+      ],
+    },
+  },
+  {
+    title:
+      'KIP-848: transactional commits with current and older epochs; fetches of a transactional group by members',
+    script: {
+      protocol: 'consumer',
+      statics: [false, true, false],
+      steps: [
+        commit(0),
+        txn(0),
+        fetch(0),
+        fetchUnstable(0),
+        txnEnd(),
+        fetch(0),
+        commit(1),
+        fetch(1),
+        { op: 'leave', slot: 2 },
+        { op: 'heartbeat', slot: 0 },
+        { op: 'heartbeat', slot: 1 },
+        fetch(0, 'previous'),
+        fetch(2, 'previous'),
+        txn(0, 'previous'),
+        txn(2, 'previous'),
+        txn(0),
+        txnEnd(false),
+        fetch(0),
+        { op: 'leave', slot: 1 },
+        txn(1, 'previous'),
+        txn(null),
+        txnEnd(),
+        fetch(),
+      ],
+    },
+  },
+  {
+    title: 'a transactional group empties and is deleted: its next life commits plainly',
+    script: {
+      protocol: 'classic',
+      statics: [false, false, false],
+      steps: [
+        txn(0),
+        txnEnd(),
+        { op: 'leave', slot: 0 },
+        { op: 'leave', slot: 1 },
+        { op: 'leave', slot: 2 },
+        { op: 'deleteGroup' },
+        { op: 'commitAnonymous', version: 9 },
+        fetch(),
+        txn(null),
+        fetchUnstable(),
+        txnEnd(),
+        { op: 'commitAnonymous', version: 2 },
         fetch(),
       ],
     },
