@@ -2,7 +2,8 @@ import { describe, expect, it } from 'vitest';
 import { ErrorCode } from '../../protocol/error-codes.js';
 import { defaultConsumerGroupHeartbeatRequest } from '../../protocol/messages/consumer-group-heartbeat-request.js';
 import { defaultConsumerGroupHeartbeatResponse } from '../../protocol/messages/consumer-group-heartbeat-response.js';
-import { AssignmentEpochs } from './assignment-epochs.js';
+import { applyGroupUpdate } from '../../backends/commit-guard.js';
+import { AssignmentEpochs, takesOverStaticLeave } from './assignment-epochs.js';
 
 /** One heartbeat of member m: sent with `sent`, answered with `epoch` and (if given) the partitions of topic T. */
 function beat(
@@ -78,6 +79,44 @@ describe('AssignmentEpochs: since when a KIP-848 member holds each partition', (
     expect(floors(s, 0, 1)).toEqual([0, 3]);
     beat(s, 3, 5, [0, 1], { instanceId: 'i' });
     expect(floors(s, 0, 1)).toEqual([0, 5]);
+  });
+
+  it("a static member's takeover seen by another instance: the store's record of the -2 leave tells", () => {
+    // Instance A saw member o of instance i leave with -2 and recorded it; B sees m's join.
+    let state = applyGroupUpdate(null, {
+      kind: 'member-epoch',
+      memberId: 'o',
+      memberEpoch: 2,
+      instanceId: 'i',
+      exact: true,
+    });
+    state = applyGroupUpdate(state, { kind: 'member-epoch', memberId: 'o', memberEpoch: -2 });
+    const join = (memberEpoch: number, instanceId: string | null, errorCode: number = ErrorCode.NONE) =>
+      [
+        { ...defaultConsumerGroupHeartbeatRequest(), groupId: 'g', memberId: 'm', memberEpoch, instanceId },
+        { ...defaultConsumerGroupHeartbeatResponse(), errorCode, memberId: 'm', memberEpoch: 3 },
+      ] as const;
+    expect(takesOverStaticLeave(state, ...join(0, 'i'))).toBe(true);
+    // Not a join, another instance, a refused join, or an instance whose member is still there.
+    expect(takesOverStaticLeave(state, ...join(3, 'i'))).toBe(false);
+    expect(takesOverStaticLeave(state, ...join(0, 'j'))).toBe(false);
+    expect(takesOverStaticLeave(state, ...join(0, 'i', ErrorCode.UNRELEASED_INSTANCE_ID))).toBe(false);
+    const live = applyGroupUpdate(null, {
+      kind: 'member-epoch',
+      memberId: 'o',
+      memberEpoch: 2,
+      instanceId: 'i',
+      exact: true,
+    });
+    expect(takesOverStaticLeave(live, ...join(0, 'i'))).toBe(false);
+    expect(takesOverStaticLeave(null, ...join(0, 'i'))).toBe(false);
+    // Told so, B's record takes the join as a takeover: nothing certain for what m was given.
+    const b = new AssignmentEpochs();
+    expect(b.knowsStaticLeave('g', 'i')).toBe(false);
+    b.staticLeftElsewhere('g', 'i');
+    expect(b.knowsStaticLeave('g', 'i')).toBe(true);
+    beat(b, 0, 3, [0], { instanceId: 'i' });
+    expect(floors(b, 0, 1)).toEqual([0, 3]);
   });
 
   it('a fenced member, one that left, and a join start afresh', () => {

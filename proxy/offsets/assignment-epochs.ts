@@ -16,11 +16,13 @@
  * missed some (the member heartbeats through another instance, the proxy started later, a static
  * member took over its instance's partitions) the floor only falls, to what is certain, and a
  * commit at or above it is left to be accepted: the proxy then never refuses what the broker
- * accepts. One exception: a static member that takes over its instance from a member that left
- * with -2 through another proxy instance looks like a new member here, so an epoch older than its
- * join is refused for the partitions it took over (the broker keeps them at epoch 0); only a
- * commit with an epoch that member never had (such as 0) can meet that.
+ * accepts. A static member that takes over its instance from a member that left with -2 takes
+ * over its partitions, which the broker keeps at epoch 0: when the leave went through another
+ * proxy instance, the store's record still holding the instance's member at -2 says so
+ * (`takesOverStaticLeave`, asked at the join); the service then tells this record
+ * (`staticLeftElsewhere`) before it takes the join's answer.
  */
+import type { GroupState } from '../../backends/store.js';
 import { ErrorCode } from '../../protocol/error-codes.js';
 import type { ConsumerGroupHeartbeatRequest } from '../../protocol/messages/consumer-group-heartbeat-request.js';
 import type { ConsumerGroupHeartbeatResponse } from '../../protocol/messages/consumer-group-heartbeat-response.js';
@@ -133,6 +135,16 @@ export class AssignmentEpochs {
     this.remember(k, { epoch: Math.max(epoch, prev.epoch), complete, held });
   }
 
+  /** Whether a static leave of the instance was seen here (no need to ask the store then). */
+  knowsStaticLeave(group: string, instanceId: string): boolean {
+    return this.staticLeaves.has(key(group, instanceId));
+  }
+
+  /** The instance's member left with -2 through another proxy instance (the store's record says so). */
+  staticLeftElsewhere(group: string, instanceId: string): void {
+    this.bounded(this.staticLeaves).add(key(group, instanceId));
+  }
+
   forget(group: string): void {
     const prefix = `${group}\u0000`;
     for (const k of this.members.keys()) if (k.startsWith(prefix)) this.members.delete(k);
@@ -148,4 +160,27 @@ export class AssignmentEpochs {
     if (set.size >= MAX_MEMBERS) set.clear();
     return set;
   }
+}
+
+/**
+ * Whether a ConsumerGroupHeartbeat join (epoch 0) of a static member, answered NONE, takes over
+ * partitions its instance's previous member left with -2, by the store's record of the group
+ * before the join is written: the record keeps such a member at -2 until the instance's next join
+ * (whichever proxy instance saw the leave).
+ */
+export function takesOverStaticLeave(
+  state: GroupState | null,
+  request: ConsumerGroupHeartbeatRequest,
+  response: ConsumerGroupHeartbeatResponse,
+): boolean {
+  if (response.errorCode !== ErrorCode.NONE || request.memberEpoch !== 0 || request.instanceId === null)
+    return false;
+  const memberId = response.memberId ?? request.memberId;
+  return (
+    state?.protocol === 'consumer' &&
+    state.members.some(
+      (m) =>
+        m.groupInstanceId === request.instanceId && m.memberEpoch === STATIC_LEAVE && m.memberId !== memberId,
+    )
+  );
 }

@@ -7,6 +7,8 @@ import type { CommitIdentity, OffsetStore, OffsetWrite } from '../../backends/st
 import { ErrorCode } from '../../protocol/error-codes.js';
 import { ApiKey, getApiCodec } from '../../protocol/messages/index.js';
 import type { AnyRequest } from '../../protocol/messages/index.js';
+import type { ConsumerGroupHeartbeatRequest } from '../../protocol/messages/consumer-group-heartbeat-request.js';
+import type { ConsumerGroupHeartbeatResponse } from '../../protocol/messages/consumer-group-heartbeat-response.js';
 import type { OffsetCommitRequest } from '../../protocol/messages/offset-commit-request.js';
 import type { OffsetCommitResponse } from '../../protocol/messages/offset-commit-response.js';
 import type {
@@ -21,7 +23,7 @@ import type { Logger } from '../common/log.js';
 import type { BrokerAuthorizer, Operation } from './authorizer.js';
 import type { Authorize } from './offset-handler.js';
 import type { BrokerLookups } from './broker-lookups.js';
-import { AssignmentEpochs } from './assignment-epochs.js';
+import { AssignmentEpochs, takesOverStaticLeave } from './assignment-epochs.js';
 import { commitVerdict, fetchVerdict } from './broker-verdict.js';
 import type { CommittedPartition, Verdict } from './broker-verdict.js';
 import { MemberLiveness } from './liveness.js';
@@ -296,6 +298,25 @@ export class OffsetService implements ProxyExtension {
       );
   }
 
+  /**
+   * A static member's join, when this instance did not see its instance's previous member leave
+   * with -2: the store's record, written by the instance that did, says whether the join takes
+   * over that member's partitions (at epoch 0 at the broker), before assignment epochs take the
+   * answer. Joins of static members are rare; a store that cannot be read leaves the join as it
+   * looks here (its commits with an epoch older than the join are then refused).
+   */
+  private async staticTakeoverSeenElsewhere(
+    req: ConsumerGroupHeartbeatRequest,
+    res: ConsumerGroupHeartbeatResponse,
+  ): Promise<void> {
+    const instance = req.instanceId;
+    if (req.memberEpoch !== 0 || instance === null || res.errorCode !== ErrorCode.NONE) return;
+    if (this.assignmentEpochs.knowsStaticLeave(req.groupId, instance)) return;
+    const state = await this.opts.store.getGroup(req.groupId).catch(() => null);
+    if (takesOverStaticLeave(state, req, res))
+      this.assignmentEpochs.staticLeftElsewhere(req.groupId, instance);
+  }
+
   /** A group view that cannot be built (store or broker unreachable) leaves the broker's answer as it is. */
   private async viewed<T>(build: () => Promise<T | undefined> | undefined): Promise<T | undefined> {
     try {
@@ -332,8 +353,10 @@ export class OffsetService implements ProxyExtension {
     const { request, response } = exchange;
     // In memory first: it holds even when the store cannot take the update.
     this.liveness.observe(info.apiKey, info.apiVersion, request, response);
-    if (exchange.apiKey === ApiKey.ConsumerGroupHeartbeat)
+    if (exchange.apiKey === ApiKey.ConsumerGroupHeartbeat) {
+      await this.staticTakeoverSeenElsewhere(exchange.request, exchange.response);
       this.assignmentEpochs.observe(exchange.request, exchange.response);
+    }
     const observed = membershipUpdate(info.apiKey, info.apiVersion, request, response);
     if (observed && !(await this.recorder.record(observed.group, observed.update)))
       this.liveness.markUncertain(observed.group);

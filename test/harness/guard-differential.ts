@@ -33,6 +33,12 @@ import type { DescribeGroupsResponse } from '../../protocol/messages/describe-gr
 
 export type Protocol = 'classic' | 'consumer';
 
+/**
+ * Whose identity a request carries: the slot's member as it is now, as it was before its last
+ * change (a zombie), or (KIP-848) now but with epoch 0, an epoch older than its join.
+ */
+export type As = 'current' | 'previous' | 'joining';
+
 /** Which partitions a commit names, by what the member holds (see Step `commit`). */
 export type Parts = 'kept' | 'gained' | 'other';
 
@@ -45,15 +51,14 @@ export type Step =
   | { op: 'rebalance' }
   | { op: 'heartbeat'; slot: number }
   /**
-   * Commits with the member's current identity, or the one it had before its last change (a
-   * zombie). To both partitions, or (`parts`) to those the member holds now and held under that
+   * Commits with the member's identity (`As`). To both partitions, or (`parts`) to those the member holds now and held under that
    * identity too (`kept`), holds now only (`gained`), does not hold now (`other`). `oversized`:
    * every partition's metadata is over the broker's 4096 bytes.
    */
   | {
       op: 'commit';
       slot: number;
-      as: 'current' | 'previous';
+      as: As;
       version: number;
       parts?: Parts;
       oversized?: boolean;
@@ -64,11 +69,11 @@ export type Step =
    * is), with the member's identity as `commit` does, or none (`slot` null: generation -1, no
    * member id, as `sendOffsetsToTransaction(offsets, groupId)`).
    */
-  | { op: 'txnCommit'; slot: number | null; as: 'current' | 'previous'; parts?: Parts }
+  | { op: 'txnCommit'; slot: number | null; as: As; parts?: Parts }
   /** The producer's open transaction commits or aborts (EndTxn); nothing when none is open. */
   | { op: 'txnEnd'; commit: boolean }
   /** `stable` false: requireStable false (pending transactional offsets are not waited for). */
-  | { op: 'fetch'; slot: number | null; as: 'current' | 'previous'; stable?: boolean }
+  | { op: 'fetch'; slot: number | null; as: As; stable?: boolean }
   | { op: 'leave'; slot: number }
   /** An admin removes a static member by its instance id. */
   | { op: 'removeInstance'; slot: number }
@@ -360,10 +365,12 @@ class Run {
     return s.live ? s.proc : null;
   }
 
-  private identityOf(slot: number, as: 'current' | 'previous'): Held | null {
+  private identityOf(slot: number, as: As): Held | null {
     const s = this.slots[slot]!;
     if (as === 'previous') return s.previous;
-    return s.proc ? this.held(s.proc) : null;
+    if (!s.proc) return null;
+    const now = this.held(s.proc);
+    return as === 'joining' ? { ...now, identity: { ...now.identity, generationIdOrMemberEpoch: 0 } } : now;
   }
 
   private held(proc: Member): Held {

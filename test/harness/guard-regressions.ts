@@ -1,16 +1,16 @@
 // Named scripts for the guard's differential runs: the membership transitions of the broker's
 // group coordinator, each followed by the commits and fetches whose answers it changes. The first
 // is the report of issue #18.
-import type { Parts, Script, Step } from './guard-differential.js';
+import type { As, Parts, Script, Step } from './guard-differential.js';
 
-const commit = (slot: number, as: 'current' | 'previous' = 'current', version = 9): Step => ({
+const commit = (slot: number, as: As = 'current', version = 9): Step => ({
   op: 'commit',
   slot,
   as,
   version,
 });
 /** A commit (v9) to some of the partitions only, by what the member holds (Step `commit`). */
-const commitTo = (slot: number, as: 'current' | 'previous', parts: Parts): Step => ({
+const commitTo = (slot: number, as: As, parts: Parts): Step => ({
   op: 'commit',
   slot,
   as,
@@ -25,7 +25,7 @@ const oversized = (slot: number, as: 'current' | 'previous', version = 9): Step 
   version,
   oversized: true,
 });
-const fetch = (slot: number | null = null, as: 'current' | 'previous' = 'current'): Step => ({
+const fetch = (slot: number | null = null, as: As = 'current'): Step => ({
   op: 'fetch',
   slot,
   as,
@@ -309,6 +309,31 @@ export const GUARD_REGRESSIONS: { title: string; script: Script }[] = [
         oversized(0, 'previous'),
         oversized(2, 'previous'),
         oversized(0, 'current', 8),
+        fetch(),
+      ],
+    },
+  },
+  {
+    title:
+      'KIP-848: a static member takes over through another proxy instance; commits with an epoch older than its join',
+    script: {
+      protocol: 'consumer',
+      // With two proxy instances (redis×2), the member's -2 leave and its successor's join go
+      // through different ones.
+      statics: [true, false, false],
+      steps: [
+        { op: 'heartbeat', slot: 0 },
+        { op: 'leave', slot: 0 },
+        { op: 'restart', slot: 0 },
+        { op: 'heartbeat', slot: 0 },
+        commit(0, 'joining'),
+        commitTo(0, 'joining', 'kept'),
+        commit(0),
+        { op: 'heartbeat', slot: 1 },
+        { op: 'heartbeat', slot: 0 },
+        commit(0, 'joining'),
+        commit(0, 'previous'),
+        fetch(0, 'joining'),
         fetch(),
       ],
     },
