@@ -119,4 +119,54 @@ describe('OffsetDelete', () => {
       ErrorCode.REQUEST_TIMED_OUT,
     );
   });
+
+  test("a transactional group's offsets are deleted by the broker, and the store's where it deleted", async () => {
+    const store = new MemoryStore();
+    await storeOffset(store, 'g', 't', 0, 1n);
+    await storeOffset(store, 'g', 't', 1, 2n);
+    await store.updateGroup('g', { kind: 'transactional' });
+    const sent: OffsetDeleteRequest[] = [];
+    const req = request('g', { t: [0, 1] });
+    const answer = (top: number, p1: number): OffsetDeleteResponse => ({
+      errorCode: top,
+      throttleTimeMs: 0,
+      topics:
+        top === ErrorCode.NONE
+          ? [
+              {
+                name: 't',
+                partitions: [
+                  { partitionIndex: 0, errorCode: 0 },
+                  { partitionIndex: 1, errorCode: p1 },
+                ],
+              },
+            ]
+          : [],
+    });
+    const res = await handleOffsetDelete(req, 0, {
+      store,
+      deleteAtBroker: async () => {
+        sent.push(req);
+        return answer(ErrorCode.NONE, ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC);
+      },
+    });
+    expect(codes(res)).toEqual([
+      ['t', 0, ErrorCode.NONE],
+      ['t', 1, ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC],
+    ]);
+    expect(sent).toHaveLength(1);
+    expect((await store.fetch('g', null)).map((o) => o.partition)).toEqual([1]);
+    // A group-level refusal deletes nothing; no answer is retriable.
+    const refused = await handleOffsetDelete(req, 0, {
+      store,
+      deleteAtBroker: async () => answer(ErrorCode.NON_EMPTY_GROUP, 0),
+    });
+    expect(refused.errorCode).toBe(ErrorCode.NON_EMPTY_GROUP);
+    const silent = await handleOffsetDelete(req, 0, {
+      store,
+      deleteAtBroker: () => Promise.reject(new Error('x')),
+    });
+    expect(silent.errorCode).toBe(ErrorCode.COORDINATOR_NOT_AVAILABLE);
+    expect((await store.fetch('g', null)).map((o) => o.partition)).toEqual([1]);
+  });
 });

@@ -2,7 +2,9 @@
  * OffsetDelete answered from the store. The broker refuses deleting offsets of topics a live
  * group is subscribed to; the proxy does not track subscriptions, so it refuses deletion for any
  * group with live members (GROUP_SUBSCRIBED_TO_TOPIC), which is the conservative side of the
- * same rule. A top-level error leaves an empty topic list.
+ * same rule. A top-level error leaves an empty topic list. A group that commits transactionally
+ * has its offsets at the broker: the broker deletes them (and decides, subscriptions included),
+ * and the store's older ones go too where the broker deleted.
  */
 import { ErrorCode } from '../../protocol/error-codes.js';
 import type { OffsetDeleteRequest } from '../../protocol/messages/offset-delete-request.js';
@@ -10,12 +12,20 @@ import type { OffsetDeleteResponse } from '../../protocol/messages/offset-delete
 import { storeFailureCode } from './kafka-errors.js';
 import type { HandlerDeps, OffsetHandler } from './offset-handler.js';
 
+export interface DeleteDeps extends HandlerDeps {
+  /**
+   * The request sent to the broker as the client sent it, on its connection, and the broker's
+   * answer (for transactional groups). Absent (unit tests): COORDINATOR_NOT_AVAILABLE for them.
+   */
+  deleteAtBroker?: () => Promise<OffsetDeleteResponse>;
+}
+
 /** Every version answers alike (v0 is the only one). */
 export const handleOffsetDelete: OffsetHandler<
   OffsetDeleteRequest,
   OffsetDeleteResponse,
-  HandlerDeps
-> = async (req, _version, { store, authorize }) => {
+  DeleteDeps
+> = async (req, _version, { store, authorize, deleteAtBroker }) => {
   const fail = (errorCode: number): OffsetDeleteResponse => ({ errorCode, throttleTimeMs: 0, topics: [] });
   // DELETE on the group, READ on the topics: asked first, as the broker does.
   const auth = authorize
@@ -30,6 +40,19 @@ export const handleOffsetDelete: OffsetHandler<
   try {
     const [state, offsets] = await Promise.all([store.getGroup(req.groupId), store.fetch(req.groupId, null)]);
     if (state === null && offsets.length === 0) return fail(ErrorCode.GROUP_ID_NOT_FOUND);
+    if (state?.transactional) {
+      const res = deleteAtBroker ? await deleteAtBroker().catch(() => null) : null;
+      if (res === null) return fail(ErrorCode.COORDINATOR_NOT_AVAILABLE);
+      const deleted = res.topics.flatMap((t) =>
+        t.partitions.flatMap((p) =>
+          res.errorCode === ErrorCode.NONE && p.errorCode === ErrorCode.NONE
+            ? [{ topic: t.name, partition: p.partitionIndex }]
+            : [],
+        ),
+      );
+      if (deleted.length > 0) await store.deleteOffsets(req.groupId, deleted);
+      return res;
+    }
     const live = (state?.members.length ?? 0) > 0;
     if (!live) {
       await store.deleteOffsets(

@@ -11,6 +11,7 @@ import type { ConsumerGroupHeartbeatRequest } from '../../protocol/messages/cons
 import type { ConsumerGroupHeartbeatResponse } from '../../protocol/messages/consumer-group-heartbeat-response.js';
 import type { OffsetCommitRequest } from '../../protocol/messages/offset-commit-request.js';
 import type { OffsetCommitResponse } from '../../protocol/messages/offset-commit-response.js';
+import type { OffsetDeleteResponse } from '../../protocol/messages/offset-delete-response.js';
 import type {
   AnyExchange,
   AnyResponseBody,
@@ -234,9 +235,17 @@ export class OffsetService implements ProxyExtension {
         return { action: 'respond', body };
       }
       case ApiKey.OffsetDelete: {
-        const body = await handleOffsetDelete(request.body, info.apiVersion, {
+        const req = request.body;
+        const ask = info.askBroker;
+        const body = await handleOffsetDelete(req, info.apiVersion, {
           store,
           ...this.authorizeFor(info, 'delete'),
+          ...(ask
+            ? {
+                deleteAtBroker: async () =>
+                  (await ask(ApiKey.OffsetDelete, info.apiVersion, req)) as OffsetDeleteResponse,
+              }
+            : {}),
         });
         return { action: 'respond', body };
       }

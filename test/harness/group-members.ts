@@ -20,6 +20,7 @@ import type { JoinGroupResponse } from '../../protocol/messages/join-group-respo
 import type { LeaveGroupResponse } from '../../protocol/messages/leave-group-response.js';
 import type { MetadataResponse } from '../../protocol/messages/metadata-response.js';
 import type { OffsetCommitResponse } from '../../protocol/messages/offset-commit-response.js';
+import type { OffsetDeleteResponse } from '../../protocol/messages/offset-delete-response.js';
 import { defaultOffsetFetchRequest } from '../../protocol/messages/offset-fetch-request.js';
 import type { OffsetFetchResponse } from '../../protocol/messages/offset-fetch-response.js';
 import type { SyncGroupResponse } from '../../protocol/messages/sync-group-response.js';
@@ -170,6 +171,20 @@ export async function fetchOffsets(
     offsets: g.topics.flatMap((t) => t.partitions.map((p) => p.committedOffset)),
     partitionCodes: g.topics.flatMap((t) => t.partitions.map((p) => p.errorCode)),
   };
+}
+
+/** OffsetDelete of the listed partitions (as kafka-consumer-groups --delete-offsets): `top [codes]`. */
+export async function deleteOffsets(
+  conn: Conn,
+  group: string,
+  topic: string,
+  partitions: number[],
+): Promise<string> {
+  const res = await conn.request<OffsetDeleteResponse>(ApiKey.OffsetDelete, 0, {
+    groupId: group,
+    topics: [{ name: topic, partitions: partitions.map((partitionIndex) => ({ partitionIndex })) }],
+  });
+  return `${res.errorCode} [${res.topics.flatMap((t) => t.partitions.map((p) => p.errorCode)).join(',')}]`;
 }
 
 export async function deleteGroup(conn: Conn, group: string): Promise<number> {

@@ -20,6 +20,7 @@ import {
   Conn,
   ConsumerMember,
   deleteGroup,
+  deleteOffsets,
   describeConsumerGroup,
   fetchOffsets,
   removeByInstanceId,
@@ -86,6 +87,8 @@ export type Step =
    * stays CompletingRebalance); skipped with other live members, whose leader the broker picks.
    */
   | { op: 'joinOnly'; slot: number }
+  /** An admin deletes the group's committed offsets of both partitions (OffsetDelete). */
+  | { op: 'deleteOffsets' }
   | { op: 'deleteGroup' };
 
 export interface Script {
@@ -357,6 +360,8 @@ class Run {
       }
       case 'deleteGroup':
         return String(await deleteGroup(this.admin, this.group));
+      case 'deleteOffsets':
+        return deleteOffsets(this.admin, this.group, this.env.topic, [0, 1]);
     }
   }
 
@@ -788,6 +793,7 @@ function changeArb(protocol: Protocol): fc.Arbitrary<Step> {
       }),
     },
     { weight: 1, arbitrary: fc.constant({ op: 'deleteGroup' as const }) },
+    { weight: 1, arbitrary: fc.constant({ op: 'deleteOffsets' as const }) },
     { weight: 1, arbitrary: fc.record({ op: fc.constant('heartbeat' as const), slot }) },
     { weight: 1, arbitrary: txnEnd },
   ];

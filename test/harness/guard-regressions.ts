@@ -408,16 +408,27 @@ export const GUARD_REGRESSIONS: { title: string; script: Script }[] = [
     },
   },
   {
-    title: 'a transactional group empties and is deleted: its next life commits plainly',
+    title:
+      "a transactional group's offsets are deleted; it empties and is deleted: its next life commits plainly",
     script: {
       protocol: 'classic',
       statics: [false, false, false],
       steps: [
+        commit(1),
         txn(0),
         txnEnd(),
+        { op: 'deleteOffsets' },
         { op: 'leave', slot: 0 },
         { op: 'leave', slot: 1 },
         { op: 'leave', slot: 2 },
+        fetch(),
+        { op: 'deleteOffsets' },
+        fetch(),
+        { op: 'commitAnonymous', version: 9 },
+        txn(null),
+        txnEnd(),
+        { op: 'deleteOffsets' },
+        fetch(),
         { op: 'deleteGroup' },
         { op: 'commitAnonymous', version: 9 },
         fetch(),
