@@ -169,4 +169,25 @@ describe('OffsetDelete', () => {
     expect(silent.errorCode).toBe(ErrorCode.COORDINATOR_NOT_AVAILABLE);
     expect((await store.fetch('g', null)).map((o) => o.partition)).toEqual([1]);
   });
+
+  test('live members by the store: the broker is asked first, and an empty group there is deleted', async () => {
+    const store = new MemoryStore();
+    await storeOffset(store, 'g', 't', 0, 1n);
+    await store.updateGroup('g', { kind: 'joined', generationId: 1, memberId: 'm', groupInstanceId: null });
+    const asked: string[] = [];
+    const notEmpty = await handleOffsetDelete(request('g', { t: [0] }), 0, {
+      store,
+      groupIsEmptyAtBroker: async (g) => (asked.push(g), false),
+    });
+    expect(codes(notEmpty)).toEqual([['t', 0, ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC]]);
+    // The member expired at the broker without a response the proxy saw.
+    const expired = await handleOffsetDelete(request('g', { t: [0] }), 0, {
+      store,
+      groupIsEmptyAtBroker: async (g) => (asked.push(g), true),
+    });
+    expect(codes(expired)).toEqual([['t', 0, ErrorCode.NONE]]);
+    expect(asked).toEqual(['g', 'g']);
+    expect(await store.fetch('g', null)).toEqual([]);
+    expect((await store.getGroup('g'))?.members).toEqual([]);
+  });
 });

@@ -10,6 +10,7 @@ import { ErrorCode } from '../../protocol/error-codes.js';
 import type { OffsetDeleteRequest } from '../../protocol/messages/offset-delete-request.js';
 import type { OffsetDeleteResponse } from '../../protocol/messages/offset-delete-response.js';
 import { storeFailureCode } from './kafka-errors.js';
+import { emptyAtBroker } from './offset-commit.js';
 import type { HandlerDeps, OffsetHandler } from './offset-handler.js';
 
 export interface DeleteDeps extends HandlerDeps {
@@ -18,6 +19,12 @@ export interface DeleteDeps extends HandlerDeps {
    * answer (for transactional groups). Absent (unit tests): COORDINATOR_NOT_AVAILABLE for them.
    */
   deleteAtBroker?: () => Promise<OffsetDeleteResponse>;
+  /**
+   * Whether the broker says the group has no members (BrokerLookups.groupIsEmpty): asked before a
+   * refusal for live members stands, since the members the store knows may have expired at the
+   * broker without a response the proxy saw. Absent: the store's record decides.
+   */
+  groupIsEmptyAtBroker?: (group: string) => Promise<boolean>;
 }
 
 /** Every version answers alike (v0 is the only one). */
@@ -25,7 +32,7 @@ export const handleOffsetDelete: OffsetHandler<
   OffsetDeleteRequest,
   OffsetDeleteResponse,
   DeleteDeps
-> = async (req, _version, { store, authorize, deleteAtBroker }) => {
+> = async (req, _version, { store, authorize, deleteAtBroker, groupIsEmptyAtBroker }) => {
   const fail = (errorCode: number): OffsetDeleteResponse => ({ errorCode, throttleTimeMs: 0, topics: [] });
   // DELETE on the group, READ on the topics: asked first, as the broker does.
   const auth = authorize
@@ -53,7 +60,8 @@ export const handleOffsetDelete: OffsetHandler<
       if (deleted.length > 0) await store.deleteOffsets(req.groupId, deleted);
       return res;
     }
-    const live = (state?.members.length ?? 0) > 0;
+    const live =
+      (state?.members.length ?? 0) > 0 && !(await emptyAtBroker(store, req.groupId, groupIsEmptyAtBroker));
     if (!live) {
       await store.deleteOffsets(
         req.groupId,

@@ -246,6 +246,7 @@ export class OffsetService implements ProxyExtension {
                   (await ask(ApiKey.OffsetDelete, info.apiVersion, req)) as OffsetDeleteResponse,
               }
             : {}),
+          ...(lookups ? { groupIsEmptyAtBroker: (g: string) => lookups.groupIsEmpty(g) } : {}),
         });
         return { action: 'respond', body };
       }

@@ -407,6 +407,20 @@ export const GUARD_REGRESSIONS: { title: string; script: Script }[] = [
       ],
     },
   },
+  ...(['classic', 'consumer'] as const).map((protocol) => ({
+    title: `${protocol === 'classic' ? 'classic' : 'KIP-848'}: every member killed, their sessions expire; the offsets are deleted`,
+    script: {
+      protocol,
+      statics: [false, true, false],
+      steps: [
+        commit(0),
+        { op: 'deleteOffsets' } as const,
+        { op: 'crash', slots: [0, 1, 2] } as Step,
+        { op: 'deleteOffsets' } as const,
+        fetch(),
+      ],
+    },
+  })),
   {
     title:
       "a transactional group's offsets are deleted; it empties and is deleted: its next life commits plainly",
