@@ -19,6 +19,7 @@ import {
   peekProduceAcks,
   peekRequestHeader,
 } from '../../protocol/frames.js';
+import type { PeekedRequestHeader } from '../../protocol/frames.js';
 import { ApiKey } from '../../protocol/messages/index.js';
 import { defaultApiVersionsResponse } from '../../protocol/messages/api-versions-response.js';
 import type { AnyRequest, AnyResponse } from '../../protocol/messages/index.js';
@@ -110,6 +111,8 @@ export class ProxyConnection {
   private readonly requests: RequestReader;
   /** The request being streamed to the broker ('stream' routes), until its last bytes are written. */
   private streamed: BrokerPending | null = null;
+  /** The header and plan of the request `routeRequest` last chose to stream. */
+  private routed: { h: PeekedRequestHeader; plan: RelayPlan } | null = null;
   /** Writes to the broker that wait for the streamed request's last bytes (they may not split it). */
   private writesAfterStream: Buffer[][] = [];
   private readonly responses: ResponseReader;
@@ -152,7 +155,8 @@ export class ProxyConnection {
   ) {
     this.log = policy.log.child({ conn: this.id, node: nodeId });
     this.transientReads = readsIntoReusedBuffer(client);
-    this.requests = new RequestReader(policy.maxFrameSize, MAX_ROUTING_HEAD_BYTES, {
+    // A streamed request is at most ALWAYS_READ_REQUEST_BYTES: its head need not be held longer.
+    this.requests = new RequestReader(policy.maxFrameSize, ALWAYS_READ_REQUEST_BYTES, {
       route: (size, head) => this.routeRequest(size, head),
       stream: (bytes, end) => this.streamRequest(bytes, end),
       whole: (frame) => this.wholeRequest(frame),
@@ -270,14 +274,15 @@ export class ProxyConnection {
       if (acks === null) return 'more';
       if (acks === 0) return 'whole';
     }
+    this.routed = { h, plan };
     return 'stream';
   }
 
   private streamRequest(bytes: Buffer, end: boolean): void {
     if (this.closed) return;
     if (this.streamed === null) {
-      const h = peekRequestHeader(bytes.subarray(4));
-      const plan = this.policy.plans.of(h.apiKey, h.apiVersion) as RelayPlan;
+      const { h, plan } = this.routed!;
+      this.routed = null;
       const p = this.brokerPending(h, performance.now(), plan, null, undefined);
       this.enqueue(p);
       this.queue.sent(p);
@@ -747,12 +752,6 @@ export class ProxyConnection {
     this.policy.onClose?.(this);
   }
 }
-
-/**
- * How much of a request's start may be held to route it: its header's client id and a Produce's
- * transactional id (int16-length strings), with room for the header's tagged fields.
- */
-const MAX_ROUTING_HEAD_BYTES = 72 * 1024;
 
 /** A Produce request's acks when `head` (its first bytes) holds them, else null. */
 function peekProduceAcksIfIn(head: Buffer): number | null {
