@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { ErrorCode } from '../../protocol/error-codes.js';
 import { ApiKey } from '../../protocol/messages/index.js';
+import type { AnyExchange } from '../core/extension.js';
 import { MemberLiveness, UNCERTAIN_GROUP_MS } from './liveness.js';
 
 function clock() {
@@ -20,28 +21,34 @@ const sync = (memberId: string, gen: number, errorCode = 0) =>
 const heartbeat = (memberId: string, gen: number, errorCode = 0) =>
   [ApiKey.Heartbeat, 4, { groupId: 'g', memberId, generationId: gen }, { errorCode }] as const;
 
+/** Hands over an exchange as the service does; the bodies carry only the fields liveness reads. */
+const see = (
+  l: MemberLiveness,
+  [apiKey, apiVersion, request, response]: readonly [number, number, object, object],
+) => l.observe(apiVersion, { apiKey, request, response } as unknown as AnyExchange);
+
 describe('MemberLiveness', () => {
   it('a classic member is fresh after join and sync, for a third of its session timeout from its last heartbeat', () => {
     const c = clock();
     const l = new MemberLiveness(c.now);
-    l.observe(...join('m', 2));
+    see(l, join('m', 2));
     expect(l.classicFresh('g', 'm', 2)).toBe(false); // not synced yet
-    l.observe(...sync('m', 2));
+    see(l, sync('m', 2));
     expect(l.classicFresh('g', 'm', 2)).toBe(true);
     expect(l.classicFresh('g', 'm', 1)).toBe(false);
     c.t += 999;
     expect(l.classicFresh('g', 'm', 2)).toBe(true);
     c.t += 1;
     expect(l.classicFresh('g', 'm', 2)).toBe(false);
-    l.observe(...heartbeat('m', 2));
+    see(l, heartbeat('m', 2));
     expect(l.classicFresh('g', 'm', 2)).toBe(true);
   });
 
   it('a short rebalance timeout shortens the lease', () => {
     const c = clock();
     const l = new MemberLiveness(c.now);
-    l.observe(...join('m', 1, 30_000, 600));
-    l.observe(...sync('m', 1));
+    see(l, join('m', 1, 30_000, 600));
+    see(l, sync('m', 1));
     c.t += 200;
     expect(l.classicFresh('g', 'm', 1)).toBe(false);
   });
@@ -49,17 +56,17 @@ describe('MemberLiveness', () => {
   it('a rebalance, an error or a leave ends the evidence; a broker check restores it', () => {
     const c = clock();
     const l = new MemberLiveness(c.now);
-    l.observe(...join('m', 1));
-    l.observe(...sync('m', 1));
-    l.observe(...heartbeat('m', 1, ErrorCode.REBALANCE_IN_PROGRESS));
+    see(l, join('m', 1));
+    see(l, sync('m', 1));
+    see(l, heartbeat('m', 1, ErrorCode.REBALANCE_IN_PROGRESS));
     expect(l.classicFresh('g', 'm', 1)).toBe(false);
     l.classicConfirmed('g', 'm', 1, false);
     expect(l.classicFresh('g', 'm', 1)).toBe(true);
-    l.observe(...heartbeat('m', 1, ErrorCode.UNKNOWN_MEMBER_ID));
+    see(l, heartbeat('m', 1, ErrorCode.UNKNOWN_MEMBER_ID));
     expect(l.classicFresh('g', 'm', 1)).toBe(false);
-    l.observe(...join('m', 2));
-    l.observe(...sync('m', 2));
-    l.observe(ApiKey.LeaveGroup, 5, { groupId: 'g', members: [{ memberId: 'm' }] }, { errorCode: 0 });
+    see(l, join('m', 2));
+    see(l, sync('m', 2));
+    see(l, [ApiKey.LeaveGroup, 5, { groupId: 'g', members: [{ memberId: 'm' }] }, { errorCode: 0 }]);
     expect(l.classicFresh('g', 'm', 2)).toBe(false);
   });
 
@@ -67,12 +74,12 @@ describe('MemberLiveness', () => {
     const c = clock();
     const l = new MemberLiveness(c.now);
     const hb = (epoch: number, errorCode = 0, reqEpoch = 1) =>
-      l.observe(
+      see(l, [
         ApiKey.ConsumerGroupHeartbeat,
         1,
         { groupId: 'g', memberId: 'k', memberEpoch: reqEpoch },
         { errorCode, memberId: 'k', memberEpoch: epoch, heartbeatIntervalMs: 500 },
-      );
+      ]);
     hb(4);
     expect(l.consumerFresh('g', 'k', 4)).toBe(true);
     expect(l.consumerFresh('g', 'k', 3)).toBe(false);
@@ -90,8 +97,8 @@ describe('MemberLiveness', () => {
   it('a group whose record may have missed an update is uncertain for a while', () => {
     const c = clock();
     const l = new MemberLiveness(c.now);
-    l.observe(...join('m', 1));
-    l.observe(...sync('m', 1));
+    see(l, join('m', 1));
+    see(l, sync('m', 1));
     l.markUncertain('g');
     expect(l.classicFresh('g', 'm', 1)).toBe(false);
     c.t += UNCERTAIN_GROUP_MS;

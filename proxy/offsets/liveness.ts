@@ -22,16 +22,9 @@
  * is simply checked with the broker. Evidence is dropped on any sign the member may be gone.
  */
 import { ErrorCode } from '../../protocol/error-codes.js';
-import type { ConsumerGroupHeartbeatRequest } from '../../protocol/messages/consumer-group-heartbeat-request.js';
-import type { ConsumerGroupHeartbeatResponse } from '../../protocol/messages/consumer-group-heartbeat-response.js';
-import type { HeartbeatRequest } from '../../protocol/messages/heartbeat-request.js';
-import type { HeartbeatResponse } from '../../protocol/messages/heartbeat-response.js';
 import { ApiKey } from '../../protocol/messages/index.js';
 import type { JoinGroupRequest } from '../../protocol/messages/join-group-request.js';
-import type { JoinGroupResponse } from '../../protocol/messages/join-group-response.js';
-import type { LeaveGroupRequest } from '../../protocol/messages/leave-group-request.js';
-import type { SyncGroupRequest } from '../../protocol/messages/sync-group-request.js';
-import type { SyncGroupResponse } from '../../protocol/messages/sync-group-response.js';
+import type { AnyExchange } from '../core/extension.js';
 
 /** A classic member's session timeout when this instance did not see its JoinGroup. */
 export const UNKNOWN_SESSION_TIMEOUT_MS = 3000;
@@ -125,11 +118,11 @@ export class MemberLiveness {
   }
 
   /** Takes what a group response says about its member (called before the client sees it). */
-  observe(apiKey: number, apiVersion: number, request: unknown, response: unknown): void {
-    switch (apiKey) {
+  observe(apiVersion: number, exchange: AnyExchange): void {
+    switch (exchange.apiKey) {
       case ApiKey.JoinGroup: {
-        const req = request as JoinGroupRequest;
-        const res = response as JoinGroupResponse;
+        const req = exchange.request;
+        const res = exchange.response;
         if (res.errorCode !== ErrorCode.NONE) {
           this.classic.delete(key(req.groupId, req.memberId));
           return;
@@ -144,8 +137,8 @@ export class MemberLiveness {
         return;
       }
       case ApiKey.SyncGroup: {
-        const req = request as SyncGroupRequest;
-        const res = response as SyncGroupResponse;
+        const req = exchange.request;
+        const res = exchange.response;
         const e = this.classic.get(key(req.groupId, req.memberId));
         if (!e) return;
         if (res.errorCode === ErrorCode.NONE && e.generationId === req.generationId) {
@@ -159,8 +152,8 @@ export class MemberLiveness {
         return;
       }
       case ApiKey.Heartbeat: {
-        const req = request as HeartbeatRequest;
-        const res = response as HeartbeatResponse;
+        const req = exchange.request;
+        const res = exchange.response;
         const k = key(req.groupId, req.memberId);
         const e = this.classic.get(k);
         if (!e) return;
@@ -174,7 +167,7 @@ export class MemberLiveness {
         return;
       }
       case ApiKey.LeaveGroup: {
-        const req = request as LeaveGroupRequest;
+        const req = exchange.request;
         // Whatever the answer: the member meant to go. Instance-only removals name no member, so
         // the whole group's evidence goes.
         const ids = apiVersion >= 3 ? req.members.map((m) => m.memberId) : [req.memberId];
@@ -183,8 +176,8 @@ export class MemberLiveness {
         return;
       }
       case ApiKey.ConsumerGroupHeartbeat: {
-        const req = request as ConsumerGroupHeartbeatRequest;
-        const res = response as ConsumerGroupHeartbeatResponse;
+        const req = exchange.request;
+        const res = exchange.response;
         const memberId = res.memberId ?? req.memberId;
         const k = key(req.groupId, memberId);
         if (res.errorCode !== ErrorCode.NONE || req.memberEpoch < 0) {

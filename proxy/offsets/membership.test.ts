@@ -13,6 +13,7 @@ import type { DeleteGroupsResponse } from '../../protocol/messages/delete-groups
 import { ApiKey } from '../../protocol/messages/index.js';
 import { silentLogger } from '../common/log.js';
 import type { Logger } from '../common/log.js';
+import type { AnyExchange } from '../core/extension.js';
 import { afterDeleteGroups, MembershipRecorder, membershipUpdate } from './membership.js';
 import { storeOffset } from '../../test/harness/stored-offsets.js';
 
@@ -32,9 +33,13 @@ const joinRes = (
   members,
 });
 
+/** Hands over an exchange as the service does; the bodies carry only the fields membership.ts reads. */
+const update = (apiKey: number, apiVersion: number, request: object, response: object) =>
+  membershipUpdate(apiVersion, { apiKey, request, response } as unknown as AnyExchange);
+
 describe('membershipUpdate', () => {
   test("JoinGroup: a follower's join, the leader's member list, the instance id from v5", () => {
-    expect(membershipUpdate(ApiKey.JoinGroup, 9, joinReq('m1'), joinRes(0))).toEqual({
+    expect(update(ApiKey.JoinGroup, 9, joinReq('m1'), joinRes(0))).toEqual({
       group: 'g',
       update: { kind: 'joined', generationId: 4, memberId: 'm1', groupInstanceId: null },
     });
@@ -42,9 +47,7 @@ describe('membershipUpdate', () => {
       { memberId: 'm1', groupInstanceId: 'i1' },
       { memberId: 'm2', groupInstanceId: null },
     ];
-    expect(
-      membershipUpdate(ApiKey.JoinGroup, 5, joinReq('m1', 'i1'), joinRes(0, 'm1', members))?.update,
-    ).toEqual({
+    expect(update(ApiKey.JoinGroup, 5, joinReq('m1', 'i1'), joinRes(0, 'm1', members))?.update).toEqual({
       kind: 'joined',
       generationId: 4,
       memberId: 'm1',
@@ -52,9 +55,7 @@ describe('membershipUpdate', () => {
       members,
     });
     // v4 has no instance ids: whatever the decoded objects hold is not read.
-    expect(
-      membershipUpdate(ApiKey.JoinGroup, 4, joinReq('m1', 'i1'), joinRes(0, 'm1', members))?.update,
-    ).toEqual({
+    expect(update(ApiKey.JoinGroup, 4, joinReq('m1', 'i1'), joinRes(0, 'm1', members))?.update).toEqual({
       kind: 'joined',
       generationId: 4,
       memberId: 'm1',
@@ -64,82 +65,64 @@ describe('membershipUpdate', () => {
   });
 
   test('JoinGroup: a static member joining without its member id takes the instance over', () => {
-    const u = membershipUpdate(ApiKey.JoinGroup, 5, joinReq('', 'i1'), joinRes(0, 'new'))?.update;
+    const u = update(ApiKey.JoinGroup, 5, joinReq('', 'i1'), joinRes(0, 'new'))?.update;
     expect(u).toMatchObject({ kind: 'joined', memberId: 'new', groupInstanceId: 'i1', takeover: true });
-    expect(
-      membershipUpdate(ApiKey.JoinGroup, 5, joinReq('old', 'i1'), joinRes(0, 'old'))?.update,
-    ).not.toHaveProperty('takeover');
+    expect(update(ApiKey.JoinGroup, 5, joinReq('old', 'i1'), joinRes(0, 'old'))?.update).not.toHaveProperty(
+      'takeover',
+    );
   });
 
   test('JoinGroup errors: a member the broker does not know is gone; other errors say nothing', () => {
     for (const code of [ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.FENCED_INSTANCE_ID]) {
-      expect(membershipUpdate(ApiKey.JoinGroup, 9, joinReq('m1'), joinRes(code))).toEqual({
+      expect(update(ApiKey.JoinGroup, 9, joinReq('m1'), joinRes(code))).toEqual({
         group: 'g',
         update: { kind: 'gone', memberId: 'm1' },
       });
       // A member without an id was never in the group.
-      expect(membershipUpdate(ApiKey.JoinGroup, 9, joinReq(''), joinRes(code))).toBeNull();
+      expect(update(ApiKey.JoinGroup, 9, joinReq(''), joinRes(code))).toBeNull();
     }
-    expect(
-      membershipUpdate(ApiKey.JoinGroup, 9, joinReq('m1'), joinRes(ErrorCode.MEMBER_ID_REQUIRED)),
-    ).toBeNull();
-    expect(
-      membershipUpdate(ApiKey.JoinGroup, 9, joinReq('m1'), joinRes(ErrorCode.REBALANCE_IN_PROGRESS)),
-    ).toBeNull();
+    expect(update(ApiKey.JoinGroup, 9, joinReq('m1'), joinRes(ErrorCode.MEMBER_ID_REQUIRED))).toBeNull();
+    expect(update(ApiKey.JoinGroup, 9, joinReq('m1'), joinRes(ErrorCode.REBALANCE_IN_PROGRESS))).toBeNull();
   });
 
   test('SyncGroup: synced (instance id from v3), rebalancing, gone', () => {
     const req = { groupId: 'g', generationId: 4, memberId: 'm1', groupInstanceId: 'i1' };
-    expect(membershipUpdate(ApiKey.SyncGroup, 3, req, { errorCode: 0 })?.update).toEqual({
+    expect(update(ApiKey.SyncGroup, 3, req, { errorCode: 0 })?.update).toEqual({
       kind: 'synced',
       generationId: 4,
       memberId: 'm1',
       groupInstanceId: 'i1',
     });
-    expect(membershipUpdate(ApiKey.SyncGroup, 2, req, { errorCode: 0 })?.update).toMatchObject({
+    expect(update(ApiKey.SyncGroup, 2, req, { errorCode: 0 })?.update).toMatchObject({
       groupInstanceId: null,
     });
-    expect(
-      membershipUpdate(ApiKey.SyncGroup, 5, req, { errorCode: ErrorCode.REBALANCE_IN_PROGRESS })?.update,
-    ).toEqual({
+    expect(update(ApiKey.SyncGroup, 5, req, { errorCode: ErrorCode.REBALANCE_IN_PROGRESS })?.update).toEqual({
       kind: 'rebalancing',
       generationId: 4,
     });
-    expect(
-      membershipUpdate(ApiKey.SyncGroup, 5, req, { errorCode: ErrorCode.UNKNOWN_MEMBER_ID })?.update,
-    ).toEqual({
+    expect(update(ApiKey.SyncGroup, 5, req, { errorCode: ErrorCode.UNKNOWN_MEMBER_ID })?.update).toEqual({
       kind: 'gone',
       memberId: 'm1',
     });
-    expect(
-      membershipUpdate(ApiKey.SyncGroup, 5, req, { errorCode: ErrorCode.ILLEGAL_GENERATION }),
-    ).toBeNull();
+    expect(update(ApiKey.SyncGroup, 5, req, { errorCode: ErrorCode.ILLEGAL_GENERATION })).toBeNull();
   });
 
   test('Heartbeat: REBALANCE_IN_PROGRESS marks the generation rebalancing; a plain beat changes nothing', () => {
     const req = { groupId: 'g', generationId: 4, memberId: 'm1' };
-    expect(membershipUpdate(ApiKey.Heartbeat, 4, req, { errorCode: 0 })).toBeNull();
-    expect(
-      membershipUpdate(ApiKey.Heartbeat, 4, req, { errorCode: ErrorCode.REBALANCE_IN_PROGRESS })?.update,
-    ).toEqual({
+    expect(update(ApiKey.Heartbeat, 4, req, { errorCode: 0 })).toBeNull();
+    expect(update(ApiKey.Heartbeat, 4, req, { errorCode: ErrorCode.REBALANCE_IN_PROGRESS })?.update).toEqual({
       kind: 'rebalancing',
       generationId: 4,
     });
-    expect(
-      membershipUpdate(ApiKey.Heartbeat, 4, req, { errorCode: ErrorCode.FENCED_INSTANCE_ID })?.update,
-    ).toEqual({
+    expect(update(ApiKey.Heartbeat, 4, req, { errorCode: ErrorCode.FENCED_INSTANCE_ID })?.update).toEqual({
       kind: 'gone',
       memberId: 'm1',
     });
-    expect(
-      membershipUpdate(ApiKey.Heartbeat, 4, req, { errorCode: ErrorCode.ILLEGAL_GENERATION }),
-    ).toBeNull();
+    expect(update(ApiKey.Heartbeat, 4, req, { errorCode: ErrorCode.ILLEGAL_GENERATION })).toBeNull();
   });
 
   test('LeaveGroup: one member below v3; from v3 the members that left, by id or by instance id alone', () => {
-    expect(
-      membershipUpdate(ApiKey.LeaveGroup, 2, { groupId: 'g', memberId: 'm1' }, { errorCode: 0 })?.update,
-    ).toEqual({
+    expect(update(ApiKey.LeaveGroup, 2, { groupId: 'g', memberId: 'm1' }, { errorCode: 0 })?.update).toEqual({
       kind: 'left',
       memberIds: ['m1'],
     });
@@ -151,16 +134,14 @@ describe('membershipUpdate', () => {
         { memberId: 'm3', groupInstanceId: 'i3', errorCode: ErrorCode.UNKNOWN_MEMBER_ID },
       ],
     };
-    expect(membershipUpdate(ApiKey.LeaveGroup, 3, { groupId: 'g', members: [] }, res)?.update).toEqual({
+    expect(update(ApiKey.LeaveGroup, 3, { groupId: 'g', members: [] }, res)?.update).toEqual({
       kind: 'left',
       memberIds: ['m1'],
       groupInstanceIds: ['i2'],
     });
     const noneLeft = { errorCode: 0, members: [{ memberId: 'm3', groupInstanceId: null, errorCode: 25 }] };
-    expect(membershipUpdate(ApiKey.LeaveGroup, 5, { groupId: 'g', members: [] }, noneLeft)).toBeNull();
-    expect(
-      membershipUpdate(ApiKey.LeaveGroup, 2, { groupId: 'g', memberId: 'm1' }, { errorCode: 25 }),
-    ).toBeNull();
+    expect(update(ApiKey.LeaveGroup, 5, { groupId: 'g', members: [] }, noneLeft)).toBeNull();
+    expect(update(ApiKey.LeaveGroup, 2, { groupId: 'g', memberId: 'm1' }, { errorCode: 25 })).toBeNull();
   });
 
   test('ConsumerGroupHeartbeat: the epoch; a join is exact and carries its instance id; a leave keeps its epoch', () => {
@@ -171,14 +152,14 @@ describe('membershipUpdate', () => {
       instanceId,
     });
     expect(
-      membershipUpdate(ApiKey.ConsumerGroupHeartbeat, 0, beat('m1', 0, 'i1'), {
+      update(ApiKey.ConsumerGroupHeartbeat, 0, beat('m1', 0, 'i1'), {
         errorCode: 0,
         memberId: 'm1',
         memberEpoch: 3,
       })?.update,
     ).toEqual({ kind: 'member-epoch', memberId: 'm1', memberEpoch: 3, instanceId: 'i1', exact: true });
     expect(
-      membershipUpdate(ApiKey.ConsumerGroupHeartbeat, 0, beat('m1', 3), {
+      update(ApiKey.ConsumerGroupHeartbeat, 0, beat('m1', 3), {
         errorCode: 0,
         memberId: null,
         memberEpoch: 4,
@@ -186,7 +167,7 @@ describe('membershipUpdate', () => {
     ).toEqual({ kind: 'member-epoch', memberId: 'm1', memberEpoch: 4 });
     for (const leave of [-1, -2]) {
       expect(
-        membershipUpdate(ApiKey.ConsumerGroupHeartbeat, 0, beat('m1', leave), {
+        update(ApiKey.ConsumerGroupHeartbeat, 0, beat('m1', leave), {
           errorCode: 0,
           memberId: 'm1',
           memberEpoch: 7,
@@ -194,12 +175,12 @@ describe('membershipUpdate', () => {
       ).toEqual({ kind: 'member-epoch', memberId: 'm1', memberEpoch: leave });
     }
     expect(
-      membershipUpdate(ApiKey.ConsumerGroupHeartbeat, 0, beat('m1', 3), {
+      update(ApiKey.ConsumerGroupHeartbeat, 0, beat('m1', 3), {
         errorCode: ErrorCode.UNKNOWN_MEMBER_ID,
       })?.update,
     ).toEqual({ kind: 'gone', memberId: 'm1' });
     expect(
-      membershipUpdate(ApiKey.ConsumerGroupHeartbeat, 0, beat('m1', 3), {
+      update(ApiKey.ConsumerGroupHeartbeat, 0, beat('m1', 3), {
         errorCode: ErrorCode.FENCED_MEMBER_EPOCH,
       }),
     ).toBeNull();
@@ -209,15 +190,15 @@ describe('membershipUpdate', () => {
     const res = (...codes: number[]) => ({
       topics: [{ partitions: codes.map((errorCode) => ({ errorCode })) }],
     });
-    expect(membershipUpdate(ApiKey.TxnOffsetCommit, 3, { groupId: 'g' }, res(29, 0))).toEqual({
+    expect(update(ApiKey.TxnOffsetCommit, 3, { groupId: 'g' }, res(29, 0))).toEqual({
       group: 'g',
       update: { kind: 'transactional' },
     });
-    expect(membershipUpdate(ApiKey.TxnOffsetCommit, 3, { groupId: 'g' }, res(29, 3))).toBeNull();
+    expect(update(ApiKey.TxnOffsetCommit, 3, { groupId: 'g' }, res(29, 3))).toBeNull();
   });
 
   test('other APIs imply nothing', () => {
-    expect(membershipUpdate(ApiKey.Metadata, 12, {}, {})).toBeNull();
+    expect(update(ApiKey.Metadata, 12, {}, {})).toBeNull();
   });
 });
 

@@ -5,22 +5,11 @@
  */
 import type { GroupUpdate, OffsetStore } from '../../backends/store.js';
 import { ErrorCode } from '../../protocol/error-codes.js';
-import type { ConsumerGroupHeartbeatRequest } from '../../protocol/messages/consumer-group-heartbeat-request.js';
-import type { ConsumerGroupHeartbeatResponse } from '../../protocol/messages/consumer-group-heartbeat-response.js';
 import type { DeleteGroupsResponse } from '../../protocol/messages/delete-groups-response.js';
-import type { HeartbeatRequest } from '../../protocol/messages/heartbeat-request.js';
-import type { HeartbeatResponse } from '../../protocol/messages/heartbeat-response.js';
 import { ApiKey } from '../../protocol/messages/index.js';
-import type { JoinGroupRequest } from '../../protocol/messages/join-group-request.js';
-import type { JoinGroupResponse } from '../../protocol/messages/join-group-response.js';
-import type { LeaveGroupRequest } from '../../protocol/messages/leave-group-request.js';
-import type { LeaveGroupResponse } from '../../protocol/messages/leave-group-response.js';
-import type { SyncGroupRequest } from '../../protocol/messages/sync-group-request.js';
-import type { SyncGroupResponse } from '../../protocol/messages/sync-group-response.js';
-import type { TxnOffsetCommitRequest } from '../../protocol/messages/txn-offset-commit-request.js';
-import type { TxnOffsetCommitResponse } from '../../protocol/messages/txn-offset-commit-response.js';
 import type { Logger } from '../common/log.js';
 import { storeFailureCode } from './kafka-errors.js';
+import type { AnyExchange } from '../core/extension.js';
 
 export const OBSERVED_APIS: ReadonlySet<number> = new Set([
   ApiKey.JoinGroup,
@@ -40,15 +29,13 @@ const gone = (group: string, memberId: string): { group: string; update: GroupUp
 
 /** The group update a response implies, or null. */
 export function membershipUpdate(
-  apiKey: number,
   apiVersion: number,
-  request: unknown,
-  response: unknown,
+  exchange: AnyExchange,
 ): { group: string; update: GroupUpdate } | null {
-  switch (apiKey) {
+  switch (exchange.apiKey) {
     case ApiKey.JoinGroup: {
-      const req = request as JoinGroupRequest;
-      const res = response as JoinGroupResponse;
+      const req = exchange.request;
+      const res = exchange.response;
       if (MEMBER_GONE.has(res.errorCode)) return gone(req.groupId, req.memberId);
       if (res.errorCode !== ErrorCode.NONE) return null;
       const instance = apiVersion >= 5 ? req.groupInstanceId : null;
@@ -72,8 +59,8 @@ export function membershipUpdate(
       return { group: req.groupId, update };
     }
     case ApiKey.SyncGroup: {
-      const req = request as SyncGroupRequest;
-      const res = response as SyncGroupResponse;
+      const req = exchange.request;
+      const res = exchange.response;
       if (res.errorCode === ErrorCode.NONE) {
         return {
           group: req.groupId,
@@ -92,15 +79,15 @@ export function membershipUpdate(
       return null;
     }
     case ApiKey.Heartbeat: {
-      const req = request as HeartbeatRequest;
-      const res = response as HeartbeatResponse;
+      const req = exchange.request;
+      const res = exchange.response;
       if (MEMBER_GONE.has(res.errorCode)) return gone(req.groupId, req.memberId);
       if (res.errorCode !== ErrorCode.REBALANCE_IN_PROGRESS) return null;
       return { group: req.groupId, update: { kind: 'rebalancing', generationId: req.generationId } };
     }
     case ApiKey.LeaveGroup: {
-      const req = request as LeaveGroupRequest;
-      const res = response as LeaveGroupResponse;
+      const req = exchange.request;
+      const res = exchange.response;
       if (res.errorCode !== ErrorCode.NONE) return null;
       if (apiVersion < 3) return { group: req.groupId, update: { kind: 'left', memberIds: [req.memberId] } };
       const left = res.members.filter((m) => m.errorCode === ErrorCode.NONE);
@@ -114,8 +101,8 @@ export function membershipUpdate(
       };
     }
     case ApiKey.ConsumerGroupHeartbeat: {
-      const req = request as ConsumerGroupHeartbeatRequest;
-      const res = response as ConsumerGroupHeartbeatResponse;
+      const req = exchange.request;
+      const res = exchange.response;
       if (res.errorCode === ErrorCode.UNKNOWN_MEMBER_ID) return gone(req.groupId, req.memberId);
       if (res.errorCode !== ErrorCode.NONE) return null;
       const memberId = res.memberId ?? req.memberId;
@@ -129,8 +116,8 @@ export function membershipUpdate(
       return { group: req.groupId, update };
     }
     case ApiKey.TxnOffsetCommit: {
-      const req = request as TxnOffsetCommitRequest;
-      const res = response as TxnOffsetCommitResponse;
+      const req = exchange.request;
+      const res = exchange.response;
       const anyAccepted = res.topics.some((t) => t.partitions.some((p) => p.errorCode === ErrorCode.NONE));
       return anyAccepted ? { group: req.groupId, update: { kind: 'transactional' } } : null;
     }

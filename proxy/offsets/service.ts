@@ -360,14 +360,13 @@ export class OffsetService implements ProxyExtension {
       default:
         break; // the membership APIs, below
     }
-    const { request, response } = exchange;
     // In memory first: it holds even when the store cannot take the update.
-    this.liveness.observe(info.apiKey, info.apiVersion, request, response);
+    this.liveness.observe(info.apiVersion, exchange);
     if (exchange.apiKey === ApiKey.ConsumerGroupHeartbeat) {
       await this.staticTakeoverSeenElsewhere(exchange.request, exchange.response);
       this.assignmentEpochs.observe(exchange.request, exchange.response);
     }
-    const observed = membershipUpdate(info.apiKey, info.apiVersion, request, response);
+    const observed = membershipUpdate(info.apiVersion, exchange);
     if (observed && !(await this.recorder.record(observed.group, observed.update)))
       this.liveness.markUncertain(observed.group);
     return undefined;
