@@ -22,7 +22,7 @@ import {
 import type { PeekedRequestHeader } from '../../protocol/frames.js';
 import { ApiKey } from '../../protocol/messages/index.js';
 import { defaultApiVersionsResponse } from '../../protocol/messages/api-versions-response.js';
-import type { AnyRequest, AnyResponse } from '../../protocol/messages/index.js';
+import type { AnyRequest, AnyResponse, RequestBody, ResponseBody } from '../../protocol/messages/index.js';
 import type { AnyExchange, ProxyExtension, RequestDecision, RequestInfo } from './extension.js';
 import { FetchResponseStream } from './fetch-stream.js';
 import type { ExposeBrokerNow } from './fetch-stream.js';
@@ -690,7 +690,7 @@ export class ProxyConnection {
    * fails after --request-timeout-ms without an answer (the answer, if it comes later, is read and
    * dropped: the broker answers in order).
    */
-  askBroker(apiKey: number, apiVersion: number, body: unknown): Promise<unknown> {
+  askBroker<K extends number>(apiKey: K, apiVersion: number, body: RequestBody<K>): Promise<ResponseBody<K>> {
     if (this.closed) return Promise.reject(new Error('connection closed'));
     const correlationId = this.nextInternalId;
     this.nextInternalId = this.nextInternalId <= -0x7ffffff0 ? -1 : this.nextInternalId - 1;

@@ -6,7 +6,9 @@
 import type {
   AnyRequest,
   KnownApiKey,
+  RequestBody,
   RequestBodyByApiKey,
+  ResponseBody,
   ResponseBodyByApiKey,
 } from '../../protocol/messages/index.js';
 
@@ -28,8 +30,15 @@ export interface RequestInfo {
    * answers it as it would answer the client (same principal, same ACLs). Resolves with the
    * decoded response body.
    */
-  askBroker?: (apiKey: number, apiVersion: number, body: unknown) => Promise<unknown>;
+  askBroker?: AskBroker;
 }
+
+/** With an API key literal (`ApiKey.DescribeGroups`) the request and the answer are typed. */
+export type AskBroker = <K extends number>(
+  apiKey: K,
+  apiVersion: number,
+  body: RequestBody<K>,
+) => Promise<ResponseBody<K>>;
 
 /** Any response body the codec knows. */
 export type AnyResponseBody = ResponseBodyByApiKey[KnownApiKey];

@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { ErrorCode } from '../../protocol/error-codes.js';
 import type { OffsetCommitRequest } from '../../protocol/messages/offset-commit-request.js';
-import type { RequestInfo } from '../core/extension.js';
+import type { AskBroker, RequestInfo } from '../core/extension.js';
 import { BrokerAuthorizer } from './authorizer.js';
 
 /** A broker that allows everything: the probe's partition does not exist, never an ACL error. */
@@ -12,7 +12,8 @@ function allowingBroker(onProbe: () => void): RequestInfo {
     apiVersion: 8,
     correlationId: 1,
     nodeId: null,
-    askBroker: async (_apiKey, _version, body) => {
+    // Every probe (OffsetCommit, OffsetFetch, OffsetDelete) reads only `topics` of the answer.
+    askBroker: (async (_apiKey: number, _version: number, body: unknown) => {
       onProbe();
       return {
         throttleTimeMs: 0,
@@ -21,7 +22,7 @@ function allowingBroker(onProbe: () => void): RequestInfo {
           partitions: [{ partitionIndex: 2147483647, errorCode: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION }],
         })),
       };
-    },
+    }) as AskBroker,
   };
 }
 

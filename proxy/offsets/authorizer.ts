@@ -14,11 +14,8 @@
 import { ErrorCode } from '../../protocol/error-codes.js';
 import { ApiKey } from '../../protocol/messages/index.js';
 import { defaultOffsetCommitRequest } from '../../protocol/messages/offset-commit-request.js';
-import type { OffsetCommitResponse } from '../../protocol/messages/offset-commit-response.js';
 import { defaultOffsetDeleteRequest } from '../../protocol/messages/offset-delete-request.js';
-import type { OffsetDeleteResponse } from '../../protocol/messages/offset-delete-response.js';
 import { defaultOffsetFetchRequest } from '../../protocol/messages/offset-fetch-request.js';
-import type { OffsetFetchResponse } from '../../protocol/messages/offset-fetch-response.js';
 import type { RequestInfo } from '../core/extension.js';
 
 export type Operation = 'read' | 'describe' | 'delete';
@@ -186,10 +183,10 @@ export class BrokerAuthorizer {
     for (let i = 0; i < missing.length; i += BATCH_PROBE_GROUPS) {
       const batch = missing.slice(i, i + BATCH_PROBE_GROUPS);
       try {
-        const r = (await ask(ApiKey.OffsetFetch, BATCH_FETCH_PROBE_VERSION, {
+        const r = await ask(ApiKey.OffsetFetch, BATCH_FETCH_PROBE_VERSION, {
           ...defaultOffsetFetchRequest(),
           groups: batch.map((groupId) => ({ groupId, memberId: null, memberEpoch: -1, topics: [] })),
-        })) as OffsetFetchResponse;
+        });
         for (const g of r.groups) {
           // Anything but the refusal comes after the group was authorized (NOT_COORDINATOR, ...).
           const verdict: Verdict =
@@ -213,7 +210,7 @@ export class BrokerAuthorizer {
     // no ACL is likely to grant, only to learn the group's verdict.
     const probeTopics = topics.length > 0 ? topics : ['__kafka_offset_proxy_probe'];
     try {
-      const r = (await ask(ApiKey.OffsetCommit, COMMIT_PROBE_VERSION, {
+      const r = await ask(ApiKey.OffsetCommit, COMMIT_PROBE_VERSION, {
         ...defaultOffsetCommitRequest(),
         groupId: group,
         generationIdOrMemberEpoch: -1,
@@ -231,7 +228,7 @@ export class BrokerAuthorizer {
             },
           ],
         })),
-      })) as OffsetCommitResponse;
+      });
       const codes = new Map(r.topics.map((t) => [t.name, t.partitions[0]?.errorCode ?? -1]));
       if ([...codes.values()].some((c) => c === ErrorCode.GROUP_AUTHORIZATION_FAILED)) {
         return { group: 'denied', topics: new Map() };
@@ -260,11 +257,11 @@ export class BrokerAuthorizer {
     topics: string[],
   ): Promise<{ group: Verdict; topics: Map<string, Verdict> }> {
     try {
-      const r = (await ask(ApiKey.OffsetFetch, FETCH_PROBE_VERSION, {
+      const r = await ask(ApiKey.OffsetFetch, FETCH_PROBE_VERSION, {
         ...defaultOffsetFetchRequest(),
         groupId: group,
         topics: topics.map((name) => ({ name, partitionIndexes: [PROBE_PARTITION] })),
-      })) as OffsetFetchResponse;
+      });
       if (r.errorCode === ErrorCode.GROUP_AUTHORIZATION_FAILED) return { group: 'denied', topics: new Map() };
       // Any other group-level error comes after the group was authorized (e.g. NOT_COORDINATOR),
       // but then the broker lists no topics: their verdict stays open.
@@ -290,11 +287,11 @@ export class BrokerAuthorizer {
 
   private async probeDelete(ask: NonNullable<RequestInfo['askBroker']>, group: string): Promise<Verdict> {
     try {
-      const r = (await ask(ApiKey.OffsetDelete, DELETE_PROBE_VERSION, {
+      const r = await ask(ApiKey.OffsetDelete, DELETE_PROBE_VERSION, {
         ...defaultOffsetDeleteRequest(),
         groupId: group,
         topics: [],
-      })) as OffsetDeleteResponse;
+      });
       // The broker checks DELETE on the group before anything else: any other answer (NONE,
       // GROUP_ID_NOT_FOUND, NOT_COORDINATOR, ...) comes after the group was authorized.
       return r.errorCode === ErrorCode.GROUP_AUTHORIZATION_FAILED ? 'denied' : 'allowed';

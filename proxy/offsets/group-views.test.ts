@@ -29,7 +29,7 @@ import {
   defaultListGroupsResponse,
 } from '../../protocol/messages/list-groups-response.js';
 import { storeOffset } from '../../test/harness/stored-offsets.js';
-import type { RequestInfo } from '../core/extension.js';
+import type { AskBroker, RequestInfo } from '../core/extension.js';
 import { silentLogger } from '../common/log.js';
 import type { DescribeCheck } from './group-views.js';
 import { GroupViews } from './group-views.js';
@@ -56,17 +56,18 @@ async function views(opts: { mayDescribe?: DescribeCheck; coordinator?: Record<s
   return { store, index, views: new GroupViews(index, opts.mayDescribe ?? null, silentLogger) };
 }
 
+/** `askBroker`: a fake broker that answers the one API these views ask (DescribeGroups). */
 const info = (
   apiVersion: number,
   nodeId: number | null = 1,
-  askBroker?: RequestInfo['askBroker'],
+  askBroker?: (apiKey: number, apiVersion: number, body: unknown) => Promise<unknown>,
 ): RequestInfo => ({
   connectionId: 'c1',
   apiKey: ApiKey.ListGroups,
   apiVersion,
   correlationId: 1,
   nodeId,
-  ...(askBroker ? { askBroker } : {}),
+  ...(askBroker ? { askBroker: askBroker as AskBroker } : {}),
 });
 
 const listReq = (statesFilter: string[] = [], typesFilter: string[] = []): ListGroupsRequest => ({

@@ -157,10 +157,10 @@ export class GroupViews {
   private async deadAtBroker(info: RequestInfo, groups: string[]): Promise<Set<string>> {
     if (!info.askBroker) return new Set();
     try {
-      const res = (await info.askBroker(ApiKey.DescribeGroups, 5, {
+      const res = await info.askBroker(ApiKey.DescribeGroups, 5, {
         ...defaultDescribeGroupsRequest(),
         groups,
-      })) as DescribeGroupsResponse;
+      });
       return new Set(
         res.groups
           .filter((g) => g.errorCode === ErrorCode.NONE && g.groupState === 'Dead')

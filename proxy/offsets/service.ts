@@ -10,8 +10,6 @@ import type { AnyRequest } from '../../protocol/messages/index.js';
 import type { ConsumerGroupHeartbeatRequest } from '../../protocol/messages/consumer-group-heartbeat-request.js';
 import type { ConsumerGroupHeartbeatResponse } from '../../protocol/messages/consumer-group-heartbeat-response.js';
 import type { OffsetCommitRequest } from '../../protocol/messages/offset-commit-request.js';
-import type { OffsetCommitResponse } from '../../protocol/messages/offset-commit-response.js';
-import type { OffsetDeleteResponse } from '../../protocol/messages/offset-delete-response.js';
 import type {
   AnyExchange,
   AnyResponseBody,
@@ -242,8 +240,7 @@ export class OffsetService implements ProxyExtension {
           ...this.authorizeFor(info, 'delete'),
           ...(ask
             ? {
-                deleteAtBroker: async () =>
-                  (await ask(ApiKey.OffsetDelete, info.apiVersion, req)) as OffsetDeleteResponse,
+                deleteAtBroker: () => ask(ApiKey.OffsetDelete, info.apiVersion, req),
               }
             : {}),
           ...(lookups ? { groupIsEmptyAtBroker: (g: string) => lookups.groupIsEmpty(g) } : {}),
@@ -260,8 +257,7 @@ export class OffsetService implements ProxyExtension {
     const ask = info.askBroker;
     if (!ask) return {};
     return {
-      commitAtBroker: async () =>
-        (await ask(ApiKey.OffsetCommit, info.apiVersion, req)) as OffsetCommitResponse,
+      commitAtBroker: () => ask(ApiKey.OffsetCommit, info.apiVersion, req),
     };
   }
 
