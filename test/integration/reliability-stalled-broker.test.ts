@@ -129,6 +129,7 @@ describe.skipIf(process.env['KOP_BOOTSTRAP'] !== undefined)('the broker stalled 
         },
       );
 
+    let sampler: NodeJS.Timeout | undefined;
     try {
       // Before the stall: every producer and fetcher gets one answer, so the path to the broker
       // is open (the proxy's upstream connections exist) when the broker freezes.
@@ -173,7 +174,7 @@ describe.skipIf(process.env['KOP_BOOTSTRAP'] !== undefined)('the broker stalled 
         c.write(Buffer.concat(Array.from({ length: FETCHES_PER_CLIENT }, (_, k) => fetch(k + 2))));
       }
       const rss: number[] = [];
-      const sampler = setInterval(() => rss.push(rssOf(pid)), 250);
+      sampler = setInterval(() => rss.push(rssOf(pid)), 250);
       await sleep(500);
       const during = await measure(Infinity, stallStart + STALL_MS - 300);
       await sleep(Math.max(0, stallStart + STALL_MS - performance.now()));
@@ -235,6 +236,8 @@ describe.skipIf(process.env['KOP_BOOTSTRAP'] !== undefined)('the broker stalled 
       expect(during.n).toBeGreaterThanOrEqual(10);
       expect(proxy.child.exitCode).toBe(null);
     } finally {
+      // A failure mid-stall must not leave the sampler reading a killed proxy's /proc entry.
+      clearInterval(sampler);
       // The broker is shared with the test files that follow: never leave it stopped.
       // (SIGCONT to a running process does nothing, so it is sent whatever happened.)
       if (brokerPid !== undefined) process.kill(brokerPid, 'SIGCONT');
