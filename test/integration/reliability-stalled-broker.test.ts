@@ -86,10 +86,19 @@ describe.skipIf(process.env['KOP_BOOTSTRAP'] !== undefined)('the broker stalled 
     const roundTrip = async () => {
       const t0 = performance.now();
       committed++;
-      expect(await commitOnce(admin, group, topic, 1, committed)).toEqual([0]);
-      const fetched = await fetchOnce(admin, group, topic, 1);
-      expect(fetched.errorCode).toBe(0);
-      expect(fetched.offsets.get(0)).toBe(committed);
+      try {
+        expect(await commitOnce(admin, group, topic, 1, committed)).toEqual([0]);
+        const fetched = await fetchOnce(admin, group, topic, 1);
+        expect(fetched.errorCode).toBe(0);
+        expect(fetched.offsets.get(0)).toBe(committed);
+      } catch (err) {
+        // Seen once at load average 21 (a commit unanswered for 10 s during the stall), not
+        // reproduced since: what the proxy logged is the evidence for next time.
+        console.log(
+          `[faults] stalled broker: round trip ${committed} failed; the proxy's log:\n${proxy.output().slice(-8000)}`,
+        );
+        throw err;
+      }
       return performance.now() - t0;
     };
     // Round trips paced GAP_MS apart (a steady admin client, not a flood: back-to-back commits
