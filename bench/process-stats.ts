@@ -62,3 +62,17 @@ export function cpuByThreadMs(pid: number | undefined): Map<string, number> {
   }
   return byName;
 }
+
+/** The pids of a process's children (of all its threads); empty when it has none or is gone. */
+export function childPids(pid: number): number[] {
+  try {
+    return readdirSync(`/proc/${pid}/task`).flatMap((tid) =>
+      readFileSync(`/proc/${pid}/task/${tid}/children`, 'utf8')
+        .split(' ')
+        .filter((c) => c !== '')
+        .map(Number),
+    );
+  } catch {
+    return [];
+  }
+}

@@ -4,11 +4,14 @@
 // mode (L4). Every relay is a child process, so its CPU time and peak RSS are read from /proc. The
 // broker has a listener per relay, advertised at that relay's port, so clients that bootstrap
 // through a relay stay on it (as the proxy keeps its clients by rewriting addresses).
+// `--external-side 'name=command'` (repeatable) adds any other relay, e.g. another Kafka proxy, as a
+// side: a shell command line with placeholders, run in a process of its own and measured alike.
 //
 //   npx tsx bench/proxy.ts [--sides direct,proxy,bare,haproxy] [--baseline <dir>[,<dir>]]
 //     [--records N] [--rounds K] [--consume-rounds K] [--rate R] [--rate-records N]
 //     [--rate-rounds K] [--rtt-requests N] [--connections N] [--store URL] [--cpu-prof <dir>]
 //     [--proxy-node-args=<node options>] [--proxy-output <file>] [--no-build]
+//     [--external-side 'name=command with {placeholders}']...
 //
 // Rounds run every side, the order reversed every other round, so load from elsewhere on the machine
 // hits all alike. Produce: each run into a fresh 3-partition topic. Consume: every run reads the first
@@ -16,6 +19,15 @@
 // Produce requests one at a time on one raw connection to the partition leader (µs round trips).
 // `--baseline <dir>[,<dir>...]` adds other built checkouts' proxies as sides ("baseline",
 // "baseline2", ...), for paired comparisons.
+//
+// An external side's command may name: {listenPort} (where the relay must listen; clients bootstrap
+// at 127.0.0.1:{listenPort}, and the four ports after it are free too, for a relay that listens on a
+// port per broker), {brokerHost} and {brokerPort} (the broker's client listener, advertised as
+// itself: for a relay that rewrites broker addresses), {relayedBrokerPort} (a broker listener
+// advertised at 127.0.0.1:{listenPort}: for a relay that does not), and {file:<path>} (a copy of
+// that file with these placeholders expanded, e.g. a configuration template). The command must exec
+// the relay (not fork it), so that the pid measured is the relay's. The connection a client uses for
+// the partition leader is the one the side's own Metadata answer names.
 //
 // Needs the built CLI (`npm run build`; the script builds it first unless --no-build) and, for the
 // haproxy side, `haproxy` on the PATH (Debian: apt-get install haproxy).
@@ -35,9 +47,18 @@ import {
 import { startKafka } from '../test/bed/kafka.js';
 import { freePortRange, spawnProxy } from '../test/harness/proxy.js';
 import type { ProxyProcess } from '../test/harness/proxy.js';
-import { RawClient, apiVersionsRequest, produceRequest } from '../test/harness/raw-client.js';
-import { cpuSplitMs, statusKb } from './process-stats.js';
-import { startBareRelay, startHaproxy } from './relays.js';
+import {
+  RawClient,
+  apiVersionsRequest,
+  brokerAddresses,
+  metadataRequestBody,
+  produceRequest,
+  splitHostPort,
+} from '../test/harness/raw-client.js';
+import { ApiKey } from '../protocol/messages/index.js';
+import type { MetadataResponse } from '../protocol/messages/metadata-response.js';
+import { childPids, cpuSplitMs, statusKb } from './process-stats.js';
+import { startBareRelay, startExternalRelay, startHaproxy } from './relays.js';
 import type { RelayProcess } from './relays.js';
 
 const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -62,6 +83,8 @@ const { values: args } = parseArgs({
     'proxy-node-args': { type: 'string', default: '' },
     /** Writes the proxy side's stdout and stderr (its log, and e.g. --trace-gc lines) to this file. */
     'proxy-output': { type: 'string' },
+    /** `name=command`: another relay as a side (see the placeholders above); repeatable. */
+    'external-side': { type: 'string', multiple: true, default: [] },
   },
 });
 const RECORDS = Number(args.records);
@@ -88,6 +111,18 @@ const baselines = new Map(
     .map((dir, i) => [i === 0 ? 'baseline' : `baseline${i + 1}`, path.resolve(dir)] as const),
 );
 chosen.splice(chosen.indexOf('proxy') + 1, 0, ...baselines.keys());
+/** --external-side name=command: other relays' command templates, as sides after the rest. */
+const externals = new Map(
+  args['external-side'].map((spec) => {
+    const at = spec.indexOf('=');
+    const name = spec.slice(0, at).trim();
+    if (at <= 0 || !/^[A-Za-z0-9_-]+$/.test(name))
+      throw new Error(`--external-side ${spec}: expected name=command`);
+    if (chosen.includes(name) || SIDE_NAMES.includes(name)) throw new Error(`side ${name} is named twice`);
+    return [name, spec.slice(at + 1).trim()] as const;
+  }),
+);
+chosen.push(...externals.keys());
 
 interface Side {
   name: SideName;
@@ -134,6 +169,19 @@ async function measured<T>(side: Side, into: Cpu, fn: () => Promise<T>): Promise
   return result;
 }
 
+/** The partition leader's (node `nodeId`'s) address as the side at `bootstrap` answers Metadata. */
+async function leaderThrough(bootstrap: string, nodeId: number): Promise<string> {
+  const client = await RawClient.connect(bootstrap);
+  try {
+    const body = await client.request<MetadataResponse>(ApiKey.Metadata, 12, 1, metadataRequestBody());
+    const node = brokerAddresses(body).find((b) => b.nodeId === nodeId);
+    if (!node) throw new Error(`${bootstrap}: Metadata names no node ${nodeId}`);
+    return `${node.host}:${node.port}`;
+  } finally {
+    client.close();
+  }
+}
+
 /** The sides in round `round`'s order: as given, reversed every other round. */
 function ordered(sides: Side[], round: number): Side[] {
   return round % 2 === 0 ? sides : [...sides].reverse();
@@ -144,17 +192,21 @@ async function main(): Promise<void> {
     log('building the CLI (npm run build)');
     execFileSync('npm', ['run', 'build', '--silent'], { cwd: repo, stdio: 'inherit' });
   }
-  const relayPorts: Partial<Record<'bare' | 'haproxy', { front: number; listener: number }>> = {};
-  for (const name of ['bare', 'haproxy'] as const) {
-    if (chosen.includes(name)) {
-      relayPorts[name] = { front: await freePortRange(0), listener: await freePortRange(0) };
+  // Per relay side: where it listens (front) and a broker listener advertised there.
+  const relayPorts = new Map<SideName, { front: number; listener: number }>();
+  for (const name of chosen) {
+    if (name === 'bare' || name === 'haproxy' || externals.has(name)) {
+      relayPorts.set(name, {
+        front: await freePortRange(externals.has(name) ? 4 : 0),
+        listener: await freePortRange(0),
+      });
     }
   }
   log(`starting a 1-node Kafka; sides ${chosen.join(', ')}`);
   const cluster = await startKafka({
     brokers: 1,
-    extraListeners: Object.entries(relayPorts).map(([name, p]) => ({
-      name: `RELAY_${name.toUpperCase()}`,
+    extraListeners: [...relayPorts].map(([name, p], i) => ({
+      name: `RELAY_${i}_${name.toUpperCase().replace(/[^A-Z0-9]/g, '_')}`,
       port: p.listener,
       advertisedPort: p.front,
     })),
@@ -203,7 +255,7 @@ async function main(): Promise<void> {
         // The proxy's listener for node 1 (port + 1 + node id), the connection a client would use.
         sides.push(newSide(name, proxy.bootstrap, `127.0.0.1:${proxy.port + 1 + nodeId}`, proxy.child.pid));
       } else if (name === 'bare' || name === 'haproxy') {
-        const ports = relayPorts[name]!;
+        const ports = relayPorts.get(name)!;
         const upstream = `127.0.0.1:${ports.listener}`;
         const relay =
           name === 'bare'
@@ -211,6 +263,20 @@ async function main(): Promise<void> {
             : await startHaproxy(ports.front, upstream);
         relays.push(relay);
         sides.push(newSide(name, relay.address, relay.address, relay.pid));
+      } else {
+        const ports = relayPorts.get(name)!;
+        const [brokerHost, brokerPort] = splitHostPort(cluster.bootstrap);
+        const relay = await startExternalRelay(name, externals.get(name)!, ports.front, {
+          listenPort: ports.front,
+          brokerHost,
+          brokerPort,
+          relayedBrokerPort: ports.listener,
+        });
+        relays.push(relay);
+        log(`${name}: ${relay.command} (pid ${relay.pid})`);
+        const children = childPids(relay.pid);
+        if (children.length) log(`${name}: warning: child processes ${children.join(', ')} are not measured`);
+        sides.push(newSide(name, relay.address, await leaderThrough(relay.address, nodeId), relay.pid));
       }
     }
     const classpath = cluster.classpath;
