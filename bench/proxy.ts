@@ -57,7 +57,7 @@ import {
 } from '../test/harness/raw-client.js';
 import { ApiKey } from '../protocol/messages/index.js';
 import type { MetadataResponse } from '../protocol/messages/metadata-response.js';
-import { childPids, cpuSplitMs, statusKb } from './process-stats.js';
+import { childPids, cpuByThreadMs, cpuSplitMs, statusKb } from './process-stats.js';
 import { startBareRelay, startExternalRelay, startHaproxy } from './relays.js';
 import type { RelayProcess } from './relays.js';
 
@@ -139,6 +139,8 @@ interface Side {
   /** The relay's VmRSS growth with CONNECTIONS open connections, in MB. */
   connectionsRssMb?: number;
   cpu: { produce: Cpu; consume: Cpu; rate: Cpu; rtt: Cpu };
+  /** The relay's CPU ms (user + sys) of each produce and consume run, in order: warm-up shows here. */
+  cpuPerRunMs: { produce: number[]; consume: number[] };
 }
 interface Cpu {
   user: number;
@@ -157,14 +159,15 @@ function log(line: string): void {
   console.log(`[bench] ${line}`);
 }
 
-/** Runs `fn` and adds the side's relay CPU time over it to `into`. */
-async function measured<T>(side: Side, into: Cpu, fn: () => Promise<T>): Promise<T> {
+/** Runs `fn` and adds the side's relay CPU time over it to `into` (and to `runs`, when given). */
+async function measured<T>(side: Side, into: Cpu, fn: () => Promise<T>, runs?: number[]): Promise<T> {
   const before = cpuSplitMs(side.pid);
   const result = await fn();
   const after = cpuSplitMs(side.pid);
   if (side.pid !== undefined) {
     into.user += after.user - before.user;
     into.sys += after.sys - before.sys;
+    runs?.push(after.user - before.user + after.sys - before.sys);
   }
   return result;
 }
@@ -234,6 +237,7 @@ async function main(): Promise<void> {
       rate: { user: 0, sys: 0 },
       rtt: { user: 0, sys: 0 },
     },
+    cpuPerRunMs: { produce: [], consume: [] },
   });
 
   try {
@@ -300,13 +304,17 @@ async function main(): Promise<void> {
       for (const side of ordered(sides, round)) {
         const topic = `bench-${side.name}-${round}-${Date.now()}`;
         await createTopics(admin, [{ topic, partitions: 3 }]);
-        const p = await measured(side, side.cpu.produce, () =>
-          producerPerformance(classpath, side, {
-            topic,
-            numRecords: RECORDS,
-            recordSize: RECORD_SIZE,
-            timeoutMs: TOOL_TIMEOUT_MS,
-          }),
+        const p = await measured(
+          side,
+          side.cpu.produce,
+          () =>
+            producerPerformance(classpath, side, {
+              topic,
+              numRecords: RECORDS,
+              recordSize: RECORD_SIZE,
+              timeoutMs: TOOL_TIMEOUT_MS,
+            }),
+          side.cpuPerRunMs.produce,
         );
         side.produce.push(p);
         log(
@@ -320,13 +328,17 @@ async function main(): Promise<void> {
     // same topic (the same bytes, equally warm in the page cache) in a new group.
     for (let round = 0; round < CONSUME_ROUNDS; round++) {
       for (const side of ordered(sides, round)) {
-        const c = await measured(side, side.cpu.consume, () =>
-          consumerPerformance(classpath, side, {
-            topic: consumeTopic!,
-            numRecords: RECORDS,
-            group: `bench-consume-${side.name}-${round}-${Date.now()}`,
-            timeoutMs: TOOL_TIMEOUT_MS,
-          }),
+        const c = await measured(
+          side,
+          side.cpu.consume,
+          () =>
+            consumerPerformance(classpath, side, {
+              topic: consumeTopic!,
+              numRecords: RECORDS,
+              group: `bench-consume-${side.name}-${round}-${Date.now()}`,
+              timeoutMs: TOOL_TIMEOUT_MS,
+            }),
+          side.cpuPerRunMs.consume,
         );
         side.consume.push(c);
         log(
@@ -432,6 +444,9 @@ function report(sides: Side[], t0: number, load: number[]): void {
       cpuMsPerMbProduce: relay ? perMb(s.cpu.produce, s.produce.length) : null,
       cpuMsPerMbConsume: relay ? perMb(s.cpu.consume, s.consume.length) : null,
       cpuUserSysMs: relay ? s.cpu : null,
+      cpuMsPerRun: relay ? s.cpuPerRunMs : null,
+      /** Over the relay's whole life (warm-up included), by thread name: JIT and GC threads show here. */
+      cpuMsByThread: relay ? Object.fromEntries(cpuByThreadMs(s.pid)) : null,
       peakRssMb: relay ? statusKb(s.pid!, 'VmHWM') / 1024 : null,
       rssMbPer1000Connections:
         s.connectionsRssMb !== undefined ? (s.connectionsRssMb * 1000) / CONNECTIONS : null,
