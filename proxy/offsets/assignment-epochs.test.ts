@@ -97,19 +97,33 @@ describe('AssignmentEpochs: since when a KIP-848 member holds each partition', (
         { ...defaultConsumerGroupHeartbeatResponse(), errorCode, memberId: 'm', memberEpoch: 3 },
       ] as const;
     expect(takesOverStaticLeave(state, ...join(0, 'i'))).toBe(true);
-    // Not a join, another instance, a refused join, or an instance whose member is still there.
+    // Not a join, another instance, a refused join, or a group without a record.
     expect(takesOverStaticLeave(state, ...join(3, 'i'))).toBe(false);
     expect(takesOverStaticLeave(state, ...join(0, 'j'))).toBe(false);
     expect(takesOverStaticLeave(state, ...join(0, 'i', ErrorCode.UNRELEASED_INSTANCE_ID))).toBe(false);
-    const live = applyGroupUpdate(null, {
+    expect(takesOverStaticLeave(null, ...join(0, 'i'))).toBe(false);
+    // The leave's write failed: the record still has o at its epoch. The broker accepted m's join,
+    // so o is not active there: m may have taken its partitions over. So may it when the record
+    // cannot be read.
+    const leaveMissed = applyGroupUpdate(null, {
       kind: 'member-epoch',
       memberId: 'o',
       memberEpoch: 2,
       instanceId: 'i',
       exact: true,
     });
-    expect(takesOverStaticLeave(live, ...join(0, 'i'))).toBe(false);
-    expect(takesOverStaticLeave(null, ...join(0, 'i'))).toBe(false);
+    expect(takesOverStaticLeave(leaveMissed, ...join(0, 'i'))).toBe(true);
+    expect(takesOverStaticLeave('unreadable', ...join(0, 'i'))).toBe(true);
+    expect(takesOverStaticLeave('unreadable', ...join(0, null))).toBe(false);
+    // The joiner itself in the record (a rejoin after being fenced) is no takeover.
+    const rejoin = applyGroupUpdate(null, {
+      kind: 'member-epoch',
+      memberId: 'm',
+      memberEpoch: 2,
+      instanceId: 'i',
+      exact: true,
+    });
+    expect(takesOverStaticLeave(rejoin, ...join(0, 'i'))).toBe(false);
     // Told so, B's record takes the join as a takeover: nothing certain for what m was given.
     const b = new AssignmentEpochs();
     expect(b.knowsStaticLeave('g', 'i')).toBe(false);

@@ -18,7 +18,7 @@
  * commit at or above it is left to be accepted: the proxy then never refuses what the broker
  * accepts. A static member that takes over its instance from a member that left with -2 takes
  * over its partitions, which the broker keeps at epoch 0: when the leave went through another
- * proxy instance, the store's record still holding the instance's member at -2 says so
+ * proxy instance, the store's record still holding another member of the instance says it may
  * (`takesOverStaticLeave`, asked at the join); the service then tells this record
  * (`staticLeftElsewhere`) before it takes the join's answer.
  */
@@ -163,24 +163,29 @@ export class AssignmentEpochs {
 }
 
 /**
- * Whether a ConsumerGroupHeartbeat join (epoch 0) of a static member, answered NONE, takes over
+ * Whether a ConsumerGroupHeartbeat join (epoch 0) of a static member, answered NONE, may take over
  * partitions its instance's previous member left with -2, by the store's record of the group
- * before the join is written: the record keeps such a member at -2 until the instance's next join
- * (whichever proxy instance saw the leave).
+ * before the join is written (null: the store could not be read). The record keeps such a member
+ * at -2 until the instance's next join, whichever proxy instance saw the leave; but the leave's
+ * write may have failed (the store down then), leaving the member at the epoch it had. The broker
+ * answers a static join NONE only when the instance has no active member, so any other member of
+ * the instance in the record is one that left with -2, left with -1 or expired without the record
+ * hearing of it: the join may be a takeover. So may any join the record cannot tell about. Taking
+ * a new member for a takeover only lowers floors (an epoch older than its join, which the member
+ * never had, is then left to be accepted for the partitions it holds); the reverse would refuse
+ * what the broker accepts.
  */
 export function takesOverStaticLeave(
-  state: GroupState | null,
+  state: GroupState | null | 'unreadable',
   request: ConsumerGroupHeartbeatRequest,
   response: ConsumerGroupHeartbeatResponse,
 ): boolean {
   if (response.errorCode !== ErrorCode.NONE || request.memberEpoch !== 0 || request.instanceId === null)
     return false;
+  if (state === 'unreadable') return true;
   const memberId = response.memberId ?? request.memberId;
   return (
     state?.protocol === 'consumer' &&
-    state.members.some(
-      (m) =>
-        m.groupInstanceId === request.instanceId && m.memberEpoch === STATIC_LEAVE && m.memberId !== memberId,
-    )
+    state.members.some((m) => m.groupInstanceId === request.instanceId && m.memberId !== memberId)
   );
 }

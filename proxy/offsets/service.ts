@@ -306,10 +306,10 @@ export class OffsetService implements ProxyExtension {
 
   /**
    * A static member's join, when this instance did not see its instance's previous member leave
-   * with -2: the store's record, written by the instance that did, says whether the join takes
-   * over that member's partitions (at epoch 0 at the broker), before assignment epochs take the
-   * answer. Joins of static members are rare; a store that cannot be read leaves the join as it
-   * looks here (its commits with an epoch older than the join are then refused).
+   * with -2: the store's record, written by the instance that did (or that tried to), says
+   * whether the join may take over that member's partitions (at epoch 0 at the broker), before
+   * assignment epochs take the answer. Joins of static members are rare; a store that cannot be
+   * read leaves the join a possible takeover (takesOverStaticLeave).
    */
   private async staticTakeoverSeenElsewhere(
     req: ConsumerGroupHeartbeatRequest,
@@ -318,7 +318,7 @@ export class OffsetService implements ProxyExtension {
     const instance = req.instanceId;
     if (req.memberEpoch !== 0 || instance === null || res.errorCode !== ErrorCode.NONE) return;
     if (this.assignmentEpochs.knowsStaticLeave(req.groupId, instance)) return;
-    const state = await this.opts.store.getGroup(req.groupId).catch(() => null);
+    const state = await this.opts.store.getGroup(req.groupId).catch(() => 'unreadable' as const);
     if (takesOverStaticLeave(state, req, res))
       this.assignmentEpochs.staticLeftElsewhere(req.groupId, instance);
   }

@@ -31,6 +31,7 @@ import {
 import type { CommitIdentity, FetchResult } from './group-members.js';
 import { ApiKey } from '../../protocol/messages/index.js';
 import type { DescribeGroupsResponse } from '../../protocol/messages/describe-groups-response.js';
+import type { StoreOutage } from './store-outage.js';
 
 export type Protocol = 'classic' | 'consumer';
 
@@ -75,11 +76,15 @@ export type Step =
   | { op: 'txnEnd'; commit: boolean }
   /** `stable` false: requireStable false (pending transactional offsets are not waited for). */
   | { op: 'fetch'; slot: number | null; as: As; stable?: boolean }
-  | { op: 'leave'; slot: number }
+  /** `storeDown`: the proxy's store is unreachable while the member leaves (its leave is not recorded). */
+  | { op: 'leave'; slot: number; storeDown?: true }
   /** An admin removes a static member by its instance id. */
   | { op: 'removeInstance'; slot: number }
-  /** A new process of the member starts (a static one keeps the instance id); the old one is a zombie. */
-  | { op: 'restart'; slot: number }
+  /**
+   * A new process of the member starts (a static one keeps the instance id); the old one is a
+   * zombie. `storeDown`: the proxy's store is unreachable while it joins.
+   */
+  | { op: 'restart'; slot: number; storeDown?: true }
   /** These members stop (SIGKILL, or a pause) and the broker's timers run out for them. */
   | { op: 'crash'; slots: number[] }
   /**
@@ -118,6 +123,8 @@ export interface Target {
    * different instances.
    */
   bootstraps: string[];
+  /** The proxy's store can be made unreachable (steps with `storeDown`); absent for the broker. */
+  outage?: StoreOutage;
 }
 
 export interface Env {
@@ -234,7 +241,8 @@ class Run {
 
   /** Runs a step; `record` false for the heartbeats while a crash's timers run out (see runScript). */
   async step(step: AnyStep, record = true): Promise<void> {
-    const line = await this.tracking(() => this.run(step));
+    const outage = 'storeDown' in step && step.storeDown === true ? this.target.outage : undefined;
+    const line = await this.tracking(() => (outage ? outage.during(() => this.run(step)) : this.run(step)));
     if (record) this.trace.push(`${describe(step)} → ${line}`);
     if (record) {
       const state = await this.groupState();

@@ -340,6 +340,36 @@ export const GUARD_REGRESSIONS: { title: string; script: Script }[] = [
   },
   {
     title:
+      'KIP-848: a static member leaves with -2 while the store is down; it is taken over, through the other instance, with the store down and up',
+    script: {
+      protocol: 'consumer',
+      // The leave is not recorded anywhere but in the memory of the instance that passed it on;
+      // the successor joins through the other instance (redis×2), once with the store back, once
+      // with it down too.
+      statics: [true, true, false],
+      steps: [
+        { op: 'heartbeat', slot: 0 },
+        { op: 'leave', slot: 0, storeDown: true },
+        { op: 'restart', slot: 0 },
+        { op: 'heartbeat', slot: 0 },
+        commit(0, 'joining'),
+        commitTo(0, 'joining', 'kept'),
+        commit(0),
+        fetch(0, 'joining'),
+        { op: 'heartbeat', slot: 1 },
+        { op: 'leave', slot: 1, storeDown: true },
+        { op: 'restart', slot: 1, storeDown: true },
+        { op: 'heartbeat', slot: 1 },
+        commit(1, 'joining'),
+        commitTo(1, 'joining', 'kept'),
+        commit(1),
+        commit(1, 'previous'),
+        fetch(),
+      ],
+    },
+  },
+  {
+    title:
       'classic: transactional commits between plain ones, pending, committed, aborted; zombies of replaced members',
     script: {
       protocol: 'classic',
