@@ -1,6 +1,7 @@
 /**
- * OffsetDelete answered from the store (docs/errors.md, OffsetDelete), on a MemoryStore. The same
- * answers are proven against a real broker in test/integration/offsets-semantics.test.ts.
+ * OffsetDelete (docs/errors.md, OffsetDelete), on a MemoryStore, with the broker's answers given.
+ * The same answers are proven against a real broker in test/integration/offsets-semantics.test.ts
+ * and the guard's differential scripts (guard-differential.test.ts).
  */
 import { describe, expect, test } from 'vitest';
 import { StoreUnavailableError } from '../../backends/errors.js';
@@ -120,57 +121,119 @@ describe('OffsetDelete', () => {
     );
   });
 
-  test("a transactional group's offsets are deleted by the broker, and the store's where it deleted", async () => {
-    const store = new MemoryStore();
-    await storeOffset(store, 'g', 't', 0, 1n);
-    await storeOffset(store, 'g', 't', 1, 2n);
-    await store.updateGroup('g', { kind: 'transactional' });
-    const sent: OffsetDeleteRequest[] = [];
-    const req = request('g', { t: [0, 1] });
-    const answer = (top: number, p1: number): OffsetDeleteResponse => ({
-      errorCode: top,
-      throttleTimeMs: 0,
-      topics:
-        top === ErrorCode.NONE
-          ? [
-              {
-                name: 't',
-                partitions: [
-                  { partitionIndex: 0, errorCode: 0 },
-                  { partitionIndex: 1, errorCode: p1 },
-                ],
-              },
-            ]
-          : [],
-    });
-    const res = await handleOffsetDelete(req, 0, {
-      store,
-      deleteAtBroker: async () => {
-        sent.push(req);
-        return answer(ErrorCode.NONE, ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC);
-      },
-    });
-    expect(codes(res)).toEqual([
-      ['t', 0, ErrorCode.NONE],
-      ['t', 1, ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC],
-    ]);
-    expect(sent).toHaveLength(1);
-    expect((await store.fetch('g', null)).map((o) => o.partition)).toEqual([1]);
-    // A group-level refusal deletes nothing; no answer is retriable.
-    const refused = await handleOffsetDelete(req, 0, {
-      store,
-      deleteAtBroker: async () => answer(ErrorCode.NON_EMPTY_GROUP, 0),
-    });
-    expect(refused.errorCode).toBe(ErrorCode.NON_EMPTY_GROUP);
-    const silent = await handleOffsetDelete(req, 0, {
-      store,
-      deleteAtBroker: () => Promise.reject(new Error('x')),
-    });
-    expect(silent.errorCode).toBe(ErrorCode.COORDINATOR_NOT_AVAILABLE);
-    expect((await store.fetch('g', null)).map((o) => o.partition)).toEqual([1]);
+  /** The broker's answer: `top`, and per partition of topic `t` its code (none with a top-level error). */
+  const brokerAnswer = (top: number, partitionCodes: number[] = []): OffsetDeleteResponse => ({
+    errorCode: top,
+    throttleTimeMs: 0,
+    topics:
+      top === ErrorCode.NONE
+        ? [
+            {
+              name: 't',
+              partitions: partitionCodes.map((errorCode, partitionIndex) => ({ partitionIndex, errorCode })),
+            },
+          ]
+        : [],
   });
 
-  test('live members by the store: the broker is asked first, and an empty group there is deleted', async () => {
+  test('the broker decides, for any group, and the store deletes what it deleted', async () => {
+    for (const transactional of [false, true]) {
+      const store = new MemoryStore();
+      await storeOffset(store, 'g', 't', 0, 1n);
+      await storeOffset(store, 'g', 't', 1, 2n);
+      if (transactional) await store.updateGroup('g', { kind: 'transactional' });
+      const sent: OffsetDeleteRequest[] = [];
+      const req = request('g', { t: [0, 1] });
+      const res = await handleOffsetDelete(req, 0, {
+        store,
+        deleteAtBroker: async () => {
+          sent.push(req);
+          return brokerAnswer(ErrorCode.NONE, [ErrorCode.NONE, ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC]);
+        },
+        groupIsEmptyAtBroker: () => Promise.reject(new Error('not asked when the broker decides')),
+      });
+      expect(codes(res)).toEqual([
+        ['t', 0, ErrorCode.NONE],
+        ['t', 1, ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC],
+      ]);
+      expect(sent).toHaveLength(1);
+      expect((await store.fetch('g', null)).map((o) => o.partition)).toEqual([1]);
+      // A group-level refusal deletes nothing; no answer is retriable.
+      const refused = await handleOffsetDelete(req, 0, {
+        store,
+        deleteAtBroker: async () => brokerAnswer(ErrorCode.NON_EMPTY_GROUP),
+      });
+      expect(refused.errorCode).toBe(ErrorCode.NON_EMPTY_GROUP);
+      const silent = await handleOffsetDelete(req, 0, {
+        store,
+        deleteAtBroker: () => Promise.reject(new Error('x')),
+      });
+      expect(silent.errorCode).toBe(ErrorCode.COORDINATOR_NOT_AVAILABLE);
+      expect((await store.fetch('g', null)).map((o) => o.partition)).toEqual([1]);
+    }
+  });
+
+  test('a live group the store does not know the members of: the broker refuses the subscribed topics', async () => {
+    // The members' joins were not recorded (the store down then): the record says empty.
+    const store = new MemoryStore();
+    await storeOffset(store, 'g', 't', 0, 1n);
+    await storeOffset(store, 'g', 't', 1, 1n);
+    const res = await handleOffsetDelete(request('g', { t: [0, 1] }), 0, {
+      store,
+      deleteAtBroker: async () =>
+        brokerAnswer(ErrorCode.NONE, [
+          ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC,
+          ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC,
+        ]),
+    });
+    expect(codes(res)).toEqual([
+      ['t', 0, ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC],
+      ['t', 1, ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC],
+    ]);
+    expect(await store.fetch('g', null)).toHaveLength(2);
+  });
+
+  test('a group the broker does not have is empty: the store deletes, if it has the group', async () => {
+    const notFound = async () => brokerAnswer(ErrorCode.GROUP_ID_NOT_FOUND);
+    const store = new MemoryStore();
+    expect(
+      (await handleOffsetDelete(request('g', { t: [0] }), 0, { store, deleteAtBroker: notFound })).errorCode,
+    ).toBe(ErrorCode.GROUP_ID_NOT_FOUND);
+    await storeOffset(store, 'g', 't', 0, 1n);
+    await storeOffset(store, 'g', 't', 1, 1n);
+    // The store still lists a member that expired at the broker.
+    await store.updateGroup('g', { kind: 'joined', generationId: 1, memberId: 'm', groupInstanceId: null });
+    const res = await handleOffsetDelete(request('g', { t: [0], secret: [0] }), 0, {
+      store,
+      deleteAtBroker: notFound,
+      authorize: async () => ({ groupError: ErrorCode.NONE, deniedTopics: new Set(['secret']) }),
+    });
+    expect([res.errorCode, codes(res)]).toEqual([
+      ErrorCode.NONE,
+      [
+        ['t', 0, ErrorCode.NONE],
+        ['secret', 0, ErrorCode.TOPIC_AUTHORIZATION_FAILED],
+      ],
+    ]);
+    expect((await store.fetch('g', null)).map((o) => o.partition)).toEqual([1]);
+    // A transactional group's offsets are the broker's: its answer stands.
+    await store.updateGroup('g', { kind: 'transactional' });
+    expect(
+      (await handleOffsetDelete(request('g', { t: [1] }), 0, { store, deleteAtBroker: notFound })).errorCode,
+    ).toBe(ErrorCode.GROUP_ID_NOT_FOUND);
+    expect(await store.fetch('g', null)).toHaveLength(1);
+  });
+
+  test('without a broker to ask, a transactional group cannot be answered', async () => {
+    const store = new MemoryStore();
+    await storeOffset(store, 'g', 't', 0, 1n);
+    await store.updateGroup('g', { kind: 'transactional' });
+    expect((await handleOffsetDelete(request('g', { t: [0] }), 0, { store })).errorCode).toBe(
+      ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    );
+  });
+
+  test('without the request sent on: live members by the store, the broker is asked whether it is empty', async () => {
     const store = new MemoryStore();
     await storeOffset(store, 'g', 't', 0, 1n);
     await store.updateGroup('g', { kind: 'joined', generationId: 1, memberId: 'm', groupInstanceId: null });

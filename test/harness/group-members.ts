@@ -173,16 +173,22 @@ export async function fetchOffsets(
   };
 }
 
-/** OffsetDelete of the listed partitions (as kafka-consumer-groups --delete-offsets): `top [codes]`. */
+/**
+ * OffsetDelete of the listed partitions of each topic (as kafka-consumer-groups --delete-offsets):
+ * `top [codes]`, the codes in request order.
+ */
 export async function deleteOffsets(
   conn: Conn,
   group: string,
-  topic: string,
+  topics: string | string[],
   partitions: number[],
 ): Promise<string> {
   const res = await conn.request<OffsetDeleteResponse>(ApiKey.OffsetDelete, 0, {
     groupId: group,
-    topics: [{ name: topic, partitions: partitions.map((partitionIndex) => ({ partitionIndex })) }],
+    topics: (Array.isArray(topics) ? topics : [topics]).map((name) => ({
+      name,
+      partitions: partitions.map((partitionIndex) => ({ partitionIndex })),
+    })),
   });
   return `${res.errorCode} [${res.topics.flatMap((t) => t.partitions.map((p) => p.errorCode)).join(',')}]`;
 }

@@ -64,6 +64,8 @@ export type Step =
       version: number;
       parts?: Parts;
       oversized?: boolean;
+      /** To both partitions of the topic the group is not subscribed to (`parts` unused). */
+      unsubscribed?: true;
     }
   | { op: 'commitAnonymous'; version: number }
   /**
@@ -92,7 +94,10 @@ export type Step =
    * stays CompletingRebalance); skipped with other live members, whose leader the broker picks.
    */
   | { op: 'joinOnly'; slot: number }
-  /** An admin deletes the group's committed offsets of both partitions (OffsetDelete). */
+  /**
+   * An admin deletes the group's committed offsets of both partitions of both topics, the one the
+   * members subscribe to and the other (OffsetDelete).
+   */
   | { op: 'deleteOffsets' }
   | { op: 'deleteGroup' };
 
@@ -130,7 +135,10 @@ export interface Target {
 export interface Env {
   /** The broker itself, for admin requests (group configs) and topic ids. */
   broker: string;
+  /** The topic the members subscribe to. */
   topic: string;
+  /** A topic no member subscribes to (the broker lets its offsets be deleted while the group runs). */
+  otherTopic: string;
   timing: Timing;
 }
 
@@ -273,14 +281,14 @@ class Run {
       case 'commit': {
         const who = this.identityOf(step.slot, step.as);
         if (!who) return 'no member';
-        const partitions = this.partitionsFor(step.slot, who, step.parts);
+        const partitions = step.unsubscribed ? [0, 1] : this.partitionsFor(step.slot, who, step.parts);
         if (partitions.length === 0) return 'no partitions';
         this.offset += 1n;
         const codes = await commitOffsets(
           who.proc.conn,
           this.group,
           who.identity,
-          this.env.topic,
+          step.unsubscribed ? this.env.otherTopic : this.env.topic,
           partitions,
           this.offset,
           step.version,
@@ -369,7 +377,7 @@ class Run {
       case 'deleteGroup':
         return String(await deleteGroup(this.admin, this.group));
       case 'deleteOffsets':
-        return deleteOffsets(this.admin, this.group, this.env.topic, [0, 1]);
+        return deleteOffsets(this.admin, this.group, [this.env.topic, this.env.otherTopic], [0, 1]);
     }
   }
 
@@ -516,8 +524,11 @@ class Run {
     return codes;
   }
 
+  /** The committed offsets of both topics. */
   async committed(): Promise<string> {
-    return fetched(await fetchOffsets(this.admin, this.group, this.env.topic, [0, 1], undefined, 8));
+    const of = async (topic: string) =>
+      fetched(await fetchOffsets(this.admin, this.group, topic, [0, 1], undefined, 8));
+    return `${await of(this.env.topic)}; ${await of(this.env.otherTopic)}`;
   }
 
   /**
@@ -742,7 +753,8 @@ function probeArb(protocol: Protocol, focus: number | null = null): fc.Arbitrary
       ? anySlot
       : fc.oneof({ weight: 3, arbitrary: fc.constant(focus) }, { weight: 1, arbitrary: anySlot });
   // KIP-848 commits name the partitions by what the member holds (assignment epochs decide an
-  // older epoch's commit per partition); a few of every protocol carry too much metadata.
+  // older epoch's commit per partition); a few of every protocol carry too much metadata, and a
+  // few go to the topic the group is not subscribed to (whose offsets OffsetDelete may delete).
   const parts: fc.Arbitrary<Parts | null> =
     protocol === 'consumer' ? fc.constantFrom(null, null, 'kept', 'gained', 'other') : fc.constant(null);
   const commit = fc
@@ -760,6 +772,7 @@ function probeArb(protocol: Protocol, focus: number | null = null): fc.Arbitrary
       ...c,
       ...(p ? { parts: p } : {}),
       ...(roll === 0 ? { oversized: true } : {}),
+      ...(roll === 1 ? { unsubscribed: true } : {}),
     }));
   // The group's transactional producer commits with a member's identity (as a consume-transform-
   // produce loop does), now and then with none.

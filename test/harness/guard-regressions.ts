@@ -17,6 +17,14 @@ const commitTo = (slot: number, as: As, parts: Parts): Step => ({
   version: 9,
   parts,
 });
+/** A commit to both partitions of the topic the group does not subscribe to. */
+const commitUnsubscribed = (slot: number, version = 9): Step => ({
+  op: 'commit',
+  slot,
+  as: 'current',
+  version,
+  unsubscribed: true,
+});
 /** A commit whose every partition's metadata is too large for the broker. */
 const oversized = (slot: number, as: 'current' | 'previous', version = 9): Step => ({
   op: 'commit',
@@ -451,6 +459,66 @@ export const GUARD_REGRESSIONS: { title: string; script: Script }[] = [
       ],
     },
   })),
+  {
+    title:
+      'classic: OffsetDelete of a live group deletes the topics it is not subscribed to, also when its join was not recorded',
+    script: {
+      protocol: 'classic',
+      statics: [false, true, false],
+      steps: [
+        commit(0),
+        commitUnsubscribed(0),
+        commitUnsubscribed(1, 6),
+        { op: 'deleteOffsets' },
+        fetch(),
+        commit(1),
+        commitUnsubscribed(2),
+        { op: 'leave', slot: 0 },
+        { op: 'leave', slot: 1 },
+        { op: 'leave', slot: 2 },
+        { op: 'rebalance' },
+        { op: 'deleteOffsets' },
+        { op: 'commitAnonymous', version: 9 },
+        // The new member's join and sync are not recorded (the store down): only the broker
+        // knows the group is not empty.
+        { op: 'restart', slot: 2, storeDown: true },
+        { op: 'deleteOffsets' },
+        fetch(),
+        commitUnsubscribed(2),
+        { op: 'deleteOffsets' },
+        fetch(),
+      ],
+    },
+  },
+  {
+    title:
+      'KIP-848: OffsetDelete of a live group deletes the topics it is not subscribed to; a static member away with -2; a join not recorded',
+    script: {
+      protocol: 'consumer',
+      statics: [false, true, false],
+      steps: [
+        commit(0),
+        commitUnsubscribed(0),
+        { op: 'deleteOffsets' },
+        fetch(0),
+        { op: 'leave', slot: 2 },
+        commit(1),
+        commitUnsubscribed(1),
+        { op: 'deleteOffsets' },
+        { op: 'leave', slot: 1 },
+        commitUnsubscribed(0),
+        { op: 'deleteOffsets' },
+        { op: 'leave', slot: 0 },
+        { op: 'commitAnonymous', version: 9 },
+        { op: 'restart', slot: 0, storeDown: true },
+        { op: 'deleteOffsets' },
+        fetch(0),
+        commitUnsubscribed(0),
+        { op: 'deleteOffsets' },
+        fetch(),
+      ],
+    },
+  },
   {
     title:
       "a transactional group's offsets are deleted; it empties and is deleted: its next life commits plainly",

@@ -29,8 +29,12 @@ describe('commit guard vs the broker, differentially', () => {
 
   beforeAll(async () => {
     const topic = uniqueName('guard-diff');
-    await createTopics({ bootstrap: broker }, [{ topic, partitions: 2, replicationFactor: 1 }]);
-    env = { broker, topic, timing: DEFAULT_TIMING };
+    const otherTopic = `${topic}-other`;
+    await createTopics({ bootstrap: broker }, [
+      { topic, partitions: 2, replicationFactor: 1 },
+      { topic: otherTopic, partitions: 2, replicationFactor: 1 },
+    ]);
+    env = { broker, topic, otherTopic, timing: DEFAULT_TIMING };
     bed = await startGuardTargets(broker, inject('redisUrl'), inject('zkConnect'));
   });
   afterAll(async () => {

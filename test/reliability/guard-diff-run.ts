@@ -94,9 +94,13 @@ export async function main(argv: string[]): Promise<number> {
     ]);
     const broker = external ?? kafka!.bootstrap;
     const topic = `guard-diff-run-${Date.now().toString(36)}`;
-    await createTopics({ bootstrap: broker }, [{ topic, partitions: 2, replicationFactor: 1 }]);
+    const otherTopic = `${topic}-other`;
+    await createTopics({ bootstrap: broker }, [
+      { topic, partitions: 2, replicationFactor: 1 },
+      { topic: otherTopic, partitions: 2, replicationFactor: 1 },
+    ]);
     bed = await startGuardTargets(broker, redis.url, zk.connectString);
-    const env: Env = { broker, topic, timing: DEFAULT_TIMING };
+    const env: Env = { broker, topic, otherTopic, timing: DEFAULT_TIMING };
     let failed = false;
     for (const protocol of opts.protocols) {
       const t0 = Date.now();
