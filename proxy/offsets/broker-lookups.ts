@@ -262,6 +262,30 @@ export class BrokerLookups {
   }
 
   /**
+   * Whether the group's coordinator is KIP-848's group coordinator. Kafka 4.0, where it is the
+   * only one, removed OffsetCommit v0-1. Kafka 3.7-3.9 advertise ConsumerGroupDescribe whichever
+   * coordinator runs, and the classic one answers it UNSUPPORTED_VERSION (asked only for commits
+   * to a group the broker does not have: no cache).
+   */
+  async newGroupCoordinator(group: string): Promise<boolean> {
+    const advertised = await this.atCoordinator(group, async (nodeId) => {
+      const [commit, describe] = await Promise.all([
+        this.cluster.brokerRange(nodeId, ApiKey.OffsetCommit),
+        this.cluster.brokerRange(nodeId, ApiKey.ConsumerGroupDescribe),
+      ]);
+      const kafka4 = commit !== undefined && commit.min >= 2;
+      return {
+        result: kafka4 ? ('yes' as const) : describe ? ('ask' as const) : ('no' as const),
+        retry: false,
+      };
+    });
+    if (advertised !== 'ask') return advertised === 'yes';
+    const d = await this.describeConsumerGroup(group);
+    if (d === null) throw new ClusterRequestError('no ConsumerGroupDescribe answer');
+    return d.errorCode !== ErrorCode.UNSUPPORTED_VERSION;
+  }
+
+  /**
    * The group as DescribeGroups sees it (classic groups; a KIP-848 group is "not found" to it), or
    * null when the coordinator did not answer for it.
    */

@@ -36,6 +36,8 @@ function broker(opts: {
     | 'not found';
   /** Whether the coordinator is Kafka 4.3+ (assignment epochs); default: an older one. */
   assignmentEpochs?: boolean;
+  /** Whether the coordinator is KIP-848's (Kafka 4); default: yes. */
+  newCoordinator?: boolean;
 }): GroupQueries & { asked: string[] } {
   const asked: string[] = [];
   return {
@@ -94,6 +96,10 @@ function broker(opts: {
     assignmentEpochsApply: async () => {
       asked.push('ApiVersions');
       return opts.assignmentEpochs ?? false;
+    },
+    newGroupCoordinator: async () => {
+      asked.push('ApiVersions');
+      return opts.newCoordinator ?? true;
     },
   };
 }
@@ -191,6 +197,10 @@ describe('commitVerdict: what the broker would answer a commit', () => {
       ErrorCode.UNKNOWN_MEMBER_ID,
     );
     expect((await commitVerdict(b, 'g', id(-1), known())).code).toBeNull();
+    // Kafka 3.x's classic coordinator answers ILLEGAL_GENERATION in every version.
+    expect(
+      (await commitVerdict(broker({ newCoordinator: false }), 'g', id(3, 'm', null, 9), known())).code,
+    ).toBe(ErrorCode.ILLEGAL_GENERATION);
   });
 
   it('generation -1: accepted only by an empty group, classic or KIP-848', async () => {

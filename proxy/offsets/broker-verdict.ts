@@ -20,7 +20,8 @@
  *   before 4.3 compares the epochs exactly.
  * - generation/epoch < 0: the group must be empty (DescribeGroups, ConsumerGroupDescribe).
  * - a group the broker does not have exists here if the store holds offsets for it (the broker
- *   would have kept it for them); otherwise GROUP_ID_NOT_FOUND (v9+) or ILLEGAL_GENERATION.
+ *   would have kept it for them); otherwise GROUP_ID_NOT_FOUND (v9+, from KIP-848's group
+ *   coordinator) or ILLEGAL_GENERATION (older versions, and the classic coordinator of Kafka 3.x).
  */
 import type { CommitIdentity, GroupState, GroupUpdate } from '../../backends/store.js';
 import { ErrorCode } from '../../protocol/error-codes.js';
@@ -42,6 +43,12 @@ export interface GroupQueries {
   describeConsumerGroup(group: string): Promise<ConsumerDescription | null>;
   /** Whether the coordinator accepts older epochs per partition (KIP-1251, Kafka 4.3+). */
   assignmentEpochsApply(group: string): Promise<boolean>;
+  /**
+   * Whether the coordinator is KIP-848's group coordinator (Kafka 4.0+, or 3.7-3.9 with the
+   * consumer protocol enabled), which refuses a v9+ commit to a group it does not have with
+   * GROUP_ID_NOT_FOUND; the classic coordinator before it answers ILLEGAL_GENERATION.
+   */
+  newGroupCoordinator(group: string): Promise<boolean>;
 }
 
 export interface Verdict {
@@ -112,7 +119,8 @@ export async function commitVerdict(
   const exists = await known.hasOffsets();
   if (id.generationIdOrMemberEpoch < 0) return accept([]);
   if (exists) return refuse(ErrorCode.UNKNOWN_MEMBER_ID);
-  return refuse(id.requestVersion >= 9 ? ErrorCode.GROUP_ID_NOT_FOUND : ErrorCode.ILLEGAL_GENERATION);
+  const notFound = id.requestVersion >= 9 && (await q.newGroupCoordinator(group));
+  return refuse(notFound ? ErrorCode.GROUP_ID_NOT_FOUND : ErrorCode.ILLEGAL_GENERATION);
 }
 
 const classicFound = (d: ClassicDescription | null): d is ClassicDescription =>
