@@ -262,6 +262,24 @@ export class BrokerLookups {
   }
 
   /**
+   * The lowest version of `apiKey` a broker serves: the one a client's connection is pinned to
+   * (`nodeId`), or the group's coordinator (null: the bootstrap listener). Undefined when it does
+   * not have the API.
+   */
+  async brokerMinVersion(nodeId: number | null, group: string, apiKey: number): Promise<number | undefined> {
+    const range =
+      nodeId === null
+        ? await this.atCoordinator(group, async (n) => ({
+            result: await this.cluster.brokerRange(n, apiKey),
+            retry: false,
+          }))
+        : await this.cluster.within(`asking broker ${nodeId} its versions`, () =>
+            this.cluster.brokerRange(nodeId, apiKey),
+          );
+    return range?.min;
+  }
+
+  /**
    * Whether the group's coordinator is KIP-848's group coordinator. Kafka 4.0, where it is the
    * only one, removed OffsetCommit v0-1. Kafka 3.7-3.9 advertise ConsumerGroupDescribe whichever
    * coordinator runs, and the classic one answers it UNSUPPORTED_VERSION (asked only for commits

@@ -252,12 +252,26 @@ export class OffsetService implements ProxyExtension {
     }
   }
 
-  /** A commit sent on as the client sent it, on its own connection (same principal, same version). */
+  /**
+   * A commit sent on as the client sent it, on its own connection (same principal), in its
+   * version, or in the broker's lowest where the broker no longer has the client's: Kafka 4
+   * removed OffsetCommit v0-1, which the proxy serves, and closes a connection that sends them.
+   * v2 carries everything v1 does but the partitions' commit timestamps (the broker takes its own
+   * time, as for every later version); a v0 commit is anonymous in v2 too.
+   */
   private atBroker(info: RequestInfo, req: OffsetCommitRequest): Pick<CommitDeps, 'commitAtBroker'> {
     const ask = info.askBroker;
     if (!ask) return {};
+    const lookups = this.opts.lookups;
     return {
-      commitAtBroker: () => ask(ApiKey.OffsetCommit, info.apiVersion, req),
+      commitAtBroker: async () => {
+        const min = lookups
+          ? await lookups
+              .brokerMinVersion(info.nodeId, req.groupId, ApiKey.OffsetCommit)
+              .catch(() => undefined)
+          : undefined;
+        return ask(ApiKey.OffsetCommit, Math.max(info.apiVersion, min ?? 0), req);
+      },
     };
   }
 

@@ -30,6 +30,7 @@ import {
 } from './group-members.js';
 import type { CommitIdentity, FetchResult } from './group-members.js';
 import { ApiKey } from '../../protocol/messages/index.js';
+import type { ApiVersionsResponse } from '../../protocol/messages/api-versions-response.js';
 import type { DescribeGroupsResponse } from '../../protocol/messages/describe-groups-response.js';
 import type { StoreOutage } from './store-outage.js';
 
@@ -184,8 +185,20 @@ class Run {
     this.slots = script.statics.map(() => ({ proc: null, previous: null, live: true, restarts: 0 }));
   }
 
+  /**
+   * The lowest OffsetCommit version the target serves. Kafka 4 removed v0-1, which the proxy still
+   * serves: a commit of a version the broker lacks goes to it in this one, its nearest successor
+   * (the reference for what the older version means there).
+   */
+  private commitMin = 0;
+
   async open(): Promise<void> {
     this.admin = await Conn.open(this.target.bootstraps[0]!);
+    const versions = await this.admin.request<ApiVersionsResponse>(ApiKey.ApiVersions, 3, {
+      clientSoftwareName: 'guard-differential',
+      clientSoftwareVersion: '0',
+    });
+    this.commitMin = versions.apiKeys.find((k) => k.apiKey === ApiKey.OffsetCommit)?.minVersion ?? 0;
     if (this.script.protocol === 'consumer') {
       const t = this.env.timing;
       // The target assignment is computed at the heartbeat that changed the group, not by a timer
@@ -291,7 +304,7 @@ class Run {
           step.unsubscribed ? this.env.otherTopic : this.env.topic,
           partitions,
           this.offset,
-          step.version,
+          Math.max(step.version, this.commitMin),
           step.oversized === true ? OVERSIZED_METADATA : '',
         );
         return `[${partitions.join(',')}] ${codes.join(',')}`;
@@ -306,7 +319,7 @@ class Run {
             this.env.topic,
             [0, 1],
             this.offset,
-            step.version,
+            Math.max(step.version, this.commitMin),
           )
         ).join(',');
       }

@@ -553,3 +553,47 @@ export const GUARD_REGRESSIONS: { title: string; script: Script }[] = [
     },
   },
 ];
+
+/**
+ * Scripts with OffsetCommit v1, which Kafka 4 removed (the proxy still serves it): a Kafka 3.9
+ * broker answers it itself; a Kafka 4 broker is sent v2 instead (the executor's `commitMin`), its
+ * nearest successor. Classic groups only (v1 predates KIP-848). Not v0: a KRaft broker answers
+ * every v0 commit UNSUPPORTED_VERSION (v0 wrote to ZooKeeper), so no broker of the bed is a
+ * reference for it.
+ */
+export const GUARD_REGRESSIONS_LEGACY: { title: string; script: Script }[] = [
+  {
+    title:
+      'classic, OffsetCommit v1: members, zombies and admins, plain and then transactional, pending and committed',
+    script: {
+      protocol: 'classic',
+      statics: [true, false, false],
+      steps: [
+        commit(0, 'current', 1),
+        commit(1, 'current', 1),
+        { op: 'commitAnonymous', version: 1 },
+        fetch(),
+        { op: 'restart', slot: 0 },
+        commit(0, 'previous', 1),
+        commit(0, 'current', 1),
+        { op: 'rebalance' },
+        commit(1, 'previous', 1),
+        fetch(),
+        txn(0),
+        commit(1, 'current', 1),
+        fetchUnstable(),
+        txnEnd(),
+        fetch(),
+        commit(0, 'current', 1),
+        commit(2, 'current', 1),
+        { op: 'commitAnonymous', version: 1 },
+        fetch(),
+        txn(1),
+        txnEnd(false),
+        commit(0, 'previous', 1),
+        commit(1, 'current', 1),
+        fetch(),
+      ],
+    },
+  },
+];

@@ -4,7 +4,10 @@
  * the proxy on every store, until `--runs` scripts per protocol agree or one differs.
  *
  *   npm run diff:guard -- [--runs 100] [--protocol classic|consumer|both] [--seed N]
- *     [--max-changes 5] [--kafka-version 4.4.0]
+ *     [--max-changes 5] [--kafka-version 4.4.0] [--named]
+ *
+ * `--named` runs the named scripts of guard-regressions.ts first (of the protocols asked for);
+ * `--runs 0` then runs no generated ones.
  *
  * Starts the bed's single broker (KOP_BOOTSTRAP=host:port uses that cluster instead), a Redis and
  * a ZooKeeper. On a difference fast-check shrinks the script and prints the shortest one found,
@@ -21,7 +24,8 @@ import type { RedisServer } from '../bed/redis.js';
 import { startZooKeeper } from '../bed/zookeeper.js';
 import type { ZooKeeperServer } from '../bed/zookeeper.js';
 import { DEFAULT_TIMING, expectSameAnswers, scriptArb } from '../harness/guard-differential.js';
-import type { Env, Protocol } from '../harness/guard-differential.js';
+import type { Env, Protocol, Target } from '../harness/guard-differential.js';
+import { GUARD_REGRESSIONS, GUARD_REGRESSIONS_LEGACY } from '../harness/guard-regressions.js';
 import { startGuardTargets } from '../harness/guard-targets.js';
 import type { GuardTargets } from '../harness/guard-targets.js';
 
@@ -31,6 +35,7 @@ interface Options {
   seed?: number;
   maxChanges: number;
   kafkaVersion: string;
+  named: boolean;
 }
 
 function parseArgs(argv: string[]): Options {
@@ -39,6 +44,7 @@ function parseArgs(argv: string[]): Options {
     protocols: ['classic', 'consumer'],
     maxChanges: 5,
     kafkaVersion: KAFKA_VERSION,
+    named: false,
   };
   for (let i = 0; i < argv.length; i++) {
     const value = argv[i + 1];
@@ -66,6 +72,9 @@ function parseArgs(argv: string[]): Options {
       case '--kafka-version':
         opts.kafkaVersion = need();
         break;
+      case '--named':
+        opts.named = true;
+        break;
       case '--protocol': {
         const p = need();
         if (p !== 'classic' && p !== 'consumer' && p !== 'both') throw new Error(`--protocol: ${p}?`);
@@ -77,6 +86,23 @@ function parseArgs(argv: string[]): Options {
     }
   }
   return opts;
+}
+
+/** The named scripts; false when one differs (its report is printed). */
+async function runNamed(targets: Target[], env: Env, protocols: Protocol[]): Promise<boolean> {
+  let ok = true;
+  for (const { title, script } of [...GUARD_REGRESSIONS, ...GUARD_REGRESSIONS_LEGACY]) {
+    if (!protocols.includes(script.protocol)) continue;
+    const t0 = Date.now();
+    try {
+      await expectSameAnswers(targets, script, env, 'named');
+      console.log(`agree (${((Date.now() - t0) / 1000).toFixed(1)} s): ${title}`);
+    } catch (err) {
+      ok = false;
+      console.log(`DIFFER: ${title}\n${err instanceof Error ? err.message : String(err)}`);
+    }
+  }
+  return ok;
 }
 
 export async function main(argv: string[]): Promise<number> {
@@ -102,7 +128,9 @@ export async function main(argv: string[]): Promise<number> {
     bed = await startGuardTargets(broker, redis.url, zk.connectString);
     const env: Env = { broker, topic, otherTopic, timing: DEFAULT_TIMING };
     let failed = false;
+    if (opts.named) failed = !(await runNamed(bed.targets, env, opts.protocols));
     for (const protocol of opts.protocols) {
+      if (opts.runs === 0) break;
       const t0 = Date.now();
       let n = 0;
       const targets = bed.targets;
