@@ -304,6 +304,24 @@ describe('afterDeleteGroups', () => {
     expect(await store.listGroups()).toEqual(['busy']);
   });
 
+  test('a transactional group the broker does not have: NONE only while the store holds offsets of it', async () => {
+    const store = new MemoryStore();
+    await store.updateGroup('txn-empty', { kind: 'transactional' });
+    await storeOffset(store, 'txn-older', 't', 0);
+    await store.updateGroup('txn-older', { kind: 'transactional' });
+    const res = await afterDeleteGroups(
+      response(['txn-empty', ErrorCode.GROUP_ID_NOT_FOUND], ['txn-older', ErrorCode.GROUP_ID_NOT_FOUND]),
+      store,
+      new MembershipRecorder(store, silentLogger),
+    );
+    expect(res.results.map((r) => [r.groupId, r.errorCode])).toEqual([
+      ['txn-empty', ErrorCode.GROUP_ID_NOT_FOUND],
+      ['txn-older', ErrorCode.NONE],
+    ]);
+    // Both records go: the groups' next lives start afresh, as at the broker.
+    expect(await store.listGroups()).toEqual([]);
+  });
+
   test('a store failure gives that group a retriable code', async () => {
     const store = new MemoryStore();
     await storeOffset(store, 'g', 't', 0);

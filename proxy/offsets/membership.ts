@@ -189,6 +189,10 @@ export async function afterDeleteGroups(
       if (state === null && offsets.length === 0) continue; // unknown here too: the broker's answer stands
       await store.deleteGroup(result.groupId);
       recorder.forget(result.groupId);
+      // A transactional group's offsets are the broker's: with none left here either, the group
+      // the broker does not have does not exist (its record goes, its next life starts afresh).
+      if (result.errorCode === ErrorCode.GROUP_ID_NOT_FOUND && state?.transactional && offsets.length === 0)
+        continue;
       // The group's offsets lived here: it existed, and now it is deleted.
       result.errorCode = ErrorCode.NONE;
     } catch (err) {
