@@ -346,14 +346,24 @@ export class BrokerLookups {
     });
   }
 
-  /** Whether topic `topic` has partition `partition`, from metadata cached for a few seconds. */
+  /**
+   * Whether topic `topic` has partition `partition`, from metadata cached for a few seconds. A
+   * partition the cache has is answered from it whatever its age, and an old cache is refreshed
+   * in the background: a broker's coordinator also answers from a metadata cache that learns of
+   * deletions later, and a broker that does not answer (stopped, partitioned) then holds up no
+   * commit to a topic it had, where waiting for it held every commit for the request timeout.
+   * What the cache lacks is asked for, within the request timeout.
+   */
   topicExists(topic: string, partition: number): Promise<boolean> {
     const cached = this.topics;
-    if (cached && Date.now() - cached.at < this.topicCacheMs) {
-      // A topic the fresh cache knows needs no request, so no deadline: asked once per partition
-      // of every commit, a timer each was most of the CPU of a 100-partition commit.
+    if (cached) {
+      const fresh = Date.now() - cached.at < this.topicCacheMs;
+      // A topic the cache knows needs no request, so no deadline: asked once per partition of
+      // every commit, a timer each was most of the CPU of a 100-partition commit.
       const count = cached.names.get(topic);
-      if (count !== undefined) return Promise.resolve(partition >= 0 && partition < count);
+      const has = count !== undefined && partition >= 0 && partition < count;
+      if (has && !fresh) this.refreshInBackground();
+      if (has || (fresh && count !== undefined)) return Promise.resolve(has);
     }
     return this.cluster.within(`looking up topic ${topic}`, async () => {
       const fresh = this.topics && Date.now() - this.topics.at < this.topicCacheMs;
@@ -366,6 +376,12 @@ export class BrokerLookups {
       }
       return count !== undefined && partition >= 0 && partition < count;
     });
+  }
+
+  private refreshInBackground(): void {
+    if (this.refreshing) return;
+    // A failed refresh leaves the old cache: the next commit tries again.
+    this.cluster.within('refreshing topic metadata', () => this.refreshTopics()).catch(() => {});
   }
 
   private refreshTopics(): Promise<void> {

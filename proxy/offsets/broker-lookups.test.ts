@@ -1,0 +1,82 @@
+/**
+ * The topic cache of `--unknown-topics reject` (BrokerLookups.topicExists) against a fake cluster
+ * client: what needs a Metadata request, and what a broker that does not answer holds up.
+ */
+import { describe, expect, test } from 'vitest';
+import type { ClusterClient } from '../client/cluster-client.js';
+import { BrokerLookups } from './broker-lookups.js';
+
+const CACHE_MS = 30;
+
+/** A cluster whose Metadata answers come from `answer`; `within` adds no deadline here. */
+function cluster(
+  answer: () => Promise<{ topics: { name: string; errorCode: number; partitions: unknown[] }[] }>,
+) {
+  const calls = { metadata: 0 };
+  const client = {
+    metadata: () => {
+      calls.metadata++;
+      return answer();
+    },
+    within: <T>(_what: string, work: () => Promise<T>) => work(),
+  } as unknown as ClusterClient;
+  return { client, calls };
+}
+
+const topic = (name: string, partitions: number) => ({
+  name,
+  errorCode: 0,
+  partitions: Array.from({ length: partitions }, () => ({})),
+});
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/** The promise's value, or 'pending' if it has none after `ms`. */
+const within = <T>(p: Promise<T>, ms = 50) => Promise.race([p, sleep(ms).then(() => 'pending' as const)]);
+
+describe('BrokerLookups.topicExists', () => {
+  test('a fresh cache answers without a request, for partitions it has and has not', async () => {
+    const { client, calls } = cluster(async () => ({ topics: [topic('t', 3)] }));
+    const lookups = new BrokerLookups(client, 60_000);
+    expect(await lookups.topicExists('t', 2)).toBe(true);
+    expect(await lookups.topicExists('t', 3)).toBe(false);
+    expect(await lookups.topicExists('t', -1)).toBe(false);
+    expect(calls.metadata).toBe(1);
+  });
+
+  test('an old cache answers for a partition it has at once, and is refreshed in the background', async () => {
+    let frozen = false;
+    const { client, calls } = cluster(() =>
+      frozen ? new Promise(() => {}) : Promise.resolve({ topics: [topic('t', 3)] }),
+    );
+    const lookups = new BrokerLookups(client, CACHE_MS);
+    expect(await lookups.topicExists('t', 0)).toBe(true);
+    frozen = true; // the broker stops answering
+    await sleep(CACHE_MS + 10);
+    expect(await within(lookups.topicExists('t', 1))).toBe(true);
+    expect(calls.metadata).toBe(2);
+    // One refresh at a time, however many commits ask meanwhile.
+    expect(await within(lookups.topicExists('t', 2))).toBe(true);
+    expect(calls.metadata).toBe(2);
+  });
+
+  test('what an old cache lacks waits for the refresh, and a topic deleted since is refused', async () => {
+    let topics = [topic('t', 3), topic('gone', 1)];
+    let release: () => void = () => {};
+    let held = false;
+    const { client } = cluster(async () => {
+      if (held) await new Promise<void>((r) => (release = r));
+      return { topics };
+    });
+    const lookups = new BrokerLookups(client, CACHE_MS);
+    expect(await lookups.topicExists('gone', 0)).toBe(true);
+    topics = [topic('t', 3), topic('new', 2)];
+    held = true;
+    await sleep(CACHE_MS + 10);
+    const asked = lookups.topicExists('new', 1);
+    expect(await within(asked)).toBe('pending');
+    held = false;
+    release();
+    expect(await asked).toBe(true);
+    // The refresh that answered it also learnt of the deletion.
+    expect(await lookups.topicExists('gone', 0)).toBe(false);
+  });
+});
