@@ -12,6 +12,7 @@
 import type { Socket } from 'node:net';
 import type { BrokerLoss } from './close-reason.js';
 import { readSocket } from './reused-reads.js';
+import { SocketWriter } from './socket-writer.js';
 
 export interface BrokerLinkEvents {
   /**
@@ -29,12 +30,13 @@ export interface BrokerLinkEvents {
 
 export class BrokerLink {
   private socket: Socket | null = null;
+  private writer: SocketWriter | null = null;
   private opening = false;
   private queued: Buffer[] = [];
   private paused = false;
   private destroyed = false;
-  /** The socket `cork` corked, until `uncork`. */
-  private corked: Socket | null = null;
+  /** The writer `cork` held, until `uncork`. */
+  private corked: SocketWriter | null = null;
 
   constructor(
     private readonly open: () => Promise<Socket>,
@@ -46,7 +48,7 @@ export class BrokerLink {
    * open, or waiting in the socket. Views written meanwhile must stay as they are.
    */
   get holdsWrites(): boolean {
-    return this.queued.length > 0 || (this.socket !== null && this.socket.writableLength > 0);
+    return this.queued.length > 0 || (this.writer !== null && this.writer.unsent > 0);
   }
 
   /** The connection is open now (not merely being opened). */
@@ -55,14 +57,14 @@ export class BrokerLink {
   }
 
   /**
-   * Sends `buffers` as one write, opening the connection first if needed. False: the caller
-   * should stop producing until `drain`.
+   * Sends `buf`, opening the connection first if needed. False: the caller should stop producing
+   * until `drain`.
    */
-  write(buffers: Buffer[]): boolean {
-    const socket = this.socket;
-    if (socket !== null) return writeAll(socket, buffers);
+  write(buf: Buffer): boolean {
+    const writer = this.writer;
+    if (writer !== null) return writer.write(buf);
     if (this.destroyed) return false;
-    this.queued.push(...buffers);
+    this.queued.push(buf);
     if (!this.opening) this.start();
     return false;
   }
@@ -73,14 +75,16 @@ export class BrokerLink {
    */
   cork(): void {
     if (this.corked !== null) return;
-    this.corked = this.socket;
-    this.corked?.cork();
+    this.corked = this.writer;
+    this.corked?.hold();
   }
 
-  uncork(): void {
+  /** Writes what `cork` held. False: the caller should stop producing until `drain`. */
+  uncork(): boolean {
     const corked = this.corked;
     this.corked = null;
-    corked?.uncork();
+    // Nothing held: a write queued before the connection was open has answered false already.
+    return corked === null || corked.release();
   }
 
   pause(): void {
@@ -119,9 +123,10 @@ export class BrokerLink {
 
   private attach(socket: Socket): void {
     this.socket = socket;
+    const writer = new SocketWriter(socket, () => this.events.drain());
+    this.writer = writer;
     socket.setNoDelay(true);
     readSocket(socket, (chunk) => this.events.data(chunk));
-    socket.on('drain', () => this.events.drain());
     socket.on('error', (err) => this.events.lost('broker error', err));
     socket.on('close', () => this.events.lost('broker closed'));
     socket.on('end', () => this.events.lost('broker ended'));
@@ -129,15 +134,9 @@ export class BrokerLink {
     this.events.opened();
     const queued = this.queued;
     this.queued = [];
-    // A full socket emits 'drain' itself later; otherwise the caller may write on now.
-    if (writeAll(socket, queued)) this.events.drain();
+    // A full socket calls `drain` itself later; otherwise the caller may write on now.
+    writer.hold();
+    for (const b of queued) writer.write(b);
+    if (writer.release()) this.events.drain();
   }
-}
-
-function writeAll(socket: Socket, buffers: Buffer[]): boolean {
-  socket.cork();
-  let ok = true;
-  for (const b of buffers) ok = socket.write(b);
-  socket.uncork();
-  return ok;
 }

@@ -46,6 +46,7 @@ import { closeLogLevel } from './close-reason.js';
 import type { CloseReason } from './close-reason.js';
 import { PROXY_CLIENT_ID, RELAY_DEFAULTS } from './defaults.js';
 import { readSocket, readsIntoReusedBuffer } from './reused-reads.js';
+import { SocketWriter } from './socket-writer.js';
 
 export interface ConnectionPolicy {
   log: Logger;
@@ -130,7 +131,9 @@ export class ProxyConnection {
   private brokerCounted = false;
   /** Not reading the broker now (see updateFlow). */
   private brokerPaused = false;
-  /** A write to the client returned false and its 'drain' has not come yet. */
+  /** Writes to the client (below its Writable where Node allows: socket-writer.ts). */
+  private readonly out: SocketWriter;
+  /** A write to the client returned false and its drain has not come yet. */
   private clientFull = false;
   private readonly backlog: ResponseBacklog;
   /** Requests the proxy answers itself, read and not started: one runs at a time. */
@@ -159,7 +162,7 @@ export class ProxyConnection {
     this.requests = new RequestReader(policy.maxFrameSize, ALWAYS_READ_REQUEST_BYTES, {
       route: (size, head) => this.routeRequest(size, head),
       stream: (bytes, end) => this.streamRequest(bytes, end),
-      whole: (frame) => this.wholeRequest(frame),
+      whole: (frame, sized) => this.wholeRequest(frame, sized),
     });
     this.responses = new ResponseReader(policy.maxFrameSize, {
       route: (size, correlationId) => this.routeResponse(size, correlationId),
@@ -193,12 +196,13 @@ export class ProxyConnection {
         if (this.queue.idle || this.clientFull) this.close('idle');
       });
     }
-    readSocket(client, (chunk) => this.onClientData(chunk));
-    client.on('drain', () => {
+    // Before the reader: what was read already may be answered at once.
+    this.out = new SocketWriter(client, () => {
       this.clientFull = false;
       this.backlog.setUnsent(0);
       this.updateFlow();
     });
+    readSocket(client, (chunk) => this.onClientData(chunk));
     client.on('error', (err) => this.close('client error', err));
     client.on('close', () => this.close('client closed'));
     client.on('end', () => this.close('client ended'));
@@ -224,7 +228,7 @@ export class ProxyConnection {
       this.close('bad request framing', err);
       return false;
     } finally {
-      this.broker.uncork();
+      if (!this.broker.uncork() && !this.closed) this.pauseClient('upstream');
     }
     if (this.closed) return false;
     // Whole frames in one read (the common case) hold nothing and skip this.
@@ -240,10 +244,10 @@ export class ProxyConnection {
     return this.broker.holdsWrites;
   }
 
-  private wholeRequest(frame: Buffer): void {
+  private wholeRequest(frame: Buffer, sized: Buffer | null): void {
     if (this.closed) return;
     try {
-      this.onRequest(frame);
+      this.onRequest(frame, sized);
     } catch (err) {
       if (err instanceof ProtocolError) {
         this.reject(err.code === 'UNSUPPORTED_VERSION' ? 'unsupported_version' : 'malformed');
@@ -289,7 +293,7 @@ export class ProxyConnection {
       this.streamed = p;
     }
     this.policy.observer.bytes('broker_out', bytes.length);
-    if (!this.broker.write([bytes])) this.pauseClient('upstream');
+    if (!this.broker.write(bytes)) this.pauseClient('upstream');
     if (!end) return;
     this.streamed = null;
     if (this.draining) this.client.pause();
@@ -304,10 +308,13 @@ export class ProxyConnection {
       this.writesAfterStream.push(buffers);
       return;
     }
-    if (!this.broker.write(buffers)) this.pauseClient('upstream');
+    let ok = true;
+    for (const b of buffers) ok = this.broker.write(b);
+    if (!ok) this.pauseClient('upstream');
   }
 
-  private onRequest(frame: Buffer): void {
+  /** `sized`: the frame with its size prefix, when the reader has it as one view (else null). */
+  private onRequest(frame: Buffer, sized: Buffer | null): void {
     const started = performance.now();
     if (this.legacySasl.takeRawToken()) {
       const p: RawTokenPending = {
@@ -345,7 +352,7 @@ export class ProxyConnection {
     }
     if (plan.mayBeUnanswered && peekProduceAcks(frame) === 0) {
       // acks=0: the broker sends nothing back, so nothing may wait for it.
-      this.forward(frame, null);
+      this.forward(frame, null, sized);
       return;
     }
 
@@ -368,7 +375,7 @@ export class ProxyConnection {
     }
     const p = this.brokerPending(h, started, plan, info, request);
     this.enqueue(p);
-    this.forward(frame, p);
+    this.forward(frame, p, sized);
   }
 
   private requestInfo(h: { correlationId: number; apiKey: number; apiVersion: number }): RequestInfo {
@@ -495,11 +502,18 @@ export class ProxyConnection {
     }
   }
 
-  /** Writes a request to the broker; `p` is what its answer belongs to (null: no answer comes). */
-  private forward(frame: Buffer, p: BrokerPending | RawTokenPending | null): void {
+  /**
+   * Writes a request to the broker; `p` is what its answer belongs to (null: no answer comes).
+   * `sized`: the same frame with its size prefix as one view of the read, when there is one.
+   */
+  private forward(
+    frame: Buffer,
+    p: BrokerPending | RawTokenPending | null,
+    sized: Buffer | null = null,
+  ): void {
     if (p) this.queue.sent(p);
     this.policy.observer.bytes('broker_out', frame.length + 4);
-    this.writeBroker([sizePrefix(frame.length), frame]);
+    this.writeBroker(sized !== null ? [sized] : [sizePrefix(frame.length), frame]);
   }
 
   // ---- broker → client -------------------------------------------------------------------
@@ -510,19 +524,19 @@ export class ProxyConnection {
     this.policy.observer.bytes('broker_in', chunk.length);
     // A client that has not taken what it was sent gets a copy of just these bytes, so that the
     // reads waiting in its socket hold what is counted as unsent, not a read buffer each.
-    const copied = this.client.writableLength > 0;
-    this.client.cork();
+    const copied = this.out.unsent > 0;
+    this.out.hold();
     try {
       this.responses.push(copied ? Buffer.from(chunk) : chunk);
     } catch (err) {
       if (err instanceof ProtocolError) this.reject('broker_protocol');
       this.close(err instanceof ProtocolError ? 'bad response from broker' : 'response handling failed', err);
     } finally {
-      this.client.uncork();
+      if (!this.out.release() && !this.closed) this.clientRefused();
     }
     // Streamed bytes are views of `chunk` (the reader copies what it keeps): what the socket
     // holds unsent may include them.
-    return !copied && this.client.writableLength > 0;
+    return !copied && this.out.unsent > 0;
   }
 
   /**
@@ -573,11 +587,14 @@ export class ProxyConnection {
 
   private sendStreamed(bytes: Buffer): void {
     this.policy.observer.bytes('client_out', bytes.length);
-    if (!this.client.write(bytes)) {
-      this.clientFull = true;
-      this.backlog.setUnsent(this.client.writableLength);
-      this.updateFlow();
-    }
+    if (!this.out.write(bytes)) this.clientRefused();
+  }
+
+  /** A write to the client answered false: what it has not taken is held here until its drain. */
+  private clientRefused(): void {
+    this.clientFull = true;
+    this.backlog.setUnsent(this.out.unsent);
+    this.updateFlow();
   }
 
   /** The streamed response (the head of the queue) has gone out whole. */
@@ -610,23 +627,23 @@ export class ProxyConnection {
     // One writev for every ready response and its size prefix, not a write() each: a response
     // completed after an await (an answer from the store, a decoded Produce response) is flushed
     // outside the cork of onUpstreamData.
-    this.client.cork();
+    this.out.hold();
     let written = 0;
     for (let p = this.queue.takeReady(); p !== undefined; p = this.queue.takeReady()) {
       for (const buf of p.out!) {
-        if (!this.client.write(buf)) full = true;
+        if (!this.out.write(buf)) full = true;
       }
       written += p.outBytes;
       observer.bytes('client_out', p.outBytes);
       if (p.kind !== 'raw-token')
         observer.responded(p.apiKey, p.apiVersion, answeredBy(p), (performance.now() - p.started) / 1000);
     }
-    this.client.uncork();
+    if (!this.out.release()) full = true;
     if (written > 0) {
       this.backlog.addWaiting(-written);
       // The client reads slower than it is answered: what the kernel did not take is held here.
       if (full) this.clientFull = true;
-      this.backlog.setUnsent(this.client.writableNeedDrain ? this.client.writableLength : 0);
+      this.backlog.setUnsent(this.out.full ? this.out.unsent : 0);
     }
     if (!this.queue.full) this.resumeClient('inflight');
     this.updateFlow();

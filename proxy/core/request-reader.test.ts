@@ -51,8 +51,15 @@ function through(bytes: Buffer, cuts: number[], maxHeadBytes = 1_000): Seen {
         streamed = null;
       }
     },
-    whole(p: Buffer): void {
+    whole(p: Buffer, sized: Buffer | null): void {
       expect(streamed).toBeNull();
+      if (sized !== null) {
+        // The same frame, its size prefix before it, as one view of the read.
+        expect(sized.buffer).toBe(p.buffer);
+        expect(sized.byteOffset + 4).toBe(p.byteOffset);
+        expect(sized.length).toBe(p.length + 4);
+        expect(sized.readInt32BE(0)).toBe(p.length);
+      }
       seen.frames.push({ how: 'whole', bytes: Buffer.from(p) });
     },
   });

@@ -34,9 +34,10 @@ export interface RequestReaderSink {
   stream(bytes: Buffer, end: boolean): void;
   /**
    * A whole frame's payload, without the size prefix: a view of the chunk being pushed (valid
-   * during the call) when it lay in it, else a buffer of its own.
+   * during the call) when it lay in it, else a buffer of its own. `sized`: when it lay in the
+   * chunk, the view of the frame with its size prefix (what a relay writes on), else null.
    */
-  whole(payload: Buffer): void;
+  whole(payload: Buffer, sized: Buffer | null): void;
 }
 
 /** Bytes of a frame's start the reader holds while `route` answers 'more'. */
@@ -99,7 +100,7 @@ export class RequestReader {
         const frames = this.splitter.push(piece);
         if (end) {
           this.mode = 'frame';
-          for (const f of frames) this.sink.whole(f);
+          for (const f of frames) this.sink.whole(f, null);
           completed += frames.length;
         }
         continue;
@@ -108,7 +109,7 @@ export class RequestReader {
         if (len - off >= 4) {
           const size = this.checkSize(chunk.readInt32BE(off));
           if (len - off - 4 >= size) {
-            this.sink.whole(chunk.subarray(off + 4, off + 4 + size));
+            this.sink.whole(chunk.subarray(off + 4, off + 4 + size), chunk.subarray(off, off + 4 + size));
             completed++;
             off += 4 + size;
             continue;
@@ -129,7 +130,7 @@ export class RequestReader {
       if (this.headFill === 4 + this.size) {
         this.mode = 'frame';
         // A copy: the head buffer holds the next frame's start, and the sink may keep this one.
-        this.sink.whole(Buffer.from(this.head.subarray(4, this.headFill)));
+        this.sink.whole(Buffer.from(this.head.subarray(4, this.headFill)), null);
         completed++;
         continue;
       }
