@@ -203,7 +203,7 @@ describe('ZooKeeper restarted mid-run (store zk://)', () => {
 });
 
 describe('a client that sends Fetch requests and never reads', () => {
-  test("the proxy's RSS stays bounded and another client's round trips are not slowed", async () => {
+  test("the proxy's RSS stays bounded and another client's round trips go on", async () => {
     await ensureBuilt();
     const topic = uniqueName('stalled');
     await createTopics({ bootstrap: brokerBootstrap }, [{ topic, partitions: 1 }]);
