@@ -88,7 +88,8 @@ export function decideCommit(
   currentOffset: (tp: TopicPartition) => bigint,
 ): { outcome: CommitOutcome; newState: GroupState | null } {
   // First: the broker holds a transactional group's offsets, and decides its commits itself.
-  if (request.identity !== undefined && state?.transactional === true)
+  const fromClient = request.identity !== undefined || request.deferIfTransactional === true;
+  if (fromClient && state?.transactional === true)
     return { outcome: { status: 'transactional' }, newState: null };
   const refusal = checkCommit(state, request.identity);
   if (refusal !== null) return { outcome: { status: 'fenced', error: refusal }, newState: null };

@@ -43,7 +43,8 @@ end
  * KEYS[3] request record the encoded outcome of this requestId, kept ARGV[2] ms
  * ARGV[1] identity JSON {g, m, i, v} or "" (no fencing); ARGV[2] ttl ms; ARGV[3] the writes as
  * one MessagePack value (redis-pack.ts): [[field, value, ...], [casField, expectedOffset, ...]];
- * ARGV[4] valid until (Redis clock, ms).
+ * ARGV[4] valid until (Redis clock, ms); ARGV[5] "1" when a transactional group's commit without
+ * an identity is the broker's too (CommitRequest.deferIfTransactional), else "".
  * Returns the encoded outcome (outcome-codec.ts) as JSON, or EXPIRED_REPLY.
  *
  * Offsets are compared as decimal strings: Lua numbers are doubles and cannot tell 2^63-2 from
@@ -112,7 +113,7 @@ local identity = nil
 if ARGV[1] ~= '' then identity = cjson.decode(ARGV[1]) end
 local refusal = guard(identity)
 local outcome
-if identity ~= nil and state ~= nil and state.transactional == true then
+if (identity ~= nil or ARGV[5] == '1') and state ~= nil and state.transactional == true then
   outcome = '{"s":"txn"}'
 elseif refusal ~= nil then
   outcome = '{"s":"fenced","e":' .. refusal .. '}'

@@ -246,6 +246,7 @@ export class RedisStore implements OffsetStore {
         packCommitWrites(request),
         // Nothing is sent yet: a failure to learn the skew is a plain failure.
         await this.validUntil(group, validTo),
+        request.deferIfTransactional === true ? '1' : '',
       ];
       const first =
         this.target.wait > 0

@@ -55,6 +55,13 @@ export interface CommitRequest {
   group: string;
   /** Absent: no fencing (commit guard `off` or `cas` only). */
   identity?: CommitIdentity;
+  /**
+   * A client's commit without an identity (commit guard `off` or `cas`): to a group that commits
+   * transactionally it is answered 'transactional' with nothing written, as every commit with an
+   * identity is, since the broker holds that group's offsets. Unset for the operator's own writes
+   * (`offsets set --force`), which the store takes.
+   */
+  deferIfTransactional?: true;
   writes: OffsetWrite[];
   /**
    * Unique per client request. A store that may execute a command twice (a resend after a
@@ -88,9 +95,9 @@ export type CommitOutcome =
   /** At least one compare-and-set did not match; nothing was written. */
   | { status: 'cas-mismatch'; mismatches: CasMismatch[] }
   /**
-   * A fenced commit (with an identity) to a group seen committing transactionally: its offsets
-   * are the broker's (GroupState.transactional), so the broker must take this commit too;
-   * nothing was written, not even checked against the fence.
+   * A client's commit (with an identity, or deferIfTransactional) to a group seen committing
+   * transactionally: its offsets are the broker's (GroupState.transactional), so the broker must
+   * take this commit too; nothing was written, not even checked against the fence.
    */
   | { status: 'transactional' };
 
@@ -120,7 +127,7 @@ export interface GroupState {
   members: GroupMember[];
   /**
    * Set once the group was seen committing transactionally: its OffsetFetch then goes to the
-   * broker, and so do its fenced commits (CommitOutcome 'transactional').
+   * broker, and so do its clients' commits (CommitOutcome 'transactional').
    */
   transactional: boolean;
 }

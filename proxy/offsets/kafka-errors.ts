@@ -9,6 +9,13 @@ import { ErrorCode } from '../../protocol/error-codes.js';
  */
 export const CAS_MISMATCH = ErrorCode.INVALID_COMMIT_OFFSET_SIZE;
 
+/**
+ * A compare-and-set on a group that commits transactionally: its offsets are the broker's, which
+ * has no conditional write, so the comparison cannot be kept atomic. INVALID_TXN_STATE is
+ * non-retriable and no broker sends it for OffsetCommit.
+ */
+export const CAS_TRANSACTIONAL = ErrorCode.INVALID_TXN_STATE;
+
 /** Kafka's offset.metadata.max.bytes default, counted in UTF-16 code units as the broker does. */
 export const MAX_METADATA_LENGTH = 4096;
 

@@ -16,7 +16,7 @@ import {
 import type { Verdict } from './broker-verdict.js';
 import { GuardPolicy } from './guard-policy.js';
 import type { CommitGuardMode } from './guard-policy.js';
-import { CAS_MISMATCH } from './kafka-errors.js';
+import { CAS_MISMATCH, CAS_TRANSACTIONAL } from './kafka-errors.js';
 import { commitAnonymous, handleOffsetCommit } from './offset-commit.js';
 import type { CommitDeps, CommitRefusal } from './offset-commit.js';
 
@@ -655,13 +655,49 @@ describe('OffsetCommit: a group that commits transactionally', () => {
     expect(await store.fetch('g', null)).toEqual([]);
   });
 
-  test('compare-and-set groups keep their commits in the store (the broker has no compare-and-set)', async () => {
+  test("without a fence (off, cas) its commits are the broker's too", async () => {
+    for (const mode of ['off', 'cas'] as const) {
+      const store = new MemoryStore();
+      await store.commit({ group: 'g', writes: [], requestId: 'r0' });
+      await store.updateGroup('g', { kind: 'transactional' });
+      const sent: OffsetCommitRequest[] = [];
+      const { d, seen } = deps(store, mode, {
+        commitAtBroker: async () => {
+          sent.push(req);
+          return brokerAnswer(req, ErrorCode.NONE);
+        },
+      });
+      const req = request('g', { t: [{ partition: 0, offset: 5n }] });
+      expect(codes(await handleOffsetCommit(req, 8, d)), mode).toEqual([ErrorCode.NONE]);
+      expect(sent, mode).toEqual([req]);
+      // Stored, the commit would be hidden by the broker's offset, which OffsetFetch shows.
+      expect(await store.fetch('g', null), mode).toEqual([]);
+      expect(seen.accepted, mode).toEqual([]);
+    }
+  });
+
+  test('a compare-and-set is refused whole, sent nowhere: the broker cannot compare', async () => {
     const store = new MemoryStore();
+    await store.commit({ group: 'g', writes: [], requestId: 'r0' });
     await store.updateGroup('g', { kind: 'transactional' });
-    const { d } = deps(store, 'cas');
-    const res = await handleOffsetCommit(request('g', { t: [{ partition: 0, offset: 5n }] }), 8, d);
-    expect(codes(res)).toEqual([ErrorCode.NONE]);
-    expect((await store.fetch('g', null)).map((o) => o.offset)).toEqual([5n]);
+    let sent = 0;
+    const { d, seen } = deps(store, 'cas', {
+      commitAtBroker: async () => {
+        sent++;
+        return brokerAnswer(request('g', { t: [{ partition: 0 }] }), ErrorCode.NONE);
+      },
+    });
+    // One partition compare-and-set, one plain: all or nothing, as for a mismatch.
+    const req = request('g', {
+      t: [
+        { partition: 0, offset: 5n, metadata: 'cas:-1' },
+        { partition: 1, offset: 6n },
+      ],
+    });
+    expect(codes(await handleOffsetCommit(req, 8, d))).toEqual([CAS_TRANSACTIONAL, CAS_TRANSACTIONAL]);
+    expect(sent).toBe(0);
+    expect(seen.refused).toEqual([['g', 'cas_transactional', 2]]);
+    expect(await store.fetch('g', null)).toEqual([]);
   });
 });
 

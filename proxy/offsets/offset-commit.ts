@@ -21,11 +21,18 @@ import type { OffsetCommitResponse } from '../../protocol/messages/offset-commit
 import type { CommittedPartition, Verdict } from './broker-verdict.js';
 import type { GuardPolicy } from './guard-policy.js';
 import { parseCasMetadata } from './guard-policy.js';
-import { CAS_MISMATCH, MAX_METADATA_LENGTH, storeFailureCode } from './kafka-errors.js';
+import { CAS_MISMATCH, CAS_TRANSACTIONAL, MAX_METADATA_LENGTH, storeFailureCode } from './kafka-errors.js';
 import type { HandlerDeps, OffsetHandler } from './offset-handler.js';
 
 export type CommitRefusal =
-  'fence' | 'broker_unanswered' | 'cas' | 'unknown_topic' | 'too_large' | 'store_down' | 'unauthorized';
+  | 'fence'
+  | 'broker_unanswered'
+  | 'cas'
+  | 'cas_transactional'
+  | 'unknown_topic'
+  | 'too_large'
+  | 'store_down'
+  | 'unauthorized';
 
 export interface CommitDeps extends HandlerDeps {
   guards: GuardPolicy;
@@ -207,8 +214,13 @@ export const handleOffsetCommit: OffsetHandler<
   } catch (err) {
     return refuseAll(storeFailureCode(err), 'store_down');
   }
-  if (outcome.status === 'transactional')
+  if (outcome.status === 'transactional') {
+    // The broker has no compare-and-set, and the offsets to compare with are its own: sent there,
+    // `cas:<expected>` would be stored as plain metadata, whatever the offset is now.
+    if (writes.some((w) => w.expectedOffset !== undefined))
+      return refuseAll(CAS_TRANSACTIONAL, 'cas_transactional');
     return commitAtBroker(deps, () => refuseAll(ErrorCode.COORDINATOR_NOT_AVAILABLE, 'broker_unanswered'));
+  }
   if (outcome.status === 'fenced') return refuseAll(outcome.error, 'fence');
   // Retriable: the client asks again, and gets the broker's answer once it can be had.
   if (outcome.status === 'unconfirmed')
@@ -296,7 +308,7 @@ async function commitFenced(
     group,
     writes,
     requestId: randomUUID(),
-    ...(identity ? { identity } : {}),
+    ...(identity ? { identity } : { deferIfTransactional: true }),
   };
   if (identity === undefined || !deps.brokerVerdict) return deps.store.commit(request);
   let unanswered = false;

@@ -21,6 +21,8 @@ const MEANING: Record<CommitRefusal, string> = {
   broker_unanswered:
     "the broker, asked on the client's behalf (authorization, member re-check), gave no usable answer in time: COORDINATOR_NOT_AVAILABLE, retriable",
   cas: 'a compare-and-set whose expected offset did not match',
+  cas_transactional:
+    "a compare-and-set on a group that commits transactionally (its offsets are the broker's, which has no compare-and-set): INVALID_TXN_STATE",
   unknown_topic: 'a topic or partition the cluster does not have (--unknown-topics reject)',
   too_large: 'metadata over 4096 characters',
   store_down: 'the offset store did not answer',

@@ -24,7 +24,11 @@ import { commitStopResume, expectExactlyRecords, uniqueName } from '../bed/clien
 import { startOffsetProxy } from '../harness/offset-proxy.js';
 import type { OffsetProxy } from '../harness/offset-proxy.js';
 import { RawClient } from '../harness/raw-client.js';
-import { commitOnce } from '../reliability/commit-checker.js';
+import { commitBody, commitOnce } from '../reliability/commit-checker.js';
+import { ApiKey } from '../../protocol/messages/index.js';
+import { ErrorCode } from '../../protocol/error-codes.js';
+import type { OffsetCommitRequest } from '../../protocol/messages/offset-commit-request.js';
+import type { OffsetCommitResponse } from '../../protocol/messages/offset-commit-response.js';
 
 describe('clients committing through the proxy (embedded store)', () => {
   const brokerBootstrap = inject('kafkaBootstrap');
@@ -130,6 +134,22 @@ describe('clients committing through the proxy (embedded store)', () => {
     expectExactlyRecords(again.records, 0, 100);
   });
 
+  /** Plain commits of `offsets` (partition i at offsets[i]), then a transaction committing 15 on partition 0. */
+  async function plainThenTransaction(on: ClientTarget, group: string, topic: string, offsets: number[]) {
+    await setGroupOffsets(
+      on,
+      group,
+      topic,
+      offsets.map((offset, partition) => ({ partition, offset })),
+    );
+    await commitOffsetsInTransaction(on, {
+      transactionalId: `${group}-tx`,
+      group,
+      topic,
+      offsets: [{ partition: 0, offset: 15 }],
+    });
+  }
+
   test('a group moving to transactions keeps its earlier offsets, as on the broker (differential)', async () => {
     const topic = uniqueName('to-eos');
     await createTopics({ bootstrap: brokerBootstrap }, [{ topic, partitions: 3 }]);
@@ -137,17 +157,7 @@ describe('clients committing through the proxy (embedded store)', () => {
     // a transaction that commits one of them (an application switched to exactly-once).
     const run = async (on: ClientTarget, name: string) => {
       const group = `${topic}-${name}`;
-      await setGroupOffsets(on, group, topic, [
-        { partition: 0, offset: 10 },
-        { partition: 1, offset: 20 },
-        { partition: 2, offset: 30 },
-      ]);
-      await commitOffsetsInTransaction(on, {
-        transactionalId: `${group}-tx`,
-        group,
-        topic,
-        offsets: [{ partition: 0, offset: 15 }],
-      });
+      await plainThenTransaction(on, group, topic, [10, 20, 30]);
       return { group, offsets: await fetchCommittedOffsets(on, group, topic) };
     };
     const direct = await run({ bootstrap: brokerBootstrap }, 'direct');
@@ -161,6 +171,47 @@ describe('clients committing through the proxy (embedded store)', () => {
       [2, 30],
     ]);
     expect(offsets(proxied)).toEqual(offsets(direct));
+  });
+
+  test("compare-and-set groups moving to transactions: plain commits are the broker's (differential)", async () => {
+    const topic = uniqueName('cas-to-eos');
+    await createTopics({ bootstrap: brokerBootstrap }, [{ topic, partitions: 2 }]);
+    const cas = await startOffsetProxy(brokerBootstrap, store, ['--commit-guard', 'cas']);
+    try {
+      // Plain commits, a transaction on partition 0, then a plain commit of partition 0 again:
+      // the broker keeps the later one, and so must the proxy (it once kept it in the store,
+      // hidden behind the broker's transactional offset that OffsetFetch shows).
+      const run = async (on: ClientTarget, name: string) => {
+        const group = `${topic}-${name}`;
+        await plainThenTransaction(on, group, topic, [10, 20]);
+        await setGroupOffsets(on, group, topic, [{ partition: 0, offset: 50 }]);
+        return { group, offsets: await fetchCommittedOffsets(on, group, topic) };
+      };
+      const direct = await run({ bootstrap: brokerBootstrap }, 'direct');
+      const proxied = await run({ bootstrap: cas.bootstrap }, 'proxied');
+      const offsets = (r: { offsets: { partition: number; offset: number }[] }) =>
+        r.offsets.map((o) => [o.partition, o.offset]);
+      expect(offsets(direct)).toEqual([
+        [0, 50],
+        [1, 20],
+      ]);
+      expect(offsets(proxied)).toEqual(offsets(direct));
+      // A compare-and-set cannot be kept there (the broker has none): refused, nothing written.
+      const raw = await RawClient.connect(cas.bootstrap);
+      try {
+        const body = commitBody(proxied.group, topic, 1, 60n) as OffsetCommitRequest;
+        body.topics[0]!.partitions[0]!.committedMetadata = 'cas:50';
+        const res = await raw.request<OffsetCommitResponse>(ApiKey.OffsetCommit, 8, 77, body);
+        expect(res.topics[0]!.partitions.map((p) => p.errorCode)).toEqual([ErrorCode.INVALID_TXN_STATE]);
+      } finally {
+        raw.close();
+      }
+      expect(offsets({ offsets: await fetchCommittedOffsets(cas, proxied.group, topic) })).toEqual(
+        offsets(direct),
+      );
+    } finally {
+      await cas.stop();
+    }
   });
 
   test('exactly-once read-process-write through the proxy: transactional offsets stay with the broker', async () => {

@@ -13,6 +13,7 @@ const REASON_LIST = {
   fence: true,
   broker_unanswered: true,
   cas: true,
+  cas_transactional: true,
   unknown_topic: true,
   too_large: true,
   store_down: true,
@@ -46,7 +47,7 @@ export class CommitMetrics implements OffsetServiceMetrics {
     this.refused = zeroed(commits.labels('refused'));
     const refusals = new Counter({
       name: 'kop_commit_refusals_total',
-      help: 'Refused committed partitions, by reason (fence, cas, unknown_topic, too_large, store_down, unauthorized).',
+      help: `Refused committed partitions, by reason (${REASONS.join(', ')}).`,
       labelNames: ['reason'],
       registers: [registry],
     });
