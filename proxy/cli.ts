@@ -9,12 +9,9 @@ import type { HostPort } from './core/broker-map.js';
 import { ConfigError, describeOption, envName, loadConfig, OPTIONS, shownValue, usage } from './config.js';
 import { DataLossWatch } from './data-loss-watch.js';
 import type { ProxyConfig } from './config.js';
-import { registerOffsetsAdminRoutes } from './ops/admin/http-routes.js';
-import { OpsHttpServer } from './ops/http/http-server.js';
-import { registerOpsRoutes } from './ops/http/ops-routes.js';
-import { LagCollector } from './ops/lag/lag-collector.js';
+import type { OpsHttpServer } from './ops/http/http-server.js';
+import type { LagCollector } from './ops/lag/lag-collector.js';
 import { createLogger, defaultLogFormat } from './logger.js';
-import { createProxyMetrics } from './ops/metrics/proxy-metrics.js';
 import { RefusalLog } from './offsets/refusal-log.js';
 import { createOffsetService, openOffsetStore, storeEndpoints } from './offsets/setup.js';
 import { StoreHealth } from './offsets/store-health.js';
@@ -60,9 +57,11 @@ export async function main(argv: string[]): Promise<void> {
   log.info('starting', startupSummary(config));
   for (const w of notes.warnings) log.warn(w.event, w.fields);
   const options = proxyOptions(config, log);
-  // Metrics are collected only when something can scrape them (--http).
+  // Metrics are collected only when something can scrape them (--http). Without it, neither
+  // prom-client nor the HTTP modules are loaded: a process that never serves them does not hold
+  // their code and objects.
   const metrics = config.http
-    ? createProxyMetrics({
+    ? (await import('./ops/metrics/proxy-metrics.js')).createProxyMetrics({
         apiVersions: config.metricsApiVersions,
         build: { version: productVersion(), store: config.storeTarget.kind },
       })
@@ -147,6 +146,13 @@ export async function main(argv: string[]): Promise<void> {
   let lag: LagCollector | null = null;
   let http: OpsHttpServer | null = null;
   if (config.http && metrics) {
+    const [{ LagCollector }, { OpsHttpServer }, { registerOpsRoutes }, { registerOffsetsAdminRoutes }] =
+      await Promise.all([
+        import('./ops/lag/lag-collector.js'),
+        import('./ops/http/http-server.js'),
+        import('./ops/http/ops-routes.js'),
+        import('./ops/admin/http-routes.js'),
+      ]);
     if (config.lag.intervalMs > 0) {
       lag = new LagCollector({
         store,

@@ -6,10 +6,11 @@
  * the allowed range or form. What needs the file system (TLS files, the data directory) is checked
  * by startup-checks.ts, which the CLI runs right after this.
  */
+import { createRequire } from 'node:module';
 import { readFileSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
-import { parse as parseYaml } from 'yaml';
+import type { parse as ParseYaml } from 'yaml';
 import { parseStoreUrl, STORE_URL_FORMS } from '../backends/open-store.js';
 import type { StoreTarget } from '../backends/open-store.js';
 import { redactUrl } from '../backends/redact-url.js';
@@ -465,6 +466,13 @@ export function collectRaw(argv: readonly string[], env: NodeJS.ProcessEnv): Map
   for (const [k, v] of flags) merged.set(k, v);
   if (file !== undefined) merged.set('config', file);
   return merged;
+}
+
+const requireCjs = createRequire(import.meta.url);
+
+/** yaml is loaded when a config file is read: a proxy configured by its flags does not hold it. */
+function parseYaml(text: string): unknown {
+  return (requireCjs('yaml') as { parse: typeof ParseYaml }).parse(text);
 }
 
 function readYaml(file: string): Map<string, string> {
