@@ -24,7 +24,8 @@ import { canWalkProduceResponse } from './produce-endpoints.js';
  * - 'fetch-stream': a Fetch v16+ answer, as written but for its NodeEndpoints, which the Fetch
  *   walker rewrites as it streams (fetch-stream.ts);
  * - 'walk-produce': a Produce v10+ answer, walked for NodeEndpoints and decoded only when it has
- *   them, as few do (produce-endpoints.ts);
+ *   them, as few do (produce-endpoints.ts); one without them that arrives in one read is
+ *   streamed like 'as-is';
  * - 'decode': decoded, rewritten or shown to the extension, and encoded again when changed.
  * An answer that may be streamed is read whole while an earlier answer is still owed to the
  * client; 'fetch-stream' is then decoded.

@@ -94,6 +94,14 @@ function mayHaveNodeEndpoints(frame: Buffer, apiVersion: number): boolean {
   }
 }
 
+/**
+ * A Produce answer read in one piece goes to the client as a view of the read, as an answer
+ * passed as-is does, unless it has NodeEndpoints to rewrite.
+ */
+function produceAnswerUnchanged(a: BrokerPending, payload: Buffer): boolean {
+  return !mayHaveNodeEndpoints(payload, a.apiVersion);
+}
+
 /** A request the proxy answers itself (ProxyExtension.handleRequest), read and not answered yet. */
 interface LocalAnswer {
   p: LocalPending;
@@ -165,11 +173,11 @@ export class ProxyConnection {
       whole: (frame, sized) => this.wholeRequest(frame, sized),
     });
     this.responses = new ResponseReader(policy.maxFrameSize, {
-      route: (size, correlationId) => this.routeResponse(size, correlationId),
+      route: (size, correlationId, payload) => this.routeResponse(size, correlationId, payload),
       stream: (bytes, end) => this.streamResponse(bytes, end),
       whole: (payload) => this.wholeResponse(payload),
     });
-    this.queue = new ResponseQueue(policy.maxInFlight);
+    this.queue = new ResponseQueue(policy.maxInFlight, produceAnswerUnchanged);
     this.backlog = new ResponseBacklog(policy.responseBuffers ?? null);
     this.requestMemory = new RequestAccount(policy.requestBuffers, () => this.resumeClient('memory'));
     this.broker = new BrokerLink(openUpstream, {
@@ -544,8 +552,8 @@ export class ProxyConnection {
    * stream it when it goes to the client unchanged (or is a Fetch v16+ whose only change is in its
    * tail) and nothing before it is still waiting; otherwise take it whole.
    */
-  private routeResponse(size: number, correlationId: number | null): FrameRoute {
-    const route = this.queue.route(size, correlationId);
+  private routeResponse(size: number, correlationId: number | null, payload: Buffer | null): FrameRoute {
+    const route = this.queue.route(size, correlationId, payload);
     if (route === 'stream' && this.queue.streaming!.response === 'fetch-stream') {
       this.fetchStream = new FetchResponseStream(this.queue.streaming!.apiVersion);
     }

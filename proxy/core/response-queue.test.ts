@@ -57,6 +57,12 @@ function brokerAnswers(q: ResponseQueue, id: number): void {
   q.takeWhole().onResponse(frame(id));
 }
 
+/** The broker answers the oldest request owed with `payload` at hand: read whole. */
+function brokerAnswersWith(q: ResponseQueue, id: number, payload: Buffer): void {
+  expect(q.route(payload.length, id, payload)).toBe('whole');
+  q.takeWhole().onResponse(payload);
+}
+
 /** Correlation ids of what can go to the client now, in order. */
 function drainReady(q: ResponseQueue): number[] {
   const out: number[] = [];
@@ -233,6 +239,34 @@ describe('streaming', () => {
     q.finishStream();
     broker(q, 2, 'decode');
     expect(q.route(8, 2)).toBe('whole');
+  });
+
+  test('a Produce answer to walk streams at the head only when whole at hand and unchanged', () => {
+    const seen: number[] = [];
+    // Unchanged when the payload's second int32 is 0 (a stand-in for "no NodeEndpoints").
+    const q = new ResponseQueue(100, (a, payload) => {
+      seen.push(a.correlationId);
+      return payload.readInt32BE(4) === 0;
+    });
+    broker(q, 1, 'walk-produce');
+    expect(q.route(8, 1, frame(1))).toBe('stream');
+    q.finishStream();
+    // Changed: read whole, to be decoded and rewritten.
+    broker(q, 2, 'walk-produce');
+    const changed = frame(2);
+    changed.writeInt32BE(1, 4);
+    brokerAnswersWith(q, 2, changed);
+    expect(drainReady(q)).toEqual([2]);
+    // Not at hand (the frame spans reads): whole, and not asked.
+    broker(q, 3, 'walk-produce');
+    brokerAnswers(q, 3);
+    // Behind a local answer still owed: whole, and not asked.
+    const l = local(q, 4);
+    broker(q, 5, 'walk-produce');
+    brokerAnswersWith(q, 5, frame(5));
+    q.answer(l, [frame(4)]);
+    expect(drainReady(q)).toEqual([3, 4, 5]);
+    expect(seen).toEqual([1, 2]);
   });
 });
 

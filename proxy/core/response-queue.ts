@@ -36,7 +36,10 @@ interface Place {
 /** A client request sent to the broker: the broker answers it. */
 export interface BrokerPending extends Place {
   readonly kind: 'broker';
-  /** How its answer reaches the client (its plan's): only 'as-is' and 'fetch-stream' may stream. */
+  /**
+   * How its answer reaches the client (its plan's): 'as-is' and 'fetch-stream' may stream, and
+   * 'walk-produce' when the whole answer is at hand and needs no rewrite.
+   */
   readonly response: ResponseHandling;
   /** Handles the broker's answer when it is read whole. */
   readonly onResponse: (frame: Buffer) => void;
@@ -84,7 +87,14 @@ export class ResponseQueue {
   private streamingNow: BrokerPending | null = null;
   private emptied: (() => void) | null = null;
 
-  constructor(private readonly maxInFlight: number) {}
+  /**
+   * `unchanged`: whether a 'walk-produce' answer (its whole frame, without the size prefix) goes to
+   * the client as the broker wrote it; such an answer at the head is streamed, not copied.
+   */
+  constructor(
+    private readonly maxInFlight: number,
+    private readonly unchanged: (a: BrokerPending, payload: Buffer) => boolean = () => false,
+  ) {}
 
   /** Requests whose answer has not gone to the client yet. */
   get inFlight(): number {
@@ -140,9 +150,11 @@ export class ResponseQueue {
    * A broker answer of `size` bytes begins: it is the oldest one owed (a broker answers in order),
    * checked by correlation id except for a raw token. Streamed when it may go to the client as the
    * broker writes it and nothing before it is still owed to the client; otherwise read whole
-   * (`takeWhole`). Throws ProtocolError for an answer nobody asked for or out of order.
+   * (`takeWhole`). `payload`: the whole frame when it is at hand (a view valid during the call), so
+   * that a Produce answer without NodeEndpoints streams too. Throws ProtocolError for an answer
+   * nobody asked for or out of order.
    */
-  route(size: number, correlationId: number | null): FrameRoute {
+  route(size: number, correlationId: number | null, payload: Buffer | null = null): FrameRoute {
     const a = this.forwarded[0];
     if (a === undefined)
       throw new ProtocolError('UNSOLICITED', 'the broker sent a response nobody asked for', 0);
@@ -155,8 +167,10 @@ export class ResponseQueue {
     }
     if (
       a.kind === 'broker' &&
-      (a.response === 'as-is' || a.response === 'fetch-stream') &&
-      this.pending[0] === a
+      this.pending[0] === a &&
+      (a.response === 'as-is' ||
+        a.response === 'fetch-stream' ||
+        (a.response === 'walk-produce' && payload !== null && this.unchanged(a, payload)))
     ) {
       this.forwarded.shift();
       a.awaitingBroker = false;

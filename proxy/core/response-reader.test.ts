@@ -126,3 +126,22 @@ describe('ResponseReader', () => {
     expect(() => reader(() => 'whole').r.push(negative)).toThrow(ProtocolError);
   });
 });
+
+describe('the payload at hand when a frame begins', () => {
+  test('is the whole payload when the frame is in the chunk, null when it spans chunks', () => {
+    const atHand: (Buffer | null)[] = [];
+    const r = new ResponseReader(1 << 20, {
+      route: (_size, _correlationId, payload) => {
+        atHand.push(payload === null ? null : Buffer.from(payload));
+        return 'whole';
+      },
+      stream: () => {},
+      whole: () => {},
+    });
+    const a = frame(1, 10);
+    const b = frame(2, 20);
+    r.push(Buffer.concat([a, b.subarray(0, 12)]));
+    r.push(b.subarray(12));
+    expect(atHand).toEqual([a.subarray(4), null]);
+  });
+});

@@ -16,8 +16,12 @@ import { FrameTooLargeError, ProtocolError } from '../../protocol/errors.js';
 export type FrameRoute = 'stream' | 'whole';
 
 export interface ResponseReaderSink {
-  /** A frame begins. `correlationId` is null when the frame is shorter than 4 bytes. */
-  route(size: number, correlationId: number | null): FrameRoute;
+  /**
+   * A frame begins. `correlationId` is null when the frame is shorter than 4 bytes. `payload`: the
+   * whole frame (without its size prefix) when it is all in the chunk being pushed, a view valid
+   * during the call (else null).
+   */
+  route(size: number, correlationId: number | null, payload: Buffer | null): FrameRoute;
   /**
    * Bytes of a streamed frame, its 4-byte size prefix included; `end` on its last bytes. A view of
    * the chunk being pushed: to be written or copied during the call.
@@ -58,9 +62,10 @@ export class ResponseReader {
           const size = this.checkSize(chunk.readInt32BE(off));
           if (len - off - 4 >= size) {
             // The whole frame is here: streamed as a view, or copied once.
-            const route = this.sink.route(size, size >= 4 ? chunk.readInt32BE(off + 4) : null);
+            const payload = chunk.subarray(off + 4, off + 4 + size);
+            const route = this.sink.route(size, size >= 4 ? chunk.readInt32BE(off + 4) : null, payload);
             if (route === 'stream') this.sink.stream(chunk.subarray(off, off + 4 + size), true);
-            else this.sink.whole(Buffer.from(chunk.subarray(off + 4, off + 4 + size)));
+            else this.sink.whole(Buffer.from(payload));
             off += 4 + size;
             continue;
           }
@@ -99,7 +104,7 @@ export class ResponseReader {
     const correlationId = this.size >= 4 ? this.head.readInt32BE(4) : null;
     this.headFill = 0;
     this.left = this.size - (headBytes - 4);
-    const route = this.sink.route(this.size, correlationId);
+    const route = this.sink.route(this.size, correlationId, null);
     // The head buffer is reused for the next frame: what leaves the reader is a copy.
     const head = Buffer.from(this.head.subarray(0, headBytes));
     if (route === 'stream') {
