@@ -8,36 +8,41 @@
 //   node --import tsx bench/raw-relay.ts <listen-port> <upstream-host> <upstream-port>
 //   npx tsx bench/proxy.ts --external-side 'raw=node --import tsx bench/raw-relay.ts {listenPort} 127.0.0.1 {relayedBrokerPort}'
 import net from 'node:net';
-import {
-  ReusedReadBuffer,
-  registerReusedReads,
-  readSocket,
-  reuseAcceptedReads,
-} from '../proxy/core/reused-reads.js';
+import { connectWithReusedReads, readSocket, reuseAcceptedReads } from '../proxy/core/reused-reads.js';
+import type { ChunkReader } from '../proxy/core/reused-reads.js';
 import { SocketWriter } from '../proxy/core/socket-writer.js';
+
+/** One direction: each read of `from` written to `to`, `from` paused while `to` is full. */
+class Direction implements ChunkReader {
+  readonly writer: SocketWriter;
+
+  constructor(
+    private readonly from: net.Socket,
+    to: net.Socket,
+  ) {
+    this.writer = new SocketWriter(to, () => from.resume());
+  }
+
+  readChunk(chunk: Buffer): boolean {
+    if (!this.writer.write(chunk)) this.from.pause();
+    return this.writer.unsent > 0;
+  }
+}
 
 const [port, host, upstreamPort] = process.argv.slice(2);
 net
   .createServer({ pauseOnConnect: true }, (client) => {
-    const reads = new ReusedReadBuffer();
-    const upstream = net.connect({ port: Number(upstreamPort), host, onread: reads.onread });
-    registerReusedReads(upstream, reads);
+    const upstream = connectWithReusedReads({ port: Number(upstreamPort), host });
     client.setNoDelay(true);
     upstream.setNoDelay(true);
     reuseAcceptedReads(client);
-    const toUpstream = new SocketWriter(upstream, () => client.resume());
-    const toClient = new SocketWriter(client, () => upstream.resume());
+    const toUpstream = new Direction(client, upstream);
+    const toClient = new Direction(upstream, client);
     upstream.once('connect', () => {
-      readSocket(client, (chunk) => {
-        if (!toUpstream.write(chunk)) client.pause();
-        return toUpstream.unsent > 0;
-      });
+      readSocket(client, toUpstream);
       client.resume();
     });
-    readSocket(upstream, (chunk) => {
-      if (!toClient.write(chunk)) upstream.pause();
-      return toClient.unsent > 0;
-    });
+    readSocket(upstream, toClient);
     client.on('error', () => upstream.destroy());
     upstream.on('error', () => client.destroy());
     client.on('close', () => upstream.destroy());

@@ -12,23 +12,25 @@
 import type { Socket } from 'node:net';
 import type { BrokerLoss } from './close-reason.js';
 import { readSocket } from './reused-reads.js';
+import type { ChunkReader } from './reused-reads.js';
 import { SocketWriter } from './socket-writer.js';
 
+/** What the link tells its client connection: methods of one object, for the reason in reused-reads.ts. */
 export interface BrokerLinkEvents {
   /**
    * Bytes read from the broker, valid only during the call (the read buffer may be used again):
    * true when some of them are still referenced afterwards (queued in a socket write).
    */
-  data(chunk: Buffer): boolean;
+  brokerData(chunk: Buffer): boolean;
   /** Writes may go on (after `write` returned false). */
-  drain(): void;
+  brokerDrained(): void;
   /** The connection is open (counted as a broker connection from now until `destroy`). */
-  opened(): void;
+  brokerOpened(): void;
   /** The connection could not be opened, failed or was closed by the broker. */
-  lost(reason: BrokerLoss, err?: unknown): void;
+  brokerLost(reason: BrokerLoss, err?: unknown): void;
 }
 
-export class BrokerLink {
+export class BrokerLink implements ChunkReader {
   private socket: Socket | null = null;
   private writer: SocketWriter | null = null;
   private opening = false;
@@ -87,6 +89,11 @@ export class BrokerLink {
     return corked === null || corked.release();
   }
 
+  /** A read of the broker connection (ChunkReader). */
+  readChunk(chunk: Buffer): boolean {
+    return this.events.brokerData(chunk);
+  }
+
   pause(): void {
     this.paused = true;
     this.socket?.pause();
@@ -116,27 +123,27 @@ export class BrokerLink {
       },
       (err: unknown) => {
         this.opening = false;
-        if (!this.destroyed) this.events.lost('no broker connection', err);
+        if (!this.destroyed) this.events.brokerLost('no broker connection', err);
       },
     );
   }
 
   private attach(socket: Socket): void {
     this.socket = socket;
-    const writer = new SocketWriter(socket, () => this.events.drain());
+    const writer = new SocketWriter(socket, () => this.events.brokerDrained());
     this.writer = writer;
     socket.setNoDelay(true);
-    readSocket(socket, (chunk) => this.events.data(chunk));
-    socket.on('error', (err) => this.events.lost('broker error', err));
-    socket.on('close', () => this.events.lost('broker closed'));
-    socket.on('end', () => this.events.lost('broker ended'));
+    readSocket(socket, this);
+    socket.on('error', (err) => this.events.brokerLost('broker error', err));
+    socket.on('close', () => this.events.brokerLost('broker closed'));
+    socket.on('end', () => this.events.brokerLost('broker ended'));
     if (this.paused) socket.pause();
-    this.events.opened();
+    this.events.brokerOpened();
     const queued = this.queued;
     this.queued = [];
     // A full socket calls `drain` itself later; otherwise the caller may write on now.
     writer.hold();
     for (const b of queued) writer.write(b);
-    if (writer.release()) this.events.drain();
+    if (writer.release()) this.events.brokerDrained();
   }
 }

@@ -32,9 +32,10 @@ import type { Logger } from '../common/log.js';
 import type { ProxyObserver, RejectCause } from './observer.js';
 import { ResponseReader } from './response-reader.js';
 import { RequestReader } from './request-reader.js';
-import type { RequestRoute } from './request-reader.js';
-import type { FrameRoute } from './response-reader.js';
+import type { RequestReaderSink, RequestRoute } from './request-reader.js';
+import type { FrameRoute, ResponseReaderSink } from './response-reader.js';
 import { BrokerLink } from './broker-link.js';
+import type { BrokerLinkEvents } from './broker-link.js';
 import { ResponseBacklog } from './response-backlog.js';
 import { ResponseQueue, answeredBy } from './response-queue.js';
 import type { BrokerPending, LocalPending, OwnRequest, Pending, RawTokenPending } from './response-queue.js';
@@ -43,9 +44,10 @@ import type { RequestBufferPool } from './request-pool.js';
 import type { ResponseBufferPool } from './response-backlog.js';
 import { LegacySaslExchange } from './sasl-legacy.js';
 import { closeLogLevel } from './close-reason.js';
-import type { CloseReason } from './close-reason.js';
+import type { BrokerLoss, CloseReason } from './close-reason.js';
 import { PROXY_CLIENT_ID, RELAY_DEFAULTS } from './defaults.js';
 import { readSocket, readsIntoReusedBuffer } from './reused-reads.js';
+import type { ChunkReader } from './reused-reads.js';
 import { SocketWriter } from './socket-writer.js';
 
 export interface ConnectionPolicy {
@@ -114,7 +116,7 @@ interface LocalAnswer {
 
 let nextId = 1;
 
-export class ProxyConnection {
+export class ProxyConnection implements ChunkReader, RequestReaderSink, ResponseReaderSink, BrokerLinkEvents {
   readonly id = `c${nextId++}`;
   private readonly log: Logger;
   private readonly requests: RequestReader;
@@ -167,34 +169,14 @@ export class ProxyConnection {
     this.log = policy.log.child({ conn: this.id, node: nodeId });
     this.transientReads = readsIntoReusedBuffer(client);
     // A streamed request is at most ALWAYS_READ_REQUEST_BYTES: its head need not be held longer.
-    this.requests = new RequestReader(policy.maxFrameSize, ALWAYS_READ_REQUEST_BYTES, {
-      route: (size, head) => this.routeRequest(size, head),
-      stream: (bytes, end) => this.streamRequest(bytes, end),
-      whole: (frame, sized) => this.wholeRequest(frame, sized),
-    });
-    this.responses = new ResponseReader(policy.maxFrameSize, {
-      route: (size, correlationId, payload) => this.routeResponse(size, correlationId, payload),
-      stream: (bytes, end) => this.streamResponse(bytes, end),
-      whole: (payload) => this.wholeResponse(payload),
-    });
+    // The readers, the broker link and the client's reads call this connection's methods, not
+    // closures of their own: see ChunkReader (reused-reads.ts) for why.
+    this.requests = new RequestReader(policy.maxFrameSize, ALWAYS_READ_REQUEST_BYTES, this);
+    this.responses = new ResponseReader(policy.maxFrameSize, this);
     this.queue = new ResponseQueue(policy.maxInFlight, produceAnswerUnchanged);
     this.backlog = new ResponseBacklog(policy.responseBuffers ?? null);
     this.requestMemory = new RequestAccount(policy.requestBuffers, () => this.resumeClient('memory'));
-    this.broker = new BrokerLink(openUpstream, {
-      data: (chunk) => this.onUpstreamData(chunk),
-      drain: () => this.resumeClient('upstream'),
-      opened: () => {
-        this.brokerCounted = true;
-        policy.observer.brokerConnectionOpened(nodeId);
-      },
-      lost: (reason, err) => {
-        if (reason === 'no broker connection' && !this.closed) {
-          this.log.warn('no broker connection for client', { error: err });
-          policy.observer.upstreamConnectFailed(nodeId);
-        }
-        this.close(reason, err);
-      },
-    });
+    this.broker = new BrokerLink(openUpstream, this);
 
     client.setNoDelay(true);
     if (policy.idleTimeoutMs) {
@@ -210,7 +192,7 @@ export class ProxyConnection {
       this.backlog.setUnsent(0);
       this.updateFlow();
     });
-    readSocket(client, (chunk) => this.onClientData(chunk));
+    readSocket(client, this);
     client.on('error', (err) => this.close('client error', err));
     client.on('close', () => this.close('client closed'));
     client.on('end', () => this.close('client ended'));
@@ -222,8 +204,8 @@ export class ProxyConnection {
 
   // ---- client → broker -------------------------------------------------------------------
 
-  /** True when bytes of `chunk` are still referenced afterwards (see `transientReads`). */
-  private onClientData(chunk: Buffer): boolean {
+  /** A read of the client (ChunkReader): true when bytes of `chunk` are still referenced afterwards (see `transientReads`). */
+  readChunk(chunk: Buffer): boolean {
     if (this.closed) return false;
     this.policy.observer.bytes('client_in', chunk.length);
     let completed: number;
@@ -252,7 +234,7 @@ export class ProxyConnection {
     return this.broker.holdsWrites;
   }
 
-  private wholeRequest(frame: Buffer, sized: Buffer | null): void {
+  wholeRequest(frame: Buffer, sized: Buffer | null): void {
     if (this.closed) return;
     try {
       this.onRequest(frame, sized);
@@ -268,7 +250,7 @@ export class ProxyConnection {
    * A request that spans reads: streamed to the broker as its bytes arrive when the proxy has
    * nothing to read in it (a pass-through request that expects an answer), else received whole.
    */
-  private routeRequest(size: number, head: Buffer): RequestRoute {
+  routeRequest(size: number, head: Buffer): RequestRoute {
     // A larger request goes through the request memory pool (request-pool.ts) as before: streamed,
     // a client could start any number of them and leave them half sent at the broker, which
     // reserves a request's whole size as soon as it knows it. And only a client whose broker
@@ -290,7 +272,7 @@ export class ProxyConnection {
     return 'stream';
   }
 
-  private streamRequest(bytes: Buffer, end: boolean): void {
+  streamRequest(bytes: Buffer, end: boolean): void {
     if (this.closed) return;
     if (this.streamed === null) {
       const { h, plan } = this.routed!;
@@ -526,8 +508,8 @@ export class ProxyConnection {
 
   // ---- broker → client -------------------------------------------------------------------
 
-  /** True when bytes of `chunk` are still referenced afterwards: the client's socket has not taken them all. */
-  private onUpstreamData(chunk: Buffer): boolean {
+  /** A read of the broker (BrokerLinkEvents): true when bytes of `chunk` are still referenced afterwards, the client's socket has not taken them all. */
+  brokerData(chunk: Buffer): boolean {
     if (this.closed) return false;
     this.policy.observer.bytes('broker_in', chunk.length);
     // A client that has not taken what it was sent gets a copy of just these bytes, so that the
@@ -552,7 +534,7 @@ export class ProxyConnection {
    * stream it when it goes to the client unchanged (or is a Fetch v16+ whose only change is in its
    * tail) and nothing before it is still waiting; otherwise take it whole.
    */
-  private routeResponse(size: number, correlationId: number | null, payload: Buffer | null): FrameRoute {
+  routeResponse(size: number, correlationId: number | null, payload: Buffer | null): FrameRoute {
     const route = this.queue.route(size, correlationId, payload);
     if (route === 'stream' && this.queue.streaming!.response === 'fetch-stream') {
       this.fetchStream = new FetchResponseStream(this.queue.streaming!.apiVersion);
@@ -560,7 +542,7 @@ export class ProxyConnection {
     return route;
   }
 
-  private streamResponse(bytes: Buffer, end: boolean): void {
+  streamResponse(bytes: Buffer, end: boolean): void {
     if (this.closed) return;
     const fetch = this.fetchStream;
     if (fetch !== null) {
@@ -612,9 +594,26 @@ export class ProxyConnection {
     this.flush();
   }
 
-  private wholeResponse(payload: Buffer): void {
+  wholeResponse(payload: Buffer): void {
     if (this.closed) return;
     this.queue.takeWhole().onResponse(payload);
+  }
+
+  brokerDrained(): void {
+    this.resumeClient('upstream');
+  }
+
+  brokerOpened(): void {
+    this.brokerCounted = true;
+    this.policy.observer.brokerConnectionOpened(this.nodeId);
+  }
+
+  brokerLost(reason: BrokerLoss, err?: unknown): void {
+    if (reason === 'no broker connection' && !this.closed) {
+      this.log.warn('no broker connection for client', { error: err });
+      this.policy.observer.upstreamConnectFailed(this.nodeId);
+    }
+    this.close(reason, err);
   }
 
   private enqueue(p: Pending): void {

@@ -23,9 +23,9 @@ describe('a negative frame size', () => {
     test(`${size}: NEGATIVE_FRAME_SIZE in requests, responses and streamed Fetch responses`, () => {
       const splitter = new FrameSplitter({ maxFrameSize: 1 << 20 });
       const reader = new ResponseReader(1 << 20, {
-        route: () => 'whole',
-        stream: () => undefined,
-        whole: () => undefined,
+        routeResponse: () => 'whole',
+        streamResponse: () => undefined,
+        wholeResponse: () => undefined,
       });
       expect(codeOf(() => splitter.push(prefix))).toBe('NEGATIVE_FRAME_SIZE');
       expect(codeOf(() => reader.push(prefix))).toBe('NEGATIVE_FRAME_SIZE');

@@ -33,7 +33,7 @@ function through(bytes: Buffer, cuts: number[], maxHeadBytes = 1_000): Seen {
   const seen: Seen = { frames: [], routes: 0 };
   let streamed: Buffer[] | null = null;
   const reader = new RequestReader(1 << 22, maxHeadBytes, {
-    route(size: number, head: Buffer): RequestRoute {
+    routeRequest(size: number, head: Buffer): RequestRoute {
       seen.routes++;
       expect(head.length).toBeGreaterThanOrEqual(Math.min(8, size));
       expect(head.length).toBeLessThan(size);
@@ -43,7 +43,7 @@ function through(bytes: Buffer, cuts: number[], maxHeadBytes = 1_000): Seen {
       if (kind === 3) return 'more';
       return 'whole';
     },
-    stream(piece: Buffer, end: boolean): void {
+    streamRequest(piece: Buffer, end: boolean): void {
       streamed ??= [];
       streamed.push(Buffer.from(piece));
       if (end) {
@@ -51,7 +51,7 @@ function through(bytes: Buffer, cuts: number[], maxHeadBytes = 1_000): Seen {
         streamed = null;
       }
     },
-    whole(p: Buffer, sized: Buffer | null): void {
+    wholeRequest(p: Buffer, sized: Buffer | null): void {
       expect(streamed).toBeNull();
       if (sized !== null) {
         // The same frame, its size prefix before it, as one view of the read.
@@ -133,7 +133,11 @@ describe('RequestReader', () => {
   });
 
   it('rejects a size above the limit or negative as soon as its 4 bytes are in', () => {
-    const sink = { route: () => 'whole' as const, stream: () => undefined, whole: () => undefined };
+    const sink = {
+      routeRequest: () => 'whole' as const,
+      streamRequest: () => undefined,
+      wholeRequest: () => undefined,
+    };
     const big = Buffer.alloc(4);
     big.writeInt32BE(1 << 23);
     expect(() => new RequestReader(1 << 22, 100, sink).push(big)).toThrow(FrameTooLargeError);

@@ -25,19 +25,19 @@ export interface RequestReaderSink {
    * valid during the call; at least 8 unless the frame is shorter, never all of it). 'more' asks
    * again once more bytes are in, up to `maxHeadBytes`; past that the frame is received whole.
    */
-  route(size: number, head: Buffer): RequestRoute;
+  routeRequest(size: number, head: Buffer): RequestRoute;
   /**
    * Bytes of a streamed frame, its 4-byte size prefix included in the first call; `end` on its
    * last bytes. A view of the chunk being pushed (or of the reader's own head bytes): to be written
    * or copied during the call.
    */
-  stream(bytes: Buffer, end: boolean): void;
+  streamRequest(bytes: Buffer, end: boolean): void;
   /**
    * A whole frame's payload, without the size prefix: a view of the chunk being pushed (valid
    * during the call) when it lay in it, else a buffer of its own. `sized`: when it lay in the
    * chunk, the view of the frame with its size prefix (what a relay writes on), else null.
    */
-  whole(payload: Buffer, sized: Buffer | null): void;
+  wholeRequest(payload: Buffer, sized: Buffer | null): void;
 }
 
 /** Bytes of a frame's start the reader holds while `route` answers 'more'. */
@@ -94,13 +94,13 @@ export class RequestReader {
         const end = this.left === 0;
         if (this.mode === 'stream') {
           if (end) this.mode = 'frame';
-          this.sink.stream(piece, end);
+          this.sink.streamRequest(piece, end);
           continue;
         }
         const frames = this.splitter.push(piece);
         if (end) {
           this.mode = 'frame';
-          for (const f of frames) this.sink.whole(f, null);
+          for (const f of frames) this.sink.wholeRequest(f, null);
           completed += frames.length;
         }
         continue;
@@ -109,7 +109,10 @@ export class RequestReader {
         if (len - off >= 4) {
           const size = this.checkSize(chunk.readInt32BE(off));
           if (len - off - 4 >= size) {
-            this.sink.whole(chunk.subarray(off + 4, off + 4 + size), chunk.subarray(off, off + 4 + size));
+            this.sink.wholeRequest(
+              chunk.subarray(off + 4, off + 4 + size),
+              chunk.subarray(off, off + 4 + size),
+            );
             completed++;
             off += 4 + size;
             continue;
@@ -130,7 +133,7 @@ export class RequestReader {
       if (this.headFill === 4 + this.size) {
         this.mode = 'frame';
         // A copy: the head buffer holds the next frame's start, and the sink may keep this one.
-        this.sink.whole(Buffer.from(this.head.subarray(4, this.headFill)), null);
+        this.sink.wholeRequest(Buffer.from(this.head.subarray(4, this.headFill)), null);
         completed++;
         continue;
       }
@@ -150,7 +153,7 @@ export class RequestReader {
    */
   private route(head: Buffer): RequestRoute {
     if (head.length < Math.min(8, this.size)) return 'more';
-    const route = this.sink.route(this.size, head);
+    const route = this.sink.routeRequest(this.size, head);
     return route === 'more' && head.length >= this.maxHeadBytes ? 'whole' : route;
   }
 
@@ -158,7 +161,7 @@ export class RequestReader {
   private begin(route: 'stream' | 'whole', first: Buffer): void {
     this.mode = route;
     this.left = 4 + this.size - first.length;
-    if (route === 'stream') this.sink.stream(first, false);
+    if (route === 'stream') this.sink.streamRequest(first, false);
     else this.splitter.push(first);
   }
 

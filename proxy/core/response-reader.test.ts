@@ -24,18 +24,18 @@ function reader(routeOf: (i: number) => FrameRoute, max = 1 << 20): { r: Respons
   const seen: Seen = { routed: [], frames: [] };
   let streamed: Buffer[] = [];
   const r = new ResponseReader(max, {
-    route: (size, correlationId) => {
+    routeResponse: (size, correlationId) => {
       seen.routed.push([size, correlationId]);
       return routeOf(seen.routed.length - 1);
     },
-    stream: (bytes, end) => {
+    streamResponse: (bytes, end) => {
       streamed.push(Buffer.from(bytes));
       if (end) {
         seen.frames.push(Buffer.concat(streamed));
         streamed = [];
       }
     },
-    whole: (payload) => {
+    wholeResponse: (payload) => {
       const size = Buffer.alloc(4);
       size.writeInt32BE(payload.length, 0);
       seen.frames.push(Buffer.concat([size, payload]));
@@ -131,12 +131,12 @@ describe('the payload at hand when a frame begins', () => {
   test('is the whole payload when the frame is in the chunk, null when it spans chunks', () => {
     const atHand: (Buffer | null)[] = [];
     const r = new ResponseReader(1 << 20, {
-      route: (_size, _correlationId, payload) => {
+      routeResponse: (_size, _correlationId, payload) => {
         atHand.push(payload === null ? null : Buffer.from(payload));
         return 'whole';
       },
-      stream: () => {},
-      whole: () => {},
+      streamResponse: () => {},
+      wholeResponse: () => {},
     });
     const a = frame(1, 10);
     const b = frame(2, 20);

@@ -21,14 +21,14 @@ export interface ResponseReaderSink {
    * whole frame (without its size prefix) when it is all in the chunk being pushed, a view valid
    * during the call (else null).
    */
-  route(size: number, correlationId: number | null, payload: Buffer | null): FrameRoute;
+  routeResponse(size: number, correlationId: number | null, payload: Buffer | null): FrameRoute;
   /**
    * Bytes of a streamed frame, its 4-byte size prefix included; `end` on its last bytes. A view of
    * the chunk being pushed: to be written or copied during the call.
    */
-  stream(bytes: Buffer, end: boolean): void;
+  streamResponse(bytes: Buffer, end: boolean): void;
   /** A whole frame's payload (without the size prefix), a buffer of its own. */
-  whole(payload: Buffer): void;
+  wholeResponse(payload: Buffer): void;
 }
 
 export class ResponseReader {
@@ -63,9 +63,13 @@ export class ResponseReader {
           if (len - off - 4 >= size) {
             // The whole frame is here: streamed as a view, or copied once.
             const payload = chunk.subarray(off + 4, off + 4 + size);
-            const route = this.sink.route(size, size >= 4 ? chunk.readInt32BE(off + 4) : null, payload);
-            if (route === 'stream') this.sink.stream(chunk.subarray(off, off + 4 + size), true);
-            else this.sink.whole(Buffer.from(payload));
+            const route = this.sink.routeResponse(
+              size,
+              size >= 4 ? chunk.readInt32BE(off + 4) : null,
+              payload,
+            );
+            if (route === 'stream') this.sink.streamResponse(chunk.subarray(off, off + 4 + size), true);
+            else this.sink.wholeResponse(Buffer.from(payload));
             off += 4 + size;
             continue;
           }
@@ -91,7 +95,7 @@ export class ResponseReader {
       if (this.mode === 'stream') {
         const end = this.left === 0;
         if (end) this.mode = 'head';
-        this.sink.stream(piece, end);
+        this.sink.streamResponse(piece, end);
       } else {
         this.parts.push(Buffer.from(piece));
         if (this.left === 0) this.finishWhole();
@@ -104,12 +108,12 @@ export class ResponseReader {
     const correlationId = this.size >= 4 ? this.head.readInt32BE(4) : null;
     this.headFill = 0;
     this.left = this.size - (headBytes - 4);
-    const route = this.sink.route(this.size, correlationId, null);
+    const route = this.sink.routeResponse(this.size, correlationId, null);
     // The head buffer is reused for the next frame: what leaves the reader is a copy.
     const head = Buffer.from(this.head.subarray(0, headBytes));
     if (route === 'stream') {
       this.mode = this.left > 0 ? 'stream' : 'head';
-      this.sink.stream(head, this.left === 0);
+      this.sink.streamResponse(head, this.left === 0);
       return;
     }
     this.parts = [head.subarray(4)];
@@ -121,7 +125,7 @@ export class ResponseReader {
     const payload = this.parts.length === 1 ? this.parts[0]! : Buffer.concat(this.parts, this.size);
     this.parts = [];
     this.mode = 'head';
-    this.sink.whole(payload);
+    this.sink.wholeResponse(payload);
   }
 
   private checkSize(size: number): number {

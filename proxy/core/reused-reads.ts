@@ -10,61 +10,91 @@
  * and started full mark-compact collections one after another, long before the young generation
  * (where the read buffers' small JavaScript objects live) filled up and a scavenge could free them.
  */
+import net from 'node:net';
 import type { Socket } from 'node:net';
 
 /**
- * Reads of one socket: each read's bytes, a view of a buffer that the next read may overwrite.
- * True when some of those bytes are still referenced after the call (a socket write that the
- * kernel has not taken yet): the next read then goes into a new buffer.
+ * What reads one socket: each read's bytes, a view of a buffer that the next read may overwrite.
+ * `readChunk` answers true when some of those bytes are still referenced after the call (a socket
+ * write that the kernel has not taken yet): the next read then goes into a new buffer.
+ *
+ * An object with a method, not a closure: the read path is compiled once for every connection. A
+ * closure per connection, called from every read, is what V8's optimized read path then inlines
+ * and embeds, connection and all; once that connection is gone, V8 throws the whole compiled path
+ * away, and the next connection runs unoptimized until it is compiled again (docs/benchmarks.md).
  */
-export type ChunkReader = (chunk: Buffer) => boolean;
+export interface ChunkReader {
+  readChunk(chunk: Buffer): boolean;
+}
 
 /** Bytes one read can take (Node's own read size). */
 const READ_BUFFER_BYTES = 64 * 1024;
 
 /** The read buffer of one socket, used again for the next read unless the reader still references it. */
 export class ReusedReadBuffer {
-  private buffer: Buffer | null = null;
+  /** Where reads go now. */
+  buffer: Buffer = Buffer.allocUnsafeSlow(READ_BUFFER_BYTES);
   private retained = false;
   private reader: ChunkReader | null = null;
   /** Copies of what was read before a reader was set. */
   private early: Buffer[] = [];
 
-  /** Node's `onread` option: where the next read goes, and what to do with it. */
-  readonly onread = {
-    buffer: (): Buffer => {
-      if (this.buffer === null || this.retained) {
-        this.buffer = Buffer.allocUnsafeSlow(READ_BUFFER_BYTES);
-        this.retained = false;
-      }
-      return this.buffer;
-    },
-    callback: (bytes: number, buffer: Uint8Array): boolean => {
-      const chunk = (buffer as Buffer).subarray(0, bytes);
-      if (this.reader === null) this.early.push(Buffer.from(chunk));
-      else this.retained = this.reader(chunk);
-      return true;
-    },
-  };
+  /** `bytes` were read into `buffer`, the current one. */
+  received(bytes: number, buffer: Uint8Array): void {
+    const chunk = (buffer as Buffer).subarray(0, bytes);
+    if (this.reader === null) this.early.push(Buffer.from(chunk));
+    else this.retained = this.reader.readChunk(chunk);
+  }
+
+  /** A new buffer for the next read when the reader still references the current one, else undefined (keep it). */
+  next(): Buffer | undefined {
+    if (!this.retained) return undefined;
+    this.retained = false;
+    this.buffer = Buffer.allocUnsafeSlow(READ_BUFFER_BYTES);
+    return this.buffer;
+  }
 
   setReader(reader: ChunkReader): void {
     this.reader = reader;
     const early = this.early;
     this.early = [];
-    for (const chunk of early) reader(chunk);
+    for (const chunk of early) reader.readChunk(chunk);
   }
 }
 
-const reusedReads = new WeakMap<Socket, ReusedReadBuffer>();
+/** A socket's reused reads, as an own property of the socket (read on every read). */
+const READS = Symbol('kop.reusedReads');
 
-/** Records that `socket` was created with `reads.onread` (net.connect's option). */
-export function registerReusedReads(socket: Socket, reads: ReusedReadBuffer): void {
-  reusedReads.set(socket, reads);
+interface WithReads {
+  [READS]?: ReusedReadBuffer;
+}
+
+/**
+ * The reads whose read was just handed over: Node asks for the next buffer right after the read
+ * callback returns, in the same call (onStreamRead), without saying whose. Set only once the
+ * reader has returned, so a read that threw leaves nothing for another socket's buffer request.
+ */
+let justRead: ReusedReadBuffer | null = null;
+
+/** Node's read callback of every socket reading into a reused buffer: `this` is the socket. */
+function onReusedRead(this: Socket, bytes: number, buffer: Uint8Array): boolean {
+  justRead = null;
+  const reads = (this as WithReads)[READS]!;
+  reads.received(bytes, buffer);
+  justRead = reads;
+  return true;
+}
+
+/** Node's buffer request after each read: a new buffer, or undefined to read into the same one again. */
+function nextReadBuffer(): Buffer | undefined {
+  const reads = justRead;
+  justRead = null;
+  return reads === null ? undefined : reads.next();
 }
 
 /** True when `socket`'s reads go into a reused buffer (each chunk valid only during its read). */
 export function readsIntoReusedBuffer(socket: Socket): boolean {
-  return reusedReads.has(socket);
+  return (socket as WithReads)[READS] !== undefined;
 }
 
 /**
@@ -73,12 +103,12 @@ export function readsIntoReusedBuffer(socket: Socket): boolean {
  * may keep (its return value is then ignored).
  */
 export function readSocket(socket: Socket, reader: ChunkReader): boolean {
-  const reads = reusedReads.get(socket);
+  const reads = (socket as WithReads)[READS];
   if (reads) {
     reads.setReader(reader);
     return true;
   }
-  socket.on('data', (chunk: Buffer) => reader(chunk));
+  socket.on('data', (chunk: Buffer) => reader.readChunk(chunk));
   return false;
 }
 
@@ -104,6 +134,14 @@ interface StreamHandle {
   reading?: boolean;
 }
 
+/** Whether this Node's sockets have the fields above (checked once, on a socket never connected). */
+let fieldsKnown: boolean | null = null;
+
+function nodeHasUserBufferFields(): boolean {
+  fieldsKnown ??= userBufferFields(new net.Socket()) !== null;
+  return fieldsKnown;
+}
+
 /**
  * Makes a plain TCP socket accepted by a `net.Server` created with `pauseOnConnect: true` read
  * into a reused buffer, as net.connect's `onread` option does for a socket it dials: Node offers
@@ -120,11 +158,26 @@ export function reuseAcceptedReads(socket: Socket): boolean {
   const fieldsOf = socket as unknown as Record<symbol, unknown>;
   if (fieldsOf[fields.buffer] !== null) return false;
   const reads = new ReusedReadBuffer();
-  const first = reads.onread.buffer();
-  fieldsOf[fields.buffer] = first;
-  fieldsOf[fields.generator] = reads.onread.buffer;
-  fieldsOf[fields.callback] = reads.onread.callback;
-  handle.useUserBuffer(first);
-  reusedReads.set(socket, reads);
+  fieldsOf[fields.buffer] = reads.buffer;
+  fieldsOf[fields.generator] = nextReadBuffer;
+  fieldsOf[fields.callback] = onReusedRead;
+  handle.useUserBuffer(reads.buffer);
+  (socket as WithReads)[READS] = reads;
   return true;
+}
+
+/**
+ * net.connect, its reads into a reused buffer (Node's `onread` option) where this Node has the
+ * fields that lets the buffer be replaced after a read the reader keeps; else as Node reads.
+ */
+export function connectWithReusedReads(options: net.TcpNetConnectOpts): Socket {
+  if (!nodeHasUserBufferFields()) return net.connect(options);
+  const reads = new ReusedReadBuffer();
+  // A buffer, not a generator, while the socket is set up (Node asks a generator for the first
+  // buffer then, with no read before it); the generator is set once net.connect has returned.
+  const socket = net.connect({ ...options, onread: { buffer: reads.buffer, callback: onReusedRead } });
+  (socket as WithReads)[READS] = reads;
+  const fields = userBufferFields(socket)!;
+  (socket as unknown as Record<symbol, unknown>)[fields.generator] = nextReadBuffer;
+  return socket;
 }

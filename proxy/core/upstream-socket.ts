@@ -2,7 +2,7 @@
 import net from 'node:net';
 import tls from 'node:tls';
 import type { HostPort } from './broker-map.js';
-import { ReusedReadBuffer, registerReusedReads } from './reused-reads.js';
+import { connectWithReusedReads } from './reused-reads.js';
 
 export interface UpstreamTls {
   ca?: Buffer;
@@ -34,8 +34,5 @@ export function connectUpstream(
     });
   }
   if (!opts.reuseReadBuffer) return net.connect({ host: target.host, port: target.port });
-  const reads = new ReusedReadBuffer();
-  const socket = net.connect({ host: target.host, port: target.port, onread: reads.onread });
-  registerReusedReads(socket, reads);
-  return socket;
+  return connectWithReusedReads({ host: target.host, port: target.port });
 }

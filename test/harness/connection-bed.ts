@@ -172,9 +172,11 @@ function slowWrites(up: net.Socket, ms: number): net.Socket {
       cb(err);
     },
   });
-  readSocket(up, (d) => {
-    slow.push(Buffer.from(d));
-    return false;
+  readSocket(up, {
+    readChunk: (d: Buffer) => {
+      slow.push(Buffer.from(d));
+      return false;
+    },
   });
   up.on('end', () => slow.push(null));
   up.on('close', () => slow.destroy());
