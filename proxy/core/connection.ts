@@ -633,7 +633,7 @@ export class ProxyConnection implements ChunkReader, RequestReaderSink, Response
     const observer = this.policy.observer;
     // One writev for every ready response and its size prefix, not a write() each: a response
     // completed after an await (an answer from the store, a decoded Produce response) is flushed
-    // outside the cork of onUpstreamData.
+    // outside the cork of brokerData.
     this.out.hold();
     let written = 0;
     for (let p = this.queue.takeReady(); p !== undefined; p = this.queue.takeReady()) {

@@ -31,7 +31,7 @@ export interface ChunkReader {
 const READ_BUFFER_BYTES = 64 * 1024;
 
 /** The read buffer of one socket, used again for the next read unless the reader still references it. */
-export class ReusedReadBuffer {
+class ReusedReadBuffer {
   /** Where reads go now. */
   buffer: Buffer = Buffer.allocUnsafeSlow(READ_BUFFER_BYTES);
   private retained = false;
@@ -119,7 +119,7 @@ interface UserBufferFields {
   generator: symbol;
 }
 
-function userBufferFields(socket: Socket): UserBufferFields | null {
+function findUserBufferFields(socket: Socket): UserBufferFields | null {
   const find = (name: string): symbol | undefined =>
     Object.getOwnPropertySymbols(socket).find((s) => s.description === name);
   const buffer = find('kBuffer');
@@ -134,12 +134,12 @@ interface StreamHandle {
   reading?: boolean;
 }
 
-/** Whether this Node's sockets have the fields above (checked once, on a socket never connected). */
-let fieldsKnown: boolean | null = null;
+/** The fields above as this Node names them (the same symbols on every socket), or null: looked up once. */
+let fieldsOfNode: UserBufferFields | null | undefined;
 
-function nodeHasUserBufferFields(): boolean {
-  fieldsKnown ??= userBufferFields(new net.Socket()) !== null;
-  return fieldsKnown;
+function userBufferFields(): UserBufferFields | null {
+  if (fieldsOfNode === undefined) fieldsOfNode = findUserBufferFields(new net.Socket());
+  return fieldsOfNode;
 }
 
 /**
@@ -153,7 +153,7 @@ function nodeHasUserBufferFields(): boolean {
 export function reuseAcceptedReads(socket: Socket): boolean {
   const handle = (socket as unknown as { _handle?: StreamHandle | null })._handle;
   if (!handle || typeof handle.useUserBuffer !== 'function' || handle.reading) return false;
-  const fields = userBufferFields(socket);
+  const fields = userBufferFields();
   if (fields === null) return false;
   const fieldsOf = socket as unknown as Record<symbol, unknown>;
   if (fieldsOf[fields.buffer] !== null) return false;
@@ -171,13 +171,13 @@ export function reuseAcceptedReads(socket: Socket): boolean {
  * fields that lets the buffer be replaced after a read the reader keeps; else as Node reads.
  */
 export function connectWithReusedReads(options: net.TcpNetConnectOpts): Socket {
-  if (!nodeHasUserBufferFields()) return net.connect(options);
+  const fields = userBufferFields();
+  if (fields === null) return net.connect(options);
   const reads = new ReusedReadBuffer();
   // A buffer, not a generator, while the socket is set up (Node asks a generator for the first
   // buffer then, with no read before it); the generator is set once net.connect has returned.
   const socket = net.connect({ ...options, onread: { buffer: reads.buffer, callback: onReusedRead } });
   (socket as WithReads)[READS] = reads;
-  const fields = userBufferFields(socket)!;
   (socket as unknown as Record<symbol, unknown>)[fields.generator] = nextReadBuffer;
   return socket;
 }
