@@ -9,10 +9,15 @@
 //
 //   npx tsx bench/proxy.ts [--sides direct,proxy,bare,haproxy] [--baseline <dir>[,<dir>]]
 //     [--records N] [--rounds K] [--consume-rounds K] [--rate R] [--rate-records N]
-//     [--rate-rounds K] [--rtt-requests N] [--connections N] [--store URL] [--cpu-prof <dir>]
+//     [--rate-rounds K] [--rtt-requests N] [--connections N] [--warmup-records N] [--store URL]
+//     [--cpu-prof <dir>]
 //     [--proxy-node-args=<node options>] [--proxy-output <file>] [--no-build]
 //     [--external-side 'name=command with {placeholders}']...
 //
+// First a warm-up through every relay that is not counted: WARMUP records produced and consumed, so
+// that a JIT-compiled relay (the proxy, a Node relay, a JVM) is measured as it runs once compiled,
+// as an operator's relay runs for hours, not while its compiler still works. Its CPU per MB is
+// reported on its own (warmupCpuMsPerMb): what a relay costs before it is compiled.
 // Rounds run every side, the order reversed every other round, so load from elsewhere on the machine
 // hits all alike. Produce: each run into a fresh 3-partition topic. Consume: every run reads the first
 // produced topic (N records) in a new group. Then ProducerPerformance at a fixed rate, and single
@@ -76,6 +81,7 @@ const { values: args } = parseArgs({
     'rate-rounds': { type: 'string', default: '2' },
     'rtt-requests': { type: 'string', default: '2000' },
     connections: { type: 'string', default: '1000' },
+    'warmup-records': { type: 'string', default: '300000' },
     store: { type: 'string' },
     'no-build': { type: 'boolean', default: false },
     'cpu-prof': { type: 'string' },
@@ -96,6 +102,7 @@ const CONSUME_ROUNDS = Number(args['consume-rounds']);
 const RATE_ROUNDS = Number(args['rate-rounds']);
 const RTT_REQUESTS = Number(args['rtt-requests']);
 const CONNECTIONS = Number(args.connections);
+const WARMUP_RECORDS = Number(args['warmup-records']);
 /** A loaded shared machine can take minutes for a run. */
 const TOOL_TIMEOUT_MS = 600_000;
 const SIDE_NAMES = ['direct', 'proxy', 'bare', 'haproxy'];
@@ -141,6 +148,8 @@ interface Side {
   cpu: { produce: Cpu; consume: Cpu; rate: Cpu; rtt: Cpu };
   /** The relay's CPU ms (user + sys) of each produce and consume run, in order: warm-up shows here. */
   cpuPerRunMs: { produce: number[]; consume: number[] };
+  /** The relay's CPU over the warm-up's produce and consume runs (WARMUP_RECORDS each). */
+  warmupCpu: Cpu;
 }
 interface Cpu {
   user: number;
@@ -238,6 +247,7 @@ async function main(): Promise<void> {
       rtt: { user: 0, sys: 0 },
     },
     cpuPerRunMs: { produce: [], consume: [] },
+    warmupCpu: { user: 0, sys: 0 },
   });
 
   try {
@@ -286,17 +296,34 @@ async function main(): Promise<void> {
     const classpath = cluster.classpath;
     const admin = { bootstrap: cluster.bootstrap };
 
-    // A warm-up through every relay (JIT, connections, listeners) that is not measured.
-    for (const side of sides) {
-      if (side.pid === undefined) continue;
-      const warm = `bench-warmup-${side.name}-${Date.now()}`;
-      await createTopics(admin, [{ topic: warm, partitions: 3 }]);
-      await producerPerformance(classpath, side, {
-        topic: warm,
-        numRecords: 20_000,
-        recordSize: RECORD_SIZE,
-        timeoutMs: TOOL_TIMEOUT_MS,
-      });
+    // The warm-up through every relay (JIT, connections, listeners): see the top of this file.
+    if (WARMUP_RECORDS > 0) {
+      for (const side of sides) {
+        if (side.pid === undefined) continue;
+        const warm = `bench-warmup-${side.name}-${Date.now()}`;
+        await createTopics(admin, [{ topic: warm, partitions: 3 }]);
+        await measured(side, side.warmupCpu, () =>
+          producerPerformance(classpath, side, {
+            topic: warm,
+            numRecords: WARMUP_RECORDS,
+            recordSize: RECORD_SIZE,
+            timeoutMs: TOOL_TIMEOUT_MS,
+          }),
+        );
+        await measured(side, side.warmupCpu, () =>
+          consumerPerformance(classpath, side, {
+            topic: warm,
+            numRecords: WARMUP_RECORDS,
+            group: `bench-warmup-${side.name}-${Date.now()}`,
+            timeoutMs: TOOL_TIMEOUT_MS,
+          }),
+        );
+        const mb = (2 * WARMUP_RECORDS * RECORD_SIZE) / 1e6;
+        const ms = side.warmupCpu.user + side.warmupCpu.sys;
+        log(
+          `warm-up ${side.name}: ${WARMUP_RECORDS} records produced and consumed, ${(ms / mb).toFixed(2)} CPU ms/MB`,
+        );
+      }
     }
 
     let consumeTopic: string | undefined;
@@ -445,6 +472,11 @@ function report(sides: Side[], t0: number, load: number[]): void {
       cpuMsPerMbConsume: relay ? perMb(s.cpu.consume, s.consume.length) : null,
       cpuUserSysMs: relay ? s.cpu : null,
       cpuMsPerRun: relay ? s.cpuPerRunMs : null,
+      /** CPU per MB over the warm-up (produce and consume together): the cost before compilation settles. */
+      warmupCpuMsPerMb:
+        relay && WARMUP_RECORDS > 0
+          ? (s.warmupCpu.user + s.warmupCpu.sys) / ((2 * WARMUP_RECORDS * RECORD_SIZE) / 1e6)
+          : null,
       /** Over the relay's whole life (warm-up included), by thread name: JIT and GC threads show here. */
       cpuMsByThread: relay ? Object.fromEntries(cpuByThreadMs(s.pid)) : null,
       peakRssMb: relay ? statusKb(s.pid!, 'VmHWM') / 1024 : null,
