@@ -168,17 +168,40 @@ function log(line: string): void {
   console.log(`[bench] ${line}`);
 }
 
-/** Runs `fn` and adds the side's relay CPU time over it to `into` (and to `runs`, when given). */
-async function measured<T>(side: Side, into: Cpu, fn: () => Promise<T>, runs?: number[]): Promise<T> {
+/**
+ * Runs `fn` and adds the side's relay CPU time over it to `into` (and to `runs`, when given). When
+ * `label` is given it logs that time split by thread: the event loop against V8's compiler and GC
+ * threads, which is what tells a relay still compiling from one doing its work.
+ */
+async function measured<T>(
+  side: Side,
+  into: Cpu,
+  fn: () => Promise<T>,
+  runs?: number[],
+  label?: string,
+): Promise<T> {
   const before = cpuSplitMs(side.pid);
+  const threadsBefore = cpuByThreadMs(side.pid);
   const result = await fn();
   const after = cpuSplitMs(side.pid);
   if (side.pid !== undefined) {
     into.user += after.user - before.user;
     into.sys += after.sys - before.sys;
     runs?.push(after.user - before.user + after.sys - before.sys);
+    if (label !== undefined)
+      log(`${label} ${side.name} CPU ms by thread: ${threadDelta(threadsBefore, cpuByThreadMs(side.pid))}`);
   }
   return result;
+}
+
+/** "event loop 640, node 20, ..." : each thread name's CPU ms between two cpuByThreadMs readings. */
+function threadDelta(before: Map<string, number>, after: Map<string, number>): string {
+  return [...after]
+    .map(([name, ms]) => [name, ms - (before.get(name) ?? 0)] as const)
+    .filter(([, ms]) => ms > 0)
+    .sort((a, b) => b[1] - a[1])
+    .map(([name, ms]) => `${name} ${ms.toFixed(0)}`)
+    .join(', ');
 }
 
 /** The partition leader's (node `nodeId`'s) address as the side at `bootstrap` answers Metadata. */
@@ -302,21 +325,31 @@ async function main(): Promise<void> {
         if (side.pid === undefined) continue;
         const warm = `bench-warmup-${side.name}-${Date.now()}`;
         await createTopics(admin, [{ topic: warm, partitions: 3 }]);
-        await measured(side, side.warmupCpu, () =>
-          producerPerformance(classpath, side, {
-            topic: warm,
-            numRecords: WARMUP_RECORDS,
-            recordSize: RECORD_SIZE,
-            timeoutMs: TOOL_TIMEOUT_MS,
-          }),
+        await measured(
+          side,
+          side.warmupCpu,
+          () =>
+            producerPerformance(classpath, side, {
+              topic: warm,
+              numRecords: WARMUP_RECORDS,
+              recordSize: RECORD_SIZE,
+              timeoutMs: TOOL_TIMEOUT_MS,
+            }),
+          undefined,
+          'warm-up produce',
         );
-        await measured(side, side.warmupCpu, () =>
-          consumerPerformance(classpath, side, {
-            topic: warm,
-            numRecords: WARMUP_RECORDS,
-            group: `bench-warmup-${side.name}-${Date.now()}`,
-            timeoutMs: TOOL_TIMEOUT_MS,
-          }),
+        await measured(
+          side,
+          side.warmupCpu,
+          () =>
+            consumerPerformance(classpath, side, {
+              topic: warm,
+              numRecords: WARMUP_RECORDS,
+              group: `bench-warmup-${side.name}-${Date.now()}`,
+              timeoutMs: TOOL_TIMEOUT_MS,
+            }),
+          undefined,
+          'warm-up consume',
         );
         const mb = (2 * WARMUP_RECORDS * RECORD_SIZE) / 1e6;
         const ms = side.warmupCpu.user + side.warmupCpu.sys;
@@ -342,6 +375,7 @@ async function main(): Promise<void> {
               timeoutMs: TOOL_TIMEOUT_MS,
             }),
           side.cpuPerRunMs.produce,
+          `produce round ${round}`,
         );
         side.produce.push(p);
         log(
@@ -366,6 +400,7 @@ async function main(): Promise<void> {
               timeoutMs: TOOL_TIMEOUT_MS,
             }),
           side.cpuPerRunMs.consume,
+          `consume round ${round}`,
         );
         side.consume.push(c);
         log(
