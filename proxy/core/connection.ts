@@ -49,6 +49,8 @@ import { PROXY_CLIENT_ID, RELAY_DEFAULTS } from './defaults.js';
 import { readSocket, readsIntoReusedBuffer } from './reused-reads.js';
 import type { ChunkReader } from './reused-reads.js';
 import { SocketWriter } from './socket-writer.js';
+import { idleSweep } from './idle-sweep.js';
+import type { IdleSweep, IdleWatched } from './idle-sweep.js';
 
 export interface ConnectionPolicy {
   log: Logger;
@@ -116,7 +118,9 @@ interface LocalAnswer {
 
 let nextId = 1;
 
-export class ProxyConnection implements ChunkReader, RequestReaderSink, ResponseReaderSink, BrokerLinkEvents {
+export class ProxyConnection
+  implements ChunkReader, RequestReaderSink, ResponseReaderSink, BrokerLinkEvents, IdleWatched
+{
   readonly id = `c${nextId++}`;
   private readonly log: Logger;
   private readonly requests: RequestReader;
@@ -159,6 +163,10 @@ export class ProxyConnection implements ChunkReader, RequestReaderSink, Response
    * or the next read goes into a new buffer.
    */
   private readonly transientReads: boolean;
+  /** What tells this connection it is idle (idle-sweep.ts), when it has an idle timeout. */
+  private readonly idle: IdleSweep | null;
+  /** The idle sweep's tick at the last read of the client or write to it (IdleWatched). */
+  activeTick = 0;
 
   constructor(
     private readonly client: Socket,
@@ -179,19 +187,20 @@ export class ProxyConnection implements ChunkReader, RequestReaderSink, Response
     this.broker = new BrokerLink(openUpstream, this);
 
     client.setNoDelay(true);
-    if (policy.idleTimeoutMs) {
-      // When nothing is in flight, or the client has read nothing of its answers all this time
-      // (a broker closes such a connection too): a long Fetch wait or a slow broker is not idleness.
-      client.setTimeout(policy.idleTimeoutMs, () => {
-        if (this.queue.idle || this.clientFull) this.close('idle');
-      });
-    }
+    this.idle = policy.idleTimeoutMs ? idleSweep(policy.idleTimeoutMs) : null;
+    this.idle?.add(this);
     // Before the reader: what was read already may be answered at once.
-    this.out = new SocketWriter(client, () => {
-      this.clientFull = false;
-      this.backlog.setUnsent(0);
-      this.updateFlow();
-    });
+    this.out = new SocketWriter(
+      client,
+      () => {
+        this.active();
+        this.clientFull = false;
+        this.backlog.setUnsent(0);
+        this.updateFlow();
+      },
+      // The client took bytes it was sent: activity, as for Node's socket timeout.
+      this.idle === null ? undefined : () => this.active(),
+    );
     readSocket(client, this);
     client.on('error', (err) => this.close('client error', err));
     client.on('close', () => this.close('client closed'));
@@ -202,11 +211,26 @@ export class ProxyConnection implements ChunkReader, RequestReaderSink, Response
     return this.queue.inFlight;
   }
 
+  /**
+   * No read of the client nor write to it for the idle timeout (IdleWatched): closed when nothing
+   * is in flight, or when the client has read nothing of its answers all this time (a broker
+   * closes such a connection too); a long Fetch wait or a slow broker is not idleness.
+   */
+  idleFor(): void {
+    if (this.queue.idle || this.clientFull) this.close('idle');
+  }
+
+  /** A read of the client or a write to it: the connection is not idle. */
+  private active(): void {
+    if (this.idle !== null) this.activeTick = this.idle.tick;
+  }
+
   // ---- client → broker -------------------------------------------------------------------
 
   /** A read of the client (ChunkReader): true when bytes of `chunk` are still referenced afterwards (see `transientReads`). */
   readChunk(chunk: Buffer): boolean {
     if (this.closed) return false;
+    this.active();
     this.policy.observer.bytes('client_in', chunk.length);
     let completed: number;
     // The frames of one read go to the broker in one system call.
@@ -576,6 +600,7 @@ export class ProxyConnection implements ChunkReader, RequestReaderSink, Response
   }
 
   private sendStreamed(bytes: Buffer): void {
+    this.active();
     this.policy.observer.bytes('client_out', bytes.length);
     if (!this.out.write(bytes)) this.clientRefused();
   }
@@ -647,6 +672,7 @@ export class ProxyConnection implements ChunkReader, RequestReaderSink, Response
     }
     if (!this.out.release()) full = true;
     if (written > 0) {
+      this.active();
       this.backlog.addWaiting(-written);
       // The client reads slower than it is answered: what the kernel did not take is held here.
       if (full) this.clientFull = true;
@@ -764,6 +790,7 @@ export class ProxyConnection implements ChunkReader, RequestReaderSink, Response
   close(reason: CloseReason, detail?: unknown): void {
     if (this.closed) return;
     this.closed = true;
+    this.idle?.delete(this);
     this.queue.clear(reason);
     if (closeLogLevel(reason) === 'debug') this.log.debug('connection closed', { reason });
     else this.log.warn('connection closed', { reason, error: detail });

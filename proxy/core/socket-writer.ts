@@ -125,9 +125,14 @@ export class SocketWriter {
   private readonly raw: boolean;
   private readonly afterQueued = (): void => this.maybeDrain();
 
+  /**
+   * `onWritten`: called when libuv completes a write the kernel did not take at once (the peer
+   * read some of what it was sent), for an owner that tracks activity itself.
+   */
   constructor(
     private readonly socket: Socket,
     private readonly onDrain: () => void,
+    private readonly onWritten?: () => void,
   ) {
     this.raw = binding !== null && !(socket instanceof TLSSocket);
     socket.on('drain', this.afterQueued);
@@ -262,6 +267,7 @@ export class SocketWriter {
       return;
     }
     if (socket.timeout) (socket as unknown as SocketInternals)._unrefTimer?.();
+    this.onWritten?.();
     this.maybeDrain();
   }
 
