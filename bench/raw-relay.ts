@@ -23,8 +23,8 @@ class Direction implements ChunkReader {
     this.writer = new SocketWriter(to, () => from.resume());
   }
 
-  readChunk(chunk: Buffer): boolean {
-    if (!this.writer.write(chunk)) this.from.pause();
+  readBytes(buffer: Buffer, end: number): boolean {
+    if (!this.writer.write(end === buffer.length ? buffer : buffer.subarray(0, end))) this.from.pause();
     return this.writer.unsent > 0;
   }
 }

@@ -18,10 +18,10 @@ import { SocketWriter } from './socket-writer.js';
 /** What the link tells its client connection: methods of one object, for the reason in reused-reads.ts. */
 export interface BrokerLinkEvents {
   /**
-   * Bytes read from the broker, valid only during the call (the read buffer may be used again):
-   * true when some of them are still referenced afterwards (queued in a socket write).
+   * Bytes read from the broker, `buffer[0, end)`, valid only during the call (the read buffer may
+   * be used again): true when some of them are still referenced afterwards (queued in a socket write).
    */
-  brokerData(chunk: Buffer): boolean;
+  brokerData(buffer: Buffer, end: number): boolean;
   /** Writes may go on (after `write` returned false). */
   brokerDrained(): void;
   /** The connection is open (counted as a broker connection from now until `destroy`). */
@@ -90,8 +90,8 @@ export class BrokerLink implements ChunkReader {
   }
 
   /** A read of the broker connection (ChunkReader). */
-  readChunk(chunk: Buffer): boolean {
-    return this.events.brokerData(chunk);
+  readBytes(buffer: Buffer, end: number): boolean {
+    return this.events.brokerData(buffer, end);
   }
 
   pause(): void {

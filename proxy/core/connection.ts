@@ -227,16 +227,16 @@ export class ProxyConnection
 
   // ---- client → broker -------------------------------------------------------------------
 
-  /** A read of the client (ChunkReader): true when bytes of `chunk` are still referenced afterwards (see `transientReads`). */
-  readChunk(chunk: Buffer): boolean {
+  /** A read of the client, `buffer[0, end)` (ChunkReader): true when bytes of it are still referenced afterwards (see `transientReads`). */
+  readBytes(buffer: Buffer, end: number): boolean {
     if (this.closed) return false;
     this.active();
-    this.policy.observer.bytes('client_in', chunk.length);
+    this.policy.observer.bytes('client_in', end);
     let completed: number;
     // The frames of one read go to the broker in one system call.
     this.broker.cork();
     try {
-      completed = this.requests.push(chunk);
+      completed = this.requests.push(buffer, end);
     } catch (err) {
       this.reject('too_large');
       this.close('bad request framing', err);
@@ -533,15 +533,16 @@ export class ProxyConnection
   // ---- broker → client -------------------------------------------------------------------
 
   /** A read of the broker (BrokerLinkEvents): true when bytes of `chunk` are still referenced afterwards, the client's socket has not taken them all. */
-  brokerData(chunk: Buffer): boolean {
+  brokerData(buffer: Buffer, end: number): boolean {
     if (this.closed) return false;
-    this.policy.observer.bytes('broker_in', chunk.length);
+    this.policy.observer.bytes('broker_in', end);
     // A client that has not taken what it was sent gets a copy of just these bytes, so that the
     // reads waiting in its socket hold what is counted as unsent, not a read buffer each.
     const copied = this.out.unsent > 0;
     this.out.hold();
     try {
-      this.responses.push(copied ? Buffer.from(chunk) : chunk);
+      if (copied) this.responses.push(Buffer.from(buffer.subarray(0, end)));
+      else this.responses.push(buffer, end);
     } catch (err) {
       if (err instanceof ProtocolError) this.reject('broker_protocol');
       this.close(err instanceof ProtocolError ? 'bad response from broker' : 'response handling failed', err);

@@ -80,11 +80,10 @@ export class RequestReader {
     return this.mode === 'stream';
   }
 
-  /** Feeds one read; returns how many whole frames it completed. */
-  push(chunk: Buffer): number {
+  /** Feeds one read, `chunk[0, len)`; returns how many whole frames it completed. */
+  push(chunk: Buffer, len = chunk.length): number {
     let completed = 0;
     let off = 0;
-    const len = chunk.length;
     while (off < len) {
       if (this.mode === 'stream' || this.mode === 'whole') {
         const n = Math.min(this.left, len - off);

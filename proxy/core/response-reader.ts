@@ -52,9 +52,9 @@ export class ResponseReader {
     return this.mode === 'whole' ? this.size - this.left : 0;
   }
 
-  push(chunk: Buffer): void {
+  /** Feeds one read, `chunk[0, len)`. */
+  push(chunk: Buffer, len = chunk.length): void {
     let off = 0;
-    const len = chunk.length;
     while (off < len) {
       if (this.mode === 'head') {
         if (this.headFill === 0 && len - off >= 8) {

@@ -69,9 +69,9 @@ describe('reuseAcceptedReads', () => {
       void accepting((s) => {
         reuseAcceptedReads(s);
         readSocket(s, {
-          readChunk: (chunk: Buffer) => {
+          readBytes: (buffer: Buffer, end: number) => {
             if (paused) pausedReads++;
-            got.push(Buffer.from(chunk));
+            got.push(Buffer.from(buffer.subarray(0, end)));
             if (got.length === 2) {
               paused = true;
               s.pause();

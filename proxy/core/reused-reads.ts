@@ -14,9 +14,12 @@ import net from 'node:net';
 import type { Socket } from 'node:net';
 
 /**
- * What reads one socket: each read's bytes, a view of a buffer that the next read may overwrite.
- * `readChunk` answers true when some of those bytes are still referenced after the call (a socket
- * write that the kernel has not taken yet): the next read then goes into a new buffer.
+ * What reads one socket: each read's bytes, `buffer[0, end)`, in a buffer that the next read may
+ * overwrite. The read buffer itself and the read's end, not a view of just the bytes read: a view
+ * made for every read was a twentieth of the relay's event loop, and the readers make views of the
+ * frames they find in it anyway. Bytes of `buffer` from `end` on are not the read's. `readBytes`
+ * answers true when some of the bytes are still referenced after the call (a socket write that the
+ * kernel has not taken yet): the next read then goes into a new buffer.
  *
  * An object with a method, not a closure: the read path is compiled once for every connection. A
  * closure per connection, called from every read, is what V8's optimized read path then inlines
@@ -24,7 +27,7 @@ import type { Socket } from 'node:net';
  * away, and the next connection runs unoptimized until it is compiled again (docs/benchmarks.md).
  */
 export interface ChunkReader {
-  readChunk(chunk: Buffer): boolean;
+  readBytes(buffer: Buffer, end: number): boolean;
 }
 
 /** Bytes one read can take (Node's own read size). */
@@ -41,9 +44,8 @@ class ReusedReadBuffer {
 
   /** `bytes` were read into `buffer`, the current one. */
   received(bytes: number, buffer: Uint8Array): void {
-    const chunk = (buffer as Buffer).subarray(0, bytes);
-    if (this.reader === null) this.early.push(Buffer.from(chunk));
-    else this.retained = this.reader.readChunk(chunk);
+    if (this.reader === null) this.early.push(Buffer.from(buffer.subarray(0, bytes)));
+    else this.retained = this.reader.readBytes(buffer as Buffer, bytes);
   }
 
   /** A new buffer for the next read when the reader still references the current one, else undefined (keep it). */
@@ -58,7 +60,7 @@ class ReusedReadBuffer {
     this.reader = reader;
     const early = this.early;
     this.early = [];
-    for (const chunk of early) reader.readChunk(chunk);
+    for (const chunk of early) reader.readBytes(chunk, chunk.length);
   }
 }
 
@@ -108,7 +110,7 @@ export function readSocket(socket: Socket, reader: ChunkReader): boolean {
     reads.setReader(reader);
     return true;
   }
-  socket.on('data', (chunk: Buffer) => reader.readChunk(chunk));
+  socket.on('data', (chunk: Buffer) => reader.readBytes(chunk, chunk.length));
   return false;
 }
 

@@ -50,7 +50,9 @@ describe('connectUpstream with a reused read buffer', () => {
     const socket = connectUpstream({ host: '127.0.0.1', port }, null);
     const chunks: Buffer[] = [];
     readSocket(socket, {
-      readChunk: (chunk: Buffer) => {
+      readBytes: (chunk: Buffer, end: number) => {
+        // Node's own buffer, exactly the bytes read.
+        expect(end).toBe(chunk.length);
         chunks.push(chunk);
         return false;
       },

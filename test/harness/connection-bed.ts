@@ -173,8 +173,8 @@ function slowWrites(up: net.Socket, ms: number): net.Socket {
     },
   });
   readSocket(up, {
-    readChunk: (d: Buffer) => {
-      slow.push(Buffer.from(d));
+    readBytes: (d: Buffer, end: number) => {
+      slow.push(Buffer.from(d.subarray(0, end)));
       return false;
     },
   });

@@ -14,7 +14,8 @@ export class KeepingReader implements ChunkReader {
 
   constructor(private readonly keepEvery = 3) {}
 
-  readChunk(chunk: Buffer): boolean {
+  readBytes(buffer: Buffer, end: number): boolean {
+    const chunk = buffer.subarray(0, end);
     this.copies.push(Buffer.from(chunk));
     this.buffers.add(chunk.buffer);
     if (this.copies.length % this.keepEvery !== 0) return false;
