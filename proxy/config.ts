@@ -210,7 +210,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     max: MAX_TIMER_MS,
     zero: 'never',
     unit: 'ms',
-    help: "A client connection with nothing in flight and no traffic for this long is closed, like a broker's connections.max.idle.ms, and so is one whose client has read nothing of its answers for this long.",
+    help: "A client connection with nothing in flight and no traffic for this long is closed, like a broker's connections.max.idle.ms, and so is one whose client has read nothing of its answers for this long: checked every tenth of it (from 10 ms to 1 s), so closed within that much after.",
   },
   {
     name: 'request-timeout-ms',
