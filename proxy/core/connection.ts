@@ -532,7 +532,7 @@ export class ProxyConnection
 
   // ---- broker → client -------------------------------------------------------------------
 
-  /** A read of the broker (BrokerLinkEvents): true when bytes of `chunk` are still referenced afterwards, the client's socket has not taken them all. */
+  /** A read of the broker, `buffer[0, end)` (BrokerLinkEvents): true when bytes of it are still referenced afterwards, the client's socket has not taken them all. */
   brokerData(buffer: Buffer, end: number): boolean {
     if (this.closed) return false;
     this.policy.observer.bytes('broker_in', end);

@@ -61,8 +61,8 @@ export class IdleSweep {
     }
   }
 
-  /** One sweep (exported for tests; the interval calls it). */
-  sweep(): void {
+  /** One sweep, every `resolutionMs`. */
+  private sweep(): void {
     this.tick++;
     // A connection that closes in idleFor leaves the set during the loop, which Set allows.
     for (const w of this.watched) {

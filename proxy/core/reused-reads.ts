@@ -15,9 +15,9 @@ import type { Socket } from 'node:net';
 
 /**
  * What reads one socket: each read's bytes, `buffer[0, end)`, in a buffer that the next read may
- * overwrite. The read buffer itself and the read's end, not a view of just the bytes read: a view
- * made for every read was a twentieth of the relay's event loop, and the readers make views of the
- * frames they find in it anyway. Bytes of `buffer` from `end` on are not the read's. `readBytes`
+ * overwrite. The read buffer itself and the read's end, not a view of just the bytes read: such a
+ * view would be an object per read that no reader needs, as the readers make views of the frames
+ * they find in it anyway. Bytes of `buffer` from `end` on are not the read's. `readBytes`
  * answers true when some of the bytes are still referenced after the call (a socket write that the
  * kernel has not taken yet): the next read then goes into a new buffer.
  *
