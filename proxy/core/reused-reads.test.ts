@@ -1,7 +1,14 @@
 import net from 'node:net';
 import tls from 'node:tls';
 import { afterEach, describe, expect, test } from 'vitest';
-import { readSocket, readsIntoReusedBuffer, reuseAcceptedReads } from './reused-reads.js';
+import {
+  BULK_READ_BUFFER_BYTES,
+  connectWithReusedReads,
+  readSocket,
+  readsIntoReusedBuffer,
+  reuseAcceptedReads,
+} from './reused-reads.js';
+import type { ChunkReader } from './reused-reads.js';
 import { KeepingReader } from '../../test/harness/keeping-reader.js';
 
 const closers: (() => void)[] = [];
@@ -58,6 +65,8 @@ describe('reuseAcceptedReads', () => {
     expect(reused).toBe(true);
     reader.expectIntact(data);
     reader.expectReused();
+    // A client connection keeps Node's read size, however full its reads.
+    for (const b of reader.buffers) expect(b.byteLength).toBe(64 * 1024);
   });
 
   test('pause and resume hold and restart reading', async () => {
@@ -138,5 +147,64 @@ describe('sockets reading at once', () => {
     readers[0]!.expectIntact(sent[0]!);
     readers[1]!.expectIntact(sent[1]!);
     for (const b of readers[0]!.buffers) expect(readers[1]!.buffers.has(b)).toBe(false);
+  });
+});
+
+/** A KeepingReader that also notes the size of each read's buffer and how much of it the read filled. */
+class SizingReader implements ChunkReader {
+  readonly inner = new KeepingReader();
+  readonly reads: { size: number; bytes: number }[] = [];
+
+  readBytes(buffer: Buffer, end: number): boolean {
+    this.reads.push({ size: buffer.length, bytes: end });
+    return this.inner.readBytes(buffer, end);
+  }
+}
+
+describe('connectWithReusedReads', () => {
+  test('a dialled socket reads into a buffer that grows while reads fill it and shrinks after small ones', async () => {
+    const bulk = pattern(4 * 1024 * 1024);
+    const trickle = pattern(100 * 1024).subarray(3);
+    const reader = new SizingReader();
+    let server!: net.Socket;
+    const port = await new Promise<number>((resolve) => {
+      const srv = net.createServer((s) => {
+        server = s;
+        // Each small write its own segment, not gathered by Nagle's algorithm.
+        s.setNoDelay(true);
+        s.write(bulk);
+      });
+      closers.push(() => srv.close());
+      srv.listen(0, '127.0.0.1', () => resolve((srv.address() as net.AddressInfo).port));
+    });
+    const socket = connectWithReusedReads({ port, host: '127.0.0.1' });
+    closers.push(() => socket.destroy());
+    expect(readsIntoReusedBuffer(socket)).toBe(true);
+    readSocket(socket, reader);
+    const read = (n: number): Promise<void> =>
+      new Promise((resolve) => {
+        const check = (): void => {
+          if (reader.reads.reduce((sum, r) => sum + r.bytes, 0) >= n) resolve();
+          else setTimeout(check, 5);
+        };
+        check();
+      });
+    await read(bulk.length);
+    const bulkReads = reader.reads.length;
+    expect(reader.reads.some((r) => r.size === BULK_READ_BUFFER_BYTES && r.bytes > 64 * 1024)).toBe(true);
+    // Then 1 KB writes, each once the one before is read: one small read each.
+    for (let off = 0; off < trickle.length; off += 1024) {
+      server.write(trickle.subarray(off, off + 1024));
+      await read(bulk.length + Math.min(off + 1024, trickle.length));
+    }
+    const trickleReads = reader.reads.slice(bulkReads);
+    expect(trickleReads.length).toBeGreaterThan(64);
+    expect(trickleReads.every((r) => r.bytes <= 1024)).toBe(true);
+    // After the last read of more than 64 KB: 64 small reads in the grown buffer, then Node's read size.
+    const small = reader.reads.slice(reader.reads.findLastIndex((r) => r.bytes > 64 * 1024) + 1);
+    expect(small.slice(0, 64).every((r) => r.size === BULK_READ_BUFFER_BYTES)).toBe(true);
+    expect(small.slice(64).every((r) => r.size === 64 * 1024)).toBe(true);
+    expect(small.length).toBeGreaterThan(64);
+    reader.inner.expectIntact(Buffer.concat([bulk, trickle]));
   });
 });

@@ -30,29 +30,63 @@ export interface ChunkReader {
   readBytes(buffer: Buffer, end: number): boolean;
 }
 
-/** Bytes one read can take (Node's own read size). */
+/** Bytes a read can take at first and again after small reads (Node's own read size). */
 const READ_BUFFER_BYTES = 64 * 1024;
 
-/** The read buffer of one socket, used again for the next read unless the reader still references it. */
+/**
+ * Bytes a broker connection's read can take once reads fill the buffer: a broker sends Fetch
+ * responses of up to a MB per partition, and four times fewer reads (and writes of what they read)
+ * per MB relayed cost measurably less CPU (docs/benchmarks.md).
+ */
+export const BULK_READ_BUFFER_BYTES = 256 * 1024;
+
+/** Reads in a row that would have fitted READ_BUFFER_BYTES, after which a grown buffer shrinks back. */
+const SMALL_READS_TO_SHRINK = 64;
+
+/**
+ * The read buffer of one socket, used again for the next read unless the reader still references
+ * it. It grows to `maxBytes` when a read fills it and shrinks back after SMALL_READS_TO_SHRINK
+ * small reads (Netty's adaptive receive buffers do the same): only a connection that carries bulk
+ * traffic holds the larger buffer, while idle and chatty connections keep Node's read size.
+ */
 class ReusedReadBuffer {
   /** Where reads go now. */
   buffer: Buffer = Buffer.allocUnsafeSlow(READ_BUFFER_BYTES);
   private retained = false;
+  /** The size the next read's buffer should have, when it is not the current one's. */
+  private resizeTo = 0;
+  private smallReads = 0;
   private reader: ChunkReader | null = null;
   /** Copies of what was read before a reader was set. */
   private early: Buffer[] = [];
+
+  constructor(private readonly maxBytes: number) {}
 
   /** `bytes` were read into `buffer`, the current one. */
   received(bytes: number, buffer: Uint8Array): void {
     if (this.reader === null) this.early.push(Buffer.from(buffer.subarray(0, bytes)));
     else this.retained = this.reader.readBytes(buffer as Buffer, bytes);
+    if (this.maxBytes === READ_BUFFER_BYTES) return;
+    if (bytes > READ_BUFFER_BYTES) {
+      this.smallReads = 0;
+    } else if (bytes === buffer.length) {
+      this.resizeTo = this.maxBytes;
+    } else if (buffer.length > READ_BUFFER_BYTES && ++this.smallReads >= SMALL_READS_TO_SHRINK) {
+      this.smallReads = 0;
+      this.resizeTo = READ_BUFFER_BYTES;
+    }
   }
 
-  /** A new buffer for the next read when the reader still references the current one, else undefined (keep it). */
+  /**
+   * A new buffer for the next read when the reader still references the current one or it is to
+   * change size, else undefined (keep it).
+   */
   next(): Buffer | undefined {
-    if (!this.retained) return undefined;
+    if (!this.retained && this.resizeTo === 0) return undefined;
+    const size = this.resizeTo === 0 ? this.buffer.length : this.resizeTo;
     this.retained = false;
-    this.buffer = Buffer.allocUnsafeSlow(READ_BUFFER_BYTES);
+    this.resizeTo = 0;
+    this.buffer = Buffer.allocUnsafeSlow(size);
     return this.buffer;
   }
 
@@ -159,7 +193,7 @@ export function reuseAcceptedReads(socket: Socket): boolean {
   if (fields === null) return false;
   const fieldsOf = socket as unknown as Record<symbol, unknown>;
   if (fieldsOf[fields.buffer] !== null) return false;
-  const reads = new ReusedReadBuffer();
+  const reads = new ReusedReadBuffer(READ_BUFFER_BYTES);
   fieldsOf[fields.buffer] = reads.buffer;
   fieldsOf[fields.generator] = nextReadBuffer;
   fieldsOf[fields.callback] = onReusedRead;
@@ -169,13 +203,17 @@ export function reuseAcceptedReads(socket: Socket): boolean {
 }
 
 /**
- * net.connect, its reads into a reused buffer (Node's `onread` option) where this Node has the
- * fields that lets the buffer be replaced after a read the reader keeps; else as Node reads.
+ * net.connect, its reads into a reused buffer (Node's `onread` option) that grows up to
+ * `maxReadBytes` while reads fill it, where this Node has the fields that lets the buffer be
+ * replaced after a read; else as Node reads.
  */
-export function connectWithReusedReads(options: net.TcpNetConnectOpts): Socket {
+export function connectWithReusedReads(
+  options: net.TcpNetConnectOpts,
+  maxReadBytes = BULK_READ_BUFFER_BYTES,
+): Socket {
   const fields = userBufferFields();
   if (fields === null) return net.connect(options);
-  const reads = new ReusedReadBuffer();
+  const reads = new ReusedReadBuffer(Math.max(READ_BUFFER_BYTES, maxReadBytes));
   // A buffer, not a generator, while the socket is set up (Node asks a generator for the first
   // buffer then, with no read before it); the generator is set once net.connect has returned.
   const socket = net.connect({ ...options, onread: { buffer: reads.buffer, callback: onReusedRead } });
