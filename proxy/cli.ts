@@ -145,6 +145,46 @@ export async function main(argv: string[]): Promise<void> {
 
   let lag: LagCollector | null = null;
   let http: OpsHttpServer | null = null;
+  // Handled from the moment clients can connect: a signal during the rest of the start (the HTTP
+  // endpoint, the lag collector) shuts down as gracefully as later, not by the signal's default.
+  let stopping = false;
+  const shutdown = (signal: string): void => {
+    if (stopping) {
+      log.warn('second signal: exiting now', { signal });
+      process.exit(1);
+    }
+    stopping = true;
+    const deadlineMs = config.shutdownTimeoutMs;
+    log.info('shutting down', { signal, deadlineMs });
+    let pending = 'in-flight client requests';
+    // The process ends within the deadline whatever hangs: a store call that never returns, a
+    // broker that never answers. Acknowledged commits are in the store already.
+    setTimeout(() => {
+      log.error('shutdown deadline passed: exiting', { pending, deadlineMs });
+      process.exit(1);
+    }, deadlineMs);
+    dataLoss.stop();
+    proxy
+      .stop()
+      .then(() => {
+        pending = 'the lag collector and the HTTP endpoint';
+        return Promise.all([lag?.stop(), http?.close()]);
+      })
+      .then(() => {
+        pending = 'closing the offset store';
+        refusals.flushAll();
+        return offsets.close();
+      })
+      .then(
+        () => process.exit(0),
+        (err: unknown) => {
+          log.error('shutdown failed', { error: err });
+          process.exit(1);
+        },
+      );
+  };
+  process.on('SIGTERM', () => shutdown('SIGTERM'));
+  process.on('SIGINT', () => shutdown('SIGINT'));
   if (config.http && metrics) {
     const [{ LagCollector }, { OpsHttpServer }, { registerOpsRoutes }, { registerOffsetsAdminRoutes }] =
       await Promise.all([
@@ -153,6 +193,7 @@ export async function main(argv: string[]): Promise<void> {
         import('./ops/http/ops-routes.js'),
         import('./ops/admin/http-routes.js'),
       ]);
+    if (stopping) return;
     if (config.lag.intervalMs > 0) {
       lag = new LagCollector({
         store,
@@ -201,48 +242,10 @@ export async function main(argv: string[]): Promise<void> {
         new ConfigError('http', shownOption('http'), `cannot be bound: ${bindProblem(err)}`).message,
       );
     }
+    if (stopping) return;
     lag?.start();
     log.info('http listening', { host: bound.host, port: bound.port, token: config.httpToken !== undefined });
   }
-
-  let stopping = false;
-  const shutdown = (signal: string): void => {
-    if (stopping) {
-      log.warn('second signal: exiting now', { signal });
-      process.exit(1);
-    }
-    stopping = true;
-    const deadlineMs = config.shutdownTimeoutMs;
-    log.info('shutting down', { signal, deadlineMs });
-    let pending = 'in-flight client requests';
-    // The process ends within the deadline whatever hangs: a store call that never returns, a
-    // broker that never answers. Acknowledged commits are in the store already.
-    setTimeout(() => {
-      log.error('shutdown deadline passed: exiting', { pending, deadlineMs });
-      process.exit(1);
-    }, deadlineMs);
-    dataLoss.stop();
-    proxy
-      .stop()
-      .then(() => {
-        pending = 'the lag collector and the HTTP endpoint';
-        return Promise.all([lag?.stop(), http?.close()]);
-      })
-      .then(() => {
-        pending = 'closing the offset store';
-        refusals.flushAll();
-        return offsets.close();
-      })
-      .then(
-        () => process.exit(0),
-        (err: unknown) => {
-          log.error('shutdown failed', { error: err });
-          process.exit(1);
-        },
-      );
-  };
-  process.on('SIGTERM', () => shutdown('SIGTERM'));
-  process.on('SIGINT', () => shutdown('SIGINT'));
 }
 
 /** The line a listener that cannot be bound at start is reported with; `shown` is its option's value. */

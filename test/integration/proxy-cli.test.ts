@@ -86,6 +86,17 @@ describe('kafka-offset-proxy CLI', () => {
     expect(cli.output()).toContain('shutting down');
   });
 
+  test('SIGTERM as soon as clients can connect, the HTTP endpoint still starting: a graceful exit 0', async () => {
+    // spawnProxy returns once the proxy logs "listening": the HTTP endpoint and the lag collector
+    // start after that, and a signal then must not end the process by its default action.
+    const cli = await spawnProxy([
+      ...['--bootstrap-server', brokerBootstrap, '--http', `127.0.0.1:${await freePort()}`],
+    ]);
+    const code = await cli.stop('SIGTERM');
+    expect(code).toBe(0);
+    expect(cli.output()).toContain('shutting down');
+  });
+
   test('SIGTERM ends the process within --shutdown-timeout-ms although the store never answers', async () => {
     // A "Redis" that accepts connections and never replies: every store call waits for its
     // deadline (2 minutes here), the lag collector's refresh among them.
