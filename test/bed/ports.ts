@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import net from 'node:net';
 
 // Ports handed out by this process, so that two components started at the same moment never get the
@@ -49,12 +50,33 @@ export async function freePorts(count: number): Promise<number[]> {
 }
 
 /**
+ * Where the kernel's ephemeral ports begin (`net.ipv4.ip_local_port_range`): ports picked at random
+ * for fixed layouts (a range, a companion port) stay below it, because a port in it may be taken
+ * at any moment by the local end of an outgoing connection (a client dialling a broker), and a
+ * listener can then no longer bind it.
+ */
+export function ephemeralPortsStart(): number {
+  try {
+    const low = Number(readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0]);
+    return Number.isInteger(low) && low > 20_000 ? low : 32_768;
+  } catch {
+    return 32_768;
+  }
+}
+
+/** A random port in [10000, ephemeral start - span), for a layout of `span` + 1 ports from it. */
+export function randomFixedPort(span: number): number {
+  const top = ephemeralPortsStart() - span;
+  return 10_000 + Math.floor(Math.random() * (top - 10_000));
+}
+
+/**
  * A free port P whose companion P + offset is free too. Redis Cluster nodes listen on a second
  * "cluster bus" port at P + 10000, which ephemeral ports (often above 55536) cannot satisfy.
  */
 export async function freePortWithCompanion(offset: number): Promise<number> {
   for (let attempt = 0; attempt < 200; attempt++) {
-    const port = 20000 + Math.floor(Math.random() * (65535 - offset - 20000));
+    const port = randomFixedPort(offset);
     if (handedOut.has(port) || handedOut.has(port + offset)) continue;
     if ((await canListen(port)) && (await canListen(port + offset))) {
       handedOut.add(port);

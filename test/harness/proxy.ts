@@ -10,6 +10,7 @@ import { fileURLToPath } from 'node:url';
 import { discoverBrokersAt } from '../../proxy/client/upstream-request.js';
 import { parseHostPortList } from '../../proxy/core/broker-map.js';
 import { RELAY_DEFAULTS } from '../../proxy/core/defaults.js';
+import { randomFixedPort } from '../bed/ports.js';
 import type { ProxyExtension } from '../../proxy/core/extension.js';
 import { createLogger } from '../../proxy/logger.js';
 import { KafkaProxy } from '../../proxy/core/server.js';
@@ -28,7 +29,7 @@ function portFree(port: number): Promise<boolean> {
 /** A bootstrap port P with P..P+span free, chosen at random in a high range. */
 export async function freePortRange(span = 8): Promise<number> {
   for (let attempt = 0; attempt < 50; attempt++) {
-    const base = 20000 + Math.floor(Math.random() * 30000);
+    const base = randomFixedPort(span);
     let ok = true;
     for (let p = base; p <= base + span && ok; p++) ok = await portFree(p);
     if (ok) return base;
