@@ -136,17 +136,11 @@ export async function main(argv: string[]): Promise<void> {
     ...(metrics ? { observer: metrics.observer } : {}),
   });
   metrics?.watchProxy(proxy);
-  try {
-    await proxy.start();
-  } catch (err) {
-    if (!(err instanceof ListenError)) throw err;
-    return cannotBind(listenFailureLine(err, shownOption(err.option)));
-  }
-
   let lag: LagCollector | null = null;
   let http: OpsHttpServer | null = null;
-  // Handled from the moment clients can connect: a signal during the rest of the start (the HTTP
-  // endpoint, the lag collector) shuts down as gracefully as later, not by the signal's default.
+  // Handled before clients can connect (the bootstrap listener opens early in proxy.start): a signal
+  // during the rest of the start (broker listeners, the HTTP endpoint, the lag collector) shuts
+  // down as gracefully as later, not by the signal's default action.
   let stopping = false;
   const shutdown = (signal: string): void => {
     if (stopping) {
@@ -185,6 +179,14 @@ export async function main(argv: string[]): Promise<void> {
   };
   process.on('SIGTERM', () => shutdown('SIGTERM'));
   process.on('SIGINT', () => shutdown('SIGINT'));
+  try {
+    await proxy.start();
+  } catch (err) {
+    if (!(err instanceof ListenError)) throw err;
+    return cannotBind(listenFailureLine(err, shownOption(err.option)));
+  }
+  if (stopping) return;
+
   if (config.http && metrics) {
     const [{ LagCollector }, { OpsHttpServer }, { registerOpsRoutes }, { registerOffsetsAdminRoutes }] =
       await Promise.all([
