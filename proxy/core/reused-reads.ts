@@ -204,16 +204,13 @@ export function reuseAcceptedReads(socket: Socket): boolean {
 
 /**
  * net.connect, its reads into a reused buffer (Node's `onread` option) that grows up to
- * `maxReadBytes` while reads fill it, where this Node has the fields that lets the buffer be
- * replaced after a read; else as Node reads.
+ * BULK_READ_BUFFER_BYTES while reads fill it, where this Node has the fields that lets the buffer
+ * be replaced after a read; else as Node reads.
  */
-export function connectWithReusedReads(
-  options: net.TcpNetConnectOpts,
-  maxReadBytes = BULK_READ_BUFFER_BYTES,
-): Socket {
+export function connectWithReusedReads(options: net.TcpNetConnectOpts): Socket {
   const fields = userBufferFields();
   if (fields === null) return net.connect(options);
-  const reads = new ReusedReadBuffer(Math.max(READ_BUFFER_BYTES, maxReadBytes));
+  const reads = new ReusedReadBuffer(BULK_READ_BUFFER_BYTES);
   // A buffer, not a generator, while the socket is set up (Node asks a generator for the first
   // buffer then, with no read before it); the generator is set once net.connect has returned.
   const socket = net.connect({ ...options, onread: { buffer: reads.buffer, callback: onReusedRead } });

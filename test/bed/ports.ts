@@ -53,20 +53,20 @@ export async function freePorts(count: number): Promise<number[]> {
  * Where the kernel's ephemeral ports begin (`net.ipv4.ip_local_port_range`): ports picked at random
  * for fixed layouts (a range, a companion port) stay below it, because a port in it may be taken
  * at any moment by the local end of an outgoing connection (a client dialling a broker), and a
- * listener can then no longer bind it.
+ * listener can then no longer bind it. Read once.
  */
-export function ephemeralPortsStart(): number {
+const EPHEMERAL_PORTS_START = ((): number => {
   try {
     const low = Number(readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0]);
     return Number.isInteger(low) && low > 20_000 ? low : 32_768;
   } catch {
     return 32_768;
   }
-}
+})();
 
 /** A random port in [10000, ephemeral start - span), for a layout of `span` + 1 ports from it. */
 export function randomFixedPort(span: number): number {
-  const top = ephemeralPortsStart() - span;
+  const top = EPHEMERAL_PORTS_START - span;
   return 10_000 + Math.floor(Math.random() * (top - 10_000));
 }
 

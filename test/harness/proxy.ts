@@ -26,7 +26,7 @@ function portFree(port: number): Promise<boolean> {
   });
 }
 
-/** A bootstrap port P with P..P+span free, chosen at random in a high range. */
+/** A bootstrap port P with P..P+span free, chosen at random below the ephemeral ports (randomFixedPort). */
 export async function freePortRange(span = 8): Promise<number> {
   for (let attempt = 0; attempt < 50; attempt++) {
     const base = randomFixedPort(span);

@@ -87,8 +87,9 @@ describe('kafka-offset-proxy CLI', () => {
   });
 
   test('SIGTERM as soon as clients can connect, the HTTP endpoint still starting: a graceful exit 0', async () => {
-    // spawnProxy returns once the proxy logs "listening": the HTTP endpoint and the lag collector
-    // start after that, and a signal then must not end the process by its default action.
+    // spawnProxy returns once the proxy logs "listening": the broker listeners, the HTTP endpoint
+    // and the lag collector start after that, and a signal then must not end the process by its
+    // default action.
     const cli = await spawnProxy([
       ...['--bootstrap-server', brokerBootstrap, '--http', `127.0.0.1:${await freePort()}`],
     ]);
