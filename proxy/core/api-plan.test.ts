@@ -54,14 +54,17 @@ function expectedCore(apiKey: number, v: number, streamFetch: boolean): Omit<Rel
   let response: ResponseHandling = rewrite || legacySasl ? 'decode' : 'as-is';
   if (apiKey === ApiKey.Fetch && (v === 16 || v === 17) && streamFetch) response = 'fetch-stream';
   if (apiKey === ApiKey.Produce && (v === 10 || v === 11)) response = 'walk-produce';
+  const decodeRequest = apiKey === ApiKey.SaslHandshake;
   return {
-    decodeRequest: apiKey === ApiKey.SaslHandshake,
+    decodeRequest,
     answerLocally: false,
     observed: false,
     coreRewrite: rewrite,
     legacySasl,
     mayBeUnanswered: apiKey === ApiKey.Produce,
     response,
+    // Written out from its definition, not copied from api-plan.ts.
+    passedOnUnread: !decodeRequest && !legacySasl && (response === 'as-is' || response === 'walk-produce'),
   };
 }
 
@@ -162,6 +165,7 @@ describe('with an extension', () => {
         answerLocally: answers,
         observed: observes,
         response: observes ? 'decode' : core.response,
+        passedOnUnread: core.passedOnUnread && !answers && !observes,
       });
     }
   });

@@ -48,6 +48,12 @@ export interface RelayPlan {
   /** Produce: one with acks=0 gets no answer from the broker (read from the request's bytes). */
   readonly mayBeUnanswered: boolean;
   readonly response: ResponseHandling;
+  /**
+   * Nothing of the request is read beyond its header (and a Produce's acks), and its answer goes
+   * back as the broker wrote it or after the Produce NodeEndpoints walk: the frames the native
+   * path relays itself (native-relay.ts).
+   */
+  readonly passedOnUnread: boolean;
 }
 
 export type ApiPlan =
@@ -96,6 +102,7 @@ const OPAQUE: RelayPlan = {
   legacySasl: false,
   mayBeUnanswered: false,
   response: 'as-is',
+  passedOnUnread: true,
 };
 
 export class ApiPlans {
@@ -178,15 +185,23 @@ function planOf(
     if (apiKey === ApiKey.Fetch && canStreamFetch(apiVersion) && opts.streamFetch) response = 'fetch-stream';
     else if (apiKey === ApiKey.Produce && canWalkProduceResponse(apiVersion)) response = 'walk-produce';
   }
+  // Every SaslHandshake version is decoded, so one the codec cannot read closes the pair here.
+  const decodeRequest = intercepted || observed || apiKey === ApiKey.SaslHandshake;
+  const answerLocally = intercepted && ext?.handleRequest !== undefined;
   return {
     kind: 'relay',
-    // Every SaslHandshake version is decoded, so one the codec cannot read closes the pair here.
-    decodeRequest: intercepted || observed || apiKey === ApiKey.SaslHandshake,
-    answerLocally: intercepted && ext?.handleRequest !== undefined,
+    decodeRequest,
+    answerLocally,
     observed,
     coreRewrite,
     legacySasl,
     mayBeUnanswered: apiKey === ApiKey.Produce,
     response,
+    passedOnUnread:
+      !decodeRequest &&
+      !answerLocally &&
+      !observed &&
+      !legacySasl &&
+      (response === 'as-is' || response === 'walk-produce'),
   };
 }

@@ -53,6 +53,11 @@ export class BrokerLink implements ChunkReader {
     return this.queued.length > 0 || (this.writer !== null && this.writer.unsent > 0);
   }
 
+  /** The socket once the connection is open (for the native path: native-relay.ts), else null. */
+  get openSocket(): Socket | null {
+    return this.socket;
+  }
+
   /** The connection is open now (not merely being opened). */
   get isOpen(): boolean {
     return this.socket !== null;

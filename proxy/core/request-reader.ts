@@ -75,6 +75,11 @@ export class RequestReader {
     return this.splitter.incompleteFrameSize;
   }
 
+  /** Between frames, holding nothing: the next byte pushed starts a frame. */
+  get atFrameBoundary(): boolean {
+    return this.mode === 'frame';
+  }
+
   /** A frame is part way through being streamed: nothing else may be written to its broker. */
   get streaming(): boolean {
     return this.mode === 'stream';

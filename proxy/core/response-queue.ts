@@ -216,6 +216,24 @@ export class ResponseQueue {
     return p;
   }
 
+  /**
+   * Takes every place out of the queue when each is a forwarded request awaiting the broker's
+   * answer, none part way through, and that answer goes to the client as the broker writes it
+   * ('as-is') or after the Produce walk ('walk-produce'), with nothing else owed by the broker
+   * (what the native path can take over: native-relay.ts); else leaves the queue as it is and
+   * returns null.
+   */
+  handOver(): BrokerPending[] | null {
+    if (this.streamingNow !== null || this.pending.length !== this.forwarded.length) return null;
+    for (let i = 0; i < this.pending.length; i++) {
+      const p = this.pending[i]!;
+      if (p !== this.forwarded[i] || p.kind !== 'broker' || !p.awaitingBroker || p.out !== null) return null;
+      if (p.response !== 'as-is' && p.response !== 'walk-produce') return null;
+    }
+    this.forwarded.length = 0;
+    return this.pending.splice(0) as BrokerPending[];
+  }
+
   /** Resolves once every answer owed to the client has gone, or after `timeoutMs`. */
   whenEmpty(timeoutMs: number): Promise<void> {
     if (this.pending.length === 0) return Promise.resolve();

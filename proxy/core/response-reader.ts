@@ -47,6 +47,11 @@ export class ResponseReader {
     private readonly sink: ResponseReaderSink,
   ) {}
 
+  /** Between frames, holding nothing: the next byte pushed starts a frame. */
+  get atFrameBoundary(): boolean {
+    return this.mode === 'head' && this.headFill === 0;
+  }
+
   /** Bytes held for a frame being assembled. */
   get bufferedBytes(): number {
     return this.mode === 'whole' ? this.size - this.left : 0;

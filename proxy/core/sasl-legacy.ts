@@ -49,6 +49,11 @@ export class LegacySaslExchange {
     this.tokensLeft = trips;
   }
 
+  /** A handshake is answered or raw tokens are to come: frames are not all Kafka requests. */
+  get inExchange(): boolean {
+    return this.mechanism !== null || this.tokensLeft > 0;
+  }
+
   /** Whether the client's next frame is a raw token (without counting it). */
   get expectsRawToken(): boolean {
     return this.tokensLeft > 0;
