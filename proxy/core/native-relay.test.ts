@@ -1,0 +1,722 @@
+// The native path (native/relay.c through native-relay.ts) on real loopback sockets: a client, the
+// proxy's two sockets handed to the addon, and a fake broker. Bytes pass both ways unchanged and in
+// order, cut anywhere; every frame the proxy must read, and everything unexpected, hands the pair
+// back at a frame boundary with nothing lost or repeated; backpressure holds both ways; the
+// addon's Produce walks decide as the JavaScript ones do. The addon must be built (npm run build).
+import net from 'node:net';
+import fc from 'fast-check';
+import { afterEach, describe, expect, test } from 'vitest';
+import { encodeRequestFrame, encodeResponseFrame, peekProduceAcks } from '../../protocol/frames.js';
+import { ApiKey } from '../../protocol/messages/index.js';
+import { defaultMetadataRequest } from '../../protocol/messages/metadata-request.js';
+import { defaultProduceRequest } from '../../protocol/messages/produce-request.js';
+import { defaultProduceResponse } from '../../protocol/messages/produce-response.js';
+import { FrameSplitter } from '../../protocol/frame-splitter.js';
+import { ApiPlans } from './api-plan.js';
+import { loadNativeRelay, NativeRelay, nativeFd, nativePlan, pausedForNative } from './native-relay.js';
+import type { NativeEnd, NativeHost, NativePair, NativePending } from './native-relay.js';
+import { noopObserver } from './observer.js';
+import type { ProxyObserver } from './observer.js';
+import { produceResponseHasNodeEndpoints } from './produce-endpoints.js';
+import { produceResponses } from '../../test/harness/produce-responses.js';
+import { answerIds, requestIds } from '../../test/harness/frame-ids.js';
+import { connectWithReusedReads, readSocket, reuseAcceptedReads } from './reused-reads.js';
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+async function until(cond: () => boolean, what: string, ms = 10_000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!cond()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(5);
+  }
+}
+
+const { binding, why } = loadNativeRelay();
+if (binding === null) throw new Error(`the native relay addon is ${why}: run npm run build`);
+
+const plans = new ApiPlans({ extension: null, streamFetch: true });
+
+/** A DescribeConfigs v1 request (passed on unread, answered as-is) with `body` bytes after its header. */
+function opaque(correlationId: number, bodyBytes: number): Buffer {
+  const f = Buffer.alloc(4 + 11 + bodyBytes);
+  f.writeInt32BE(f.length - 4, 0);
+  f.writeInt16BE(ApiKey.DescribeConfigs, 4);
+  f.writeInt16BE(1, 6);
+  f.writeInt32BE(correlationId, 8);
+  f.writeInt16BE(1, 12);
+  f.write('t', 14);
+  for (let i = 15; i < f.length; i++) f[i] = (i * 7 + correlationId) & 0xff;
+  return f;
+}
+
+/** A Metadata v1 request: its answer names brokers, so the proxy reads it (JavaScript's). */
+const metadata = (correlationId: number): Buffer =>
+  encodeRequestFrame(
+    { apiKey: ApiKey.Metadata, apiVersion: 1, correlationId, clientId: 't' },
+    { ...defaultMetadataRequest(), topics: [] },
+  );
+
+/** A Produce request of `version` with `acks`, `bytes` of records and a transactional id of `txn` characters. */
+function produce(correlationId: number, version: number, acks: number, bytes: number, txn = 0): Buffer {
+  return encodeRequestFrame(
+    { apiKey: ApiKey.Produce, apiVersion: version, correlationId, clientId: 'native-test' },
+    {
+      ...defaultProduceRequest(),
+      transactionalId: txn > 0 ? 'x'.repeat(txn) : null,
+      acks,
+      timeoutMs: 1000,
+      topicData: [{ name: 't', partitionData: [{ index: 0, records: Buffer.alloc(bytes, correlationId) }] }],
+    },
+  );
+}
+
+/** An answer of `bytes` bytes after the correlation id (passed on, never decoded). */
+function answer(correlationId: number, bytes: number): Buffer {
+  const f = Buffer.alloc(8 + bytes, 0x5a);
+  f.writeInt32BE(4 + bytes, 0);
+  f.writeInt32BE(correlationId, 4);
+  return f;
+}
+
+/** A Produce v10 answer, with NodeEndpoints or without. */
+function produceAnswer(correlationId: number, endpoints: boolean): Buffer {
+  return encodeResponseFrame(ApiKey.Produce, 10, correlationId, {
+    ...defaultProduceResponse(),
+    responses: [
+      {
+        name: 't',
+        partitionResponses: [
+          {
+            index: 0,
+            errorCode: endpoints ? 6 : 0,
+            baseOffset: 5n,
+            logAppendTimeMs: -1n,
+            logStartOffset: 0n,
+            recordErrors: [],
+            errorMessage: null,
+            currentLeader: { leaderId: endpoints ? 2 : -1, leaderEpoch: endpoints ? 3 : -1 },
+          },
+        ],
+      },
+    ],
+    nodeEndpoints: endpoints ? [{ nodeId: 2, host: 'broker-2', port: 9092, rack: null }] : [],
+  });
+}
+
+interface Handback {
+  client: Buffer;
+  broker: Buffer;
+  pending: NativePending[];
+}
+
+/** Collects what a socket gives, into reused-buffer reads or Node's own. */
+function collect(into: Buffer[]): { readBytes(b: Buffer, end: number): boolean } {
+  return {
+    readBytes: (b, end) => {
+      into.push(Buffer.from(b.subarray(0, end)));
+      return false;
+    },
+  };
+}
+
+interface Bed {
+  client: net.Socket;
+  /** What the client received. */
+  clientGot: () => Buffer;
+  /** What the broker received. */
+  brokerGot: () => Buffer;
+  /** The broker's socket to the proxy. */
+  broker: () => net.Socket;
+  pair: () => NativePair;
+  relay: NativeRelay;
+  handbacks: Handback[];
+  ends: { end: NativeEnd; error: Error | undefined }[];
+  /** Bytes Node read on the proxy's own sockets after a handback (the client's, the broker's). */
+  afterClient: () => Buffer;
+  afterBroker: () => Buffer;
+  stop: () => Promise<void>;
+}
+
+let bed: Bed | null = null;
+afterEach(async () => {
+  await bed?.stop();
+  bed = null;
+});
+
+/**
+ * Client -> proxy sockets (handed to the addon with `pending`) -> fake broker. The broker answers
+ * nothing by itself (the test writes its bytes); after a handback the proxy's sockets are read by
+ * Node into `afterClient` and `afterBroker`, as the connection would go on reading them.
+ */
+async function start(
+  opts: {
+    maxInFlight?: number;
+    observer?: ProxyObserver;
+    pending?: NativePending[];
+    maxFrameSize?: number;
+  } = {},
+): Promise<Bed> {
+  const relay = new NativeRelay(binding!, {
+    plans,
+    maxFrameSize: opts.maxFrameSize ?? 1 << 24,
+    maxInFlight: opts.maxInFlight ?? 100,
+    observer: opts.observer ?? noopObserver,
+  });
+  const sockets: net.Socket[] = [];
+  const brokerGot: Buffer[] = [];
+  let brokerSocket: net.Socket | null = null;
+  const brokerServer = net.createServer((s) => {
+    sockets.push(s);
+    brokerSocket = s;
+    s.on('data', (d: Buffer) => brokerGot.push(d));
+    s.on('error', () => undefined);
+  });
+  await new Promise<void>((r) => brokerServer.listen(0, '127.0.0.1', r));
+  const servers: net.Server[] = [brokerServer];
+  const clientGot: Buffer[] = [];
+  let clientSocket: net.Socket | null = null;
+  const handbacks: Handback[] = [];
+  const ends: Bed['ends'] = [];
+  const afterClient: Buffer[] = [];
+  const afterBroker: Buffer[] = [];
+  let pair: NativePair | null = null;
+  let proxySockets: [net.Socket, net.Socket] | null = null;
+  const host: NativeHost = {
+    nativeHandedBack(client, broker, pending) {
+      handbacks.push({ client: client ?? Buffer.alloc(0), broker: broker ?? Buffer.alloc(0), pending });
+      proxySockets![0].resume();
+      proxySockets![1].resume();
+    },
+    nativeEnded(end, error) {
+      ends.push({ end, error });
+    },
+  };
+  const attached = new Promise<void>((resolve, reject) => {
+    const front = net.createServer({ pauseOnConnect: true }, (c) => {
+      sockets.push(c);
+      expect(reuseAcceptedReads(c)).toBe(true);
+      c.on('error', () => undefined);
+      const up = connectWithReusedReads({
+        host: '127.0.0.1',
+        port: (brokerServer.address() as net.AddressInfo).port,
+      });
+      sockets.push(up);
+      up.on('error', () => undefined);
+      readSocket(c, collect(afterClient));
+      readSocket(up, collect(afterBroker));
+      up.once('connect', () => {
+        up.pause();
+        try {
+          expect(pausedForNative(c)).toBe(true);
+          expect(pausedForNative(up)).toBe(true);
+          proxySockets = [c, up];
+          pair = relay.attach(host, nativeFd(c), nativeFd(up), opts.pending ?? []);
+          resolve();
+        } catch (err) {
+          reject(err as Error);
+        }
+      });
+    });
+    front.listen(0, '127.0.0.1', () => {
+      const client = net.connect((front.address() as net.AddressInfo).port, '127.0.0.1');
+      sockets.push(client);
+      client.on('error', () => undefined);
+      client.on('data', (d: Buffer) => clientGot.push(d));
+      clientSocket = client;
+    });
+    servers.push(front);
+  });
+  await attached;
+  await until(() => brokerSocket !== null, 'the broker connection');
+  return {
+    client: clientSocket!,
+    clientGot: () => Buffer.concat(clientGot),
+    brokerGot: () => Buffer.concat(brokerGot),
+    broker: () => brokerSocket!,
+    pair: () => pair!,
+    relay,
+    handbacks,
+    ends,
+    afterClient: () => Buffer.concat(afterClient),
+    afterBroker: () => Buffer.concat(afterBroker),
+    stop: async () => {
+      pair?.close();
+      relay.stop();
+      for (const s of sockets) s.destroy();
+      await Promise.all(servers.map((srv) => new Promise((r) => srv.close(r))));
+    },
+  };
+}
+
+/** Writes `bytes` in pieces cut at `cuts` (offsets), a turn of the event loop apart. */
+async function writeCut(socket: net.Socket, bytes: Buffer, cuts: number[]): Promise<void> {
+  let from = 0;
+  for (const cut of [...cuts.filter((c) => c > 0 && c < bytes.length).sort((a, b) => a - b), bytes.length]) {
+    if (cut <= from) continue;
+    socket.write(bytes.subarray(from, cut));
+    from = cut;
+    await new Promise((r) => setImmediate(r));
+  }
+}
+
+describe('frames passed on unread', { timeout: 60_000 }, () => {
+  test('go both ways byte for byte and in order, cut anywhere; answers and bytes are counted', async () => {
+    const responded: [number, number, number][] = [];
+    const bytes = { client_in: 0, client_out: 0, broker_in: 0, broker_out: 0 };
+    const observer: ProxyObserver = {
+      ...noopObserver,
+      responded: (apiKey, apiVersion, by, seconds) => {
+        expect(by).toBe('broker');
+        responded.push([apiKey, apiVersion, seconds]);
+      },
+      bytes: (direction, n) => (bytes[direction] += n),
+    };
+    bed = await start({ observer });
+    const rng = fc.sample(fc.integer({ min: 0, max: 2 ** 31 - 1 }), { numRuns: 1, seed: 19 })[0]!;
+    let seed = rng;
+    const next = (n: number) => {
+      seed = (seed * 1103515245 + 12345) & 0x7fffffff;
+      return seed % n;
+    };
+    const count = 300;
+    const requests = Array.from({ length: count }, (_, i) =>
+      opaque(i + 1, [0, 10, 700, 5_000, 70_000, 300_000][next(6)]!),
+    );
+    const answers = Array.from({ length: count }, (_, i) =>
+      answer(i + 1, [0, 3, 900, 20_000, 1_000_000][next(5)]!),
+    );
+    const sent = Buffer.concat(requests);
+    const cuts = Array.from({ length: 400 }, () => next(sent.length));
+    // The broker answers each request as it has read it whole, its answers cut anywhere too.
+    const splitter = new FrameSplitter({ maxFrameSize: 1 << 24 });
+    let answered = 0;
+    // One write after another: pieces of two answers never interleave.
+    let writing = Promise.resolve();
+    bed.broker().on('data', (d: Buffer) => {
+      const whole = splitter.push(d).length;
+      if (whole === 0) return;
+      const out = Buffer.concat(answers.slice(answered, answered + whole));
+      answered += whole;
+      const cuts = [1, 5, 8, 9, next(out.length), next(out.length)];
+      writing = writing.then(() => writeCut(bed!.broker(), out, cuts));
+    });
+    await writeCut(bed.client, sent, cuts);
+    const expected = Buffer.concat(answers);
+    await until(() => bed!.clientGot().length >= expected.length, 'every answer', 50_000);
+    expect(bed.brokerGot().equals(sent)).toBe(true);
+    expect(bed.clientGot().equals(expected)).toBe(true);
+    expect(bed.handbacks).toEqual([]);
+    bed.relay.flushStats();
+    expect(responded.length).toBe(count);
+    expect(responded.every(([k, v, s]) => k === ApiKey.DescribeConfigs && v === 1 && s >= 0 && s < 60)).toBe(
+      true,
+    );
+    expect(bytes).toEqual({
+      client_in: sent.length,
+      broker_out: sent.length,
+      broker_in: expected.length,
+      client_out: expected.length,
+    });
+    expect(bed.pair().status()).toMatchObject({ awaiting: 0, unsentToClient: 0 });
+  });
+
+  test('a Produce with acks=0 takes no place: the answers after it match their requests', async () => {
+    bed = await start();
+    const frames = [
+      produce(1, 9, 1, 1000),
+      produce(2, 9, 0, 1000),
+      produce(3, 3, -1, 2000, 10),
+      produce(4, 3, 0, 10),
+    ];
+    bed.client.write(Buffer.concat(frames));
+    await until(() => bed!.brokerGot().length === Buffer.concat(frames).length, 'the requests at the broker');
+    expect(bed.pair().status().awaiting).toBe(2);
+    bed.broker().write(Buffer.concat([answer(1, 10), answer(3, 10)]));
+    await until(() => answerIds(bed!.clientGot()).length === 2, 'both answers');
+    expect(answerIds(bed.clientGot())).toEqual([1, 3]);
+    expect(bed.handbacks).toEqual([]);
+  });
+
+  test('a Produce v10 answer without NodeEndpoints goes as written, whole or cut', async () => {
+    bed = await start();
+    bed.client.write(Buffer.concat([produce(1, 10, 1, 100), produce(2, 10, -1, 100)]));
+    await until(() => bed!.pair().status().awaiting === 2, 'both requests');
+    const answers = Buffer.concat([produceAnswer(1, false), produceAnswer(2, false)]);
+    await writeCut(bed.broker(), answers, [3, 9, 30]);
+    await until(() => bed!.clientGot().length === answers.length, 'both answers');
+    expect(bed.clientGot().equals(answers)).toBe(true);
+    expect(bed.handbacks).toEqual([]);
+  });
+});
+
+describe('the pair is handed back at a frame boundary', { timeout: 30_000 }, () => {
+  test('at a frame the proxy reads: from its first byte, with the requests still awaiting answers', async () => {
+    const counted = { client_in: 0, client_out: 0, broker_in: 0, broker_out: 0 };
+    bed = await start({ observer: { ...noopObserver, bytes: (direction, n) => (counted[direction] += n) } });
+    const before = [opaque(1, 100), opaque(2, 50_000), opaque(3, 10)];
+    const rest = [metadata(4), opaque(5, 10)];
+    bed.client.write(Buffer.concat([...before, ...rest]));
+    await until(() => bed!.handbacks.length === 1, 'the handback');
+    await until(() => bed!.brokerGot().length >= Buffer.concat(before).length, 'the requests at the broker');
+    const [h] = bed.handbacks;
+    expect(bed.brokerGot().equals(Buffer.concat(before))).toBe(true);
+    expect(h!.pending.map((p) => p.correlationId)).toEqual([1, 2, 3]);
+    expect(h!.pending.every((p) => p.apiKey === ApiKey.DescribeConfigs && p.apiVersion === 1)).toBe(true);
+    // What the addon read and did not pass on, then what Node reads after it: the rest, whole.
+    await sleep(100);
+    expect(Buffer.concat([h!.client, bed.afterClient()]).equals(Buffer.concat(rest))).toBe(true);
+    expect(h!.broker.length).toBe(0);
+    expect(bed.relay.pairs).toBe(0);
+    // The bytes handed back are JavaScript's to count, when it reads them.
+    bed.relay.flushStats();
+    expect(counted).toEqual({
+      client_in: Buffer.concat(before).length,
+      client_out: 0,
+      broker_in: 0,
+      broker_out: Buffer.concat(before).length,
+    });
+  });
+
+  test('while an answer streams: that answer first goes whole to the client', async () => {
+    bed = await start();
+    bed.client.write(opaque(1, 10));
+    await until(() => bed!.pair().status().awaiting === 1, 'the request');
+    const big = answer(1, 300_000);
+    bed.broker().write(big.subarray(0, 100_000));
+    await until(() => bed!.clientGot().length > 0, 'the answer streaming');
+    bed.client.write(metadata(2));
+    await sleep(200);
+    expect(bed.handbacks).toEqual([]);
+    bed.broker().write(Buffer.concat([big.subarray(100_000), answer(9, 5)]));
+    await until(() => bed!.handbacks.length === 1, 'the handback');
+    await sleep(100);
+    expect(bed.clientGot().equals(big)).toBe(true);
+    const [h] = bed.handbacks;
+    expect(h!.pending).toEqual([]);
+    expect(Buffer.concat([h!.client, bed.afterClient()]).equals(metadata(2))).toBe(true);
+    // The broker's bytes after that answer: handed back or read by Node afterwards, never lost.
+    expect(Buffer.concat([h!.broker, bed.afterBroker()]).equals(answer(9, 5))).toBe(true);
+  });
+
+  test('while a request is passed on part way: at its end', async () => {
+    bed = await start();
+    const big = opaque(1, 200_000);
+    bed.client.write(big.subarray(0, 50_000));
+    await until(() => bed!.brokerGot().length >= 50_000, 'the first part at the broker');
+    bed.pair().handBack();
+    await sleep(100);
+    expect(bed.handbacks).toEqual([]);
+    bed.client.write(Buffer.concat([big.subarray(50_000), opaque(2, 5)]));
+    await until(() => bed!.handbacks.length === 1, 'the handback');
+    await sleep(100);
+    expect(bed.brokerGot().equals(big)).toBe(true);
+    const [h] = bed.handbacks;
+    expect(h!.pending.map((p) => p.correlationId)).toEqual([1]);
+    expect(Buffer.concat([h!.client, bed.afterClient()]).equals(opaque(2, 5))).toBe(true);
+  });
+
+  test('asked for between frames: at once, with what the pair was given and nothing read', async () => {
+    const started = performance.now();
+    bed = await start({
+      pending: [{ correlationId: 7, apiKey: ApiKey.DescribeConfigs, apiVersion: 1, started }],
+    });
+    bed.pair().handBack();
+    expect(bed.handbacks).toEqual([
+      {
+        client: Buffer.alloc(0),
+        broker: Buffer.alloc(0),
+        pending: [{ correlationId: 7, apiKey: ApiKey.DescribeConfigs, apiVersion: 1, started }],
+      },
+    ]);
+  });
+
+  test('an answer handed over with its request streams to the client', async () => {
+    bed = await start({
+      pending: [
+        { correlationId: 7, apiKey: ApiKey.Produce, apiVersion: 10, started: performance.now(), walk: true },
+      ],
+    });
+    bed.broker().write(produceAnswer(7, false));
+    await until(() => bed!.clientGot().length === produceAnswer(7, false).length, 'the answer');
+    expect(bed.handbacks).toEqual([]);
+  });
+
+  test('a Produce v10 answer with NodeEndpoints: with its request, for JavaScript to rewrite', async () => {
+    bed = await start();
+    bed.client.write(Buffer.concat([produce(1, 10, 1, 100), produce(2, 10, 1, 100)]));
+    await until(() => bed!.pair().status().awaiting === 2, 'both requests');
+    const withEndpoints = produceAnswer(1, true);
+    await writeCut(bed.broker(), Buffer.concat([withEndpoints, produceAnswer(2, false)]), [5, 20]);
+    await until(() => bed!.handbacks.length === 1, 'the handback');
+    await sleep(100);
+    const [h] = bed.handbacks;
+    expect(bed.clientGot().length).toBe(0);
+    expect(h!.pending.map((p) => p.correlationId)).toEqual([1, 2]);
+    expect(
+      Buffer.concat([h!.broker, bed.afterBroker()]).equals(
+        Buffer.concat([withEndpoints, produceAnswer(2, false)]),
+      ),
+    ).toBe(true);
+  });
+
+  test('an answer out of order, a negative or oversized size, a header cut short: nothing of it passed on', async () => {
+    const cases: [string, (b: Bed) => Promise<{ client?: Buffer; broker?: Buffer }>][] = [
+      [
+        'an answer to another correlation id',
+        async (b) => {
+          b.client.write(opaque(1, 10));
+          await until(() => b.pair().status().awaiting === 1, 'the request');
+          b.broker().write(answer(1000, 10));
+          return { broker: answer(1000, 10) };
+        },
+      ],
+      [
+        'an answer nobody asked for',
+        async (b) => {
+          b.broker().write(answer(3, 10));
+          return { broker: answer(3, 10) };
+        },
+      ],
+      [
+        'a negative request size',
+        async (b) => {
+          const bad = Buffer.from([0xff, 0xff, 0xff, 0xfe, 0, 0, 0, 0]);
+          b.client.write(bad);
+          return { client: bad };
+        },
+      ],
+      [
+        'a request over the frame size limit, its size prefix cut in two',
+        async (b) => {
+          const size = Buffer.alloc(4);
+          size.writeInt32BE((1 << 24) + 1, 0);
+          b.client.write(size.subarray(0, 2));
+          await sleep(50);
+          b.client.write(size.subarray(2));
+          return { client: size };
+        },
+      ],
+      [
+        'a request shorter than a header',
+        async (b) => {
+          const short = Buffer.from([0, 0, 0, 6, 0, 32, 0, 1, 0, 0]);
+          b.client.write(short);
+          return { client: short };
+        },
+      ],
+      [
+        'a Produce whose acks lie past the first 512 bytes',
+        async (b) => {
+          const long = produce(1, 9, 1, 10, 3_000);
+          await writeCut(b.client, long, [100, 300, 600]);
+          return { client: long };
+        },
+      ],
+      [
+        'a Produce with a client id length below -1',
+        async (b) => {
+          const bad = produce(1, 3, 1, 10);
+          bad.writeInt16BE(-5, 12);
+          b.client.write(bad);
+          return { client: bad };
+        },
+      ],
+    ];
+    for (const [name, run] of cases) {
+      const b = await start();
+      try {
+        const expected = await run(b);
+        await until(() => b.handbacks.length === 1, `the handback: ${name}`);
+        await sleep(50);
+        const [h] = b.handbacks;
+        expect(
+          Buffer.concat([h!.client, b.afterClient()]).equals(expected.client ?? Buffer.alloc(0)),
+          name,
+        ).toBe(true);
+        expect(
+          Buffer.concat([h!.broker, b.afterBroker()]).equals(expected.broker ?? Buffer.alloc(0)),
+          name,
+        ).toBe(true);
+        expect(b.brokerGot().length === 0 || expected.client === undefined, name).toBe(true);
+      } finally {
+        await b.stop();
+      }
+    }
+  });
+
+  test('at any moment, nothing is lost or repeated either way', async () => {
+    // Requests and answers flow; a handback is asked for at a random moment. Every byte either
+    // went through the addon or is handed back or read by Node afterwards, in order.
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(fc.integer({ min: 0, max: 120_000 }), { minLength: 5, maxLength: 30 }),
+        fc.array(fc.integer({ min: 0, max: 200_000 }), { minLength: 5, maxLength: 30 }),
+        fc.integer({ min: 0, max: 30 }),
+        async (requestSizes, answerSizes, handBackAfterMs) => {
+          const b = await start();
+          try {
+            const requests = Buffer.concat(requestSizes.map((n, i) => opaque(i + 1, n)));
+            const answers = Buffer.concat(answerSizes.map((n, i) => answer(i + 1, n)));
+            const writing = writeCut(b.client, requests, [7, 5_000, 33_333, 100_000, 250_000]);
+            // Answers for at most the requests sent: all of them cut into pieces.
+            const answered = Math.min(requestSizes.length, answerSizes.length);
+            const answerBytes = Buffer.concat(answerSizes.slice(0, answered).map((n, i) => answer(i + 1, n)));
+            void answers;
+            await until(
+              () => b.pair().status().awaiting > 0 || b.handbacks.length > 0,
+              'a request in flight',
+            );
+            const broker = writeCut(b.broker(), answerBytes, [3, 9, 12_345, 150_000]);
+            await sleep(handBackAfterMs);
+            b.pair().handBack();
+            await writing;
+            await broker;
+            await until(() => b.handbacks.length === 1, 'the handback');
+            await sleep(100);
+            const [h] = b.handbacks;
+            const clientSide = Buffer.concat([b.brokerGot(), h!.client, b.afterClient()]);
+            const brokerSide = Buffer.concat([b.clientGot(), h!.broker, b.afterBroker()]);
+            expect(clientSide.equals(requests)).toBe(true);
+            expect(brokerSide.equals(answerBytes)).toBe(true);
+            // What is still owed: the requests passed on whose answers did not go to the client.
+            const passed = requestIds(b.brokerGot());
+            const answeredIds = answerIds(b.clientGot());
+            expect(h!.pending.map((p) => p.correlationId)).toEqual(passed.slice(answeredIds.length));
+          } finally {
+            await b.stop();
+          }
+        },
+      ),
+      { numRuns: 25, seed: 1919 },
+    );
+  });
+});
+
+describe('ends and limits', { timeout: 30_000 }, () => {
+  test('the client closing or the broker closing is reported, once', async () => {
+    bed = await start();
+    bed.client.end();
+    await until(() => bed!.ends.length === 1, 'the end');
+    expect(bed.ends[0]!.end).toBe('client ended');
+    await bed.stop();
+    bed = await start();
+    bed.broker().destroy();
+    await until(() => bed!.ends.length === 1, 'the end');
+    expect(bed.ends[0]!.end).toMatch(/^broker (ended|error)$/);
+    await sleep(50);
+    expect(bed.ends.length).toBe(1);
+  });
+
+  test('at --max-in-flight the client is no longer read; as answers go out it is read again', async () => {
+    bed = await start({ maxInFlight: 2 });
+    for (let id = 1; id <= 5; id++) {
+      bed.client.write(opaque(id, 10));
+      await sleep(30);
+    }
+    await sleep(200);
+    expect(requestIds(bed.brokerGot())).toEqual([1, 2]);
+    bed.broker().write(answer(1, 5));
+    // Read again: what waits in the socket, in one read (as the JavaScript path, the frames of a read go on).
+    await until(() => requestIds(bed!.brokerGot()).length >= 3, 'the third request');
+    bed.broker().write(Buffer.concat([answer(2, 5), answer(3, 5), answer(4, 5), answer(5, 5)]));
+    await until(() => answerIds(bed!.clientGot()).length === 5, 'every answer');
+    expect(answerIds(bed.clientGot())).toEqual([1, 2, 3, 4, 5]);
+  });
+
+  test('a broker that does not read: the client stops being read, and nothing is lost', async () => {
+    bed = await start();
+    bed.broker().pause();
+    const requests = Buffer.concat(Array.from({ length: 64 }, (_, i) => opaque(i + 1, 1_000_000)));
+    bed.client.write(requests);
+    await sleep(1_000);
+    // Taken only up to the sockets' kernel buffers and one read of the addon's, not 64 MB.
+    expect(bed.client.writableLength).toBeGreaterThan(requests.length / 2);
+    bed.broker().resume();
+    await until(() => bed!.brokerGot().length === requests.length, 'every request', 25_000);
+    expect(bed.brokerGot().equals(requests)).toBe(true);
+  });
+
+  test('a client that does not read: the broker stops being read, and nothing is lost', async () => {
+    bed = await start();
+    bed.client.pause();
+    const n = 32;
+    bed.client.write(Buffer.concat(Array.from({ length: n }, (_, i) => opaque(i + 1, 10))));
+    await until(() => bed!.pair().status().awaiting === n, 'the requests');
+    const answers = Buffer.concat(Array.from({ length: n }, (_, i) => answer(i + 1, 2_000_000)));
+    bed.broker().write(answers);
+    await sleep(1_000);
+    expect(bed.broker().writableLength).toBeGreaterThan(answers.length / 2);
+    expect(bed.pair().status().unsentToClient).toBeLessThanOrEqual(256 * 1024);
+    bed.client.resume();
+    await until(() => bed!.clientGot().length === answers.length, 'every answer', 25_000);
+    expect(bed.clientGot().equals(answers)).toBe(true);
+  });
+});
+
+describe("the addon's Produce walks decide as the JavaScript ones", () => {
+  const flexibleVersions = [9, 10, 11];
+  test('acks, for every version, client id and transactional id, and every prefix of the frame', () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 3, max: 11 }),
+        fc.integer({ min: -1, max: 1 }),
+        fc.integer({ min: 0, max: 600 }),
+        fc.option(fc.string({ maxLength: 40 }), { nil: null }),
+        (version, acks, txn, clientId) => {
+          const frame = encodeRequestFrame(
+            { apiKey: ApiKey.Produce, apiVersion: version, correlationId: 1, clientId },
+            {
+              ...defaultProduceRequest(),
+              transactionalId: txn > 0 ? 'y'.repeat(txn) : null,
+              acks,
+              timeoutMs: 5,
+            },
+          ).subarray(4);
+          const flexible = flexibleVersions.includes(version);
+          expect(binding!.produceAcks(frame, version, flexible)).toBe(peekProduceAcks(frame));
+          for (let cut = 8; cut < frame.length; cut += Math.max(1, Math.floor(frame.length / 40))) {
+            const got = binding!.produceAcks(frame.subarray(0, cut), version, flexible);
+            let js: number | 'short';
+            try {
+              js = peekProduceAcks(frame.subarray(0, cut));
+            } catch {
+              js = 'short';
+            }
+            expect(got === -2 ? 'short' : got, `cut at ${cut}`).toBe(js);
+          }
+        },
+      ),
+      { numRuns: 300, seed: 951 },
+    );
+  });
+
+  test('NodeEndpoints in Produce v10-11 answers, whole, cut short or with bytes after them', () => {
+    fc.assert(
+      fc.property(fc.constantFrom(10, 11), produceResponses, fc.nat(), (version, body, cut) => {
+        const frame = encodeResponseFrame(ApiKey.Produce, version, 1, body).subarray(4);
+        expect(binding!.produceAnswerUnchanged(frame)).toBe(!produceResponseHasNodeEndpoints(frame, version));
+        // Whatever JavaScript refuses, the addon hands to it.
+        expect(binding!.produceAnswerUnchanged(frame.subarray(0, cut % frame.length))).toBe(false);
+        expect(binding!.produceAnswerUnchanged(Buffer.concat([frame, Buffer.from([0])]))).toBe(false);
+      }),
+      { numRuns: 500, seed: 10 },
+    );
+  });
+
+  test('every plan the table gives the addon is one the connection passes on unread', () => {
+    for (let api = 0; api < binding!.maxApi; api++) {
+      for (let v = 0; v < binding!.maxVersion; v++) {
+        const plan = plans.of(api, v);
+        const bits = nativePlan(plan, api, v);
+        if (bits === 0) continue;
+        expect(plan.kind === 'relay' && plan.passedOnUnread, `${api} v${v}`).toBe(true);
+      }
+    }
+    expect(nativePlan(plans.of(ApiKey.Metadata, 12), ApiKey.Metadata, 12)).toBe(0);
+    expect(nativePlan(plans.of(ApiKey.ApiVersions, 3), ApiKey.ApiVersions, 3)).toBe(0);
+    expect(nativePlan(plans.of(ApiKey.Produce, 9), ApiKey.Produce, 9)).toBe(1 | 4 | 8);
+    expect(nativePlan(plans.of(ApiKey.Produce, 10), ApiKey.Produce, 10)).toBe(2 | 4 | 8);
+    expect(nativePlan(plans.of(ApiKey.Produce, 8), ApiKey.Produce, 8)).toBe(1 | 4);
+  });
+});

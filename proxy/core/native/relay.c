@@ -1,0 +1,1216 @@
+/*
+ * The relay's native data path: a client connection and its broker connection relayed on Node's
+ * own event loop without calling into JavaScript per read, for as long as every frame is one the
+ * proxy passes on unread.
+ *
+ * The JavaScript connection (proxy/core/connection.ts) stays the owner of the pair and of every
+ * decision. It hands the pair over ("attach") only when nothing is half done: no frame part way
+ * read or written, no answer waiting for the client, nothing of its own in flight. From then on
+ * this file reads both sockets, through duplicates of their descriptors (the Node sockets stop
+ * reading meanwhile), and for each request frame it looks up the plan table JavaScript computed
+ * from proxy/core/api-plan.ts:
+ *   - a request whose answer goes back unchanged ('as-is') is written to the broker as it is read,
+ *     and its answer streamed back to the client, in order (a broker answers in order);
+ *   - a Produce request is the same, but one with acks=0 gets no answer, and a Produce v10+ answer
+ *     is walked for KIP-951 NodeEndpoints, which only JavaScript rewrites;
+ *   - anything else, and anything unexpected (a frame too large, a bad size, an answer out of
+ *     order, bytes it cannot parse), is JavaScript's: the pair is handed back.
+ * Handing back stops each direction at its next frame boundary, waits until everything written
+ * has reached the kernel, closes the duplicates and calls JavaScript with what was read and not
+ * passed on (from the first frame it did not take) and the requests still awaiting their answer.
+ * JavaScript then goes on exactly as if it had read those bytes itself, so every error and every
+ * rewrite keeps one implementation, in connection.ts.
+ *
+ * Nothing here decides what a broker would: it relays, keeps order and backpressure, or gives up.
+ *
+ * Memory per pair: at most one read (READ_BYTES) waiting in each direction (a side whose peer's
+ * socket is full is not read), a Produce answer being gathered for its walk, and the queue of
+ * requests awaiting answers (bounded by --max-in-flight plus the frames of one read).
+ */
+#define NAPI_VERSION 8
+#include <node_api.h>
+#include <uv.h>
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ---- plan table (built by JavaScript, see native-relay.ts) --------------------------------- */
+
+#define MAX_API 128
+#define MAX_VERSION 32
+/* Low two bits: who handles the frame. */
+#define PLAN_JS 0        /* JavaScript reads it: hand the pair back */
+#define PLAN_AS_IS 1     /* relayed, its answer as the broker wrote it */
+#define PLAN_WALK 2      /* relayed, its answer walked for Produce NodeEndpoints */
+#define PLAN_KIND 3
+#define PLAN_ACKS 4      /* Produce: acks=0 gets no answer */
+#define PLAN_FLEXIBLE 8  /* request header v2 (tagged fields after the client id) */
+
+/* Bytes of a request frame's start the relay looks at to classify it (header and Produce acks). */
+#define HEAD_MAX 512
+/* One read; a read buffer shared by every pair (reads are handled one at a time). */
+#define READ_BYTES (256 * 1024)
+/* Samples of answered requests kept for JavaScript's metrics before it is asked to take them. */
+#define STATS_SAMPLES 4096
+#define STATS_HEADER 8
+
+/* Reason codes reported to JavaScript when the relay stops on its own. */
+enum { CLOSED_CLIENT_ENDED = 1, CLOSED_CLIENT_ERROR, CLOSED_BROKER_ENDED, CLOSED_BROKER_ERROR };
+
+typedef struct context {
+  napi_env env;
+  uint8_t plans[MAX_API * MAX_VERSION];
+  int32_t max_frame_size;
+  uint32_t max_in_flight;
+  /* performance.now() = uv_hrtime() / 1e6 + clock_offset_ms */
+  double clock_offset_ms;
+  napi_ref on_handback; /* (id, clientBytes, brokerBytes, pending) */
+  napi_ref on_closed;   /* (id, reason, errno name) */
+  napi_ref on_stats;    /* () : take the samples */
+  napi_ref stats_ref;   /* the Float64Array below */
+  double *stats;        /* [0] samples, [1..4] bytes client_in, client_out, broker_in, broker_out */
+  napi_async_context async;
+  int pairs; /* pairs not yet freed; the context outlives them */
+  int released;
+  int disposed; /* the callbacks are let go (dispose): nothing is reported any more */
+  /* Where every pair of this context reads: reads are handled one at a time on its loop. */
+  uint8_t read_buffer[READ_BYTES];
+} context_t;
+
+typedef struct pending {
+  int32_t correlation_id;
+  int16_t api_key;
+  int16_t api_version;
+  uint8_t plan;
+  double started_ms;
+} pending_t;
+
+struct pair;
+
+typedef struct side {
+  uv_tcp_t tcp; /* first: the handle's address is the side's */
+  struct pair *pair;
+  int is_client;
+  int reading;
+  int open;
+  /* Bytes handed to uv_write and not written yet. */
+  size_t queued;
+  /* Stopped at a frame boundary while handing back. */
+  int stopped;
+  /* Bytes read and not passed on (handing back): from the first frame not taken. */
+  uint8_t *left;
+  size_t left_len, left_cap;
+} side_t;
+
+enum { ENGAGED, HANDING_BACK, DONE };
+
+typedef struct pair {
+  side_t client, broker;
+  context_t *ctx;
+  int32_t id;
+  int state;
+  /* Handles not closed yet, plus one while JavaScript holds the pair. */
+  int refs;
+  uint64_t last_active_ns;
+
+  /* client -> broker: bytes of the current request frame still to pass on (0: at a boundary) */
+  int64_t req_left;
+  uint8_t req_head[HEAD_MAX];
+  size_t req_head_len;
+
+  /* broker -> client: bytes of the current answer still to pass on (0: at a boundary) */
+  int64_t resp_left;
+  uint8_t resp_head[8];
+  size_t resp_head_len;
+  /* A Produce answer gathered whole for its walk (resp_whole_len of resp_whole_size). */
+  uint8_t *resp_whole;
+  size_t resp_whole_len, resp_whole_size;
+
+  /* Requests awaiting the broker's answer, oldest first (a ring). */
+  pending_t *pend;
+  uint32_t pend_cap, pend_first, pend_count;
+} pair_t;
+
+static double now_ms(const context_t *ctx) { return (double)uv_hrtime() / 1e6 + ctx->clock_offset_ms; }
+
+static int32_t be32(const uint8_t *p) {
+  return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3]);
+}
+static int16_t be16(const uint8_t *p) { return (int16_t)(((uint16_t)p[0] << 8) | p[1]); }
+
+static void context_unref(context_t *ctx);
+static void pair_unref(pair_t *p);
+static void update_reading(pair_t *p);
+static void maybe_handed_back(pair_t *p);
+static void start_handback(pair_t *p);
+static void stop_with(pair_t *p, int reason, int uv_err);
+
+/* ---- byte parsing with bounds (every length checked against the bytes there are) ----------- */
+
+typedef struct {
+  const uint8_t *p;
+  size_t len, off;
+  int short_; /* ran past the end: more bytes needed */
+  int bad;    /* malformed whatever follows */
+} cursor_t;
+
+static int need(cursor_t *c, size_t n) {
+  if (c->short_ || c->bad) return 0;
+  if (c->len - c->off < n) {
+    c->short_ = 1;
+    return 0;
+  }
+  return 1;
+}
+static void skip(cursor_t *c, uint64_t n) {
+  if (c->short_ || c->bad) return;
+  if (n > c->len - c->off) {
+    c->short_ = 1;
+    return;
+  }
+  c->off += (size_t)n;
+}
+static int16_t read16(cursor_t *c) {
+  if (!need(c, 2)) return 0;
+  int16_t v = be16(c->p + c->off);
+  c->off += 2;
+  return v;
+}
+static uint64_t uvarint(cursor_t *c) {
+  uint64_t v = 0;
+  for (int shift = 0; shift <= 28; shift += 7) {
+    if (!need(c, 1)) return 0;
+    uint8_t b = c->p[c->off++];
+    v |= (uint64_t)(b & 0x7f) << shift;
+    if (!(b & 0x80)) return v;
+  }
+  c->bad = 1; /* longer than an int32's varint */
+  return 0;
+}
+static void skip_tagged_fields(cursor_t *c) {
+  uint64_t n = uvarint(c);
+  for (uint64_t i = 0; i < n && !c->short_ && !c->bad; i++) {
+    uvarint(c);
+    skip(c, uvarint(c));
+  }
+}
+static void skip_compact_string(cursor_t *c) {
+  uint64_t n = uvarint(c);
+  if (n > 0) skip(c, n - 1);
+}
+
+/*
+ * A Produce request's acks, from its payload's first `len` bytes (after the size prefix): >= -1,
+ * or -2 when more bytes are needed, -3 when the bytes are not a Produce request this can read.
+ * Produce v3+ has a transactional id before acks; v9+ is flexible (compact strings, tagged header).
+ */
+static int produce_acks(const uint8_t *payload, size_t len, int16_t version, int flexible) {
+  cursor_t c = {payload, len, 8, 0, 0};
+  int16_t id_len = read16(&c); /* client id: int16-length nullable string in every header */
+  if (id_len < -1) return -3;
+  if (id_len > 0) skip(&c, (uint64_t)id_len);
+  if (flexible) skip_tagged_fields(&c);
+  if (version >= 3) {
+    if (flexible) {
+      skip_compact_string(&c);
+    } else {
+      int16_t n = read16(&c);
+      if (n < -1) return -3;
+      if (n > 0) skip(&c, (uint64_t)n);
+    }
+  }
+  int16_t acks = read16(&c);
+  if (c.bad) return -3;
+  if (c.short_) return -2;
+  return acks;
+}
+
+/*
+ * Whether a Produce v10+ answer (payload after the size prefix) may go to the client as written:
+ * 1 when it has no NodeEndpoints (tag 0 of the top-level tagged fields), 0 when it has them or
+ * its bytes are not what the walk expects (JavaScript then decodes it, and refuses it if need be).
+ * The same walk as proxy/core/produce-endpoints.ts.
+ */
+static int produce_answer_unchanged(const uint8_t *payload, size_t len) {
+  cursor_t c = {payload, len, 4, 0, 0}; /* correlation id */
+  if (len < 4) return 0;
+  skip_tagged_fields(&c); /* response header v1 */
+  uint64_t topics = uvarint(&c);
+  if (topics > 0) topics--;
+  for (uint64_t t = 0; t < topics && !c.short_ && !c.bad; t++) {
+    skip_compact_string(&c);
+    uint64_t partitions = uvarint(&c);
+    if (partitions > 0) partitions--;
+    for (uint64_t i = 0; i < partitions && !c.short_ && !c.bad; i++) {
+      skip(&c, 4 + 2 + 8 + 8 + 8);
+      uint64_t errors = uvarint(&c);
+      if (errors > 0) errors--;
+      for (uint64_t e = 0; e < errors && !c.short_ && !c.bad; e++) {
+        skip(&c, 4);
+        skip_compact_string(&c);
+        skip_tagged_fields(&c);
+      }
+      skip_compact_string(&c);
+      skip_tagged_fields(&c);
+    }
+    skip_tagged_fields(&c);
+  }
+  skip(&c, 4); /* throttle_time_ms */
+  uint64_t tags = uvarint(&c);
+  int found = 0;
+  for (uint64_t i = 0; i < tags && !c.short_ && !c.bad; i++) {
+    if (uvarint(&c) == 0) found = 1;
+    skip(&c, uvarint(&c));
+  }
+  if (c.short_ || c.bad || c.off != len) return 0;
+  return !found;
+}
+
+/* ---- the queue of requests awaiting answers -------------------------------------------------- */
+
+static int pend_push(pair_t *p, pending_t e) {
+  if (p->pend_count == p->pend_cap) {
+    uint32_t cap = p->pend_cap ? p->pend_cap * 2 : 16;
+    pending_t *grown = malloc(sizeof(pending_t) * cap);
+    if (!grown) return 0;
+    for (uint32_t i = 0; i < p->pend_count; i++) grown[i] = p->pend[(p->pend_first + i) % p->pend_cap];
+    free(p->pend);
+    p->pend = grown;
+    p->pend_cap = cap;
+    p->pend_first = 0;
+  }
+  p->pend[(p->pend_first + p->pend_count) % p->pend_cap] = e;
+  p->pend_count++;
+  return 1;
+}
+
+static pending_t *pend_head(pair_t *p) { return p->pend_count ? &p->pend[p->pend_first] : NULL; }
+
+static void pend_pop(pair_t *p) {
+  p->pend_first = (p->pend_first + 1) % p->pend_cap;
+  p->pend_count--;
+}
+
+/* ---- statistics for JavaScript's metrics ------------------------------------------------------ */
+
+static void call_js(context_t *ctx, napi_ref fn_ref, size_t argc, napi_value *argv) {
+  napi_env env = ctx->env;
+  napi_value fn, global, result;
+  if (ctx->disposed || napi_get_reference_value(env, fn_ref, &fn) != napi_ok || fn == NULL) return;
+  napi_get_global(env, &global);
+  /* Through node::MakeCallback: microtasks and ticks run after it, as after any I/O callback. */
+  if (napi_make_callback(env, ctx->async, global, fn, argc, argv, &result) != napi_ok) {
+    bool pending = false;
+    napi_is_exception_pending(env, &pending);
+    if (pending) {
+      napi_value err;
+      napi_get_and_clear_last_exception(env, &err);
+      napi_fatal_exception(env, err);
+    }
+  }
+}
+
+static void count_bytes(context_t *ctx, int slot, double n) {
+  if (!ctx->disposed) ctx->stats[slot] += n;
+}
+
+static void answered(pair_t *p, const pending_t *e) {
+  context_t *ctx = p->ctx;
+  if (ctx->disposed) return;
+  double *s = ctx->stats;
+  size_t i = (size_t)s[0];
+  if (i >= STATS_SAMPLES) {
+    /*
+     * A plain call, not a callback scope: no microtask may run in the middle of a read, where
+     * it could close this pair under the loop that is relaying it.
+     */
+    napi_env env = ctx->env;
+    napi_handle_scope scope;
+    napi_value fn, global, result;
+    napi_open_handle_scope(env, &scope);
+    if (napi_get_reference_value(env, ctx->on_stats, &fn) == napi_ok && fn != NULL) {
+      napi_get_global(env, &global);
+      if (napi_call_function(env, global, fn, 0, NULL, &result) != napi_ok) {
+        napi_value err;
+        bool pending = false;
+        napi_is_exception_pending(env, &pending);
+        if (pending && napi_get_and_clear_last_exception(env, &err) == napi_ok) napi_fatal_exception(env, err);
+      }
+    }
+    napi_close_handle_scope(env, scope);
+    i = (size_t)s[0];
+    if (i >= STATS_SAMPLES) return; /* not taken: the sample is lost, not the answer */
+  }
+  double *at = s + STATS_HEADER + 3 * i;
+  at[0] = e->api_key;
+  at[1] = e->api_version;
+  at[2] = (now_ms(ctx) - e->started_ms) / 1000.0;
+  s[0] = (double)(i + 1);
+}
+
+/* ---- writes ---------------------------------------------------------------------------------- */
+
+typedef struct {
+  uv_write_t req;
+  side_t *to;
+  size_t len;
+  uint8_t bytes[];
+} write_req_t;
+
+static void on_written(uv_write_t *req, int status) {
+  write_req_t *w = (write_req_t *)req;
+  side_t *to = w->to;
+  pair_t *p = to->pair;
+  to->queued -= w->len;
+  free(w);
+  if (status < 0) {
+    if (status != UV_ECANCELED) stop_with(p, to->is_client ? CLOSED_CLIENT_ERROR : CLOSED_BROKER_ERROR, status);
+    return;
+  }
+  if (to->is_client) p->last_active_ns = uv_hrtime();
+  update_reading(p);
+  maybe_handed_back(p);
+}
+
+/*
+ * Writes the pieces to `to`: at once where the kernel takes them, the rest copied and queued (in
+ * order behind anything queued before). 0 on a write error (the pair is stopped).
+ */
+static int send_pieces(side_t *to, uv_buf_t *pieces, unsigned n) {
+  pair_t *p = to->pair;
+  size_t total = 0;
+  for (unsigned i = 0; i < n; i++) total += pieces[i].len;
+  if (total == 0) return 1;
+  count_bytes(p->ctx, to->is_client ? 2 : 4, (double)total);
+  size_t done = 0;
+  if (to->queued == 0) {
+    int r = uv_try_write((uv_stream_t *)&to->tcp, pieces, n);
+    if (r >= 0) done = (size_t)r;
+    else if (r != UV_EAGAIN) {
+      stop_with(p, to->is_client ? CLOSED_CLIENT_ERROR : CLOSED_BROKER_ERROR, r);
+      return 0;
+    }
+    if (to->is_client && done > 0) p->last_active_ns = uv_hrtime();
+    if (done == total) return 1;
+  }
+  size_t rest = total - done;
+  write_req_t *w = malloc(sizeof(write_req_t) + rest);
+  if (!w) {
+    stop_with(p, to->is_client ? CLOSED_CLIENT_ERROR : CLOSED_BROKER_ERROR, UV_ENOMEM);
+    return 0;
+  }
+  size_t at = 0, skipped = 0;
+  for (unsigned i = 0; i < n; i++) {
+    size_t len = pieces[i].len, from = 0;
+    if (skipped < done) {
+      size_t s = done - skipped < len ? done - skipped : len;
+      skipped += s;
+      from = s;
+    }
+    memcpy(w->bytes + at, pieces[i].base + from, len - from);
+    at += len - from;
+  }
+  w->to = to;
+  w->len = rest;
+  to->queued += rest;
+  uv_buf_t b = uv_buf_init((char *)w->bytes, (unsigned)rest);
+  int r = uv_write(&w->req, (uv_stream_t *)&to->tcp, &b, 1, on_written);
+  if (r < 0) {
+    to->queued -= rest;
+    free(w);
+    stop_with(p, to->is_client ? CLOSED_CLIENT_ERROR : CLOSED_BROKER_ERROR, r);
+    return 0;
+  }
+  return 1;
+}
+
+/* Pieces of one read to write on, gathered so that they go in one system call. */
+#define MAX_PIECES 64
+typedef struct {
+  uv_buf_t b[MAX_PIECES];
+  unsigned n;
+} pieces_t;
+
+static int add_piece(side_t *to, pieces_t *out, const uint8_t *base, size_t len) {
+  if (len == 0) return 1;
+  if (out->n > 0) {
+    uv_buf_t *last = &out->b[out->n - 1];
+    if ((const uint8_t *)last->base + last->len == base) {
+      last->len += len;
+      return 1;
+    }
+  }
+  if (out->n == MAX_PIECES) {
+    if (!send_pieces(to, out->b, out->n)) return 0;
+    out->n = 0;
+  }
+  out->b[out->n++] = uv_buf_init((char *)base, (unsigned)len);
+  return 1;
+}
+
+/* ---- handing back ---------------------------------------------------------------------------- */
+
+static int keep_left(side_t *s, const uint8_t *bytes, size_t len) {
+  if (len == 0) return 1;
+  if (s->left_len + len > s->left_cap) {
+    size_t cap = s->left_len + len;
+    uint8_t *grown = realloc(s->left, cap);
+    if (!grown) return 0;
+    s->left = grown;
+    s->left_cap = cap;
+  }
+  memcpy(s->left + s->left_len, bytes, len);
+  s->left_len += len;
+  return 1;
+}
+
+/* The side stops at a frame boundary; `rest` (read, not passed on) goes back to JavaScript. */
+static void stop_side(side_t *s, const uint8_t *held, size_t held_len, const uint8_t *rest, size_t rest_len) {
+  pair_t *p = s->pair;
+  s->stopped = 1;
+  /* Counted when read; JavaScript counts them again when it reads them. */
+  count_bytes(p->ctx, s->is_client ? 1 : 3, -(double)(held_len + rest_len));
+  if (!keep_left(s, held, held_len) || !keep_left(s, rest, rest_len)) {
+    stop_with(p, s->is_client ? CLOSED_CLIENT_ERROR : CLOSED_BROKER_ERROR, UV_ENOMEM);
+    return;
+  }
+  if (s->reading) {
+    uv_read_stop((uv_stream_t *)&s->tcp);
+    s->reading = 0;
+  }
+  if (p->state == ENGAGED) start_handback(p);
+}
+
+static void start_handback(pair_t *p) {
+  if (p->state != ENGAGED) return;
+  p->state = HANDING_BACK;
+  /*
+   * A side between frames stops now, with the start of a frame it holds (nothing of which was
+   * passed on); a side part way through passing a frame on stops at its end.
+   */
+  if (!p->client.stopped && p->req_left == 0) {
+    size_t held = p->req_head_len;
+    p->req_head_len = 0;
+    stop_side(&p->client, p->req_head, held, NULL, 0);
+  }
+  if (p->state == HANDING_BACK && !p->broker.stopped && p->resp_left == 0) {
+    if (p->resp_whole != NULL) {
+      uint8_t *whole = p->resp_whole;
+      p->resp_whole = NULL;
+      stop_side(&p->broker, whole, p->resp_whole_len, NULL, 0);
+      free(whole);
+    } else {
+      size_t held = p->resp_head_len;
+      p->resp_head_len = 0;
+      stop_side(&p->broker, p->resp_head, held, NULL, 0);
+    }
+  }
+  update_reading(p);
+  maybe_handed_back(p);
+}
+
+static void on_handle_closed(uv_handle_t *h) { pair_unref(((side_t *)h)->pair); }
+
+static void close_sides(pair_t *p) {
+  side_t *sides[2] = {&p->client, &p->broker};
+  for (int i = 0; i < 2; i++) {
+    side_t *s = sides[i];
+    if (!s->open) continue;
+    s->open = 0;
+    s->reading = 0;
+    uv_close((uv_handle_t *)&s->tcp, on_handle_closed);
+  }
+}
+
+static napi_value buffer_or_undefined(napi_env env, const uint8_t *bytes, size_t len) {
+  napi_value v;
+  if (len == 0) {
+    napi_get_undefined(env, &v);
+    return v;
+  }
+  void *data;
+  napi_create_buffer_copy(env, len, bytes, &data, &v);
+  return v;
+}
+
+/* Everything is at a boundary and written: JavaScript takes the pair over. */
+static void maybe_handed_back(pair_t *p) {
+  if (p->state != HANDING_BACK) return;
+  if (!p->client.stopped || !p->broker.stopped || p->client.queued || p->broker.queued) return;
+  p->state = DONE;
+  context_t *ctx = p->ctx;
+  napi_env env = ctx->env;
+  napi_handle_scope scope;
+  napi_open_handle_scope(env, &scope);
+  napi_value argv[4];
+  napi_create_int32(env, p->id, &argv[0]);
+  argv[1] = buffer_or_undefined(env, p->client.left, p->client.left_len);
+  argv[2] = buffer_or_undefined(env, p->broker.left, p->broker.left_len);
+  napi_value ab;
+  void *data;
+  size_t n = p->pend_count;
+  napi_create_arraybuffer(env, n * 5 * sizeof(double), &data, &ab);
+  double *d = data;
+  for (size_t i = 0; i < n; i++) {
+    const pending_t *e = &p->pend[(p->pend_first + i) % p->pend_cap];
+    d[5 * i] = e->correlation_id;
+    d[5 * i + 1] = e->api_key;
+    d[5 * i + 2] = e->api_version;
+    d[5 * i + 3] = e->plan;
+    d[5 * i + 4] = e->started_ms;
+  }
+  napi_create_typedarray(env, napi_float64_array, n * 5, ab, 0, &argv[3]);
+  p->pend_count = 0;
+  /* The duplicates close first: JavaScript reads the sockets again as soon as it is called. */
+  close_sides(p);
+  call_js(ctx, ctx->on_handback, 4, argv);
+  napi_close_handle_scope(env, scope);
+}
+
+/* The relay stops for good (an end or an error of a socket): JavaScript closes the connection. */
+static void stop_with(pair_t *p, int reason, int uv_err) {
+  if (p->state == DONE) return;
+  p->state = DONE;
+  close_sides(p);
+  context_t *ctx = p->ctx;
+  napi_env env = ctx->env;
+  napi_handle_scope scope;
+  napi_open_handle_scope(env, &scope);
+  napi_value argv[3];
+  napi_create_int32(env, p->id, &argv[0]);
+  napi_create_int32(env, reason, &argv[1]);
+  if (uv_err < 0 && uv_err != UV_EOF) napi_create_string_utf8(env, uv_err_name(uv_err), NAPI_AUTO_LENGTH, &argv[2]);
+  else napi_get_undefined(env, &argv[2]);
+  call_js(ctx, ctx->on_closed, 3, argv);
+  napi_close_handle_scope(env, scope);
+}
+
+/* ---- flow -------------------------------------------------------------------------------------- */
+
+static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf);
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
+  (void)suggested;
+  context_t *ctx = ((side_t *)h)->pair->ctx;
+  buf->base = (char *)ctx->read_buffer;
+  buf->len = READ_BYTES;
+}
+
+/*
+ * Reads a side while the other side's socket takes what it is given (nothing queued for it), the
+ * client only while fewer than --max-in-flight requests await answers; a stopped side not at all.
+ */
+static void update_reading(pair_t *p) {
+  if (p->state == DONE) return;
+  int client = !p->client.stopped && p->broker.queued == 0 && p->pend_count < p->ctx->max_in_flight;
+  int broker = !p->broker.stopped && p->client.queued == 0;
+  side_t *sides[2] = {&p->client, &p->broker};
+  int want[2] = {client, broker};
+  for (int i = 0; i < 2; i++) {
+    side_t *s = sides[i];
+    if (want[i] == s->reading) continue;
+    int r = want[i] ? uv_read_start((uv_stream_t *)&s->tcp, on_alloc, on_read) : uv_read_stop((uv_stream_t *)&s->tcp);
+    if (r < 0) {
+      stop_with(p, s->is_client ? CLOSED_CLIENT_ERROR : CLOSED_BROKER_ERROR, r);
+      return;
+    }
+    s->reading = want[i];
+  }
+}
+
+/* ---- client -> broker -------------------------------------------------------------------------- */
+
+enum { HEAD_MORE = -1, HEAD_JS = -2 };
+
+/*
+ * Classifies the request frame starting at `h` (size prefix included, `len` bytes of it known):
+ * HEAD_MORE to see more of it, HEAD_JS when JavaScript must have it, else its whole length, with
+ * `*e` its pending entry (plan 0 when it gets no answer).
+ */
+static int64_t classify(pair_t *p, const uint8_t *h, size_t len, pending_t *e) {
+  if (len < 4) return HEAD_MORE;
+  int32_t size = be32(h);
+  if (size < 8 || size > p->ctx->max_frame_size) return HEAD_JS;
+  int64_t total = 4 + (int64_t)size;
+  if (len < 12) return HEAD_MORE;
+  int16_t api = be16(h + 4), version = be16(h + 6);
+  if (api < 0 || api >= MAX_API || version < 0 || version >= MAX_VERSION) return HEAD_JS;
+  uint8_t plan = p->ctx->plans[api * MAX_VERSION + version];
+  if ((plan & PLAN_KIND) == PLAN_JS) return HEAD_JS;
+  e->correlation_id = be32(h + 8);
+  e->api_key = api;
+  e->api_version = version;
+  e->plan = plan;
+  if (plan & PLAN_ACKS) {
+    size_t known = len < (size_t)total ? len : (size_t)total;
+    int acks = produce_acks(h + 4, known - 4, version, (plan & PLAN_FLEXIBLE) != 0);
+    if (acks == -2) return known >= HEAD_MAX || known == (size_t)total ? HEAD_JS : HEAD_MORE;
+    if (acks == -3) return HEAD_JS;
+    if (acks == 0) e->plan = 0;
+  }
+  return total;
+}
+
+/* Takes a classified frame: its answer awaited (unless it gets none), its bytes passed on. */
+static int take_request(pair_t *p, const pending_t *e) {
+  if (e->plan == 0) return 1;
+  pending_t entry = *e;
+  entry.started_ms = now_ms(p->ctx);
+  return pend_push(p, entry);
+}
+
+static void client_read(pair_t *p, const uint8_t *data, size_t n) {
+  pieces_t out = {.n = 0};
+  side_t *broker = &p->broker;
+  size_t off = 0;
+  while (off < n) {
+    if (p->req_left > 0) {
+      size_t k = (uint64_t)p->req_left < n - off ? (size_t)p->req_left : n - off;
+      if (!add_piece(broker, &out, data + off, k)) return;
+      off += k;
+      p->req_left -= (int64_t)k;
+      continue;
+    }
+    if (p->state != ENGAGED) {
+      if (!send_pieces(broker, out.b, out.n)) return;
+      stop_side(&p->client, p->req_head, p->req_head_len, data + off, n - off);
+      p->req_head_len = 0;
+      return;
+    }
+    pending_t e;
+    int64_t total;
+    if (p->req_head_len == 0) {
+      total = classify(p, data + off, n - off, &e);
+      if (total == HEAD_MORE) {
+        if (n - off <= HEAD_MAX) {
+          memcpy(p->req_head, data + off, n - off);
+          p->req_head_len = n - off;
+          off = n;
+          break;
+        }
+        total = HEAD_JS;
+      }
+      if (total == HEAD_JS) {
+        if (!send_pieces(broker, out.b, out.n)) return;
+        stop_side(&p->client, NULL, 0, data + off, n - off);
+        return;
+      }
+      if (!take_request(p, &e)) {
+        stop_with(p, CLOSED_CLIENT_ERROR, UV_ENOMEM);
+        return;
+      }
+      p->req_left = total;
+      continue;
+    }
+    /* A frame's start held from earlier reads: add to it what classifying needs. */
+    size_t room = HEAD_MAX - p->req_head_len;
+    if (p->req_head_len >= 4) {
+      int32_t size = be32(p->req_head);
+      if (size >= 0) {
+        int64_t total_known = 4 + (int64_t)size;
+        if ((int64_t)p->req_head_len + (int64_t)room > total_known) room = (size_t)(total_known - (int64_t)p->req_head_len);
+      }
+    } else if (room > 4 - p->req_head_len) {
+      room = 4 - p->req_head_len; /* the size prefix first, to know where the frame ends */
+    }
+    size_t k = room < n - off ? room : n - off;
+    memcpy(p->req_head + p->req_head_len, data + off, k);
+    p->req_head_len += k;
+    off += k;
+    total = classify(p, p->req_head, p->req_head_len, &e);
+    if (total == HEAD_MORE && p->req_head_len >= HEAD_MAX) total = HEAD_JS;
+    if (total == HEAD_MORE) continue;
+    if (total == HEAD_JS) {
+      if (!send_pieces(broker, out.b, out.n)) return;
+      stop_side(&p->client, p->req_head, p->req_head_len, data + off, n - off);
+      p->req_head_len = 0;
+      return;
+    }
+    if (!take_request(p, &e)) {
+      stop_with(p, CLOSED_CLIENT_ERROR, UV_ENOMEM);
+      return;
+    }
+    /* The held bytes go first; they are copied if the kernel does not take them at once. */
+    if (!add_piece(broker, &out, p->req_head, p->req_head_len)) return;
+    p->req_left = total - (int64_t)p->req_head_len;
+    p->req_head_len = 0;
+    /* req_head is used again by the next frame of this read: write what refers to it now. */
+    if (!send_pieces(broker, out.b, out.n)) return;
+    out.n = 0;
+  }
+  if (!send_pieces(broker, out.b, out.n)) return;
+  if (p->state != ENGAGED && p->req_left == 0 && !p->client.stopped) {
+    stop_side(&p->client, p->req_head, p->req_head_len, NULL, 0);
+    p->req_head_len = 0;
+  }
+}
+
+/* ---- broker -> client -------------------------------------------------------------------------- */
+
+/* The answer at the head has gone to the client whole. */
+static void answer_done(pair_t *p) {
+  answered(p, pend_head(p));
+  pend_pop(p);
+}
+
+/*
+ * Starts the answer whose first bytes are `h` (`len` >= 8 of them, size prefix included): 1 to
+ * stream it, 0 when JavaScript must have it.
+ */
+static int answer_streams(pair_t *p, const uint8_t *h) {
+  int32_t size = be32(h);
+  if (size < 4 || size > p->ctx->max_frame_size) return 0;
+  const pending_t *e = pend_head(p);
+  if (e == NULL || be32(h + 4) != e->correlation_id) return 0;
+  return 1;
+}
+
+static void broker_read(pair_t *p, const uint8_t *data, size_t n) {
+  pieces_t out = {.n = 0};
+  side_t *client = &p->client;
+  size_t off = 0;
+  while (off < n) {
+    if (p->resp_left > 0) {
+      size_t k = (uint64_t)p->resp_left < n - off ? (size_t)p->resp_left : n - off;
+      if (!add_piece(client, &out, data + off, k)) return;
+      off += k;
+      p->resp_left -= (int64_t)k;
+      if (p->resp_left == 0) answer_done(p);
+      continue;
+    }
+    if (p->resp_whole != NULL) {
+      /* A Produce answer gathered for its walk. */
+      size_t k = p->resp_whole_size - p->resp_whole_len < n - off ? p->resp_whole_size - p->resp_whole_len : n - off;
+      memcpy(p->resp_whole + p->resp_whole_len, data + off, k);
+      p->resp_whole_len += k;
+      off += k;
+      if (p->resp_whole_len < p->resp_whole_size) continue;
+      uint8_t *whole = p->resp_whole;
+      size_t size = p->resp_whole_size;
+      if (!produce_answer_unchanged(whole + 4, size - 4)) {
+        p->resp_whole = NULL;
+        if (!send_pieces(client, out.b, out.n)) {
+          free(whole);
+          return;
+        }
+        stop_side(&p->broker, whole, size, data + off, n - off);
+        free(whole);
+        return;
+      }
+      if (!add_piece(client, &out, whole, size) || !send_pieces(client, out.b, out.n)) {
+        p->resp_whole = NULL;
+        free(whole);
+        return;
+      }
+      out.n = 0;
+      p->resp_whole = NULL;
+      free(whole);
+      answer_done(p);
+      continue;
+    }
+    if (p->state != ENGAGED) {
+      if (!send_pieces(client, out.b, out.n)) return;
+      stop_side(&p->broker, p->resp_head, p->resp_head_len, data + off, n - off);
+      p->resp_head_len = 0;
+      return;
+    }
+    const uint8_t *h;
+    if (p->resp_head_len == 0 && n - off >= 8) {
+      h = data + off;
+    } else {
+      size_t k = 8 - p->resp_head_len < n - off ? 8 - p->resp_head_len : n - off;
+      memcpy(p->resp_head + p->resp_head_len, data + off, k);
+      p->resp_head_len += k;
+      off += k;
+      if (p->resp_head_len < 8) continue;
+      h = p->resp_head;
+    }
+    int held = h == p->resp_head;
+    if (!answer_streams(p, h)) {
+      if (!send_pieces(client, out.b, out.n)) return;
+      if (held) stop_side(&p->broker, p->resp_head, 8, data + off, n - off);
+      else stop_side(&p->broker, NULL, 0, data + off, n - off);
+      p->resp_head_len = 0;
+      return;
+    }
+    int64_t total = 4 + (int64_t)be32(h);
+    if ((pend_head(p)->plan & PLAN_KIND) == PLAN_WALK) {
+      /* The walk needs the whole answer: in this read, or gathered. */
+      if (!held && (int64_t)(n - off) >= total) {
+        if (!produce_answer_unchanged(data + off + 4, (size_t)total - 4)) {
+          if (!send_pieces(client, out.b, out.n)) return;
+          stop_side(&p->broker, NULL, 0, data + off, n - off);
+          return;
+        }
+        if (!add_piece(client, &out, data + off, (size_t)total)) return;
+        off += (size_t)total;
+        answer_done(p);
+        continue;
+      }
+      p->resp_whole = malloc((size_t)total);
+      if (!p->resp_whole) {
+        stop_with(p, CLOSED_BROKER_ERROR, UV_ENOMEM);
+        return;
+      }
+      p->resp_whole_size = (size_t)total;
+      if (held) {
+        memcpy(p->resp_whole, p->resp_head, 8);
+        p->resp_whole_len = 8;
+        p->resp_head_len = 0;
+      } else {
+        p->resp_whole_len = 0;
+      }
+      continue;
+    }
+    if (held) {
+      if (!add_piece(client, &out, p->resp_head, 8) || !send_pieces(client, out.b, out.n)) return;
+      out.n = 0;
+      p->resp_head_len = 0;
+      p->resp_left = total - 8;
+      if (p->resp_left == 0) answer_done(p);
+    } else {
+      p->resp_left = total;
+    }
+  }
+  if (!send_pieces(client, out.b, out.n)) return;
+  if (p->state != ENGAGED && p->resp_left == 0 && p->resp_whole == NULL && !p->broker.stopped) {
+    stop_side(&p->broker, p->resp_head, p->resp_head_len, NULL, 0);
+    p->resp_head_len = 0;
+  }
+}
+
+static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
+  side_t *s = (side_t *)stream;
+  pair_t *p = s->pair;
+  if (p->state == DONE || nread == 0) return;
+  if (nread < 0) {
+    if (s->is_client) stop_with(p, nread == UV_EOF ? CLOSED_CLIENT_ENDED : CLOSED_CLIENT_ERROR, (int)nread);
+    else stop_with(p, nread == UV_EOF ? CLOSED_BROKER_ENDED : CLOSED_BROKER_ERROR, (int)nread);
+    return;
+  }
+  if (s->is_client) {
+    p->last_active_ns = uv_hrtime();
+    count_bytes(p->ctx, 1, (double)nread);
+    client_read(p, (const uint8_t *)buf->base, (size_t)nread);
+  } else {
+    count_bytes(p->ctx, 3, (double)nread);
+    broker_read(p, (const uint8_t *)buf->base, (size_t)nread);
+  }
+  update_reading(p);
+  maybe_handed_back(p);
+}
+
+/* ---- lifetime ---------------------------------------------------------------------------------- */
+
+static void pair_unref(pair_t *p) {
+  if (--p->refs > 0) return;
+  context_t *ctx = p->ctx;
+  free(p->pend);
+  free(p->client.left);
+  free(p->broker.left);
+  free(p->resp_whole);
+  free(p);
+  ctx->pairs--;
+  context_unref(ctx);
+}
+
+static void let_go_of_js(context_t *ctx) {
+  if (ctx->disposed) return;
+  ctx->disposed = 1;
+  napi_env env = ctx->env;
+  napi_delete_reference(env, ctx->on_handback);
+  napi_delete_reference(env, ctx->on_closed);
+  napi_delete_reference(env, ctx->on_stats);
+  napi_delete_reference(env, ctx->stats_ref);
+  napi_async_destroy(env, ctx->async);
+}
+
+static void context_unref(context_t *ctx) {
+  if (!ctx->released || ctx->pairs > 0) return;
+  let_go_of_js(ctx);
+  free(ctx);
+}
+
+static void finalize_context(napi_env env, void *data, void *hint) {
+  (void)env;
+  (void)hint;
+  context_t *ctx = data;
+  ctx->released = 1;
+  context_unref(ctx);
+}
+
+static void finalize_pair(napi_env env, void *data, void *hint) {
+  (void)env;
+  (void)hint;
+  pair_t *p = data;
+  /* JavaScript let go without closing: nothing more is reported. */
+  if (p->state != DONE) {
+    p->state = DONE;
+    close_sides(p);
+  }
+  pair_unref(p);
+}
+
+/* ---- the JavaScript interface ------------------------------------------------------------------ */
+
+#define CHECK(call)                                                                                   \
+  do {                                                                                                \
+    if ((call) != napi_ok) {                                                                          \
+      napi_throw_error(env, "KOP_NATIVE_RELAY", "native relay: " #call " failed");                  \
+      return NULL;                                                                                    \
+    }                                                                                                 \
+  } while (0)
+
+/*
+ * createContext(plans: Uint8Array(MAX_API * MAX_VERSION), maxFrameSize, maxInFlight, nowMs,
+ *   onHandback, onClosed, onStats, stats: Float64Array) -> context
+ */
+static napi_value create_context(napi_env env, napi_callback_info info) {
+  size_t argc = 8;
+  napi_value argv[8];
+  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  if (argc < 8) {
+    napi_throw_type_error(env, NULL, "createContext: 8 arguments expected");
+    return NULL;
+  }
+  napi_typedarray_type type;
+  size_t len;
+  void *data;
+  CHECK(napi_get_typedarray_info(env, argv[0], &type, &len, &data, NULL, NULL));
+  if (type != napi_uint8_array || len != MAX_API * MAX_VERSION) {
+    napi_throw_type_error(env, NULL, "createContext: plans must be a Uint8Array of 4096");
+    return NULL;
+  }
+  context_t *ctx = calloc(1, sizeof(context_t));
+  if (!ctx) {
+    napi_throw_error(env, NULL, "createContext: out of memory");
+    return NULL;
+  }
+  ctx->env = env;
+  memcpy(ctx->plans, data, sizeof ctx->plans);
+  uint32_t in_flight;
+  double js_now;
+  CHECK(napi_get_value_int32(env, argv[1], &ctx->max_frame_size));
+  CHECK(napi_get_value_uint32(env, argv[2], &in_flight));
+  CHECK(napi_get_value_double(env, argv[3], &js_now));
+  ctx->max_in_flight = in_flight;
+  ctx->clock_offset_ms = js_now - (double)uv_hrtime() / 1e6;
+  CHECK(napi_create_reference(env, argv[4], 1, &ctx->on_handback));
+  CHECK(napi_create_reference(env, argv[5], 1, &ctx->on_closed));
+  CHECK(napi_create_reference(env, argv[6], 1, &ctx->on_stats));
+  CHECK(napi_get_typedarray_info(env, argv[7], &type, &len, &data, NULL, NULL));
+  if (type != napi_float64_array || len < STATS_HEADER + 3 * STATS_SAMPLES) {
+    napi_throw_type_error(env, NULL, "createContext: stats must be a Float64Array of 12296");
+    return NULL;
+  }
+  ctx->stats = data;
+  CHECK(napi_create_reference(env, argv[7], 1, &ctx->stats_ref));
+  napi_value name;
+  CHECK(napi_create_string_utf8(env, "kop.nativeRelay", NAPI_AUTO_LENGTH, &name));
+  CHECK(napi_async_init(env, NULL, name, &ctx->async));
+  napi_value out;
+  CHECK(napi_create_external(env, ctx, finalize_context, NULL, &out));
+  return out;
+}
+
+static int open_side(pair_t *p, side_t *s, int fd, int is_client) {
+  s->pair = p;
+  s->is_client = is_client;
+  uv_loop_t *loop;
+  if (napi_get_uv_event_loop(p->ctx->env, &loop) != napi_ok) return UV_EINVAL;
+  int r = uv_tcp_init(loop, &s->tcp);
+  if (r < 0) return r;
+  s->open = 1;
+  p->refs++;
+  int copy = dup(fd);
+  if (copy < 0) return uv_translate_sys_error(errno);
+  r = uv_tcp_open(&s->tcp, copy);
+  if (r < 0) close(copy);
+  return r;
+}
+
+/*
+ * attach(context, id, clientFd, brokerFd, pending: Float64Array of (correlation id, api key,
+ *   version, plan, started ms) per request awaiting its answer, oldest first) -> pair
+ * Throws when the sockets cannot be taken; nothing was read then.
+ */
+static napi_value attach(napi_env env, napi_callback_info info) {
+  size_t argc = 5;
+  napi_value argv[5];
+  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  if (argc < 5) {
+    napi_throw_type_error(env, NULL, "attach: 5 arguments expected");
+    return NULL;
+  }
+  context_t *ctx;
+  CHECK(napi_get_value_external(env, argv[0], (void **)&ctx));
+  int32_t id, client_fd, broker_fd;
+  CHECK(napi_get_value_int32(env, argv[1], &id));
+  CHECK(napi_get_value_int32(env, argv[2], &client_fd));
+  CHECK(napi_get_value_int32(env, argv[3], &broker_fd));
+  napi_typedarray_type type;
+  size_t len;
+  void *data;
+  CHECK(napi_get_typedarray_info(env, argv[4], &type, &len, &data, NULL, NULL));
+  if (type != napi_float64_array || len % 5 != 0) {
+    napi_throw_type_error(env, NULL, "attach: pending must be a Float64Array of 5 numbers per request");
+    return NULL;
+  }
+  pair_t *p = calloc(1, sizeof(pair_t));
+  if (!p) {
+    napi_throw_error(env, NULL, "attach: out of memory");
+    return NULL;
+  }
+  p->ctx = ctx;
+  p->id = id;
+  p->state = ENGAGED;
+  p->refs = 1; /* JavaScript's */
+  p->last_active_ns = uv_hrtime();
+  ctx->pairs++;
+  const double *d = data;
+  int ok = 1;
+  for (size_t i = 0; i < len / 5 && ok; i++) {
+    pending_t e = {(int32_t)d[5 * i], (int16_t)d[5 * i + 1], (int16_t)d[5 * i + 2], (uint8_t)d[5 * i + 3], d[5 * i + 4]};
+    ok = pend_push(p, e);
+  }
+  int r = ok ? open_side(p, &p->client, client_fd, 1) : UV_ENOMEM;
+  if (r >= 0) r = open_side(p, &p->broker, broker_fd, 0);
+  if (r >= 0) {
+    update_reading(p);
+    if (p->state == DONE) r = UV_EIO;
+  }
+  if (r < 0) {
+    p->state = DONE;
+    close_sides(p);
+    pair_unref(p);
+    napi_throw_error(env, uv_err_name(r), "attach: the sockets could not be taken");
+    return NULL;
+  }
+  napi_value out;
+  if (napi_create_external(env, p, finalize_pair, NULL, &out) != napi_ok) {
+    p->state = DONE;
+    close_sides(p);
+    pair_unref(p);
+    napi_throw_error(env, NULL, "attach: napi_create_external failed");
+    return NULL;
+  }
+  return out;
+}
+
+static pair_t *pair_arg(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1];
+  void *p = NULL;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 1 ||
+      napi_get_value_external(env, argv[0], &p) != napi_ok) {
+    napi_throw_type_error(env, NULL, "a pair expected");
+    return NULL;
+  }
+  return p;
+}
+
+/* handBack(pair): stop at the next frame boundaries and call onHandback (later, or from here). */
+static napi_value hand_back(napi_env env, napi_callback_info info) {
+  pair_t *p = pair_arg(env, info);
+  if (p) start_handback(p);
+  return NULL;
+}
+
+/* close(pair): stop now, nothing more is reported; queued writes are dropped. */
+static napi_value close_pair(napi_env env, napi_callback_info info) {
+  pair_t *p = pair_arg(env, info);
+  if (p && p->state != DONE) {
+    p->state = DONE;
+    close_sides(p);
+  }
+  return NULL;
+}
+
+/*
+ * dispose(context): lets go of the callbacks and the statistics array (which refer back to the
+ * JavaScript object that holds the context: without this, neither could ever be collected).
+ * Pairs still attached are relayed on, and report nothing more.
+ */
+static napi_value dispose(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1];
+  context_t *ctx;
+  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  CHECK(napi_get_value_external(env, argv[0], (void **)&ctx));
+  let_go_of_js(ctx);
+  return NULL;
+}
+
+/* status(pair) -> [ms since the client's last read or write, requests awaiting, bytes unsent to the client] */
+static napi_value status(napi_env env, napi_callback_info info) {
+  pair_t *p = pair_arg(env, info);
+  if (!p) return NULL;
+  napi_value arr, v;
+  CHECK(napi_create_array_with_length(env, 3, &arr));
+  CHECK(napi_create_double(env, (double)(uv_hrtime() - p->last_active_ns) / 1e6, &v));
+  CHECK(napi_set_element(env, arr, 0, v));
+  CHECK(napi_create_uint32(env, p->pend_count, &v));
+  CHECK(napi_set_element(env, arr, 1, v));
+  CHECK(napi_create_double(env, (double)p->client.queued, &v));
+  CHECK(napi_set_element(env, arr, 2, v));
+  return arr;
+}
+
+/*
+ * For the tests, which hold these against the JavaScript walkers (produce-endpoints.ts,
+ * frames.ts peekProduceAcks): produceAnswerUnchanged(payload) -> boolean,
+ * produceAcks(payload, version, flexible) -> acks, -2 (more bytes needed) or -3 (unreadable).
+ */
+static napi_value test_produce_answer_unchanged(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1], out;
+  void *data;
+  size_t len;
+  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  CHECK(napi_get_buffer_info(env, argv[0], &data, &len));
+  CHECK(napi_get_boolean(env, produce_answer_unchanged(data, len), &out));
+  return out;
+}
+
+static napi_value test_produce_acks(napi_env env, napi_callback_info info) {
+  size_t argc = 3;
+  napi_value argv[3], out;
+  void *data;
+  size_t len;
+  int32_t version;
+  bool flexible;
+  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  CHECK(napi_get_buffer_info(env, argv[0], &data, &len));
+  CHECK(napi_get_value_int32(env, argv[1], &version));
+  CHECK(napi_get_value_bool(env, argv[2], &flexible));
+  if (len < 8) return NULL;
+  CHECK(napi_create_int32(env, produce_acks(data, len, (int16_t)version, flexible), &out));
+  return out;
+}
+
+NAPI_MODULE_INIT() {
+  napi_property_descriptor props[] = {
+      {"createContext", NULL, create_context, NULL, NULL, NULL, napi_default, NULL},
+      {"attach", NULL, attach, NULL, NULL, NULL, napi_default, NULL},
+      {"handBack", NULL, hand_back, NULL, NULL, NULL, napi_default, NULL},
+      {"close", NULL, close_pair, NULL, NULL, NULL, napi_default, NULL},
+      {"status", NULL, status, NULL, NULL, NULL, napi_default, NULL},
+      {"dispose", NULL, dispose, NULL, NULL, NULL, napi_default, NULL},
+      {"produceAnswerUnchanged", NULL, test_produce_answer_unchanged, NULL, NULL, NULL, napi_default, NULL},
+      {"produceAcks", NULL, test_produce_acks, NULL, NULL, NULL, napi_default, NULL},
+  };
+  napi_value v;
+  napi_define_properties(env, exports, sizeof props / sizeof props[0], props);
+  napi_create_uint32(env, MAX_API, &v);
+  napi_set_named_property(env, exports, "maxApi", v);
+  napi_create_uint32(env, MAX_VERSION, &v);
+  napi_set_named_property(env, exports, "maxVersion", v);
+  napi_create_uint32(env, STATS_HEADER, &v);
+  napi_set_named_property(env, exports, "statsHeader", v);
+  napi_create_uint32(env, STATS_SAMPLES, &v);
+  napi_set_named_property(env, exports, "statsSamples", v);
+  return exports;
+}

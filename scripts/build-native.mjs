@@ -1,0 +1,64 @@
+// Compiles the relay's native path (proxy/core/native/relay.c) into dist/native/kop-relay.node, a
+// Node-API addon, with the machine's C compiler and the headers of the Node that runs this script
+// (its own node_api.h and uv.h: the addon uses Node's libuv, so they must be this Node's).
+// `npm run build` runs it after tsc. Without a compiler or the headers it prints why and exits 0:
+// the proxy then relays in JavaScript alone (--native-relay auto), unless --require is given
+// (CI), which makes it exit 1.
+//
+//   node scripts/build-native.mjs [--require]
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const source = path.join(repo, 'proxy/core/native/relay.c');
+const out = path.join(repo, 'dist/native/kop-relay.node');
+const required = process.argv.includes('--require');
+
+/** Where this Node's headers are: beside its binary (official builds, Debian's and NodeSource's packages). */
+function nodeIncludeDir() {
+  const candidates = [
+    path.resolve(path.dirname(process.execPath), '../include/node'),
+    '/usr/include/node',
+    '/usr/local/include/node',
+  ];
+  return candidates.find(
+    (dir) => existsSync(path.join(dir, 'node_api.h')) && existsSync(path.join(dir, 'uv.h')),
+  );
+}
+
+/** @param {string} why @returns {never} */
+function fail(why) {
+  console.error(`build-native: the native relay is not built: ${why}; the proxy relays in JavaScript alone`);
+  process.exit(required ? 1 : 0);
+}
+
+const include = nodeIncludeDir();
+if (include === undefined) fail(`no Node headers (node_api.h, uv.h) beside ${process.execPath}`);
+const cc = process.env.CC || 'cc';
+mkdirSync(path.dirname(out), { recursive: true });
+try {
+  execFileSync(
+    cc,
+    [
+      '-O2',
+      '-std=c11',
+      '-D_GNU_SOURCE',
+      '-Wall',
+      '-Wextra',
+      '-Werror',
+      '-fPIC',
+      '-shared',
+      '-fvisibility=hidden',
+      `-I${include}`,
+      '-o',
+      out,
+      source,
+    ],
+    { stdio: ['ignore', 'inherit', 'inherit'] },
+  );
+} catch (err) {
+  const { code, status } = /** @type {{ code?: string, status?: number }} */ (err);
+  fail(`${cc} failed (${code ?? `exit code ${status}`})`);
+}
