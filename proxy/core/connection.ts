@@ -51,6 +51,8 @@ import type { ChunkReader } from './reused-reads.js';
 import { SocketWriter } from './socket-writer.js';
 import { idleSweep } from './idle-sweep.js';
 import type { IdleSweep, IdleWatched } from './idle-sweep.js';
+import { nativeFd, pausedForNative } from './native-relay.js';
+import type { NativeEnd, NativeHost, NativePair, NativePending, NativeRelay } from './native-relay.js';
 
 export interface ConnectionPolicy {
   log: Logger;
@@ -81,6 +83,15 @@ export interface ConnectionPolicy {
   responseBuffers?: ResponseBufferPool;
   /** Deadline of a request of the proxy's own on this connection (askBroker); default 10 s. */
   requestTimeoutMs?: number;
+  /** The native path (native-relay.ts), when the proxy has it; plain TCP connections move to it. */
+  nativeRelay?: NativeRelay | null;
+  /**
+   * Requests passed on unread in a row before a connection moves to the native path (default
+   * RELAY_DEFAULTS.nativeRelayAfter): a connection that mixes in frames the proxy reads (a group
+   * coordinator's) stays in JavaScript rather than move back and forth, while a producer's or a
+   * consumer's moves after its first few.
+   */
+  nativeAfterRequests?: number;
 }
 
 /**
@@ -119,7 +130,7 @@ interface LocalAnswer {
 let nextId = 1;
 
 export class ProxyConnection
-  implements ChunkReader, RequestReaderSink, ResponseReaderSink, BrokerLinkEvents, IdleWatched
+  implements ChunkReader, RequestReaderSink, ResponseReaderSink, BrokerLinkEvents, IdleWatched, NativeHost
 {
   readonly id = `c${nextId++}`;
   private readonly log: Logger;
@@ -167,6 +178,15 @@ export class ProxyConnection
   private readonly idle: IdleSweep | null;
   /** The idle sweep's tick at the last read of the client or write to it (IdleWatched). */
   activeTick = 0;
+  /** The pair while the native path relays it (neither socket is read or written here then). */
+  private nativePair: NativePair | null = null;
+  /** Requests passed on unread since the last one the proxy read (see nativeAfterRequests). */
+  private passedOnStreak = 0;
+  /** The native path's bytes are being taken back: nothing moves to it meanwhile. */
+  private takingBack = false;
+  /** Who waits for the native path to hand the pair back (drain, askBroker). */
+  private handBackWaiters: (() => void)[] = [];
+  private readonly nativeAfter: number;
 
   constructor(
     private readonly client: Socket,
@@ -175,6 +195,7 @@ export class ProxyConnection
     private readonly policy: ConnectionPolicy,
   ) {
     this.log = policy.log.child({ conn: this.id, node: nodeId });
+    this.nativeAfter = policy.nativeAfterRequests ?? RELAY_DEFAULTS.nativeRelayAfter;
     this.transientReads = readsIntoReusedBuffer(client);
     // A streamed request is at most ALWAYS_READ_REQUEST_BYTES: its head need not be held longer.
     // The readers, the broker link and the client's reads call this connection's methods, not
@@ -208,7 +229,12 @@ export class ProxyConnection
   }
 
   get inFlight(): number {
-    return this.queue.inFlight;
+    return this.queue.inFlight + (this.nativePair?.status().awaiting ?? 0);
+  }
+
+  /** The native path relays this connection now. */
+  get native(): boolean {
+    return this.nativePair !== null;
   }
 
   /**
@@ -217,6 +243,18 @@ export class ProxyConnection
    * closes such a connection too); a long Fetch wait or a slow broker is not idleness.
    */
   idleFor(): void {
+    const pair = this.nativePair;
+    if (pair !== null) {
+      // The native path notes its own activity: idle only if it saw none either.
+      const { idleMs, awaiting, unsentToClient } = pair.status();
+      const idle = this.idle!;
+      if (idleMs < idle.timeoutMs) {
+        this.activeTick = idle.tick - Math.floor(idleMs / idle.resolutionMs);
+        return;
+      }
+      if (awaiting === 0 || unsentToClient > 0) this.close('idle');
+      return;
+    }
     if (this.queue.idle || this.clientFull) this.close('idle');
   }
 
@@ -255,7 +293,9 @@ export class ProxyConnection
       if (mute) this.pauseClient('memory');
     }
     // Forwarded and streamed bytes are views of the read until the broker's socket has taken them.
-    return this.broker.holdsWrites;
+    const held = this.broker.holdsWrites;
+    if (!held) this.maybeNative();
+    return held;
   }
 
   wholeRequest(frame: Buffer, sized: Buffer | null): void {
@@ -293,6 +333,7 @@ export class ProxyConnection
       if (acks === 0) return 'whole';
     }
     this.routed = { h, plan };
+    this.passedOnStreak = plan.passedOnUnread ? this.passedOnStreak + 1 : 0;
     return 'stream';
   }
 
@@ -331,6 +372,7 @@ export class ProxyConnection
   private onRequest(frame: Buffer, sized: Buffer | null): void {
     const started = performance.now();
     if (this.legacySasl.takeRawToken()) {
+      this.passedOnStreak = 0;
       const p: RawTokenPending = {
         kind: 'raw-token',
         correlationId: -1,
@@ -349,6 +391,7 @@ export class ProxyConnection
 
     const h = peekRequestHeader(frame);
     const plan = this.policy.plans.of(h.apiKey, h.apiVersion);
+    this.passedOnStreak = plan.kind === 'relay' && plan.passedOnUnread ? this.passedOnStreak + 1 : 0;
     if (plan.kind === 'api-versions-unsupported') {
       const p = localPending(h.correlationId, h.apiKey, h.apiVersion, started);
       this.enqueue(p);
@@ -431,7 +474,10 @@ export class ProxyConnection
                 return;
               }
               this.transformResponse(p, resp, plan, info, request).then(
-                (out) => this.complete(p, out),
+                (out) => {
+                  this.complete(p, out);
+                  this.maybeNative();
+                },
                 (err: unknown) => this.close('response handling failed', err),
               );
             },
@@ -514,6 +560,7 @@ export class ProxyConnection
       this.forward(a.frame, forwarded);
       this.startLocalAnswer();
     }
+    this.maybeNative();
   }
 
   /**
@@ -551,7 +598,9 @@ export class ProxyConnection
     }
     // Streamed bytes are views of `chunk` (the reader copies what it keeps): what the socket
     // holds unsent may include them.
-    return !copied && this.out.unsent > 0;
+    const held = !copied && this.out.unsent > 0;
+    if (!held) this.maybeNative();
+    return held;
   }
 
   /**
@@ -722,12 +771,139 @@ export class ProxyConnection
     this.policy.observer.frameRejected(cause);
   }
 
+  // ---- the native path ---------------------------------------------------------------------
+
+  /**
+   * After a client read, a broker read or an answer completed outside them (what a read started
+   * is then wholly done): moves to the native path if enough requests in a row passed on unread.
+   */
+  private maybeNative(): void {
+    if (this.passedOnStreak >= this.nativeAfter && this.nativePair === null && this.policy.nativeRelay) {
+      this.moveToNative();
+    }
+  }
+
+  /**
+   * Moves the pair to the native path (native-relay.ts) when nothing is half done here: both
+   * readers between frames, nothing unsent either way, no answer waiting for the client, nothing
+   * answered here or of the proxy's own in flight, no reason to hold a side, and every request
+   * awaiting the broker one whose answer the native path can take. Called by maybeNative; nothing
+   * happens when any of that is not so (the next read or answer tries again).
+   */
+  private moveToNative(): void {
+    const native = this.policy.nativeRelay;
+    if (!native || this.nativePair !== null || this.closed || this.draining || this.takingBack) return;
+    if (this.streamed !== null || this.routed !== null || this.writesAfterStream.length > 0) return;
+    if (!this.requests.atFrameBoundary || !this.responses.atFrameBoundary || this.fetchStream !== null)
+      return;
+    if (this.localAnswers.length > 0 || this.localRunning || this.ownInFlight > 0) return;
+    if (this.clientPausedFor.size > 0 || this.brokerPaused || this.clientFull || this.backlog.held > 0)
+      return;
+    if (this.out.unsent > 0 || this.broker.holdsWrites || this.legacySasl.inExchange) return;
+    const brokerSocket = this.broker.openSocket;
+    const clientFd = nativeFd(this.client);
+    const brokerFd = brokerSocket === null ? -1 : nativeFd(brokerSocket);
+    if (clientFd < 0 || brokerFd < 0) {
+      // TLS, or reads Node allocates: never native (counted down so as not to ask again soon).
+      this.passedOnStreak = -1_000_000;
+      return;
+    }
+    const handedOver = this.queue.handOver();
+    if (handedOver === null) return;
+    // Both sockets read into reused buffers, whose pause() stops the handle's reads at once.
+    this.client.pause();
+    this.broker.pause();
+    let pair: NativePair | null = null;
+    if (pausedForNative(this.client) && pausedForNative(brokerSocket!)) {
+      const pending = handedOver.map((p) => ({
+        correlationId: p.correlationId,
+        apiKey: p.apiKey,
+        apiVersion: p.apiVersion,
+        started: p.started,
+        walk: p.response === 'walk-produce',
+      }));
+      try {
+        pair = native.attach(this, clientFd, brokerFd, pending);
+      } catch (err) {
+        this.log.debug('native path refused the connection', { error: err });
+      }
+    }
+    if (pair === null) {
+      this.passedOnStreak = -1_000_000;
+      for (const p of handedOver) {
+        this.queue.add(p);
+        this.queue.sent(p);
+      }
+      this.broker.resume();
+      this.client.resume();
+      return;
+    }
+    this.nativePair = pair;
+  }
+
+  /**
+   * The native path hands the pair back (NativeHost): its requests awaiting answers take their
+   * places again, and the bytes it read and did not pass on are read here as if just read, the
+   * broker's first (they answer those requests), then the client's.
+   */
+  nativeHandedBack(client: Buffer | undefined, broker: Buffer | undefined, pending: NativePending[]): void {
+    this.nativePair = null;
+    this.passedOnStreak = 0;
+    if (!this.closed) {
+      this.takingBack = true;
+      try {
+        for (const n of pending) {
+          const plan = this.policy.plans.of(n.apiKey, n.apiVersion);
+          if (plan.kind !== 'relay')
+            throw new Error(`native path handed back api ${n.apiKey} v${n.apiVersion}`);
+          const p = this.brokerPending(n, n.started, plan, null, undefined);
+          this.enqueue(p);
+          this.queue.sent(p);
+        }
+        if (broker !== undefined) this.brokerData(broker, broker.length);
+        if (client !== undefined && !this.closed) this.readBytes(client, client.length);
+      } catch (err) {
+        this.close('request handling failed', err);
+      } finally {
+        this.takingBack = false;
+      }
+      if (!this.closed) {
+        if (!this.brokerPaused) this.broker.resume();
+        if (this.clientPausedFor.size === 0 && !this.draining) this.client.resume();
+      }
+    }
+    const waiters = this.handBackWaiters;
+    this.handBackWaiters = [];
+    for (const w of waiters) w();
+  }
+
+  /** A socket ended or failed on the native path (NativeHost). */
+  nativeEnded(end: NativeEnd, error: Error | undefined): void {
+    this.nativePair = null;
+    if (end === 'broker ended' || end === 'broker error') this.brokerLost(end, error);
+    else this.close(end, error);
+  }
+
+  /** Resolves once the pair is JavaScript's (at once when it is), closed, or after `timeoutMs`. */
+  private takeBackFromNative(timeoutMs?: number): Promise<void> {
+    const pair = this.nativePair;
+    if (pair === null) return Promise.resolve();
+    return new Promise((resolve) => {
+      this.handBackWaiters.push(resolve);
+      if (timeoutMs !== undefined) setTimeout(resolve, timeoutMs).unref();
+      pair.handBack();
+    });
+  }
+
   // ---- lifecycle ---------------------------------------------------------------------------
 
   /** Stops reading requests, lets in-flight ones finish (up to `timeoutMs`), then closes. */
   async drain(timeoutMs: number): Promise<void> {
     if (this.closed) return;
     this.draining = true;
+    // The native path stops at its next frame boundaries; its requests are answered here.
+    await this.takeBackFromNative(timeoutMs);
+    if (this.closed) return;
     // A request part way through being streamed is read to its end, so that it can be answered.
     if (this.streamed === null) this.client.pause();
     await this.queue.whenEmpty(timeoutMs);
@@ -743,6 +919,15 @@ export class ProxyConnection
    */
   askBroker<K extends number>(apiKey: K, apiVersion: number, body: RequestBody<K>): Promise<ResponseBody<K>> {
     if (this.closed) return Promise.reject(new Error('connection closed'));
+    // Its frame goes between the client's on the broker connection, which the native path writes.
+    if (this.nativePair !== null) {
+      const timeoutMs = this.policy.requestTimeoutMs ?? RELAY_DEFAULTS.requestTimeoutMs;
+      return this.takeBackFromNative(timeoutMs).then(() => {
+        if (this.nativePair !== null)
+          throw new Error(`the connection was not handed back within ${timeoutMs} ms`);
+        return this.askBroker(apiKey, apiVersion, body);
+      });
+    }
     const correlationId = this.nextInternalId;
     this.nextInternalId = this.nextInternalId <= -0x7ffffff0 ? -1 : this.nextInternalId - 1;
     const timeoutMs = this.policy.requestTimeoutMs ?? RELAY_DEFAULTS.requestTimeoutMs;
@@ -792,6 +977,8 @@ export class ProxyConnection
     if (this.closed) return;
     this.closed = true;
     this.idle?.delete(this);
+    this.nativePair?.close();
+    this.nativePair = null;
     this.queue.clear(reason);
     if (closeLogLevel(reason) === 'debug') this.log.debug('connection closed', { reason });
     else this.log.warn('connection closed', { reason, error: detail });
@@ -801,6 +988,9 @@ export class ProxyConnection
     this.localAnswers.length = 0;
     this.backlog.release();
     this.requestMemory.close();
+    const waiters = this.handBackWaiters;
+    this.handBackWaiters = [];
+    for (const w of waiters) w();
     this.policy.onClose?.(this);
   }
 }

@@ -6,6 +6,8 @@
 export const RELAY_DEFAULTS = {
   maxFrameSize: 100 * 1024 * 1024,
   maxInFlight: 1000,
+  /** Requests passed on unread in a row before a connection moves to the native relay. */
+  nativeRelayAfter: 16,
   maxConnections: 10_000,
   maxBufferedRequestBytes: 256 * 1024 * 1024,
   maxBufferedResponseBytes: 256 * 1024 * 1024,

@@ -25,6 +25,7 @@ import { noopObserver } from './observer.js';
 import type { ProxyObserver } from './observer.js';
 import { connectUpstream } from './upstream-socket.js';
 import { reuseAcceptedReads } from './reused-reads.js';
+import { loadNativeRelay, NativeRelay } from './native-relay.js';
 import type { UpstreamTls } from './upstream-socket.js';
 
 export interface ClientTls {
@@ -44,6 +45,13 @@ export interface ProxyOptions {
   brokerPorts?: ReadonlyMap<number, number>;
   maxFrameSize?: number;
   maxInFlight?: number;
+  /**
+   * Relay plain TCP connections on the native path while they only pass frames on (native-relay.ts):
+   * true (default) where the addon loads; false never.
+   */
+  nativeRelay?: boolean;
+  /** Requests passed on unread in a row before a connection moves to the native path (default 16). */
+  nativeRelayAfter?: number;
   /** Client connections at once (all listeners together); more are closed at accept. */
   maxConnections?: number;
   /**
@@ -141,6 +149,8 @@ export class KafkaProxy {
   private readonly policy: ConnectionPolicy;
   private readonly requestBuffers: RequestBufferPool;
   private readonly responseBuffers: ResponseBufferPool;
+  /** The native path, when the addon loaded and the connections are plain TCP both ways. */
+  private readonly nativeRelay: NativeRelay | null;
   private bootstrapIndex = 0;
   private refused = 0;
   private acceptErrors = 0;
@@ -163,10 +173,21 @@ export class KafkaProxy {
     this.responseBuffers = new ResponseBufferPool(
       opts.maxBufferedResponseBytes ?? RELAY_DEFAULTS.maxBufferedResponseBytes,
     );
+    const maxFrameSize = opts.maxFrameSize ?? RELAY_DEFAULTS.maxFrameSize;
+    const maxInFlight = opts.maxInFlight ?? RELAY_DEFAULTS.maxInFlight;
+    // TLS on either side puts a layer between the bytes and the descriptors: JavaScript relays.
+    const binding =
+      opts.nativeRelay === false || opts.clientTls || opts.brokerTls ? null : loadNativeRelay().binding;
+    this.nativeRelay =
+      binding === null
+        ? null
+        : new NativeRelay(binding, { plans, maxFrameSize, maxInFlight, observer: this.observer });
     this.policy = {
       log: this.log,
-      maxFrameSize: opts.maxFrameSize ?? RELAY_DEFAULTS.maxFrameSize,
-      maxInFlight: opts.maxInFlight ?? RELAY_DEFAULTS.maxInFlight,
+      maxFrameSize,
+      maxInFlight,
+      nativeRelay: this.nativeRelay,
+      nativeAfterRequests: opts.nativeRelayAfter ?? RELAY_DEFAULTS.nativeRelayAfter,
       idleTimeoutMs: opts.idleTimeoutMs ?? RELAY_DEFAULTS.idleTimeoutMs,
       extension: opts.extension ?? null,
       plans,
@@ -206,6 +227,32 @@ export class KafkaProxy {
   /** Memory held in responses clients have not read yet, all client connections together. */
   get bufferedResponseBytes(): number {
     return this.responseBuffers.held;
+  }
+
+  /** Client connections relayed on the native path now. */
+  get nativeConnections(): number {
+    return this.nativeRelay?.pairs ?? 0;
+  }
+
+  /** Moves of client connections to the native path, and back to JavaScript, since the start. */
+  get nativeHandovers(): { toNative: number; toJavaScript: number } {
+    return {
+      toNative: this.nativeRelay?.attached ?? 0,
+      toJavaScript: this.nativeRelay?.handedBackTotal ?? 0,
+    };
+  }
+
+  /** Whether connections can move to the native path (the addon loaded, no TLS). */
+  get nativeRelayEnabled(): boolean {
+    return this.nativeRelay !== null;
+  }
+
+  /**
+   * Hands what the native path counted (bytes, answered requests) to the observer now; it does so
+   * by itself at least once a second. Metrics call it before they are read.
+   */
+  flushNativeFigures(): void {
+    this.nativeRelay?.flushStats();
   }
 
   /** Client connections closed at accept because of --max-connections, since the start. */
@@ -272,6 +319,7 @@ export class KafkaProxy {
     );
     const timeout = this.opts.shutdownTimeoutMs ?? RELAY_DEFAULTS.shutdownTimeoutMs;
     await Promise.all([...this.connections].map((c) => c.drain(timeout)));
+    this.nativeRelay?.stop();
     await Promise.all(closing);
     this.log.info('stopped');
   }

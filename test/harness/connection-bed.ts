@@ -11,6 +11,7 @@ import type { ConnectionPolicy } from '../../proxy/core/connection.js';
 import { silentLogger } from '../../proxy/common/log.js';
 import { noopObserver } from '../../proxy/core/observer.js';
 import { connectUpstream } from '../../proxy/core/upstream-socket.js';
+import { loadNativeRelay, NativeRelay } from '../../proxy/core/native-relay.js';
 import { readSocket, reuseAcceptedReads } from '../../proxy/core/reused-reads.js';
 
 export interface ConnectionBed {
@@ -26,6 +27,8 @@ export interface ConnectionBed {
   brokerRequests: () => number;
   /** Copies of the request frames the fake broker read (size prefix not included), with `recordRequests`. */
   brokerFrames: () => Buffer[];
+  /** Times the connection moved to the native path, and was handed back from it (`opts.native`). */
+  nativeMoves: () => { attached: number; handedBack: number };
   /** The ProxyConnection under test (once the client has connected). */
   connection: () => ProxyConnection;
   stop: () => Promise<void>;
@@ -41,13 +44,15 @@ export interface ConnectionBed {
  * address (e.g. a closed port). `opts.recordRequests` keeps copies of the requests the broker
  * reads; `opts.brokerWritesTakeMs` has every write of the proxy to the broker wait that long
  * before its bytes are taken (copied) and sent, as a socket whose kernel buffer is full does.
+ * `opts.native` gives the connection the native path (native-relay.ts), which it takes after its
+ * first request passed on unread (the addon must be built: the bed throws otherwise).
  */
 export async function connectionBed(
   responses: (correlationId: number) => Buffer | Promise<Buffer> | null,
   policy: Partial<ConnectionPolicy>,
   requestsPerWrite = 1,
   brokerPort?: number,
-  opts: { recordRequests?: boolean; brokerWritesTakeMs?: number } = {},
+  opts: { recordRequests?: boolean; brokerWritesTakeMs?: number; native?: boolean } = {},
 ): Promise<ConnectionBed> {
   const frames: Buffer[] = [];
   const sockets: net.Socket[] = [];
@@ -110,6 +115,17 @@ export async function connectionBed(
         rewrites: () => false,
       }),
   };
+  if (opts.native) {
+    const { binding, why } = loadNativeRelay();
+    if (binding === null) throw new Error(`the native relay addon is ${why}`);
+    full.nativeRelay = new NativeRelay(binding, {
+      plans: full.plans,
+      maxFrameSize: full.maxFrameSize,
+      maxInFlight: full.maxInFlight,
+      observer: full.observer,
+    });
+    full.nativeAfterRequests ??= 1;
+  }
   // As the server accepts a client: paused, reading into a reused buffer (reused-reads.ts).
   const front = net.createServer({ pauseOnConnect: true }, (c) => {
     sockets.push(c);
@@ -143,11 +159,16 @@ export async function connectionBed(
     brokerWritten: () => written,
     brokerRequests: () => requests,
     brokerFrames: () => frames,
+    nativeMoves: () => ({
+      attached: full.nativeRelay?.attached ?? 0,
+      handedBack: full.nativeRelay?.handedBackTotal ?? 0,
+    }),
     connection: () => {
       if (connection === null) throw new Error('no ProxyConnection yet');
       return connection;
     },
     stop: async () => {
+      full.nativeRelay?.stop();
       for (const s of sockets) s.destroy();
       await Promise.all([broker, front].map((srv) => new Promise((r) => srv.close(r))));
     },
