@@ -16,6 +16,7 @@ import { RefusalLog } from './offsets/refusal-log.js';
 import { createOffsetService, openOffsetStore, storeEndpoints } from './offsets/setup.js';
 import { StoreHealth } from './offsets/store-health.js';
 import { bindProblem, KafkaProxy, ListenError } from './core/server.js';
+import { loadNativeRelay } from './core/native-relay.js';
 import { checkStartup } from './startup-checks.js';
 import type { StartupNotes } from './startup-checks.js';
 import { productVersion } from './common/version.js';
@@ -136,6 +137,12 @@ export async function main(argv: string[]): Promise<void> {
     ...(metrics ? { observer: metrics.observer } : {}),
   });
   metrics?.watchProxy(proxy);
+  log.info(
+    'native relay',
+    proxy.nativeRelayEnabled
+      ? { used: true, addon: loadNativeRelay().why }
+      : { used: false, why: nativeRelayOff(config) },
+  );
   let lag: LagCollector | null = null;
   let http: OpsHttpServer | null = null;
   // Handled before clients can connect (the bootstrap listener opens early in proxy.start): a signal
@@ -268,6 +275,13 @@ export function drainBudgetMs(shutdownTimeoutMs: number): number {
   return shutdownTimeoutMs - Math.min(1000, Math.floor(shutdownTimeoutMs / 4));
 }
 
+/** Why connections are not relayed natively (the start log says so). */
+function nativeRelayOff(config: ProxyConfig): string {
+  if (config.nativeRelay === 'off') return '--native-relay off';
+  if (config.clientTls || config.brokerTls) return 'TLS connections are relayed in JavaScript';
+  return `the addon is ${loadNativeRelay().why}`;
+}
+
 /** The relay's options from the configuration; the caller adds how brokers are discovered. */
 export function proxyOptions(
   config: ProxyConfig,
@@ -282,6 +296,8 @@ export function proxyOptions(
     brokerPorts: config.brokerPorts,
     maxFrameSize: config.maxFrameSize,
     maxInFlight: config.maxInFlight,
+    nativeRelay: config.nativeRelay !== 'off',
+    nativeRelayAfter: config.nativeRelayAfter,
     maxConnections: config.maxConnections,
     maxBufferedRequestBytes: config.maxBufferedRequestBytes,
     maxBufferedResponseBytes: config.maxBufferedResponseBytes,

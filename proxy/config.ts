@@ -177,6 +177,22 @@ export const OPTIONS: readonly OptionSpec[] = [
     help: 'Requests in flight per client connection before the proxy stops reading it.',
   },
   {
+    name: 'native-relay',
+    kind: 'enum',
+    values: ['auto', 'on', 'off'],
+    default: 'auto',
+    help: 'Relay plain TCP connections natively while every frame on them is one the proxy passes on unread (Produce, Fetch below v16, ListOffsets, ...): an addon reads and writes both sockets on the event loop without a JavaScript call per read, and hands the connection back to JavaScript for any frame the proxy reads. auto: when `npm run build` compiled the addon (the start log says whether it is used); on: the same, and the start fails with exit code 2 when the addon is not there or a side is TLS; off: JavaScript only. Gauge: kop_native_relay_connections.',
+  },
+  {
+    name: 'native-relay-after',
+    kind: 'int',
+    default: String(RELAY_DEFAULTS.nativeRelayAfter),
+    min: 1,
+    max: MAX_INT32,
+    unit: 'requests',
+    help: "Requests in a row that the proxy passes on unread before a connection moves to the native relay (--native-relay); any request the proxy reads hands the connection back to JavaScript and starts the count again. Higher keeps connections that mix in such requests (a group coordinator's) in JavaScript.",
+  },
+  {
     name: 'max-connections',
     kind: 'int',
     default: String(RELAY_DEFAULTS.maxConnections),
@@ -353,6 +369,8 @@ export interface ProxyConfig {
   metricsApiVersions: boolean;
   maxFrameSize: number;
   maxInFlight: number;
+  nativeRelay: 'auto' | 'on' | 'off';
+  nativeRelayAfter: number;
   maxConnections: number;
   maxBufferedRequestBytes: number;
   maxBufferedResponseBytes: number;
@@ -758,6 +776,8 @@ export function loadConfig(argv: readonly string[], env: NodeJS.ProcessEnv = pro
     metricsApiVersions: bool('metrics-api-versions'),
     maxFrameSize: int('max-frame-size'),
     maxInFlight: int('max-in-flight'),
+    nativeRelay: oneOf<'auto' | 'on' | 'off'>('native-relay')!,
+    nativeRelayAfter: int('native-relay-after'),
     maxConnections: int('max-connections'),
     maxBufferedRequestBytes: int('max-buffered-request-bytes'),
     maxBufferedResponseBytes: int('max-buffered-response-bytes'),

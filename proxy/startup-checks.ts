@@ -10,6 +10,7 @@ import path from 'node:path';
 import tls from 'node:tls';
 import { ConfigError, fileProblem } from './config.js';
 import type { ProxyConfig } from './config.js';
+import { loadNativeRelay } from './core/native-relay.js';
 
 /**
  * Kernel file systems (statfs f_type, linux/magic.h) where a directory of files cannot live: a
@@ -53,6 +54,7 @@ export interface StartupNotes {
 export async function checkStartup(config: ProxyConfig): Promise<StartupNotes> {
   const notes: StartupNotes = { warnings: [] };
   checkTlsFiles(config);
+  checkNativeRelay(config);
   if (config.storeTarget.kind === 'embedded') {
     const memory = await checkDataDir(
       config.storeTarget.dir,
@@ -66,6 +68,20 @@ export async function checkStartup(config: ProxyConfig): Promise<StartupNotes> {
     }
   }
   return notes;
+}
+
+/** --native-relay on: the addon must load, and the connections must be plain TCP for it to be used. */
+function checkNativeRelay(config: ProxyConfig): void {
+  if (config.nativeRelay !== 'on') return;
+  const { binding, why } = loadNativeRelay();
+  if (binding === null) throw new ConfigError('native-relay', 'on', `the native relay addon is ${why}`);
+  if (config.clientTls || config.brokerTls) {
+    throw new ConfigError(
+      'native-relay',
+      'on',
+      'TLS connections are relayed in JavaScript: use auto or off with TLS',
+    );
+  }
 }
 
 function readable(option: string, file: string): Buffer {

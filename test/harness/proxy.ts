@@ -132,7 +132,8 @@ export async function ensureBuilt(): Promise<void> {
   const newest = (dir: string): number => {
     let max = 0;
     for (const entry of fs.readdirSync(path.join(repo, dir), { withFileTypes: true, recursive: true })) {
-      if (entry.isFile() && entry.name.endsWith('.ts')) {
+      // The native relay's C source too: `npm run build` compiles it into dist/native/.
+      if (entry.isFile() && (entry.name.endsWith('.ts') || entry.name.endsWith('.c'))) {
         max = Math.max(max, fs.statSync(path.join(entry.parentPath, entry.name)).mtimeMs);
       }
     }

@@ -453,6 +453,24 @@ describe('invalid configuration', () => {
       allowed: /group-or-pattern=reject\|allow/,
     },
     {
+      option: 'native-relay',
+      why: 'bad enum',
+      args: () => [...k, '--native-relay', 'always'],
+      allowed: /one of auto, on, off/,
+    },
+    {
+      option: 'native-relay',
+      why: 'on where connections are TLS',
+      args: () => [...k, '--native-relay', 'on', '--broker-tls'],
+      allowed: /TLS connections are relayed in JavaScript/,
+    },
+    {
+      option: 'native-relay-after',
+      why: 'zero',
+      args: () => [...k, '--native-relay-after', '0'],
+      allowed: /a whole number from 1 to 2147483647 requests/,
+    },
+    {
       option: 'fallback',
       why: 'bad enum',
       args: () => [...k, '--fallback', 'broker'],

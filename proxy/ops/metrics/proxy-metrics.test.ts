@@ -109,13 +109,28 @@ describe('observer metrics', () => {
     expect(await sample(m, 'kop_request_buffer_bytes')).toBe(0);
     expect(await sample(m, 'kop_response_buffer_bytes')).toBe(0);
     expect(await sample(m, 'kop_connections_refused_total')).toBe(0);
+    let flushed = 0;
     const state = {
       bufferedRequestBytes: 4096,
       mutedConnections: 2,
       bufferedResponseBytes: 8192,
       refusedConnections: 7,
+      nativeConnections: 3,
+      nativeHandovers: { toNative: 5, toJavaScript: 2 },
+      flushNativeFigures: () => {
+        flushed++;
+        // What the native path hands over at the scrape is in the same scrape's counters.
+        m.observer.responded(0, 9, 'broker', 0.001);
+      },
     };
     m.watchProxy(state);
+    expect(await sample(m, 'kop_native_relay_connections')).toBe(3);
+    expect(flushed).toBe(1);
+    expect(
+      await sample(m, 'kop_requests_total', { api: 'Produce', version: '9', answered_by: 'broker' }),
+    ).toBe(2);
+    expect(await sample(m, 'kop_native_relay_handovers_total', { to: 'native' })).toBe(5);
+    expect(await sample(m, 'kop_native_relay_handovers_total', { to: 'javascript' })).toBe(2);
     expect(await sample(m, 'kop_request_buffer_bytes')).toBe(4096);
     expect(await sample(m, 'kop_request_buffer_muted_connections')).toBe(2);
     expect(await sample(m, 'kop_response_buffer_bytes')).toBe(8192);

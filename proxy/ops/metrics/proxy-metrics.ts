@@ -35,6 +35,12 @@ export interface ProxyState {
   readonly mutedConnections: number;
   readonly bufferedResponseBytes: number;
   readonly refusedConnections: number;
+  /** Client connections relayed on the native path now. */
+  readonly nativeConnections: number;
+  /** Moves of connections to the native path and back, since the start. */
+  readonly nativeHandovers: { readonly toNative: number; readonly toJavaScript: number };
+  /** Hands what the native path counted to the observer (it batches its counts). */
+  flushNativeFigures(): void;
 }
 
 export interface ProxyMetrics {
@@ -97,6 +103,19 @@ export function createProxyMetrics(opts: ProxyMetricsOptions = {}): ProxyMetrics
 
 /** Gauges and a counter computed at scrape time from the core's own counts: nothing on the hot path. */
 function registerProxyState(registry: Registry, state: () => ProxyState | null): void {
+  // Registered before the observer's metrics, so collected first at each scrape: the native path's
+  // batched counts reach kop_requests_total, kop_request_duration_seconds and kop_bytes_total
+  // before those are read.
+  new Gauge({
+    name: 'kop_native_relay_connections',
+    help: 'Client connections relayed on the native path now (--native-relay): both sockets read and written by the addon, no JavaScript per read.',
+    registers: [registry],
+    collect() {
+      const s = state();
+      s?.flushNativeFigures();
+      this.set(s?.nativeConnections ?? 0);
+    },
+  });
   new Gauge({
     name: 'kop_request_buffer_bytes',
     help: 'Memory held for request frames not yet fully received, all client connections together (bounded by --max-buffered-request-bytes).',
@@ -119,6 +138,22 @@ function registerProxyState(registry: Registry, state: () => ProxyState | null):
     registers: [registry],
     collect() {
       this.set(state()?.bufferedResponseBytes ?? 0);
+    },
+  });
+  const handedOver = { native: 0, javascript: 0 };
+  new Counter({
+    name: 'kop_native_relay_handovers_total',
+    help: 'Client connections moved to the native path (to="native") and handed back to JavaScript for a frame the proxy reads (to="javascript"), since the start.',
+    labelNames: ['to'],
+    registers: [registry],
+    collect() {
+      const now = state()?.nativeHandovers ?? { toNative: 0, toJavaScript: 0 };
+      const add = (to: 'native' | 'javascript', total: number): void => {
+        this.inc({ to }, Math.max(0, total - handedOver[to]));
+        handedOver[to] = Math.max(handedOver[to], total);
+      };
+      add('native', now.toNative);
+      add('javascript', now.toJavaScript);
     },
   });
   let reported = 0;
