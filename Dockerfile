@@ -13,9 +13,15 @@ COPY bin ./bin
 COPY protocol ./protocol
 COPY backends ./backends
 COPY proxy ./proxy
-# `npm ci` runs the prepare script, which compiles to dist/. lmdb ships prebuilt binaries for
-# glibc x64/arm64, so no compiler is needed.
+COPY scripts/build-native.mjs ./scripts/
+# `npm ci` runs the prepare script, which compiles to dist/: the TypeScript, and the native relay
+# addon (dist/native/kop-relay.node) with gcc and the headers the node image ships. lmdb ships
+# prebuilt binaries for glibc x64/arm64. `--require`: an image without the addon is an error here.
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends gcc libc6-dev \
+ && rm -rf /var/lib/apt/lists/*
 RUN npm ci --no-audit --no-fund \
+ && node scripts/build-native.mjs --require \
  && npm prune --omit=dev --no-audit --no-fund \
  && npm cache clean --force
 
