@@ -391,7 +391,13 @@ export class ProxyConnection
 
     const h = peekRequestHeader(frame);
     const plan = this.policy.plans.of(h.apiKey, h.apiVersion);
-    this.passedOnStreak = plan.kind === 'relay' && plan.passedOnUnread ? this.passedOnStreak + 1 : 0;
+    // A large request gathered from several reads is one the native path hands back (it goes
+    // through the request memory pool here): a connection that sends them stays here.
+    const native =
+      plan.kind === 'relay' &&
+      plan.passedOnUnread &&
+      (sized !== null || frame.length <= ALWAYS_READ_REQUEST_BYTES);
+    this.passedOnStreak = native ? this.passedOnStreak + 1 : 0;
     if (plan.kind === 'api-versions-unsupported') {
       const p = localPending(h.correlationId, h.apiKey, h.apiVersion, started);
       this.enqueue(p);

@@ -21,6 +21,7 @@ import { fileURLToPath } from 'node:url';
 import { requestHeaderVersion } from '../../protocol/messages/index.js';
 import type { ApiPlans, ApiPlan } from './api-plan.js';
 import type { ProxyObserver } from './observer.js';
+import { ALWAYS_READ_REQUEST_BYTES } from './request-pool.js';
 import { readsIntoReusedBuffer } from './reused-reads.js';
 
 /** The addon's functions (native/relay.c). */
@@ -43,6 +44,7 @@ export interface RelayBinding {
     onClosed: (id: number, reason: number, errorCode: string | undefined) => void,
     onStats: () => void,
     stats: Float64Array,
+    streamLimit: number,
   ): object;
   attach(context: object, id: number, clientFd: number, brokerFd: number, pending: Float64Array): object;
   handBack(pair: object): void;
@@ -202,6 +204,7 @@ export class NativeRelay {
       (id, reason, code) => this.ended(id, reason, code),
       () => this.flushStats(),
       this.stats,
+      ALWAYS_READ_REQUEST_BYTES,
     );
     this.timer = setInterval(() => this.flushStats(), 1000);
     this.timer.unref();

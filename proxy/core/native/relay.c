@@ -64,6 +64,12 @@ typedef struct context {
   napi_env env;
   uint8_t plans[MAX_API * MAX_VERSION];
   int32_t max_frame_size;
+  /*
+   * A larger request is passed on only once it is whole in one read; one that spans reads is
+   * JavaScript's, whose request memory pool bounds what half-sent large requests hold (at the
+   * broker too, which reserves a request's declared size as soon as it reads it).
+   */
+  int32_t stream_limit;
   uint32_t max_in_flight;
   /* performance.now() = uv_hrtime() / 1e6 + clock_offset_ms */
   double clock_offset_ms;
@@ -684,6 +690,7 @@ static void client_read(pair_t *p, const uint8_t *data, size_t n) {
     int64_t total;
     if (p->req_head_len == 0) {
       total = classify(p, data + off, n - off, &e);
+      if (total > p->ctx->stream_limit && total > (int64_t)(n - off)) total = HEAD_JS;
       if (total == HEAD_MORE) {
         if (n - off <= HEAD_MAX) {
           memcpy(p->req_head, data + off, n - off);
@@ -722,6 +729,8 @@ static void client_read(pair_t *p, const uint8_t *data, size_t n) {
     off += k;
     total = classify(p, p->req_head, p->req_head_len, &e);
     if (total == HEAD_MORE && p->req_head_len >= HEAD_MAX) total = HEAD_JS;
+    /* It spans reads: a large one is JavaScript's (stream_limit). */
+    if (total > p->ctx->stream_limit) total = HEAD_JS;
     if (total == HEAD_MORE) continue;
     if (total == HEAD_JS) {
       if (!send_pieces(broker, out.b, out.n)) return;
@@ -966,14 +975,14 @@ static void finalize_pair(napi_env env, void *data, void *hint) {
 
 /*
  * createContext(plans: Uint8Array(MAX_API * MAX_VERSION), maxFrameSize, maxInFlight, nowMs,
- *   onHandback, onClosed, onStats, stats: Float64Array) -> context
+ *   onHandback, onClosed, onStats, stats: Float64Array, streamLimit) -> context
  */
 static napi_value create_context(napi_env env, napi_callback_info info) {
-  size_t argc = 8;
-  napi_value argv[8];
+  size_t argc = 9;
+  napi_value argv[9];
   CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
-  if (argc < 8) {
-    napi_throw_type_error(env, NULL, "createContext: 8 arguments expected");
+  if (argc < 9) {
+    napi_throw_type_error(env, NULL, "createContext: 9 arguments expected");
     return NULL;
   }
   napi_typedarray_type type;
@@ -994,6 +1003,7 @@ static napi_value create_context(napi_env env, napi_callback_info info) {
   uint32_t in_flight;
   double js_now;
   CHECK(napi_get_value_int32(env, argv[1], &ctx->max_frame_size));
+  CHECK(napi_get_value_int32(env, argv[8], &ctx->stream_limit));
   CHECK(napi_get_value_uint32(env, argv[2], &in_flight));
   CHECK(napi_get_value_double(env, argv[3], &js_now));
   ctx->max_in_flight = in_flight;
