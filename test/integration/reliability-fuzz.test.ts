@@ -9,6 +9,11 @@
 // file-backed part is the embedded store's mapped data file, which grows with the offsets the
 // fuzzed commits store) and the V8 heap left after each full GC (`--trace-gc`).
 //
+// Twice: on the JavaScript path, and with the native relay (--native-relay on, moving a connection
+// after one request passed on unread), where every fuzz connection first sends a valid request the
+// proxy passes on unread and waits for its answer, so that the fuzzed bytes reach the native relay
+// (which must hand each connection back to JavaScript at the first frame it does not relay itself).
+//
 // KOP_FUZZ_FRAMES (default 5000) sets the number of fuzz connections, KOP_FUZZ_SEED the
 // fast-check seed (printed, so a failure can be replayed); test/reliability/fuzz-long.sh runs
 // a million.
@@ -49,6 +54,8 @@ const brokerBootstrap = inject('kafkaBootstrap');
 interface Probe {
   frames: Buffer[];
   how: string;
+  /** A request sent first, alone, whose answer is awaited before `frames` are sent. */
+  prelude?: Buffer;
 }
 
 type Outcome = 'closed' | 'answered' | 'ended-by-client';
@@ -103,6 +110,13 @@ async function runProbe(
   const client = await RawClient.connect(bootstrap);
   const responses: Buffer[] = [];
   try {
+    if (probe.prelude !== undefined) {
+      client.write(probe.prelude);
+      const [answer] = await client.read(1, QUIET_MS);
+      if (answer === undefined || peekCorrelationId(answer) !== probe.prelude.readInt32BE(8)) {
+        throw new Error('the prelude request was not answered');
+      }
+    }
     client.write(bytes);
     const want = expected.ids.length;
     // Only whole frames can be answered; bytes of an incomplete one are simply waited for.
@@ -169,7 +183,10 @@ async function runAll(bootstrap: string, probes: Probe[], stats: RunStats): Prom
   await Promise.all(Array.from({ length: CONCURRENCY }, worker));
 }
 
-describe('fuzzing a live proxy', () => {
+describe.each([
+  { path: 'the JavaScript path', args: ['--native-relay', 'off'], native: false },
+  { path: 'the native relay', args: ['--native-relay', 'on', '--native-relay-after', '1'], native: true },
+])('fuzzing a live proxy on $path', ({ args, native }) => {
   let proxy: ProxyProcess;
   let http: string;
   let control: RawClient;
@@ -204,7 +221,7 @@ describe('fuzzing a live proxy', () => {
     // KOP_FUZZ_NODE_ARGS: more options for the proxy's node, e.g. --heapsnapshot-signal=SIGUSR2 to
     // compare heap snapshots taken during a run.
     const nodeArgs = (process.env['KOP_FUZZ_NODE_ARGS'] ?? '').split(' ').filter((a) => a !== '');
-    proxy = await spawnProxy(['--bootstrap-server', brokerBootstrap, '--http', http], {}, [
+    proxy = await spawnProxy(['--bootstrap-server', brokerBootstrap, '--http', http, ...args], {}, [
       '--trace-gc',
       ...nodeArgs,
     ]);
@@ -218,8 +235,22 @@ describe('fuzzing a live proxy', () => {
       versions.apiKeys.map((k) => [k.apiKey, { min: k.minVersion, max: k.maxVersion }]),
     );
     seeds = seedFrames(advertised, topic, [uniqueName('fuzz-g'), uniqueName('fuzz-g')]);
+    // Requests the proxy passes on unread and the broker answers at once (acks=1 Produce,
+    // ListOffsets): each moves its connection to the native relay once answered.
+    passedOn = seeds.filter((s) => s.apiKey === ApiKey.Produce || s.apiKey === ApiKey.ListOffsets);
     await controlCheck();
   });
+
+  let passedOn: Seed[] = [];
+  /** With the native relay: a passed-on request to send first (its correlation id set apart). */
+  const prelude = (n: number): Buffer | undefined => {
+    if (!native) return undefined;
+    const frame = Buffer.from(passedOn[n % passedOn.length]!.frame);
+    frame.writeInt32BE(0x7ff00000 + (n % 0xfffff), 8);
+    return frame;
+  };
+  const moves = async (to: 'native' | 'javascript') =>
+    (await scrape(http, 'kop_native_relay_handovers_total', `to="${to}"`)) ?? 0;
   afterAll(async () => {
     control?.close();
     await proxy?.stop();
@@ -228,9 +259,10 @@ describe('fuzzing a live proxy', () => {
   test('every seed request, unmutated, is answered on its own connection and all of them pipelined in one write', async () => {
     expect(seeds.length).toBeGreaterThan(40);
     const unanswered: string[] = [];
-    for (const s of seeds) {
+    expect(passedOn.length).toBeGreaterThan(2);
+    for (const [i, s] of seeds.entries()) {
       const how = `api ${s.apiKey} v${s.apiVersion}`;
-      const r = await runProbe(proxy.bootstrap, { frames: [s.frame], how });
+      const r = await runProbe(proxy.bootstrap, { frames: [s.frame], how, prelude: prelude(i) });
       if (r.outcome !== 'answered') unanswered.push(`${how}: ${r.outcome}`);
     }
     expect(unanswered).toEqual([]);
@@ -238,6 +270,7 @@ describe('fuzzing a live proxy', () => {
     const r = await runProbe(proxy.bootstrap, {
       frames: seeds.map((s) => s.frame),
       how: 'all seeds pipelined',
+      prelude: prelude(0),
     });
     expect(r).toEqual({ outcome: 'answered', responses: seeds.length, wholeFrames: seeds.length });
     await controlCheck();
@@ -272,6 +305,7 @@ describe('fuzzing a live proxy', () => {
     const rounds = Math.max(4, Math.ceil(FRAMES / 500));
     const perRound = Math.ceil(FRAMES / rounds);
     const memory: { rss: number; anon: number; file: number }[] = [];
+    const movesBefore = native ? await moves('native') : 0;
     const t0 = Date.now();
     for (let round = 0; round < rounds; round++) {
       const garbage = garbageStream(Math.ceil(perRound / 4), round);
@@ -280,7 +314,7 @@ describe('fuzzing a live proxy', () => {
         const kind = i % 8;
         if (kind < 2) {
           const g = garbage[(i >> 2) % garbage.length]!;
-          probes.push({ frames: [g.bytes], how: g.how });
+          probes.push({ frames: [g.bytes], how: g.how, prelude: prelude(i) });
         } else if (kind === 7) {
           // A pipeline: valid seeds with a mutated or garbage frame somewhere among them.
           const n = 2 + rnd(5);
@@ -298,11 +332,15 @@ describe('fuzzing a live proxy', () => {
               hows.push(`api ${seed.apiKey} v${seed.apiVersion}`);
             }
           }
-          probes.push({ frames, how: `pipeline [${hows.join(', ')}]` });
+          probes.push({ frames, how: `pipeline [${hows.join(', ')}]`, prelude: prelude(i) });
         } else {
           const seed = seeds[rnd(seeds.length)]!;
           const m = mutate(seed.frame, rnd);
-          probes.push({ frames: [m.bytes], how: `api ${seed.apiKey} v${seed.apiVersion} ${m.how}` });
+          probes.push({
+            frames: [m.bytes],
+            how: `api ${seed.apiKey} v${seed.apiVersion} ${m.how}`,
+            prelude: prelude(i),
+          });
         }
       }
       await runAll(proxy.bootstrap, probes, stats);
@@ -334,6 +372,18 @@ describe('fuzzing a live proxy', () => {
     if (stats.quietWhole.length > 0)
       console.log(`[fuzz] quiet with whole frames:\n  ${stats.quietWhole.join('\n  ')}`);
     expect(stats.probes).toBe(rounds * perRound);
+    if (native) {
+      // The fuzzed bytes met the native relay: most connections moved to it (a few are closed
+      // before their prelude's answer can move them), and it handed connections back.
+      const moved = (await moves('native')) - movesBefore;
+      console.log(
+        `[fuzz] native relay: ${moved} connections moved to it, ${await moves('javascript')} handed back`,
+      );
+      expect(moved).toBeGreaterThan(stats.probes / 2);
+      expect(await moves('javascript')).toBeGreaterThan(stats.probes / 4);
+    } else {
+      expect(await moves('native')).toBe(0);
+    }
     // Both outcomes happen: the fuzzer reaches the decoders, not only the framing checks.
     expect(stats.closed).toBeGreaterThan(stats.probes / 10);
     expect(stats.answered).toBeGreaterThan(stats.probes / 10);
