@@ -232,11 +232,6 @@ export class ProxyConnection
     return this.queue.inFlight + (this.nativePair?.status().awaiting ?? 0);
   }
 
-  /** The native path relays this connection now. */
-  get native(): boolean {
-    return this.nativePair !== null;
-  }
-
   /**
    * No read of the client nor write to it for the idle timeout (IdleWatched): closed when nothing
    * is in flight, or when the client has read nothing of its answers all this time (a broker

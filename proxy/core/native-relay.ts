@@ -223,15 +223,12 @@ export class NativeRelay {
   ): NativePair {
     const id = this.nextId++;
     const encoded = new Float64Array(pending.length * 5);
-    const maxVersion = this.binding.maxVersion;
     pending.forEach((p, i) => {
       encoded[5 * i] = p.correlationId;
       encoded[5 * i + 1] = p.apiKey;
       encoded[5 * i + 2] = p.apiVersion;
       encoded[5 * i + 3] = p.walk === true ? PLAN_WALK : PLAN_AS_IS;
       encoded[5 * i + 4] = p.started;
-      if (p.apiKey >= this.binding.maxApi || p.apiVersion >= maxVersion)
-        throw new RangeError('not a native plan');
     });
     const pair = this.binding.attach(this.context, id, clientFd, brokerFd, encoded);
     this.hosts.set(id, host);
