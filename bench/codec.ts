@@ -28,6 +28,7 @@ import type { OffsetCommitResponse } from '../protocol/messages/offset-commit-re
 import { peekRequestHeader } from '../protocol/frames.js';
 import { Reader } from '../protocol/reader.js';
 import { Writer } from '../protocol/writer.js';
+import { ZERO_UUID } from '../protocol/generated-support.js';
 
 const require = createRequire(import.meta.url);
 // binary-parser's ESM build ships no types NodeNext can resolve; the little we use, typed by hand.
@@ -57,6 +58,7 @@ function metadata(partitionsTotal: number, version: number): MetadataResponse {
       rack: `rack-${id}`,
     })),
     clusterId: 'V2lkZ2V0Q2x1c3RlcklkMQ',
+    errorCode: 0,
     controllerId: 1,
     topics: Array.from({ length: topics }, (_, t) => ({
       errorCode: 0,
@@ -89,11 +91,11 @@ function offsetCommit(partitionsTotal: number, version: number): OffsetCommitReq
     retentionTimeMs: -1n,
     topics: Array.from({ length: topics }, (_, t) => ({
       name: `orders-${t}`,
+      topicId: ZERO_UUID,
       partitions: Array.from({ length: per }, (_, p) => ({
         partitionIndex: p,
         committedOffset: BigInt(1_000_000 + p * 17),
         committedLeaderEpoch: version >= 6 ? 3 : -1,
-        commitTimestamp: -1n,
         committedMetadata: '',
       })),
     })),
@@ -106,6 +108,7 @@ function offsetCommitResponse(partitionsTotal: number): OffsetCommitResponse {
     throttleTimeMs: 0,
     topics: Array.from({ length: 5 }, (_, t) => ({
       name: `orders-${t}`,
+      topicId: ZERO_UUID,
       partitions: Array.from({ length: per }, (_, p) => ({ partitionIndex: p, errorCode: 0 })),
     })),
   };

@@ -28,6 +28,7 @@ import { ensureBuilt, spawnProxy } from '../test/harness/proxy.js';
 import { RawClient } from '../test/harness/raw-client.js';
 import { createTopics } from '../test/bed/clients/kafkajs.js';
 import { cpuByThreadMs, cpuMs, cpuSplitMs } from './process-stats.js';
+import { ZERO_UUID } from '../protocol/generated-support.js';
 
 function arg(name: string, fallback: number): number {
   const i = process.argv.indexOf(`--${name}`);
@@ -121,11 +122,11 @@ class CommitFrame {
         topics: [
           {
             name: TOPIC,
+            topicId: ZERO_UUID,
             partitions: Array.from({ length: PARTITIONS }, (_, p) => ({
               partitionIndex: p,
               committedOffset: MARK,
               committedLeaderEpoch: -1,
-              commitTimestamp: -1n,
               committedMetadata: '',
             })),
           },

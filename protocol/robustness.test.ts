@@ -5,12 +5,12 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { encodeRequestFrame, encodeResponseFrame } from './frames.js';
 import { SPEC_DIR } from './generator/main.js';
-import { loadSpecs } from './generator/spec-model.js';
+import { hasCodec, loadSpecs } from './generator/spec-model.js';
 import { messageArbitrary } from './testing/arbitraries.js';
 import { checkRobustness, decodedWeight } from './testing/robustness.js';
 import type { RobustnessFrame } from './testing/robustness.js';
 
-const specs = loadSpecs(SPEC_DIR).filter((s) => s.type === 'request' || s.type === 'response');
+const specs = loadSpecs(SPEC_DIR).filter(hasCodec);
 
 function sampleFrames(): RobustnessFrame[] {
   const frames: RobustnessFrame[] = [];

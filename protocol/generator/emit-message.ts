@@ -529,7 +529,12 @@ export class MessageEmitter {
         body.push(`let ${local}: ${this.fieldTsType(fc.f)};`, ...read);
         continue;
       }
-      body.push(`let ${local}: ${this.fieldTsType(fc.f)} = ${this.defaultExpr(fc.f)};`);
+      // A field of no valid version (Kafka keeps some after removing the versions that had them)
+      // is never read: it keeps its default.
+      const never = fc.present === 'false';
+      body.push(
+        `${never ? 'const' : 'let'} ${local}: ${this.fieldTsType(fc.f)} = ${this.defaultExpr(fc.f)};`,
+      );
       if (!fc.tagged) body.push(...ifElse(fc.present, read, []));
     }
     const taggedFcs = fcs

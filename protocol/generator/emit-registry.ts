@@ -3,7 +3,11 @@ import { SpecError, isEmpty } from './spec-model.js';
 import type { MessageSpec } from './spec-model.js';
 import { kebabName } from './emit-message.js';
 
-export function emitRegistry(specs: MessageSpec[]): string {
+/**
+ * `specs`: the APIs with a codec. `allSpecs`: every request and response spec, removed APIs
+ * included, for the header rules that still name one (ControlledShutdown v0).
+ */
+export function emitRegistry(specs: MessageSpec[], allSpecs: MessageSpec[] = specs): string {
   const byKey = new Map<number, { request?: MessageSpec; response?: MessageSpec }>();
   for (const s of specs) {
     const e = byKey.get(s.apiKey!) ?? {};
@@ -18,7 +22,7 @@ export function emitRegistry(specs: MessageSpec[]): string {
   }
   const keys = [...byKey.keys()].sort((a, b) => a - b);
   const keyOf = (api: string): number => {
-    const spec = specs.find((x) => x.name === `${api}Request`);
+    const spec = allSpecs.find((x) => x.name === `${api}Request`);
     if (spec === undefined) throw new SpecError(`no ${api}Request spec: header version rules need it`);
     return spec.apiKey!;
   };

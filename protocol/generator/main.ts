@@ -8,7 +8,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { MessageEmitter, kebabName } from './emit-message.js';
 import { emitRegistry } from './emit-registry.js';
-import { loadSpecs } from './spec-model.js';
+import { hasCodec, loadSpecs } from './spec-model.js';
 
 export const PROTOCOL_DIR = join(dirname(fileURLToPath(import.meta.url)), '..');
 export const SPEC_DIR = join(PROTOCOL_DIR, 'spec');
@@ -18,9 +18,9 @@ export const MESSAGES_DIR = join(PROTOCOL_DIR, 'messages');
 export function generateAll(specDir = SPEC_DIR): Map<string, string> {
   const specs = loadSpecs(specDir);
   const out = new Map<string, string>();
-  const apis = specs.filter((s) => s.type === 'request' || s.type === 'response');
+  const apis = specs.filter(hasCodec);
   for (const spec of apis) out.set(`${kebabName(spec.name)}.ts`, new MessageEmitter(spec).emit());
-  out.set('index.ts', emitRegistry(apis));
+  out.set('index.ts', emitRegistry(apis, specs));
   return out;
 }
 

@@ -418,7 +418,12 @@ export function parseMessageSpec(text: string, file: string): MessageSpec {
     throw new SpecError(`${file}: "listeners" must be an array of strings`);
   }
   const validVersions = parseVersions(o['validVersions'], `${file}.validVersions`);
-  const flexibleVersions = parseVersions(o['flexibleVersions'], `${file}.flexibleVersions`);
+  // An API Kafka removed keeps its spec with `"validVersions": "none"` and nothing else.
+  const removed = isEmpty(validVersions);
+  const flexibleVersions =
+    removed && o['flexibleVersions'] === undefined
+      ? NO_VERSIONS
+      : parseVersions(o['flexibleVersions'], `${file}.flexibleVersions`);
   const deprecatedVersions =
     o['deprecatedVersions'] === undefined
       ? NO_VERSIONS
@@ -447,7 +452,7 @@ export function parseMessageSpec(text: string, file: string): MessageSpec {
       struct.fields = parseFields(co['fields'], ctx, `${where}(${sname})`);
     });
   }
-  root.fields = parseFields(o['fields'], ctx, file);
+  root.fields = removed && o['fields'] === undefined ? [] : parseFields(o['fields'], ctx, file);
   // Every struct-typed field must name a struct defined somewhere in this message.
   for (const s of ctx.structs.values()) {
     for (const f of s.fields) {
@@ -472,6 +477,14 @@ export function parseMessageSpec(text: string, file: string): MessageSpec {
     root,
     structs: ctx.structs,
   };
+}
+
+/**
+ * A request or response spec of an API Kafka still has: the codec is generated for these. A removed
+ * API keeps its spec with `"validVersions": "none"`; its frames pass through like an unknown key's.
+ */
+export function hasCodec(spec: MessageSpec): boolean {
+  return (spec.type === 'request' || spec.type === 'response') && !isEmpty(spec.validVersions);
 }
 
 /** Parses every `*.json` spec in a directory, sorted by file name. */

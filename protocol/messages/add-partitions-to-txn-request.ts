@@ -27,7 +27,7 @@ export interface AddPartitionsToTxnRequest {
 export interface AddPartitionsToTxnTopic {
   /** The name of the topic. (versions 0+; map key; entity topicName) */
   name: string;
-  /** The partition indexes to add to the transaction (versions 0+) */
+  /** The partition indexes to add to the transaction. (versions 0+) */
   partitions: number[];
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];

@@ -25,7 +25,7 @@ export interface AddPartitionsToTxnResponse {
 export interface AddPartitionsToTxnTopicResult {
   /** The topic name. (versions 0+; map key; entity topicName) */
   name: string;
-  /** The results for each partition (versions 0+) */
+  /** The results for each partition. (versions 0+) */
   resultsByPartition: AddPartitionsToTxnPartitionResult[];
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];

@@ -5,31 +5,33 @@ import { annotateProtocolError } from '../errors.js';
 import type { Reader, TaggedField } from '../reader.js';
 import type { Writer } from '../writer.js';
 import { sizeOfRawTaggedFields, sizeOfUvarint } from '../writer.js';
-import { ZERO_UUID, checkVersion, hasNoUnknownTags, sizeOfCompactNullableString, sizeOfCompactString } from '../generated-support.js';
+import { ZERO_UUID, checkVersion, hasNoUnknownTags, sizeOfCompactNullableString, sizeOfCompactString, unsupportedField } from '../generated-support.js';
 
-/** AddRaftVoterRequest, versions 0. */
+/** AddRaftVoterRequest, versions 0-1. */
 export interface AddRaftVoterRequest {
-  /** (versions 0+; nullable 0+) */
+  /** The cluster id. (versions 0+; nullable 0+) */
   clusterId: string | null;
-  /** (versions 0+) */
+  /** The maximum time to wait for the request to complete before returning. (versions 0+) */
   timeoutMs: number;
-  /** The replica id of the voter getting added to the topic partition (versions 0+) */
+  /** The replica id of the voter getting added to the topic partition. (versions 0+) */
   voterId: number;
-  /** The directory id of the voter getting added to the topic partition (versions 0+; UUID as 22-char base64url) */
+  /** The directory id of the voter getting added to the topic partition. (versions 0+; UUID as 22-char base64url) */
   voterDirectoryId: string;
-  /** The endpoints that can be used to communicate with the voter (versions 0+) */
+  /** The endpoints that can be used to communicate with the voter. (versions 0+) */
   listeners: Listener[];
+  /** When true, return a response after the new voter set is committed. Otherwise, return after the leader writes the changes locally. (versions 1+; default "true") */
+  ackWhenCommitted: boolean;
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct Listener (used in versions 0). */
+/** Struct Listener (used in versions 0-1). */
 export interface Listener {
-  /** The name of the endpoint (versions 0+; map key) */
+  /** The name of the endpoint. (versions 0+; map key) */
   name: string;
-  /** The hostname (versions 0+) */
+  /** The hostname. (versions 0+) */
   host: string;
-  /** The port (versions 0+) */
+  /** The port. (versions 0+) */
   port: number;
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
@@ -42,6 +44,7 @@ export function defaultAddRaftVoterRequest(): AddRaftVoterRequest {
     voterId: 0,
     voterDirectoryId: ZERO_UUID,
     listeners: [],
+    ackWhenCommitted: true,
   };
 }
 
@@ -51,6 +54,7 @@ export function isDefaultAddRaftVoterRequest(m: AddRaftVoterRequest): boolean {
     (m.voterId === 0) &&
     (m.voterDirectoryId === ZERO_UUID) &&
     (m.listeners !== null && m.listeners.length === 0) &&
+    (m.ackWhenCommitted === true) &&
     hasNoUnknownTags(m._unknownTaggedFields);
 }
 
@@ -66,6 +70,10 @@ function readAddRaftVoterRequest(r: Reader, version: number): AddRaftVoterReques
     for (let i = 0; i < n; i++) a.push(readListener(r, version));
     f_listeners = a;
   }
+  let f_ackWhenCommitted: boolean = true;
+  if (version >= 1) {
+    f_ackWhenCommitted = r.bool();
+  }
   const unknown = r.rawTaggedFields();
   const m: AddRaftVoterRequest = {
     clusterId: f_clusterId,
@@ -73,6 +81,7 @@ function readAddRaftVoterRequest(r: Reader, version: number): AddRaftVoterReques
     voterId: f_voterId,
     voterDirectoryId: f_voterDirectoryId,
     listeners: f_listeners,
+    ackWhenCommitted: f_ackWhenCommitted,
   };
   if (unknown !== undefined) m._unknownTaggedFields = unknown;
   return m;
@@ -90,6 +99,11 @@ function writeAddRaftVoterRequest(w: Writer, m: AddRaftVoterRequest, version: nu
       writeListener(w, e, version);
     }
   }
+  if (version >= 1) {
+    w.bool(m.ackWhenCommitted);
+  } else {
+    if (!(m.ackWhenCommitted === true)) throw unsupportedField('AddRaftVoterRequest', 'AckWhenCommitted', version);
+  }
   w.rawTaggedFields(m._unknownTaggedFields);
 }
 
@@ -103,6 +117,9 @@ function sizeOfAddRaftVoterRequestBody(m: AddRaftVoterRequest, version: number):
     const a = m.listeners;
     n += sizeOfUvarint(a.length + 1);
     for (const e of a) n += sizeOfListener(e, version);
+  }
+  if (version >= 1) {
+    n += 1;
   }
   n += sizeOfRawTaggedFields(m._unknownTaggedFields);
   return n;
@@ -155,7 +172,7 @@ function sizeOfListener(m: Listener, _version: number): number {
 
 /** Decodes a AddRaftVoterRequest body (no header) of the given version. Throws ProtocolError on malformed input. */
 export function decodeAddRaftVoterRequest(r: Reader, version: number): AddRaftVoterRequest {
-  checkVersion(80, version, 0, 0);
+  checkVersion(80, version, 0, 1);
   try {
     return readAddRaftVoterRequest(r, version);
   } catch (e) {
@@ -165,12 +182,12 @@ export function decodeAddRaftVoterRequest(r: Reader, version: number): AddRaftVo
 
 /** Encodes a AddRaftVoterRequest body (no header) in the given version. */
 export function encodeAddRaftVoterRequest(w: Writer, m: AddRaftVoterRequest, version: number): void {
-  checkVersion(80, version, 0, 0);
+  checkVersion(80, version, 0, 1);
   writeAddRaftVoterRequest(w, m, version);
 }
 
 /** The exact number of bytes encodeAddRaftVoterRequest writes for this message and version. */
 export function sizeOfAddRaftVoterRequest(m: AddRaftVoterRequest, version: number): number {
-  checkVersion(80, version, 0, 0);
+  checkVersion(80, version, 0, 1);
   return sizeOfAddRaftVoterRequestBody(m, version);
 }

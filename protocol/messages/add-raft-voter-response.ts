@@ -7,11 +7,11 @@ import type { Writer } from '../writer.js';
 import { sizeOfRawTaggedFields } from '../writer.js';
 import { checkVersion, hasNoUnknownTags, sizeOfCompactNullableString } from '../generated-support.js';
 
-/** AddRaftVoterResponse, versions 0. */
+/** AddRaftVoterResponse, versions 0-1. */
 export interface AddRaftVoterResponse {
   /** The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota. (versions 0+) */
   throttleTimeMs: number;
-  /** The error code, or 0 if there was no error (versions 0+) */
+  /** The error code, or 0 if there was no error. (versions 0+) */
   errorCode: number;
   /** The error message, or null if there was no error. (versions 0+; nullable 0+; ignorable) */
   errorMessage: string | null;
@@ -66,7 +66,7 @@ function sizeOfAddRaftVoterResponseBody(m: AddRaftVoterResponse, _version: numbe
 
 /** Decodes a AddRaftVoterResponse body (no header) of the given version. Throws ProtocolError on malformed input. */
 export function decodeAddRaftVoterResponse(r: Reader, version: number): AddRaftVoterResponse {
-  checkVersion(80, version, 0, 0);
+  checkVersion(80, version, 0, 1);
   try {
     return readAddRaftVoterResponse(r, version);
   } catch (e) {
@@ -76,12 +76,12 @@ export function decodeAddRaftVoterResponse(r: Reader, version: number): AddRaftV
 
 /** Encodes a AddRaftVoterResponse body (no header) in the given version. */
 export function encodeAddRaftVoterResponse(w: Writer, m: AddRaftVoterResponse, version: number): void {
-  checkVersion(80, version, 0, 0);
+  checkVersion(80, version, 0, 1);
   writeAddRaftVoterResponse(w, m, version);
 }
 
 /** The exact number of bytes encodeAddRaftVoterResponse writes for this message and version. */
 export function sizeOfAddRaftVoterResponse(m: AddRaftVoterResponse, version: number): number {
-  checkVersion(80, version, 0, 0);
+  checkVersion(80, version, 0, 1);
   return sizeOfAddRaftVoterResponseBody(m, version);
 }

@@ -9,9 +9,9 @@ import { checkVersion, hasNoUnknownTags } from '../generated-support.js';
 
 /** AllocateProducerIdsRequest, versions 0. */
 export interface AllocateProducerIdsRequest {
-  /** The ID of the requesting broker (versions 0+; entity brokerId) */
+  /** The ID of the requesting broker. (versions 0+; entity brokerId) */
   brokerId: number;
-  /** The epoch of the requesting broker (versions 0+; default "-1") */
+  /** The epoch of the requesting broker. (versions 0+; default "-1") */
   brokerEpoch: bigint;
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];

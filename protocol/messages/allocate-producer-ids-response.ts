@@ -11,11 +11,11 @@ import { checkVersion, hasNoUnknownTags } from '../generated-support.js';
 export interface AllocateProducerIdsResponse {
   /** The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota. (versions 0+) */
   throttleTimeMs: number;
-  /** The top level response error code (versions 0+) */
+  /** The top level response error code. (versions 0+) */
   errorCode: number;
-  /** The first producer ID in this range, inclusive (versions 0+; entity producerId) */
+  /** The first producer ID in this range, inclusive. (versions 0+; entity producerId) */
   producerIdStart: bigint;
-  /** The number of producer IDs in this range (versions 0+) */
+  /** The number of producer IDs in this range. (versions 0+) */
   producerIdLen: number;
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];

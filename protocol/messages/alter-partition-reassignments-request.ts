@@ -5,19 +5,21 @@ import { annotateProtocolError } from '../errors.js';
 import type { Reader, TaggedField } from '../reader.js';
 import type { Writer } from '../writer.js';
 import { sizeOfRawTaggedFields, sizeOfUvarint } from '../writer.js';
-import { checkVersion, hasNoUnknownTags, sizeOfCompactString } from '../generated-support.js';
+import { checkVersion, hasNoUnknownTags, sizeOfCompactString, unsupportedField } from '../generated-support.js';
 
-/** AlterPartitionReassignmentsRequest, versions 0. */
+/** AlterPartitionReassignmentsRequest, versions 0-1. */
 export interface AlterPartitionReassignmentsRequest {
   /** The time in ms to wait for the request to complete. (versions 0+; default "60000") */
   timeoutMs: number;
+  /** The option indicating whether changing the replication factor of any given partition as part of this request is a valid move. (versions 1+; default "true") */
+  allowReplicationFactorChange: boolean;
   /** The topics to reassign. (versions 0+) */
   topics: ReassignableTopic[];
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct ReassignableTopic (used in versions 0). */
+/** Struct ReassignableTopic (used in versions 0-1). */
 export interface ReassignableTopic {
   /** The topic name. (versions 0+; entity topicName) */
   name: string;
@@ -27,7 +29,7 @@ export interface ReassignableTopic {
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct ReassignablePartition (used in versions 0). */
+/** Struct ReassignablePartition (used in versions 0-1). */
 export interface ReassignablePartition {
   /** The partition index. (versions 0+) */
   partitionIndex: number;
@@ -40,18 +42,24 @@ export interface ReassignablePartition {
 export function defaultAlterPartitionReassignmentsRequest(): AlterPartitionReassignmentsRequest {
   return {
     timeoutMs: 60000,
+    allowReplicationFactorChange: true,
     topics: [],
   };
 }
 
 export function isDefaultAlterPartitionReassignmentsRequest(m: AlterPartitionReassignmentsRequest): boolean {
   return (m.timeoutMs === 60000) &&
+    (m.allowReplicationFactorChange === true) &&
     (m.topics !== null && m.topics.length === 0) &&
     hasNoUnknownTags(m._unknownTaggedFields);
 }
 
 function readAlterPartitionReassignmentsRequest(r: Reader, version: number): AlterPartitionReassignmentsRequest {
   const f_timeoutMs: number = r.int32();
+  let f_allowReplicationFactorChange: boolean = true;
+  if (version >= 1) {
+    f_allowReplicationFactorChange = r.bool();
+  }
   let f_topics: ReassignableTopic[];
   {
     const n = r.compactArrayLength();
@@ -62,6 +70,7 @@ function readAlterPartitionReassignmentsRequest(r: Reader, version: number): Alt
   const unknown = r.rawTaggedFields();
   const m: AlterPartitionReassignmentsRequest = {
     timeoutMs: f_timeoutMs,
+    allowReplicationFactorChange: f_allowReplicationFactorChange,
     topics: f_topics,
   };
   if (unknown !== undefined) m._unknownTaggedFields = unknown;
@@ -70,6 +79,11 @@ function readAlterPartitionReassignmentsRequest(r: Reader, version: number): Alt
 
 function writeAlterPartitionReassignmentsRequest(w: Writer, m: AlterPartitionReassignmentsRequest, version: number): void {
   w.int32(m.timeoutMs);
+  if (version >= 1) {
+    w.bool(m.allowReplicationFactorChange);
+  } else {
+    if (!(m.allowReplicationFactorChange === true)) throw unsupportedField('AlterPartitionReassignmentsRequest', 'AllowReplicationFactorChange', version);
+  }
   {
     const a = m.topics;
     w.uvarint(a.length + 1);
@@ -83,6 +97,9 @@ function writeAlterPartitionReassignmentsRequest(w: Writer, m: AlterPartitionRea
 function sizeOfAlterPartitionReassignmentsRequestBody(m: AlterPartitionReassignmentsRequest, version: number): number {
   let n = 0;
   n += 4;
+  if (version >= 1) {
+    n += 1;
+  }
   {
     const a = m.topics;
     n += sizeOfUvarint(a.length + 1);
@@ -212,7 +229,7 @@ function sizeOfReassignablePartition(m: ReassignablePartition, _version: number)
 
 /** Decodes a AlterPartitionReassignmentsRequest body (no header) of the given version. Throws ProtocolError on malformed input. */
 export function decodeAlterPartitionReassignmentsRequest(r: Reader, version: number): AlterPartitionReassignmentsRequest {
-  checkVersion(45, version, 0, 0);
+  checkVersion(45, version, 0, 1);
   try {
     return readAlterPartitionReassignmentsRequest(r, version);
   } catch (e) {
@@ -222,12 +239,12 @@ export function decodeAlterPartitionReassignmentsRequest(r: Reader, version: num
 
 /** Encodes a AlterPartitionReassignmentsRequest body (no header) in the given version. */
 export function encodeAlterPartitionReassignmentsRequest(w: Writer, m: AlterPartitionReassignmentsRequest, version: number): void {
-  checkVersion(45, version, 0, 0);
+  checkVersion(45, version, 0, 1);
   writeAlterPartitionReassignmentsRequest(w, m, version);
 }
 
 /** The exact number of bytes encodeAlterPartitionReassignmentsRequest writes for this message and version. */
 export function sizeOfAlterPartitionReassignmentsRequest(m: AlterPartitionReassignmentsRequest, version: number): number {
-  checkVersion(45, version, 0, 0);
+  checkVersion(45, version, 0, 1);
   return sizeOfAlterPartitionReassignmentsRequestBody(m, version);
 }

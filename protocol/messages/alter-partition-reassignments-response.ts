@@ -7,10 +7,12 @@ import type { Writer } from '../writer.js';
 import { sizeOfRawTaggedFields, sizeOfUvarint } from '../writer.js';
 import { checkVersion, hasNoUnknownTags, sizeOfCompactNullableString, sizeOfCompactString } from '../generated-support.js';
 
-/** AlterPartitionReassignmentsResponse, versions 0. */
+/** AlterPartitionReassignmentsResponse, versions 0-1. */
 export interface AlterPartitionReassignmentsResponse {
   /** The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota. (versions 0+) */
   throttleTimeMs: number;
+  /** The option indicating whether changing the replication factor of any given partition as part of the request was allowed. (versions 1+; ignorable; default "true") */
+  allowReplicationFactorChange: boolean;
   /** The top-level error code, or 0 if there was no error. (versions 0+) */
   errorCode: number;
   /** The top-level error message, or null if there was no error. (versions 0+; nullable 0+) */
@@ -21,17 +23,17 @@ export interface AlterPartitionReassignmentsResponse {
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct ReassignableTopicResponse (used in versions 0). */
+/** Struct ReassignableTopicResponse (used in versions 0-1). */
 export interface ReassignableTopicResponse {
-  /** The topic name (versions 0+; entity topicName) */
+  /** The topic name. (versions 0+; entity topicName) */
   name: string;
-  /** The responses to partitions to reassign (versions 0+) */
+  /** The responses to partitions to reassign. (versions 0+) */
   partitions: ReassignablePartitionResponse[];
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct ReassignablePartitionResponse (used in versions 0). */
+/** Struct ReassignablePartitionResponse (used in versions 0-1). */
 export interface ReassignablePartitionResponse {
   /** The partition index. (versions 0+) */
   partitionIndex: number;
@@ -46,6 +48,7 @@ export interface ReassignablePartitionResponse {
 export function defaultAlterPartitionReassignmentsResponse(): AlterPartitionReassignmentsResponse {
   return {
     throttleTimeMs: 0,
+    allowReplicationFactorChange: true,
     errorCode: 0,
     errorMessage: '',
     responses: [],
@@ -54,6 +57,7 @@ export function defaultAlterPartitionReassignmentsResponse(): AlterPartitionReas
 
 export function isDefaultAlterPartitionReassignmentsResponse(m: AlterPartitionReassignmentsResponse): boolean {
   return (m.throttleTimeMs === 0) &&
+    (m.allowReplicationFactorChange === true) &&
     (m.errorCode === 0) &&
     (m.errorMessage === '') &&
     (m.responses !== null && m.responses.length === 0) &&
@@ -62,6 +66,10 @@ export function isDefaultAlterPartitionReassignmentsResponse(m: AlterPartitionRe
 
 function readAlterPartitionReassignmentsResponse(r: Reader, version: number): AlterPartitionReassignmentsResponse {
   const f_throttleTimeMs: number = r.int32();
+  let f_allowReplicationFactorChange: boolean = true;
+  if (version >= 1) {
+    f_allowReplicationFactorChange = r.bool();
+  }
   const f_errorCode: number = r.int16();
   const f_errorMessage: string | null = r.compactNullableString();
   let f_responses: ReassignableTopicResponse[];
@@ -74,6 +82,7 @@ function readAlterPartitionReassignmentsResponse(r: Reader, version: number): Al
   const unknown = r.rawTaggedFields();
   const m: AlterPartitionReassignmentsResponse = {
     throttleTimeMs: f_throttleTimeMs,
+    allowReplicationFactorChange: f_allowReplicationFactorChange,
     errorCode: f_errorCode,
     errorMessage: f_errorMessage,
     responses: f_responses,
@@ -84,6 +93,9 @@ function readAlterPartitionReassignmentsResponse(r: Reader, version: number): Al
 
 function writeAlterPartitionReassignmentsResponse(w: Writer, m: AlterPartitionReassignmentsResponse, version: number): void {
   w.int32(m.throttleTimeMs);
+  if (version >= 1) {
+    w.bool(m.allowReplicationFactorChange);
+  }
   w.int16(m.errorCode);
   w.compactNullableString(m.errorMessage);
   {
@@ -99,6 +111,9 @@ function writeAlterPartitionReassignmentsResponse(w: Writer, m: AlterPartitionRe
 function sizeOfAlterPartitionReassignmentsResponseBody(m: AlterPartitionReassignmentsResponse, version: number): number {
   let n = 0;
   n += 4;
+  if (version >= 1) {
+    n += 1;
+  }
   n += 2;
   n += sizeOfCompactNullableString(m.errorMessage);
   {
@@ -212,7 +227,7 @@ function sizeOfReassignablePartitionResponse(m: ReassignablePartitionResponse, _
 
 /** Decodes a AlterPartitionReassignmentsResponse body (no header) of the given version. Throws ProtocolError on malformed input. */
 export function decodeAlterPartitionReassignmentsResponse(r: Reader, version: number): AlterPartitionReassignmentsResponse {
-  checkVersion(45, version, 0, 0);
+  checkVersion(45, version, 0, 1);
   try {
     return readAlterPartitionReassignmentsResponse(r, version);
   } catch (e) {
@@ -222,12 +237,12 @@ export function decodeAlterPartitionReassignmentsResponse(r: Reader, version: nu
 
 /** Encodes a AlterPartitionReassignmentsResponse body (no header) in the given version. */
 export function encodeAlterPartitionReassignmentsResponse(w: Writer, m: AlterPartitionReassignmentsResponse, version: number): void {
-  checkVersion(45, version, 0, 0);
+  checkVersion(45, version, 0, 1);
   writeAlterPartitionReassignmentsResponse(w, m, version);
 }
 
 /** The exact number of bytes encodeAlterPartitionReassignmentsResponse writes for this message and version. */
 export function sizeOfAlterPartitionReassignmentsResponse(m: AlterPartitionReassignmentsResponse, version: number): number {
-  checkVersion(45, version, 0, 0);
+  checkVersion(45, version, 0, 1);
   return sizeOfAlterPartitionReassignmentsResponseBody(m, version);
 }

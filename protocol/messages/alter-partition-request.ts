@@ -5,45 +5,43 @@ import { annotateProtocolError } from '../errors.js';
 import type { Reader, TaggedField } from '../reader.js';
 import type { Writer } from '../writer.js';
 import { sizeOfRawTaggedFields, sizeOfUvarint } from '../writer.js';
-import { ZERO_UUID, checkVersion, hasNoUnknownTags, sizeOfCompactString, unsupportedField } from '../generated-support.js';
+import { ZERO_UUID, checkVersion, hasNoUnknownTags, unsupportedField } from '../generated-support.js';
 
-/** AlterPartitionRequest, versions 0-3. */
+/** AlterPartitionRequest, versions 2-3. */
 export interface AlterPartitionRequest {
-  /** The ID of the requesting broker (versions 0+; entity brokerId) */
+  /** The ID of the requesting broker. (versions 0+; entity brokerId) */
   brokerId: number;
-  /** The epoch of the requesting broker (versions 0+; default "-1") */
+  /** The epoch of the requesting broker. (versions 0+; default "-1") */
   brokerEpoch: bigint;
-  /** (versions 0+) */
+  /** The topics to alter ISRs for. (versions 0+) */
   topics: TopicData[];
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct TopicData (used in versions 0-3). */
+/** Struct TopicData (used in versions 2-3). */
 export interface TopicData {
-  /** The name of the topic to alter ISRs for (versions 0-1; ignorable; entity topicName) */
-  topicName: string;
-  /** The ID of the topic to alter ISRs for (versions 2+; ignorable; UUID as 22-char base64url) */
+  /** The ID of the topic to alter ISRs for. (versions 2+; ignorable; UUID as 22-char base64url) */
   topicId: string;
-  /** (versions 0+) */
+  /** The partitions to alter ISRs for. (versions 0+) */
   partitions: PartitionData[];
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct PartitionData (used in versions 0-3). */
+/** Struct PartitionData (used in versions 2-3). */
 export interface PartitionData {
-  /** The partition index (versions 0+) */
+  /** The partition index. (versions 0+) */
   partitionIndex: number;
-  /** The leader epoch of this partition (versions 0+) */
+  /** The leader epoch of this partition. (versions 0+) */
   leaderEpoch: number;
   /** The ISR for this partition. Deprecated since version 3. (versions 0-2; entity brokerId) */
   newIsr: number[];
-  /** (versions 3+) */
+  /** The ISR for this partition. (versions 3+) */
   newIsrWithEpochs: BrokerState[];
   /** 1 if the partition is recovering from an unclean leader election; 0 otherwise. (versions 1+; default "0") */
   leaderRecoveryState: number;
-  /** The expected epoch of the partition which is being updated. For legacy cluster this is the ZkVersion in the LeaderAndIsr request. (versions 0+) */
+  /** The expected epoch of the partition which is being updated. (versions 0+) */
   partitionEpoch: number;
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
@@ -122,28 +120,19 @@ function sizeOfAlterPartitionRequestBody(m: AlterPartitionRequest, version: numb
 
 export function defaultTopicData(): TopicData {
   return {
-    topicName: '',
     topicId: ZERO_UUID,
     partitions: [],
   };
 }
 
 export function isDefaultTopicData(m: TopicData): boolean {
-  return (m.topicName === '') &&
-    (m.topicId === ZERO_UUID) &&
+  return (m.topicId === ZERO_UUID) &&
     (m.partitions !== null && m.partitions.length === 0) &&
     hasNoUnknownTags(m._unknownTaggedFields);
 }
 
 function readTopicData(r: Reader, version: number): TopicData {
-  let f_topicName: string = '';
-  if (version <= 1) {
-    f_topicName = r.compactString();
-  }
-  let f_topicId: string = ZERO_UUID;
-  if (version >= 2) {
-    f_topicId = r.uuid();
-  }
+  const f_topicId: string = r.uuid();
   let f_partitions: PartitionData[];
   {
     const n = r.compactArrayLength();
@@ -153,7 +142,6 @@ function readTopicData(r: Reader, version: number): TopicData {
   }
   const unknown = r.rawTaggedFields();
   const m: TopicData = {
-    topicName: f_topicName,
     topicId: f_topicId,
     partitions: f_partitions,
   };
@@ -162,12 +150,7 @@ function readTopicData(r: Reader, version: number): TopicData {
 }
 
 function writeTopicData(w: Writer, m: TopicData, version: number): void {
-  if (version <= 1) {
-    w.compactString(m.topicName);
-  }
-  if (version >= 2) {
-    w.uuid(m.topicId);
-  }
+  w.uuid(m.topicId);
   {
     const a = m.partitions;
     w.uvarint(a.length + 1);
@@ -180,12 +163,7 @@ function writeTopicData(w: Writer, m: TopicData, version: number): void {
 
 function sizeOfTopicData(m: TopicData, version: number): number {
   let n = 0;
-  if (version <= 1) {
-    n += sizeOfCompactString(m.topicName);
-  }
-  if (version >= 2) {
-    n += 16;
-  }
+  n += 16;
   {
     const a = m.partitions;
     n += sizeOfUvarint(a.length + 1);
@@ -235,10 +213,7 @@ function readPartitionData(r: Reader, version: number): PartitionData {
       f_newIsrWithEpochs = a;
     }
   }
-  let f_leaderRecoveryState: number = 0;
-  if (version >= 1) {
-    f_leaderRecoveryState = r.int8();
-  }
+  const f_leaderRecoveryState: number = r.int8();
   const f_partitionEpoch: number = r.int32();
   const unknown = r.rawTaggedFields();
   const m: PartitionData = {
@@ -276,11 +251,7 @@ function writePartitionData(w: Writer, m: PartitionData, version: number): void 
   } else {
     if (!(m.newIsrWithEpochs !== null && m.newIsrWithEpochs.length === 0)) throw unsupportedField('PartitionData', 'NewIsrWithEpochs', version);
   }
-  if (version >= 1) {
-    w.int8(m.leaderRecoveryState);
-  } else {
-    if (!(m.leaderRecoveryState === 0)) throw unsupportedField('PartitionData', 'LeaderRecoveryState', version);
-  }
+  w.int8(m.leaderRecoveryState);
   w.int32(m.partitionEpoch);
   w.rawTaggedFields(m._unknownTaggedFields);
 }
@@ -303,9 +274,7 @@ function sizeOfPartitionData(m: PartitionData, version: number): number {
       for (const e of a) n += sizeOfBrokerState(e, version);
     }
   }
-  if (version >= 1) {
-    n += 1;
-  }
+  n += 1;
   n += 4;
   n += sizeOfRawTaggedFields(m._unknownTaggedFields);
   return n;
@@ -352,7 +321,7 @@ function sizeOfBrokerState(m: BrokerState, _version: number): number {
 
 /** Decodes a AlterPartitionRequest body (no header) of the given version. Throws ProtocolError on malformed input. */
 export function decodeAlterPartitionRequest(r: Reader, version: number): AlterPartitionRequest {
-  checkVersion(56, version, 0, 3);
+  checkVersion(56, version, 2, 3);
   try {
     return readAlterPartitionRequest(r, version);
   } catch (e) {
@@ -362,12 +331,12 @@ export function decodeAlterPartitionRequest(r: Reader, version: number): AlterPa
 
 /** Encodes a AlterPartitionRequest body (no header) in the given version. */
 export function encodeAlterPartitionRequest(w: Writer, m: AlterPartitionRequest, version: number): void {
-  checkVersion(56, version, 0, 3);
+  checkVersion(56, version, 2, 3);
   writeAlterPartitionRequest(w, m, version);
 }
 
 /** The exact number of bytes encodeAlterPartitionRequest writes for this message and version. */
 export function sizeOfAlterPartitionRequest(m: AlterPartitionRequest, version: number): number {
-  checkVersion(56, version, 0, 3);
+  checkVersion(56, version, 2, 3);
   return sizeOfAlterPartitionRequestBody(m, version);
 }

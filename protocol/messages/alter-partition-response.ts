@@ -5,37 +5,35 @@ import { annotateProtocolError } from '../errors.js';
 import type { Reader, TaggedField } from '../reader.js';
 import type { Writer } from '../writer.js';
 import { sizeOfRawTaggedFields, sizeOfUvarint } from '../writer.js';
-import { ZERO_UUID, checkVersion, hasNoUnknownTags, sizeOfCompactString } from '../generated-support.js';
+import { ZERO_UUID, checkVersion, hasNoUnknownTags } from '../generated-support.js';
 
-/** AlterPartitionResponse, versions 0-3. */
+/** AlterPartitionResponse, versions 2-3. */
 export interface AlterPartitionResponse {
   /** The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota. (versions 0+) */
   throttleTimeMs: number;
-  /** The top level response error code (versions 0+) */
+  /** The top level response error code. (versions 0+) */
   errorCode: number;
-  /** (versions 0+) */
+  /** The responses for each topic. (versions 0+) */
   topics: TopicData[];
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct TopicData (used in versions 0-3). */
+/** Struct TopicData (used in versions 2-3). */
 export interface TopicData {
-  /** The name of the topic (versions 0-1; ignorable; entity topicName) */
-  topicName: string;
-  /** The ID of the topic (versions 2+; ignorable; UUID as 22-char base64url) */
+  /** The ID of the topic. (versions 2+; ignorable; UUID as 22-char base64url) */
   topicId: string;
-  /** (versions 0+) */
+  /** The responses for each partition. (versions 0+) */
   partitions: PartitionData[];
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct PartitionData (used in versions 0-3). */
+/** Struct PartitionData (used in versions 2-3). */
 export interface PartitionData {
-  /** The partition index (versions 0+) */
+  /** The partition index. (versions 0+) */
   partitionIndex: number;
-  /** The partition level error code (versions 0+) */
+  /** The partition level error code. (versions 0+) */
   errorCode: number;
   /** The broker ID of the leader. (versions 0+; entity brokerId) */
   leaderId: number;
@@ -45,7 +43,7 @@ export interface PartitionData {
   isr: number[];
   /** 1 if the partition is recovering from an unclean leader election; 0 otherwise. (versions 1+; ignorable; default "0") */
   leaderRecoveryState: number;
-  /** The current epoch for the partition for KRaft controllers. The current ZK version for the legacy controllers. (versions 0+) */
+  /** The current epoch for the partition for KRaft controllers. (versions 0+) */
   partitionEpoch: number;
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
@@ -114,28 +112,19 @@ function sizeOfAlterPartitionResponseBody(m: AlterPartitionResponse, version: nu
 
 export function defaultTopicData(): TopicData {
   return {
-    topicName: '',
     topicId: ZERO_UUID,
     partitions: [],
   };
 }
 
 export function isDefaultTopicData(m: TopicData): boolean {
-  return (m.topicName === '') &&
-    (m.topicId === ZERO_UUID) &&
+  return (m.topicId === ZERO_UUID) &&
     (m.partitions !== null && m.partitions.length === 0) &&
     hasNoUnknownTags(m._unknownTaggedFields);
 }
 
 function readTopicData(r: Reader, version: number): TopicData {
-  let f_topicName: string = '';
-  if (version <= 1) {
-    f_topicName = r.compactString();
-  }
-  let f_topicId: string = ZERO_UUID;
-  if (version >= 2) {
-    f_topicId = r.uuid();
-  }
+  const f_topicId: string = r.uuid();
   let f_partitions: PartitionData[];
   {
     const n = r.compactArrayLength();
@@ -145,7 +134,6 @@ function readTopicData(r: Reader, version: number): TopicData {
   }
   const unknown = r.rawTaggedFields();
   const m: TopicData = {
-    topicName: f_topicName,
     topicId: f_topicId,
     partitions: f_partitions,
   };
@@ -154,12 +142,7 @@ function readTopicData(r: Reader, version: number): TopicData {
 }
 
 function writeTopicData(w: Writer, m: TopicData, version: number): void {
-  if (version <= 1) {
-    w.compactString(m.topicName);
-  }
-  if (version >= 2) {
-    w.uuid(m.topicId);
-  }
+  w.uuid(m.topicId);
   {
     const a = m.partitions;
     w.uvarint(a.length + 1);
@@ -172,12 +155,7 @@ function writeTopicData(w: Writer, m: TopicData, version: number): void {
 
 function sizeOfTopicData(m: TopicData, version: number): number {
   let n = 0;
-  if (version <= 1) {
-    n += sizeOfCompactString(m.topicName);
-  }
-  if (version >= 2) {
-    n += 16;
-  }
+  n += 16;
   {
     const a = m.partitions;
     n += sizeOfUvarint(a.length + 1);
@@ -210,7 +188,7 @@ export function isDefaultPartitionData(m: PartitionData): boolean {
     hasNoUnknownTags(m._unknownTaggedFields);
 }
 
-function readPartitionData(r: Reader, version: number): PartitionData {
+function readPartitionData(r: Reader, _version: number): PartitionData {
   const f_partitionIndex: number = r.int32();
   const f_errorCode: number = r.int16();
   const f_leaderId: number = r.int32();
@@ -220,10 +198,7 @@ function readPartitionData(r: Reader, version: number): PartitionData {
     const n = r.compactArrayLength();
     f_isr = r.int32Array(n);
   }
-  let f_leaderRecoveryState: number = 0;
-  if (version >= 1) {
-    f_leaderRecoveryState = r.int8();
-  }
+  const f_leaderRecoveryState: number = r.int8();
   const f_partitionEpoch: number = r.int32();
   const unknown = r.rawTaggedFields();
   const m: PartitionData = {
@@ -239,7 +214,7 @@ function readPartitionData(r: Reader, version: number): PartitionData {
   return m;
 }
 
-function writePartitionData(w: Writer, m: PartitionData, version: number): void {
+function writePartitionData(w: Writer, m: PartitionData, _version: number): void {
   w.int32(m.partitionIndex);
   w.int16(m.errorCode);
   w.int32(m.leaderId);
@@ -249,14 +224,12 @@ function writePartitionData(w: Writer, m: PartitionData, version: number): void 
     w.uvarint(a.length + 1);
     w.int32Array(a);
   }
-  if (version >= 1) {
-    w.int8(m.leaderRecoveryState);
-  }
+  w.int8(m.leaderRecoveryState);
   w.int32(m.partitionEpoch);
   w.rawTaggedFields(m._unknownTaggedFields);
 }
 
-function sizeOfPartitionData(m: PartitionData, version: number): number {
+function sizeOfPartitionData(m: PartitionData, _version: number): number {
   let n = 0;
   n += 4;
   n += 2;
@@ -267,9 +240,7 @@ function sizeOfPartitionData(m: PartitionData, version: number): number {
     n += sizeOfUvarint(a.length + 1);
     n += a.length * 4;
   }
-  if (version >= 1) {
-    n += 1;
-  }
+  n += 1;
   n += 4;
   n += sizeOfRawTaggedFields(m._unknownTaggedFields);
   return n;
@@ -277,7 +248,7 @@ function sizeOfPartitionData(m: PartitionData, version: number): number {
 
 /** Decodes a AlterPartitionResponse body (no header) of the given version. Throws ProtocolError on malformed input. */
 export function decodeAlterPartitionResponse(r: Reader, version: number): AlterPartitionResponse {
-  checkVersion(56, version, 0, 3);
+  checkVersion(56, version, 2, 3);
   try {
     return readAlterPartitionResponse(r, version);
   } catch (e) {
@@ -287,12 +258,12 @@ export function decodeAlterPartitionResponse(r: Reader, version: number): AlterP
 
 /** Encodes a AlterPartitionResponse body (no header) in the given version. */
 export function encodeAlterPartitionResponse(w: Writer, m: AlterPartitionResponse, version: number): void {
-  checkVersion(56, version, 0, 3);
+  checkVersion(56, version, 2, 3);
   writeAlterPartitionResponse(w, m, version);
 }
 
 /** The exact number of bytes encodeAlterPartitionResponse writes for this message and version. */
 export function sizeOfAlterPartitionResponse(m: AlterPartitionResponse, version: number): number {
-  checkVersion(56, version, 0, 3);
+  checkVersion(56, version, 2, 3);
   return sizeOfAlterPartitionResponseBody(m, version);
 }

@@ -7,7 +7,7 @@ import type { Writer } from '../writer.js';
 import { sizeOfRawTaggedFields, sizeOfUvarint } from '../writer.js';
 import { checkVersion, hasNoUnknownTags, sizeOfCompactString, sizeOfString } from '../generated-support.js';
 
-/** AlterReplicaLogDirsRequest, versions 0-2. */
+/** AlterReplicaLogDirsRequest, versions 1-2. */
 export interface AlterReplicaLogDirsRequest {
   /** The alterations to make for each directory. (versions 0+) */
   dirs: AlterReplicaLogDir[];
@@ -15,7 +15,7 @@ export interface AlterReplicaLogDirsRequest {
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct AlterReplicaLogDir (used in versions 0-2). */
+/** Struct AlterReplicaLogDir (used in versions 1-2). */
 export interface AlterReplicaLogDir {
   /** The absolute directory path. (versions 0+; map key) */
   path: string;
@@ -25,7 +25,7 @@ export interface AlterReplicaLogDir {
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct AlterReplicaLogDirTopic (used in versions 0-2). */
+/** Struct AlterReplicaLogDirTopic (used in versions 1-2). */
 export interface AlterReplicaLogDirTopic {
   /** The topic name. (versions 0+; map key; entity topicName) */
   name: string;
@@ -224,7 +224,7 @@ function sizeOfAlterReplicaLogDirTopic(m: AlterReplicaLogDirTopic, version: numb
 
 /** Decodes a AlterReplicaLogDirsRequest body (no header) of the given version. Throws ProtocolError on malformed input. */
 export function decodeAlterReplicaLogDirsRequest(r: Reader, version: number): AlterReplicaLogDirsRequest {
-  checkVersion(34, version, 0, 2);
+  checkVersion(34, version, 1, 2);
   try {
     return readAlterReplicaLogDirsRequest(r, version);
   } catch (e) {
@@ -234,12 +234,12 @@ export function decodeAlterReplicaLogDirsRequest(r: Reader, version: number): Al
 
 /** Encodes a AlterReplicaLogDirsRequest body (no header) in the given version. */
 export function encodeAlterReplicaLogDirsRequest(w: Writer, m: AlterReplicaLogDirsRequest, version: number): void {
-  checkVersion(34, version, 0, 2);
+  checkVersion(34, version, 1, 2);
   writeAlterReplicaLogDirsRequest(w, m, version);
 }
 
 /** The exact number of bytes encodeAlterReplicaLogDirsRequest writes for this message and version. */
 export function sizeOfAlterReplicaLogDirsRequest(m: AlterReplicaLogDirsRequest, version: number): number {
-  checkVersion(34, version, 0, 2);
+  checkVersion(34, version, 1, 2);
   return sizeOfAlterReplicaLogDirsRequestBody(m, version);
 }

@@ -7,7 +7,7 @@ import type { Writer } from '../writer.js';
 import { sizeOfRawTaggedFields, sizeOfUvarint } from '../writer.js';
 import { checkVersion, hasNoUnknownTags, sizeOfCompactString, sizeOfString } from '../generated-support.js';
 
-/** AlterReplicaLogDirsResponse, versions 0-2. */
+/** AlterReplicaLogDirsResponse, versions 1-2. */
 export interface AlterReplicaLogDirsResponse {
   /** Duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota. (versions 0+) */
   throttleTimeMs: number;
@@ -17,7 +17,7 @@ export interface AlterReplicaLogDirsResponse {
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct AlterReplicaLogDirTopicResult (used in versions 0-2). */
+/** Struct AlterReplicaLogDirTopicResult (used in versions 1-2). */
 export interface AlterReplicaLogDirTopicResult {
   /** The name of the topic. (versions 0+; entity topicName) */
   topicName: string;
@@ -27,7 +27,7 @@ export interface AlterReplicaLogDirTopicResult {
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct AlterReplicaLogDirPartitionResult (used in versions 0-2). */
+/** Struct AlterReplicaLogDirPartitionResult (used in versions 1-2). */
 export interface AlterReplicaLogDirPartitionResult {
   /** The partition index. (versions 0+) */
   partitionIndex: number;
@@ -212,7 +212,7 @@ function sizeOfAlterReplicaLogDirPartitionResult(m: AlterReplicaLogDirPartitionR
 
 /** Decodes a AlterReplicaLogDirsResponse body (no header) of the given version. Throws ProtocolError on malformed input. */
 export function decodeAlterReplicaLogDirsResponse(r: Reader, version: number): AlterReplicaLogDirsResponse {
-  checkVersion(34, version, 0, 2);
+  checkVersion(34, version, 1, 2);
   try {
     return readAlterReplicaLogDirsResponse(r, version);
   } catch (e) {
@@ -222,12 +222,12 @@ export function decodeAlterReplicaLogDirsResponse(r: Reader, version: number): A
 
 /** Encodes a AlterReplicaLogDirsResponse body (no header) in the given version. */
 export function encodeAlterReplicaLogDirsResponse(w: Writer, m: AlterReplicaLogDirsResponse, version: number): void {
-  checkVersion(34, version, 0, 2);
+  checkVersion(34, version, 1, 2);
   writeAlterReplicaLogDirsResponse(w, m, version);
 }
 
 /** The exact number of bytes encodeAlterReplicaLogDirsResponse writes for this message and version. */
 export function sizeOfAlterReplicaLogDirsResponse(m: AlterReplicaLogDirsResponse, version: number): number {
-  checkVersion(34, version, 0, 2);
+  checkVersion(34, version, 1, 2);
   return sizeOfAlterReplicaLogDirsResponseBody(m, version);
 }

@@ -5,14 +5,18 @@ import { annotateProtocolError } from '../errors.js';
 import type { Reader, TaggedField } from '../reader.js';
 import type { Writer } from '../writer.js';
 import { sizeOfRawTaggedFields } from '../writer.js';
-import { checkVersion, hasNoUnknownTags, sizeOfCompactString } from '../generated-support.js';
+import { checkVersion, hasNoUnknownTags, sizeOfCompactNullableString, sizeOfCompactString } from '../generated-support.js';
 
-/** ApiVersionsRequest, versions 0-4. */
+/** ApiVersionsRequest, versions 0-5. */
 export interface ApiVersionsRequest {
   /** The name of the client. (versions 3+; ignorable) */
   clientSoftwareName: string;
   /** The version of the client. (versions 3+; ignorable) */
   clientSoftwareVersion: string;
+  /** The cluster ID the client intends to connect to. Provide both ClusterId and NodeId, if known. (versions 5+; nullable 5+; ignorable; default "null") */
+  clusterId: string | null;
+  /** The node ID the client intends to connect to. Provide both ClusterId and NodeId, if known. (versions 5+; ignorable; default -1) */
+  nodeId: number;
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
 }
@@ -21,12 +25,16 @@ export function defaultApiVersionsRequest(): ApiVersionsRequest {
   return {
     clientSoftwareName: '',
     clientSoftwareVersion: '',
+    clusterId: null,
+    nodeId: -1,
   };
 }
 
 export function isDefaultApiVersionsRequest(m: ApiVersionsRequest): boolean {
   return (m.clientSoftwareName === '') &&
     (m.clientSoftwareVersion === '') &&
+    (m.clusterId === null) &&
+    (m.nodeId === -1) &&
     hasNoUnknownTags(m._unknownTaggedFields);
 }
 
@@ -39,10 +47,20 @@ function readApiVersionsRequest(r: Reader, version: number): ApiVersionsRequest 
   if (version >= 3) {
     f_clientSoftwareVersion = r.compactString();
   }
+  let f_clusterId: string | null = null;
+  if (version >= 5) {
+    f_clusterId = r.compactNullableString();
+  }
+  let f_nodeId: number = -1;
+  if (version >= 5) {
+    f_nodeId = r.int32();
+  }
   const unknown = (version >= 3 ? r.rawTaggedFields() : undefined);
   const m: ApiVersionsRequest = {
     clientSoftwareName: f_clientSoftwareName,
     clientSoftwareVersion: f_clientSoftwareVersion,
+    clusterId: f_clusterId,
+    nodeId: f_nodeId,
   };
   if (unknown !== undefined) m._unknownTaggedFields = unknown;
   return m;
@@ -54,6 +72,12 @@ function writeApiVersionsRequest(w: Writer, m: ApiVersionsRequest, version: numb
   }
   if (version >= 3) {
     w.compactString(m.clientSoftwareVersion);
+  }
+  if (version >= 5) {
+    w.compactNullableString(m.clusterId);
+  }
+  if (version >= 5) {
+    w.int32(m.nodeId);
   }
   if (version >= 3) {
     w.rawTaggedFields(m._unknownTaggedFields);
@@ -68,6 +92,12 @@ function sizeOfApiVersionsRequestBody(m: ApiVersionsRequest, version: number): n
   if (version >= 3) {
     n += sizeOfCompactString(m.clientSoftwareVersion);
   }
+  if (version >= 5) {
+    n += sizeOfCompactNullableString(m.clusterId);
+  }
+  if (version >= 5) {
+    n += 4;
+  }
   if (version >= 3) {
     n += sizeOfRawTaggedFields(m._unknownTaggedFields);
   }
@@ -76,7 +106,7 @@ function sizeOfApiVersionsRequestBody(m: ApiVersionsRequest, version: number): n
 
 /** Decodes a ApiVersionsRequest body (no header) of the given version. Throws ProtocolError on malformed input. */
 export function decodeApiVersionsRequest(r: Reader, version: number): ApiVersionsRequest {
-  checkVersion(18, version, 0, 4);
+  checkVersion(18, version, 0, 5);
   try {
     return readApiVersionsRequest(r, version);
   } catch (e) {
@@ -86,12 +116,12 @@ export function decodeApiVersionsRequest(r: Reader, version: number): ApiVersion
 
 /** Encodes a ApiVersionsRequest body (no header) in the given version. */
 export function encodeApiVersionsRequest(w: Writer, m: ApiVersionsRequest, version: number): void {
-  checkVersion(18, version, 0, 4);
+  checkVersion(18, version, 0, 5);
   writeApiVersionsRequest(w, m, version);
 }
 
 /** The exact number of bytes encodeApiVersionsRequest writes for this message and version. */
 export function sizeOfApiVersionsRequest(m: ApiVersionsRequest, version: number): number {
-  checkVersion(18, version, 0, 4);
+  checkVersion(18, version, 0, 5);
   return sizeOfApiVersionsRequestBody(m, version);
 }

@@ -7,7 +7,7 @@ import type { Writer } from '../writer.js';
 import { sizeOfRawTaggedFields, sizeOfUvarint } from '../writer.js';
 import { checkVersion, hasNoUnknownTags, sizeOfCompactString, sizeOfUnknownTags, writeUnknownTagsBefore } from '../generated-support.js';
 
-/** ApiVersionsResponse, versions 0-4. */
+/** ApiVersionsResponse, versions 0-5. */
 export interface ApiVersionsResponse {
   /** The top-level error code. (versions 0+) */
   errorCode: number;
@@ -21,13 +21,13 @@ export interface ApiVersionsResponse {
   finalizedFeaturesEpoch: bigint;
   /** List of cluster-wide finalized features. The information is valid only if FinalizedFeaturesEpoch >= 0. (versions 3+; tag 2 in 3+; ignorable) */
   finalizedFeatures: FinalizedFeatureKey[];
-  /** Set by a KRaft controller if the required configurations for ZK migration are present (versions 3+; tag 3 in 3+; ignorable; default "false") */
+  /** Set by a KRaft controller if the required configurations for ZK migration are present. (versions 3+; tag 3 in 3+; ignorable; default "false") */
   zkMigrationReady: boolean;
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct ApiVersion (used in versions 0-4). */
+/** Struct ApiVersion (used in versions 0-5). */
 export interface ApiVersion {
   /** The API index. (versions 0+; map key) */
   apiKey: number;
@@ -39,7 +39,7 @@ export interface ApiVersion {
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct SupportedFeatureKey (used in versions 3-4). */
+/** Struct SupportedFeatureKey (used in versions 3-5). */
 export interface SupportedFeatureKey {
   /** The name of the feature. (versions 3+; map key) */
   name: string;
@@ -51,7 +51,7 @@ export interface SupportedFeatureKey {
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct FinalizedFeatureKey (used in versions 3-4). */
+/** Struct FinalizedFeatureKey (used in versions 3-5). */
 export interface FinalizedFeatureKey {
   /** The name of the feature. (versions 3+; map key) */
   name: string;
@@ -431,7 +431,7 @@ function sizeOfFinalizedFeatureKey(m: FinalizedFeatureKey, _version: number): nu
 
 /** Decodes a ApiVersionsResponse body (no header) of the given version. Throws ProtocolError on malformed input. */
 export function decodeApiVersionsResponse(r: Reader, version: number): ApiVersionsResponse {
-  checkVersion(18, version, 0, 4);
+  checkVersion(18, version, 0, 5);
   try {
     return readApiVersionsResponse(r, version);
   } catch (e) {
@@ -441,12 +441,12 @@ export function decodeApiVersionsResponse(r: Reader, version: number): ApiVersio
 
 /** Encodes a ApiVersionsResponse body (no header) in the given version. */
 export function encodeApiVersionsResponse(w: Writer, m: ApiVersionsResponse, version: number): void {
-  checkVersion(18, version, 0, 4);
+  checkVersion(18, version, 0, 5);
   writeApiVersionsResponse(w, m, version);
 }
 
 /** The exact number of bytes encodeApiVersionsResponse writes for this message and version. */
 export function sizeOfApiVersionsResponse(m: ApiVersionsResponse, version: number): number {
-  checkVersion(18, version, 0, 4);
+  checkVersion(18, version, 0, 5);
   return sizeOfApiVersionsResponseBody(m, version);
 }

@@ -9,11 +9,11 @@ import { ZERO_UUID, checkVersion, hasNoUnknownTags } from '../generated-support.
 
 /** AssignReplicasToDirsRequest, versions 0. */
 export interface AssignReplicasToDirsRequest {
-  /** The ID of the requesting broker (versions 0+; entity brokerId) */
+  /** The ID of the requesting broker. (versions 0+; entity brokerId) */
   brokerId: number;
-  /** The epoch of the requesting broker (versions 0+; default "-1") */
+  /** The epoch of the requesting broker. (versions 0+; default "-1") */
   brokerEpoch: bigint;
-  /** (versions 0+) */
+  /** The directories to which replicas should be assigned. (versions 0+) */
   directories: DirectoryData[];
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
@@ -21,9 +21,9 @@ export interface AssignReplicasToDirsRequest {
 
 /** Struct DirectoryData (used in versions 0). */
 export interface DirectoryData {
-  /** The ID of the directory (versions 0+; UUID as 22-char base64url) */
+  /** The ID of the directory. (versions 0+; UUID as 22-char base64url) */
   id: string;
-  /** (versions 0+) */
+  /** The topics assigned to the directory. (versions 0+) */
   topics: TopicData[];
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
@@ -31,9 +31,9 @@ export interface DirectoryData {
 
 /** Struct TopicData (used in versions 0). */
 export interface TopicData {
-  /** The ID of the assigned topic (versions 0+; UUID as 22-char base64url) */
+  /** The ID of the assigned topic. (versions 0+; UUID as 22-char base64url) */
   topicId: string;
-  /** (versions 0+) */
+  /** The partitions assigned to the directory. (versions 0+) */
   partitions: PartitionData[];
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
@@ -41,7 +41,7 @@ export interface TopicData {
 
 /** Struct PartitionData (used in versions 0). */
 export interface PartitionData {
-  /** The partition index (versions 0+) */
+  /** The partition index. (versions 0+) */
   partitionIndex: number;
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];

@@ -11,9 +11,9 @@ import { ZERO_UUID, checkVersion, hasNoUnknownTags } from '../generated-support.
 export interface AssignReplicasToDirsResponse {
   /** The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota. (versions 0+) */
   throttleTimeMs: number;
-  /** The top level response error code (versions 0+) */
+  /** The top level response error code. (versions 0+) */
   errorCode: number;
-  /** (versions 0+) */
+  /** The list of directories and their assigned partitions. (versions 0+) */
   directories: DirectoryData[];
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
@@ -21,9 +21,9 @@ export interface AssignReplicasToDirsResponse {
 
 /** Struct DirectoryData (used in versions 0). */
 export interface DirectoryData {
-  /** The ID of the directory (versions 0+; UUID as 22-char base64url) */
+  /** The ID of the directory. (versions 0+; UUID as 22-char base64url) */
   id: string;
-  /** (versions 0+) */
+  /** The list of topics and their assigned partitions. (versions 0+) */
   topics: TopicData[];
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
@@ -31,9 +31,9 @@ export interface DirectoryData {
 
 /** Struct TopicData (used in versions 0). */
 export interface TopicData {
-  /** The ID of the assigned topic (versions 0+; UUID as 22-char base64url) */
+  /** The ID of the assigned topic. (versions 0+; UUID as 22-char base64url) */
   topicId: string;
-  /** (versions 0+) */
+  /** The list of assigned partitions. (versions 0+) */
   partitions: PartitionData[];
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
@@ -41,9 +41,9 @@ export interface TopicData {
 
 /** Struct PartitionData (used in versions 0). */
 export interface PartitionData {
-  /** The partition index (versions 0+) */
+  /** The partition index. (versions 0+) */
   partitionIndex: number;
-  /** The partition level error code (versions 0+) */
+  /** The partition level error code. (versions 0+) */
   errorCode: number;
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];

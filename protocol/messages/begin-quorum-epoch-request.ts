@@ -9,13 +9,13 @@ import { ZERO_UUID, checkVersion, hasNoUnknownTags, sizeOfCompactNullableString,
 
 /** BeginQuorumEpochRequest, versions 0-1. */
 export interface BeginQuorumEpochRequest {
-  /** (versions 0+; nullable 0+; default "null") */
+  /** The cluster id. (versions 0+; nullable 0+; default "null") */
   clusterId: string | null;
-  /** The replica id of the voter receiving the request (versions 1+; ignorable; entity brokerId; default "-1") */
+  /** The replica id of the voter receiving the request. (versions 1+; ignorable; entity brokerId; default "-1") */
   voterId: number;
-  /** (versions 0+) */
+  /** The topics. (versions 0+) */
   topics: TopicData[];
-  /** Endpoints for the leader (versions 1+; ignorable) */
+  /** Endpoints for the leader. (versions 1+; ignorable) */
   leaderEndpoints: LeaderEndpoint[];
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
@@ -23,9 +23,9 @@ export interface BeginQuorumEpochRequest {
 
 /** Struct TopicData (used in versions 0-1). */
 export interface TopicData {
-  /** The topic name (versions 0+; entity topicName) */
+  /** The topic name. (versions 0+; entity topicName) */
   topicName: string;
-  /** (versions 0+) */
+  /** The partitions. (versions 0+) */
   partitions: PartitionData[];
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
@@ -33,13 +33,13 @@ export interface TopicData {
 
 /** Struct PartitionData (used in versions 0-1). */
 export interface PartitionData {
-  /** The partition index (versions 0+) */
+  /** The partition index. (versions 0+) */
   partitionIndex: number;
-  /** The directory id of the receiving replica (versions 1+; ignorable; UUID as 22-char base64url) */
+  /** The directory id of the receiving replica. (versions 1+; ignorable; UUID as 22-char base64url) */
   voterDirectoryId: string;
-  /** The ID of the newly elected leader (versions 0+; entity brokerId) */
+  /** The ID of the newly elected leader. (versions 0+; entity brokerId) */
   leaderId: number;
-  /** The epoch of the newly elected leader (versions 0+) */
+  /** The epoch of the newly elected leader. (versions 0+) */
   leaderEpoch: number;
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
@@ -47,11 +47,11 @@ export interface PartitionData {
 
 /** Struct LeaderEndpoint (used in versions 1). */
 export interface LeaderEndpoint {
-  /** The name of the endpoint (versions 1+; map key) */
+  /** The name of the endpoint. (versions 1+; map key) */
   name: string;
-  /** The node's hostname (versions 1+) */
+  /** The node's hostname. (versions 1+) */
   host: string;
-  /** The node's port (versions 1+) */
+  /** The node's port. (versions 1+) */
   port: number;
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];

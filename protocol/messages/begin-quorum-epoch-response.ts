@@ -11,9 +11,9 @@ import { checkVersion, hasNoUnknownTags, sizeOfCompactString, sizeOfString, size
 export interface BeginQuorumEpochResponse {
   /** The top level error code. (versions 0+) */
   errorCode: number;
-  /** (versions 0+) */
+  /** The topic data. (versions 0+) */
   topics: TopicData[];
-  /** Endpoints for all leaders enumerated in PartitionData (versions 1+; tag 0 in 1+) */
+  /** Endpoints for all leaders enumerated in PartitionData. (versions 1+; tag 0 in 1+) */
   nodeEndpoints: NodeEndpoint[];
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
@@ -23,7 +23,7 @@ export interface BeginQuorumEpochResponse {
 export interface TopicData {
   /** The topic name. (versions 0+; entity topicName) */
   topicName: string;
-  /** (versions 0+) */
+  /** The partition data. (versions 0+) */
   partitions: PartitionData[];
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
@@ -33,11 +33,11 @@ export interface TopicData {
 export interface PartitionData {
   /** The partition index. (versions 0+) */
   partitionIndex: number;
-  /** (versions 0+) */
+  /** The error code for this partition. (versions 0+) */
   errorCode: number;
   /** The ID of the current leader or -1 if the leader is unknown. (versions 0+; entity brokerId) */
   leaderId: number;
-  /** The latest known leader epoch (versions 0+) */
+  /** The latest known leader epoch. (versions 0+) */
   leaderEpoch: number;
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
@@ -45,11 +45,11 @@ export interface PartitionData {
 
 /** Struct NodeEndpoint (used in versions 1). */
 export interface NodeEndpoint {
-  /** The ID of the associated node (versions 1+; map key; entity brokerId) */
+  /** The ID of the associated node. (versions 1+; map key; entity brokerId) */
   nodeId: number;
-  /** The node's hostname (versions 1+) */
+  /** The node's hostname. (versions 1+) */
   host: string;
-  /** The node's port (versions 1+) */
+  /** The node's port. (versions 1+) */
   port: number;
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];

@@ -7,7 +7,7 @@ import type { Writer } from '../writer.js';
 import { sizeOfUvarint } from '../writer.js';
 import { checkVersion, hasNoUnknownTags, sizeOfUnknownTags, unsupportedField, writeUnknownTagsBefore } from '../generated-support.js';
 
-/** BrokerHeartbeatRequest, versions 0-1. */
+/** BrokerHeartbeatRequest, versions 0-2. */
 export interface BrokerHeartbeatRequest {
   /** The broker ID. (versions 0+; entity brokerId) */
   brokerId: number;
@@ -21,6 +21,8 @@ export interface BrokerHeartbeatRequest {
   wantShutDown: boolean;
   /** Log directories that failed and went offline. (versions 1+; tag 0 in 1+) */
   offlineLogDirs: string[];
+  /** List of log directories that are cordoned. This is null before the broker reaches the RECOVERY state. (versions 2+; nullable 2+; tag 1 in 2+; default "null") */
+  cordonedLogDirs: string[] | null;
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
 }
@@ -33,6 +35,7 @@ export function defaultBrokerHeartbeatRequest(): BrokerHeartbeatRequest {
     wantFence: false,
     wantShutDown: false,
     offlineLogDirs: [],
+    cordonedLogDirs: null,
   };
 }
 
@@ -43,6 +46,7 @@ export function isDefaultBrokerHeartbeatRequest(m: BrokerHeartbeatRequest): bool
     (m.wantFence === false) &&
     (m.wantShutDown === false) &&
     (m.offlineLogDirs !== null && m.offlineLogDirs.length === 0) &&
+    (m.cordonedLogDirs === null) &&
     hasNoUnknownTags(m._unknownTaggedFields);
 }
 
@@ -53,6 +57,7 @@ function readBrokerHeartbeatRequest(r: Reader, version: number): BrokerHeartbeat
   const f_wantFence: boolean = r.bool();
   const f_wantShutDown: boolean = r.bool();
   let f_offlineLogDirs: string[] = [];
+  let f_cordonedLogDirs: string[] | null = null;
   let unknown: TaggedField[] | undefined;
   const nTags = r.taggedFieldCount();
   for (let k = 0; k < nTags; k++) {
@@ -67,6 +72,19 @@ function readBrokerHeartbeatRequest(r: Reader, version: number): BrokerHeartbeat
         f_offlineLogDirs = a;
       }
       t.expectEnd();
+    } else if (tag === 1 && version >= 2) {
+      const t = r.sub(size);
+      {
+        const n = t.compactNullableArrayLength();
+        if (n < 0) {
+          f_cordonedLogDirs = null;
+        } else {
+          const a: string[] = [];
+          for (let i = 0; i < n; i++) a.push(t.uuid());
+          f_cordonedLogDirs = a;
+        }
+      }
+      t.expectEnd();
     } else {
       (unknown ??= []).push({ tag, data: r.view(size) });
     }
@@ -78,6 +96,7 @@ function readBrokerHeartbeatRequest(r: Reader, version: number): BrokerHeartbeat
     wantFence: f_wantFence,
     wantShutDown: f_wantShutDown,
     offlineLogDirs: f_offlineLogDirs,
+    cordonedLogDirs: f_cordonedLogDirs,
   };
   if (unknown !== undefined) m._unknownTaggedFields = unknown;
   return m;
@@ -92,10 +111,15 @@ function writeBrokerHeartbeatRequest(w: Writer, m: BrokerHeartbeatRequest, versi
   if (!(version >= 1)) {
     if (!(m.offlineLogDirs !== null && m.offlineLogDirs.length === 0)) throw unsupportedField('BrokerHeartbeatRequest', 'OfflineLogDirs', version);
   }
+  if (!(version >= 2)) {
+    if (!(m.cordonedLogDirs === null)) throw unsupportedField('BrokerHeartbeatRequest', 'CordonedLogDirs', version);
+  }
   const unknown = m._unknownTaggedFields;
   let nTags = unknown === undefined ? 0 : unknown.length;
   const has0 = version >= 1 && !(m.offlineLogDirs !== null && m.offlineLogDirs.length === 0);
   if (has0) nTags++;
+  const has1 = version >= 2 && !(m.cordonedLogDirs === null);
+  if (has1) nTags++;
   w.uvarint(nTags);
   let u = 0;
   if (has0) {
@@ -113,6 +137,32 @@ function writeBrokerHeartbeatRequest(w: Writer, m: BrokerHeartbeatRequest, versi
       w.uvarint(a.length + 1);
       for (const e of a) {
         w.uuid(e);
+      }
+    }
+  }
+  if (has1) {
+    u = writeUnknownTagsBefore(w, unknown, u, 1);
+    let size = 0;
+    {
+      const a = m.cordonedLogDirs;
+      if (a === null) {
+        size += 1;
+      } else {
+        size += sizeOfUvarint(a.length + 1);
+        size += a.length * 16;
+      }
+    }
+    w.uvarint(1);
+    w.uvarint(size);
+    {
+      const a = m.cordonedLogDirs;
+      if (a === null) {
+        w.uvarint(0);
+      } else {
+        w.uvarint(a.length + 1);
+        for (const e of a) {
+          w.uuid(e);
+        }
       }
     }
   }
@@ -139,13 +189,27 @@ function sizeOfBrokerHeartbeatRequestBody(m: BrokerHeartbeatRequest, version: nu
     n += sizeOfUvarint(0) + sizeOfUvarint(size) + size;
     nTags++;
   }
+  if (version >= 2 && !(m.cordonedLogDirs === null)) {
+    let size = 0;
+    {
+      const a = m.cordonedLogDirs;
+      if (a === null) {
+        size += 1;
+      } else {
+        size += sizeOfUvarint(a.length + 1);
+        size += a.length * 16;
+      }
+    }
+    n += sizeOfUvarint(1) + sizeOfUvarint(size) + size;
+    nTags++;
+  }
   n += sizeOfUvarint(nTags);
   return n;
 }
 
 /** Decodes a BrokerHeartbeatRequest body (no header) of the given version. Throws ProtocolError on malformed input. */
 export function decodeBrokerHeartbeatRequest(r: Reader, version: number): BrokerHeartbeatRequest {
-  checkVersion(63, version, 0, 1);
+  checkVersion(63, version, 0, 2);
   try {
     return readBrokerHeartbeatRequest(r, version);
   } catch (e) {
@@ -155,12 +219,12 @@ export function decodeBrokerHeartbeatRequest(r: Reader, version: number): Broker
 
 /** Encodes a BrokerHeartbeatRequest body (no header) in the given version. */
 export function encodeBrokerHeartbeatRequest(w: Writer, m: BrokerHeartbeatRequest, version: number): void {
-  checkVersion(63, version, 0, 1);
+  checkVersion(63, version, 0, 2);
   writeBrokerHeartbeatRequest(w, m, version);
 }
 
 /** The exact number of bytes encodeBrokerHeartbeatRequest writes for this message and version. */
 export function sizeOfBrokerHeartbeatRequest(m: BrokerHeartbeatRequest, version: number): number {
-  checkVersion(63, version, 0, 1);
+  checkVersion(63, version, 0, 2);
   return sizeOfBrokerHeartbeatRequestBody(m, version);
 }

@@ -7,7 +7,7 @@ import type { Writer } from '../writer.js';
 import { sizeOfRawTaggedFields } from '../writer.js';
 import { checkVersion, hasNoUnknownTags } from '../generated-support.js';
 
-/** BrokerHeartbeatResponse, versions 0-1. */
+/** BrokerHeartbeatResponse, versions 0-2. */
 export interface BrokerHeartbeatResponse {
   /** Duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota. (versions 0+) */
   throttleTimeMs: number;
@@ -82,7 +82,7 @@ function sizeOfBrokerHeartbeatResponseBody(m: BrokerHeartbeatResponse, _version:
 
 /** Decodes a BrokerHeartbeatResponse body (no header) of the given version. Throws ProtocolError on malformed input. */
 export function decodeBrokerHeartbeatResponse(r: Reader, version: number): BrokerHeartbeatResponse {
-  checkVersion(63, version, 0, 1);
+  checkVersion(63, version, 0, 2);
   try {
     return readBrokerHeartbeatResponse(r, version);
   } catch (e) {
@@ -92,12 +92,12 @@ export function decodeBrokerHeartbeatResponse(r: Reader, version: number): Broke
 
 /** Encodes a BrokerHeartbeatResponse body (no header) in the given version. */
 export function encodeBrokerHeartbeatResponse(w: Writer, m: BrokerHeartbeatResponse, version: number): void {
-  checkVersion(63, version, 0, 1);
+  checkVersion(63, version, 0, 2);
   writeBrokerHeartbeatResponse(w, m, version);
 }
 
 /** The exact number of bytes encodeBrokerHeartbeatResponse writes for this message and version. */
 export function sizeOfBrokerHeartbeatResponse(m: BrokerHeartbeatResponse, version: number): number {
-  checkVersion(63, version, 0, 1);
+  checkVersion(63, version, 0, 2);
   return sizeOfBrokerHeartbeatResponseBody(m, version);
 }

@@ -15,13 +15,13 @@ export interface BrokerRegistrationRequest {
   clusterId: string;
   /** The incarnation id of the broker process. (versions 0+; UUID as 22-char base64url) */
   incarnationId: string;
-  /** The listeners of this broker (versions 0+) */
+  /** The listeners of this broker. (versions 0+) */
   listeners: Listener[];
   /** The features on this broker. Note: in v0-v3, features with MinSupportedVersion = 0 are omitted. (versions 0+) */
   features: Feature[];
   /** The rack which this broker is in. (versions 0+; nullable 0+) */
   rack: string | null;
-  /** If the required configurations for ZK migration are present, this value is set to true (versions 1+; default "false") */
+  /** If the required configurations for ZK migration are present, this value is set to true. (versions 1+; default "false") */
   isMigratingZkBroker: boolean;
   /** Log directories configured in this broker which are available. (versions 2+; ignorable) */
   logDirs: string[];

@@ -7,9 +7,9 @@ import type { Writer } from '../writer.js';
 import { sizeOfRawTaggedFields, sizeOfUvarint } from '../writer.js';
 import { checkVersion, hasNoUnknownTags, sizeOfCompactString } from '../generated-support.js';
 
-/** ConsumerGroupDescribeRequest, versions 0. */
+/** ConsumerGroupDescribeRequest, versions 0-1. */
 export interface ConsumerGroupDescribeRequest {
-  /** The ids of the groups to describe (versions 0+; entity groupId) */
+  /** The ids of the groups to describe. (versions 0+; entity groupId) */
   groupIds: string[];
   /** Whether to include authorized operations. (versions 0+) */
   includeAuthorizedOperations: boolean;
@@ -74,7 +74,7 @@ function sizeOfConsumerGroupDescribeRequestBody(m: ConsumerGroupDescribeRequest,
 
 /** Decodes a ConsumerGroupDescribeRequest body (no header) of the given version. Throws ProtocolError on malformed input. */
 export function decodeConsumerGroupDescribeRequest(r: Reader, version: number): ConsumerGroupDescribeRequest {
-  checkVersion(69, version, 0, 0);
+  checkVersion(69, version, 0, 1);
   try {
     return readConsumerGroupDescribeRequest(r, version);
   } catch (e) {
@@ -84,12 +84,12 @@ export function decodeConsumerGroupDescribeRequest(r: Reader, version: number): 
 
 /** Encodes a ConsumerGroupDescribeRequest body (no header) in the given version. */
 export function encodeConsumerGroupDescribeRequest(w: Writer, m: ConsumerGroupDescribeRequest, version: number): void {
-  checkVersion(69, version, 0, 0);
+  checkVersion(69, version, 0, 1);
   writeConsumerGroupDescribeRequest(w, m, version);
 }
 
 /** The exact number of bytes encodeConsumerGroupDescribeRequest writes for this message and version. */
 export function sizeOfConsumerGroupDescribeRequest(m: ConsumerGroupDescribeRequest, version: number): number {
-  checkVersion(69, version, 0, 0);
+  checkVersion(69, version, 0, 1);
   return sizeOfConsumerGroupDescribeRequestBody(m, version);
 }

@@ -7,7 +7,7 @@ import type { Writer } from '../writer.js';
 import { sizeOfRawTaggedFields, sizeOfUvarint } from '../writer.js';
 import { ZERO_UUID, checkVersion, hasNoUnknownTags, sizeOfCompactNullableString, sizeOfCompactString } from '../generated-support.js';
 
-/** ConsumerGroupDescribeResponse, versions 0. */
+/** ConsumerGroupDescribeResponse, versions 0-1. */
 export interface ConsumerGroupDescribeResponse {
   /** The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota. (versions 0+) */
   throttleTimeMs: number;
@@ -17,7 +17,7 @@ export interface ConsumerGroupDescribeResponse {
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct TopicPartitions (used in versions 0). */
+/** Struct TopicPartitions (used in versions 0-1). */
 export interface TopicPartitions {
   /** The topic ID. (versions 0+; UUID as 22-char base64url) */
   topicId: string;
@@ -29,7 +29,7 @@ export interface TopicPartitions {
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct Assignment (used in versions 0). */
+/** Struct Assignment (used in versions 0-1). */
 export interface Assignment {
   /** The assigned topic-partitions to the member. (versions 0+) */
   topicPartitions: TopicPartitions[];
@@ -37,7 +37,7 @@ export interface Assignment {
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct DescribedGroup (used in versions 0). */
+/** Struct DescribedGroup (used in versions 0-1). */
 export interface DescribedGroup {
   /** The describe error, or 0 if there was no error. (versions 0+) */
   errorCode: number;
@@ -61,7 +61,7 @@ export interface DescribedGroup {
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct Member (used in versions 0). */
+/** Struct Member (used in versions 0-1). */
 export interface Member {
   /** The member ID. (versions 0+) */
   memberId: string;
@@ -83,6 +83,8 @@ export interface Member {
   assignment: Assignment;
   /** The target assignment. (versions 0+) */
   targetAssignment: Assignment;
+  /** -1 for unknown. 0 for classic member. +1 for consumer member. (versions 1+; ignorable; default "-1") */
+  memberType: number;
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
 }
@@ -357,6 +359,7 @@ export function defaultMember(): Member {
     subscribedTopicRegex: null,
     assignment: defaultAssignment(),
     targetAssignment: defaultAssignment(),
+    memberType: -1,
   };
 }
 
@@ -371,6 +374,7 @@ export function isDefaultMember(m: Member): boolean {
     (m.subscribedTopicRegex === null) &&
     (m.assignment !== null && isDefaultAssignment(m.assignment)) &&
     (m.targetAssignment !== null && isDefaultAssignment(m.targetAssignment)) &&
+    (m.memberType === -1) &&
     hasNoUnknownTags(m._unknownTaggedFields);
 }
 
@@ -391,6 +395,10 @@ function readMember(r: Reader, version: number): Member {
   const f_subscribedTopicRegex: string | null = r.compactNullableString();
   const f_assignment: Assignment = readAssignment(r, version);
   const f_targetAssignment: Assignment = readAssignment(r, version);
+  let f_memberType: number = -1;
+  if (version >= 1) {
+    f_memberType = r.int8();
+  }
   const unknown = r.rawTaggedFields();
   const m: Member = {
     memberId: f_memberId,
@@ -403,6 +411,7 @@ function readMember(r: Reader, version: number): Member {
     subscribedTopicRegex: f_subscribedTopicRegex,
     assignment: f_assignment,
     targetAssignment: f_targetAssignment,
+    memberType: f_memberType,
   };
   if (unknown !== undefined) m._unknownTaggedFields = unknown;
   return m;
@@ -425,6 +434,9 @@ function writeMember(w: Writer, m: Member, version: number): void {
   w.compactNullableString(m.subscribedTopicRegex);
   writeAssignment(w, m.assignment, version);
   writeAssignment(w, m.targetAssignment, version);
+  if (version >= 1) {
+    w.int8(m.memberType);
+  }
   w.rawTaggedFields(m._unknownTaggedFields);
 }
 
@@ -444,13 +456,16 @@ function sizeOfMember(m: Member, version: number): number {
   n += sizeOfCompactNullableString(m.subscribedTopicRegex);
   n += sizeOfAssignment(m.assignment, version);
   n += sizeOfAssignment(m.targetAssignment, version);
+  if (version >= 1) {
+    n += 1;
+  }
   n += sizeOfRawTaggedFields(m._unknownTaggedFields);
   return n;
 }
 
 /** Decodes a ConsumerGroupDescribeResponse body (no header) of the given version. Throws ProtocolError on malformed input. */
 export function decodeConsumerGroupDescribeResponse(r: Reader, version: number): ConsumerGroupDescribeResponse {
-  checkVersion(69, version, 0, 0);
+  checkVersion(69, version, 0, 1);
   try {
     return readConsumerGroupDescribeResponse(r, version);
   } catch (e) {
@@ -460,12 +475,12 @@ export function decodeConsumerGroupDescribeResponse(r: Reader, version: number):
 
 /** Encodes a ConsumerGroupDescribeResponse body (no header) in the given version. */
 export function encodeConsumerGroupDescribeResponse(w: Writer, m: ConsumerGroupDescribeResponse, version: number): void {
-  checkVersion(69, version, 0, 0);
+  checkVersion(69, version, 0, 1);
   writeConsumerGroupDescribeResponse(w, m, version);
 }
 
 /** The exact number of bytes encodeConsumerGroupDescribeResponse writes for this message and version. */
 export function sizeOfConsumerGroupDescribeResponse(m: ConsumerGroupDescribeResponse, version: number): number {
-  checkVersion(69, version, 0, 0);
+  checkVersion(69, version, 0, 1);
   return sizeOfConsumerGroupDescribeResponseBody(m, version);
 }

@@ -15,9 +15,9 @@ export interface ControllerRegistrationRequest {
   incarnationId: string;
   /** Set if the required configurations for ZK migration are present. (versions 0+) */
   zkMigrationReady: boolean;
-  /** The listeners of this controller (versions 0+) */
+  /** The listeners of this controller. (versions 0+) */
   listeners: Listener[];
-  /** The features on this controller (versions 0+) */
+  /** The features on this controller. (versions 0+) */
   features: Feature[];
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];

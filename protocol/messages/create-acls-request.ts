@@ -5,9 +5,9 @@ import { annotateProtocolError } from '../errors.js';
 import type { Reader, TaggedField } from '../reader.js';
 import type { Writer } from '../writer.js';
 import { sizeOfRawTaggedFields, sizeOfUvarint } from '../writer.js';
-import { checkVersion, hasNoUnknownTags, sizeOfCompactString, sizeOfString, unsupportedField } from '../generated-support.js';
+import { checkVersion, hasNoUnknownTags, sizeOfCompactString, sizeOfString } from '../generated-support.js';
 
-/** CreateAclsRequest, versions 0-3. */
+/** CreateAclsRequest, versions 1-3. */
 export interface CreateAclsRequest {
   /** The ACLs that we want to create. (versions 0+) */
   creations: AclCreation[];
@@ -15,7 +15,7 @@ export interface CreateAclsRequest {
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct AclCreation (used in versions 0-3). */
+/** Struct AclCreation (used in versions 1-3). */
 export interface AclCreation {
   /** The type of the resource. (versions 0+) */
   resourceType: number;
@@ -118,10 +118,7 @@ export function isDefaultAclCreation(m: AclCreation): boolean {
 function readAclCreation(r: Reader, version: number): AclCreation {
   const f_resourceType: number = r.int8();
   const f_resourceName: string = (version >= 2 ? r.compactString() : r.string());
-  let f_resourcePatternType: number = 3;
-  if (version >= 1) {
-    f_resourcePatternType = r.int8();
-  }
+  const f_resourcePatternType: number = r.int8();
   const f_principal: string = (version >= 2 ? r.compactString() : r.string());
   const f_host: string = (version >= 2 ? r.compactString() : r.string());
   const f_operation: number = r.int8();
@@ -147,11 +144,7 @@ function writeAclCreation(w: Writer, m: AclCreation, version: number): void {
   } else {
     w.string(m.resourceName);
   }
-  if (version >= 1) {
-    w.int8(m.resourcePatternType);
-  } else {
-    if (!(m.resourcePatternType === 3)) throw unsupportedField('AclCreation', 'ResourcePatternType', version);
-  }
+  w.int8(m.resourcePatternType);
   if (version >= 2) {
     w.compactString(m.principal);
   } else {
@@ -173,9 +166,7 @@ function sizeOfAclCreation(m: AclCreation, version: number): number {
   let n = 0;
   n += 1;
   n += (version >= 2 ? sizeOfCompactString(m.resourceName) : sizeOfString(m.resourceName));
-  if (version >= 1) {
-    n += 1;
-  }
+  n += 1;
   n += (version >= 2 ? sizeOfCompactString(m.principal) : sizeOfString(m.principal));
   n += (version >= 2 ? sizeOfCompactString(m.host) : sizeOfString(m.host));
   n += 1;
@@ -188,7 +179,7 @@ function sizeOfAclCreation(m: AclCreation, version: number): number {
 
 /** Decodes a CreateAclsRequest body (no header) of the given version. Throws ProtocolError on malformed input. */
 export function decodeCreateAclsRequest(r: Reader, version: number): CreateAclsRequest {
-  checkVersion(30, version, 0, 3);
+  checkVersion(30, version, 1, 3);
   try {
     return readCreateAclsRequest(r, version);
   } catch (e) {
@@ -198,12 +189,12 @@ export function decodeCreateAclsRequest(r: Reader, version: number): CreateAclsR
 
 /** Encodes a CreateAclsRequest body (no header) in the given version. */
 export function encodeCreateAclsRequest(w: Writer, m: CreateAclsRequest, version: number): void {
-  checkVersion(30, version, 0, 3);
+  checkVersion(30, version, 1, 3);
   writeCreateAclsRequest(w, m, version);
 }
 
 /** The exact number of bytes encodeCreateAclsRequest writes for this message and version. */
 export function sizeOfCreateAclsRequest(m: CreateAclsRequest, version: number): number {
-  checkVersion(30, version, 0, 3);
+  checkVersion(30, version, 1, 3);
   return sizeOfCreateAclsRequestBody(m, version);
 }

@@ -7,7 +7,7 @@ import type { Writer } from '../writer.js';
 import { sizeOfRawTaggedFields, sizeOfUvarint } from '../writer.js';
 import { checkVersion, hasNoUnknownTags, sizeOfCompactNullableString, sizeOfNullableString } from '../generated-support.js';
 
-/** CreateAclsResponse, versions 0-3. */
+/** CreateAclsResponse, versions 1-3. */
 export interface CreateAclsResponse {
   /** The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota. (versions 0+) */
   throttleTimeMs: number;
@@ -17,7 +17,7 @@ export interface CreateAclsResponse {
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct AclCreationResult (used in versions 0-3). */
+/** Struct AclCreationResult (used in versions 1-3). */
 export interface AclCreationResult {
   /** The result error, or zero if there was no error. (versions 0+) */
   errorCode: number;
@@ -139,7 +139,7 @@ function sizeOfAclCreationResult(m: AclCreationResult, version: number): number 
 
 /** Decodes a CreateAclsResponse body (no header) of the given version. Throws ProtocolError on malformed input. */
 export function decodeCreateAclsResponse(r: Reader, version: number): CreateAclsResponse {
-  checkVersion(30, version, 0, 3);
+  checkVersion(30, version, 1, 3);
   try {
     return readCreateAclsResponse(r, version);
   } catch (e) {
@@ -149,12 +149,12 @@ export function decodeCreateAclsResponse(r: Reader, version: number): CreateAcls
 
 /** Encodes a CreateAclsResponse body (no header) in the given version. */
 export function encodeCreateAclsResponse(w: Writer, m: CreateAclsResponse, version: number): void {
-  checkVersion(30, version, 0, 3);
+  checkVersion(30, version, 1, 3);
   writeCreateAclsResponse(w, m, version);
 }
 
 /** The exact number of bytes encodeCreateAclsResponse writes for this message and version. */
 export function sizeOfCreateAclsResponse(m: CreateAclsResponse, version: number): number {
-  checkVersion(30, version, 0, 3);
+  checkVersion(30, version, 1, 3);
   return sizeOfCreateAclsResponseBody(m, version);
 }

@@ -7,7 +7,7 @@ import type { Writer } from '../writer.js';
 import { sizeOfRawTaggedFields, sizeOfUvarint } from '../writer.js';
 import { checkVersion, hasNoUnknownTags, sizeOfCompactNullableString, sizeOfCompactString, sizeOfString, unsupportedField } from '../generated-support.js';
 
-/** CreateDelegationTokenRequest, versions 0-3. */
+/** CreateDelegationTokenRequest, versions 1-3. */
 export interface CreateDelegationTokenRequest {
   /** The principal type of the owner of the token. If it's null it defaults to the token request principal. (versions 3+; nullable 3+) */
   ownerPrincipalType: string | null;
@@ -21,7 +21,7 @@ export interface CreateDelegationTokenRequest {
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct CreatableRenewers (used in versions 0-3). */
+/** Struct CreatableRenewers (used in versions 1-3). */
 export interface CreatableRenewers {
   /** The type of the Kafka principal. (versions 0+) */
   principalType: string;
@@ -177,7 +177,7 @@ function sizeOfCreatableRenewers(m: CreatableRenewers, version: number): number 
 
 /** Decodes a CreateDelegationTokenRequest body (no header) of the given version. Throws ProtocolError on malformed input. */
 export function decodeCreateDelegationTokenRequest(r: Reader, version: number): CreateDelegationTokenRequest {
-  checkVersion(38, version, 0, 3);
+  checkVersion(38, version, 1, 3);
   try {
     return readCreateDelegationTokenRequest(r, version);
   } catch (e) {
@@ -187,12 +187,12 @@ export function decodeCreateDelegationTokenRequest(r: Reader, version: number): 
 
 /** Encodes a CreateDelegationTokenRequest body (no header) in the given version. */
 export function encodeCreateDelegationTokenRequest(w: Writer, m: CreateDelegationTokenRequest, version: number): void {
-  checkVersion(38, version, 0, 3);
+  checkVersion(38, version, 1, 3);
   writeCreateDelegationTokenRequest(w, m, version);
 }
 
 /** The exact number of bytes encodeCreateDelegationTokenRequest writes for this message and version. */
 export function sizeOfCreateDelegationTokenRequest(m: CreateDelegationTokenRequest, version: number): number {
-  checkVersion(38, version, 0, 3);
+  checkVersion(38, version, 1, 3);
   return sizeOfCreateDelegationTokenRequestBody(m, version);
 }

@@ -7,7 +7,7 @@ import type { Writer } from '../writer.js';
 import { sizeOfRawTaggedFields } from '../writer.js';
 import { EMPTY_BUFFER, checkVersion, hasNoUnknownTags, sizeOfBytes, sizeOfCompactBytes, sizeOfCompactString, sizeOfString, unsupportedField } from '../generated-support.js';
 
-/** CreateDelegationTokenResponse, versions 0-3. */
+/** CreateDelegationTokenResponse, versions 1-3. */
 export interface CreateDelegationTokenResponse {
   /** The top-level error, or zero if there was no error. (versions 0+) */
   errorCode: number;
@@ -168,7 +168,7 @@ function sizeOfCreateDelegationTokenResponseBody(m: CreateDelegationTokenRespons
 
 /** Decodes a CreateDelegationTokenResponse body (no header) of the given version. Throws ProtocolError on malformed input. */
 export function decodeCreateDelegationTokenResponse(r: Reader, version: number): CreateDelegationTokenResponse {
-  checkVersion(38, version, 0, 3);
+  checkVersion(38, version, 1, 3);
   try {
     return readCreateDelegationTokenResponse(r, version);
   } catch (e) {
@@ -178,12 +178,12 @@ export function decodeCreateDelegationTokenResponse(r: Reader, version: number):
 
 /** Encodes a CreateDelegationTokenResponse body (no header) in the given version. */
 export function encodeCreateDelegationTokenResponse(w: Writer, m: CreateDelegationTokenResponse, version: number): void {
-  checkVersion(38, version, 0, 3);
+  checkVersion(38, version, 1, 3);
   writeCreateDelegationTokenResponse(w, m, version);
 }
 
 /** The exact number of bytes encodeCreateDelegationTokenResponse writes for this message and version. */
 export function sizeOfCreateDelegationTokenResponse(m: CreateDelegationTokenResponse, version: number): number {
-  checkVersion(38, version, 0, 3);
+  checkVersion(38, version, 1, 3);
   return sizeOfCreateDelegationTokenResponseBody(m, version);
 }

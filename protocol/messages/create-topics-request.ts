@@ -5,9 +5,9 @@ import { annotateProtocolError } from '../errors.js';
 import type { Reader, TaggedField } from '../reader.js';
 import type { Writer } from '../writer.js';
 import { sizeOfRawTaggedFields, sizeOfUvarint } from '../writer.js';
-import { checkVersion, hasNoUnknownTags, sizeOfCompactNullableString, sizeOfCompactString, sizeOfNullableString, sizeOfString, unsupportedField } from '../generated-support.js';
+import { checkVersion, hasNoUnknownTags, sizeOfCompactNullableString, sizeOfCompactString, sizeOfNullableString, sizeOfString } from '../generated-support.js';
 
-/** CreateTopicsRequest, versions 0-7. */
+/** CreateTopicsRequest, versions 2-7. */
 export interface CreateTopicsRequest {
   /** The topics to create. (versions 0+) */
   topics: CreatableTopic[];
@@ -19,7 +19,7 @@ export interface CreateTopicsRequest {
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct CreatableTopic (used in versions 0-7). */
+/** Struct CreatableTopic (used in versions 2-7). */
 export interface CreatableTopic {
   /** The topic name. (versions 0+; map key; entity topicName) */
   name: string;
@@ -35,7 +35,7 @@ export interface CreatableTopic {
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct CreatableReplicaAssignment (used in versions 0-7). */
+/** Struct CreatableReplicaAssignment (used in versions 2-7). */
 export interface CreatableReplicaAssignment {
   /** The partition index. (versions 0+; map key) */
   partitionIndex: number;
@@ -45,7 +45,7 @@ export interface CreatableReplicaAssignment {
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct CreatableTopicConfig (used in versions 0-7). */
+/** Struct CreatableTopicConfig (used in versions 2-7). */
 export interface CreatableTopicConfig {
   /** The configuration name. (versions 0+; map key) */
   name: string;
@@ -79,10 +79,7 @@ function readCreateTopicsRequest(r: Reader, version: number): CreateTopicsReques
     f_topics = a;
   }
   const f_timeoutMs: number = r.int32();
-  let f_validateOnly: boolean = false;
-  if (version >= 1) {
-    f_validateOnly = r.bool();
-  }
+  const f_validateOnly: boolean = r.bool();
   const unknown = (version >= 5 ? r.rawTaggedFields() : undefined);
   const m: CreateTopicsRequest = {
     topics: f_topics,
@@ -106,11 +103,7 @@ function writeCreateTopicsRequest(w: Writer, m: CreateTopicsRequest, version: nu
     }
   }
   w.int32(m.timeoutMs);
-  if (version >= 1) {
-    w.bool(m.validateOnly);
-  } else {
-    if (!(m.validateOnly === false)) throw unsupportedField('CreateTopicsRequest', 'validateOnly', version);
-  }
+  w.bool(m.validateOnly);
   if (version >= 5) {
     w.rawTaggedFields(m._unknownTaggedFields);
   }
@@ -124,9 +117,7 @@ function sizeOfCreateTopicsRequestBody(m: CreateTopicsRequest, version: number):
     for (const e of a) n += sizeOfCreatableTopic(e, version);
   }
   n += 4;
-  if (version >= 1) {
-    n += 1;
-  }
+  n += 1;
   if (version >= 5) {
     n += sizeOfRawTaggedFields(m._unknownTaggedFields);
   }
@@ -350,7 +341,7 @@ function sizeOfCreatableTopicConfig(m: CreatableTopicConfig, version: number): n
 
 /** Decodes a CreateTopicsRequest body (no header) of the given version. Throws ProtocolError on malformed input. */
 export function decodeCreateTopicsRequest(r: Reader, version: number): CreateTopicsRequest {
-  checkVersion(19, version, 0, 7);
+  checkVersion(19, version, 2, 7);
   try {
     return readCreateTopicsRequest(r, version);
   } catch (e) {
@@ -360,12 +351,12 @@ export function decodeCreateTopicsRequest(r: Reader, version: number): CreateTop
 
 /** Encodes a CreateTopicsRequest body (no header) in the given version. */
 export function encodeCreateTopicsRequest(w: Writer, m: CreateTopicsRequest, version: number): void {
-  checkVersion(19, version, 0, 7);
+  checkVersion(19, version, 2, 7);
   writeCreateTopicsRequest(w, m, version);
 }
 
 /** The exact number of bytes encodeCreateTopicsRequest writes for this message and version. */
 export function sizeOfCreateTopicsRequest(m: CreateTopicsRequest, version: number): number {
-  checkVersion(19, version, 0, 7);
+  checkVersion(19, version, 2, 7);
   return sizeOfCreateTopicsRequestBody(m, version);
 }

@@ -7,7 +7,7 @@ import type { Writer } from '../writer.js';
 import { sizeOfRawTaggedFields, sizeOfUvarint } from '../writer.js';
 import { ZERO_UUID, checkVersion, hasNoUnknownTags, sizeOfCompactNullableString, sizeOfCompactString, sizeOfNullableString, sizeOfString, sizeOfUnknownTags, writeUnknownTagsBefore } from '../generated-support.js';
 
-/** CreateTopicsResponse, versions 0-7. */
+/** CreateTopicsResponse, versions 2-7. */
 export interface CreateTopicsResponse {
   /** The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota. (versions 2+; ignorable) */
   throttleTimeMs: number;
@@ -17,11 +17,11 @@ export interface CreateTopicsResponse {
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct CreatableTopicResult (used in versions 0-7). */
+/** Struct CreatableTopicResult (used in versions 2-7). */
 export interface CreatableTopicResult {
   /** The topic name. (versions 0+; map key; entity topicName) */
   name: string;
-  /** The unique topic ID (versions 7+; ignorable; UUID as 22-char base64url) */
+  /** The unique topic ID. (versions 7+; ignorable; UUID as 22-char base64url) */
   topicId: string;
   /** The error code, or 0 if there was no error. (versions 0+) */
   errorCode: number;
@@ -69,10 +69,7 @@ export function isDefaultCreateTopicsResponse(m: CreateTopicsResponse): boolean 
 }
 
 function readCreateTopicsResponse(r: Reader, version: number): CreateTopicsResponse {
-  let f_throttleTimeMs: number = 0;
-  if (version >= 2) {
-    f_throttleTimeMs = r.int32();
-  }
+  const f_throttleTimeMs: number = r.int32();
   let f_topics: CreatableTopicResult[];
   {
     const n = (version >= 5 ? r.compactArrayLength() : r.arrayLength());
@@ -90,9 +87,7 @@ function readCreateTopicsResponse(r: Reader, version: number): CreateTopicsRespo
 }
 
 function writeCreateTopicsResponse(w: Writer, m: CreateTopicsResponse, version: number): void {
-  if (version >= 2) {
-    w.int32(m.throttleTimeMs);
-  }
+  w.int32(m.throttleTimeMs);
   {
     const a = m.topics;
     if (version >= 5) {
@@ -111,9 +106,7 @@ function writeCreateTopicsResponse(w: Writer, m: CreateTopicsResponse, version: 
 
 function sizeOfCreateTopicsResponseBody(m: CreateTopicsResponse, version: number): number {
   let n = 0;
-  if (version >= 2) {
-    n += 4;
-  }
+  n += 4;
   {
     const a = m.topics;
     n += (version >= 5 ? sizeOfUvarint(a.length + 1) : 4);
@@ -157,10 +150,7 @@ function readCreatableTopicResult(r: Reader, version: number): CreatableTopicRes
     f_topicId = r.uuid();
   }
   const f_errorCode: number = r.int16();
-  let f_errorMessage: string | null = '';
-  if (version >= 1) {
-    f_errorMessage = (version >= 5 ? r.compactNullableString() : r.nullableString());
-  }
+  const f_errorMessage: string | null = (version >= 5 ? r.compactNullableString() : r.nullableString());
   let f_topicConfigErrorCode: number = 0;
   let f_numPartitions: number = -1;
   if (version >= 5) {
@@ -222,12 +212,10 @@ function writeCreatableTopicResult(w: Writer, m: CreatableTopicResult, version: 
     w.uuid(m.topicId);
   }
   w.int16(m.errorCode);
-  if (version >= 1) {
-    if (version >= 5) {
-      w.compactNullableString(m.errorMessage);
-    } else {
-      w.nullableString(m.errorMessage);
-    }
+  if (version >= 5) {
+    w.compactNullableString(m.errorMessage);
+  } else {
+    w.nullableString(m.errorMessage);
   }
   if (version >= 5) {
     w.int32(m.numPartitions);
@@ -274,9 +262,7 @@ function sizeOfCreatableTopicResult(m: CreatableTopicResult, version: number): n
     n += 16;
   }
   n += 2;
-  if (version >= 1) {
-    n += (version >= 5 ? sizeOfCompactNullableString(m.errorMessage) : sizeOfNullableString(m.errorMessage));
-  }
+  n += (version >= 5 ? sizeOfCompactNullableString(m.errorMessage) : sizeOfNullableString(m.errorMessage));
   if (version >= 5) {
     n += 4;
   }
@@ -368,7 +354,7 @@ function sizeOfCreatableTopicConfigs(m: CreatableTopicConfigs, _version: number)
 
 /** Decodes a CreateTopicsResponse body (no header) of the given version. Throws ProtocolError on malformed input. */
 export function decodeCreateTopicsResponse(r: Reader, version: number): CreateTopicsResponse {
-  checkVersion(19, version, 0, 7);
+  checkVersion(19, version, 2, 7);
   try {
     return readCreateTopicsResponse(r, version);
   } catch (e) {
@@ -378,12 +364,12 @@ export function decodeCreateTopicsResponse(r: Reader, version: number): CreateTo
 
 /** Encodes a CreateTopicsResponse body (no header) in the given version. */
 export function encodeCreateTopicsResponse(w: Writer, m: CreateTopicsResponse, version: number): void {
-  checkVersion(19, version, 0, 7);
+  checkVersion(19, version, 2, 7);
   writeCreateTopicsResponse(w, m, version);
 }
 
 /** The exact number of bytes encodeCreateTopicsResponse writes for this message and version. */
 export function sizeOfCreateTopicsResponse(m: CreateTopicsResponse, version: number): number {
-  checkVersion(19, version, 0, 7);
+  checkVersion(19, version, 2, 7);
   return sizeOfCreateTopicsResponseBody(m, version);
 }

@@ -5,9 +5,9 @@ import { annotateProtocolError } from '../errors.js';
 import type { Reader, TaggedField } from '../reader.js';
 import type { Writer } from '../writer.js';
 import { sizeOfRawTaggedFields, sizeOfUvarint } from '../writer.js';
-import { checkVersion, hasNoUnknownTags, sizeOfCompactNullableString, sizeOfNullableString, unsupportedField } from '../generated-support.js';
+import { checkVersion, hasNoUnknownTags, sizeOfCompactNullableString, sizeOfNullableString } from '../generated-support.js';
 
-/** DeleteAclsRequest, versions 0-3. */
+/** DeleteAclsRequest, versions 1-3. */
 export interface DeleteAclsRequest {
   /** The filters to use when deleting ACLs. (versions 0+) */
   filters: DeleteAclsFilter[];
@@ -15,11 +15,11 @@ export interface DeleteAclsRequest {
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct DeleteAclsFilter (used in versions 0-3). */
+/** Struct DeleteAclsFilter (used in versions 1-3). */
 export interface DeleteAclsFilter {
   /** The resource type. (versions 0+) */
   resourceTypeFilter: number;
-  /** The resource name. (versions 0+; nullable 0+) */
+  /** The resource name, or null to match any resource name. (versions 0+; nullable 0+) */
   resourceNameFilter: string | null;
   /** The pattern type. (versions 1+; default "3") */
   patternTypeFilter: number;
@@ -118,10 +118,7 @@ export function isDefaultDeleteAclsFilter(m: DeleteAclsFilter): boolean {
 function readDeleteAclsFilter(r: Reader, version: number): DeleteAclsFilter {
   const f_resourceTypeFilter: number = r.int8();
   const f_resourceNameFilter: string | null = (version >= 2 ? r.compactNullableString() : r.nullableString());
-  let f_patternTypeFilter: number = 3;
-  if (version >= 1) {
-    f_patternTypeFilter = r.int8();
-  }
+  const f_patternTypeFilter: number = r.int8();
   const f_principalFilter: string | null = (version >= 2 ? r.compactNullableString() : r.nullableString());
   const f_hostFilter: string | null = (version >= 2 ? r.compactNullableString() : r.nullableString());
   const f_operation: number = r.int8();
@@ -147,11 +144,7 @@ function writeDeleteAclsFilter(w: Writer, m: DeleteAclsFilter, version: number):
   } else {
     w.nullableString(m.resourceNameFilter);
   }
-  if (version >= 1) {
-    w.int8(m.patternTypeFilter);
-  } else {
-    if (!(m.patternTypeFilter === 3)) throw unsupportedField('DeleteAclsFilter', 'PatternTypeFilter', version);
-  }
+  w.int8(m.patternTypeFilter);
   if (version >= 2) {
     w.compactNullableString(m.principalFilter);
   } else {
@@ -173,9 +166,7 @@ function sizeOfDeleteAclsFilter(m: DeleteAclsFilter, version: number): number {
   let n = 0;
   n += 1;
   n += (version >= 2 ? sizeOfCompactNullableString(m.resourceNameFilter) : sizeOfNullableString(m.resourceNameFilter));
-  if (version >= 1) {
-    n += 1;
-  }
+  n += 1;
   n += (version >= 2 ? sizeOfCompactNullableString(m.principalFilter) : sizeOfNullableString(m.principalFilter));
   n += (version >= 2 ? sizeOfCompactNullableString(m.hostFilter) : sizeOfNullableString(m.hostFilter));
   n += 1;
@@ -188,7 +179,7 @@ function sizeOfDeleteAclsFilter(m: DeleteAclsFilter, version: number): number {
 
 /** Decodes a DeleteAclsRequest body (no header) of the given version. Throws ProtocolError on malformed input. */
 export function decodeDeleteAclsRequest(r: Reader, version: number): DeleteAclsRequest {
-  checkVersion(31, version, 0, 3);
+  checkVersion(31, version, 1, 3);
   try {
     return readDeleteAclsRequest(r, version);
   } catch (e) {
@@ -198,12 +189,12 @@ export function decodeDeleteAclsRequest(r: Reader, version: number): DeleteAclsR
 
 /** Encodes a DeleteAclsRequest body (no header) in the given version. */
 export function encodeDeleteAclsRequest(w: Writer, m: DeleteAclsRequest, version: number): void {
-  checkVersion(31, version, 0, 3);
+  checkVersion(31, version, 1, 3);
   writeDeleteAclsRequest(w, m, version);
 }
 
 /** The exact number of bytes encodeDeleteAclsRequest writes for this message and version. */
 export function sizeOfDeleteAclsRequest(m: DeleteAclsRequest, version: number): number {
-  checkVersion(31, version, 0, 3);
+  checkVersion(31, version, 1, 3);
   return sizeOfDeleteAclsRequestBody(m, version);
 }

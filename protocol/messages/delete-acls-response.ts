@@ -5,9 +5,9 @@ import { annotateProtocolError } from '../errors.js';
 import type { Reader, TaggedField } from '../reader.js';
 import type { Writer } from '../writer.js';
 import { sizeOfRawTaggedFields, sizeOfUvarint } from '../writer.js';
-import { checkVersion, hasNoUnknownTags, sizeOfCompactNullableString, sizeOfCompactString, sizeOfNullableString, sizeOfString, unsupportedField } from '../generated-support.js';
+import { checkVersion, hasNoUnknownTags, sizeOfCompactNullableString, sizeOfCompactString, sizeOfNullableString, sizeOfString } from '../generated-support.js';
 
-/** DeleteAclsResponse, versions 0-3. */
+/** DeleteAclsResponse, versions 1-3. */
 export interface DeleteAclsResponse {
   /** The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota. (versions 0+) */
   throttleTimeMs: number;
@@ -17,7 +17,7 @@ export interface DeleteAclsResponse {
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct DeleteAclsFilterResult (used in versions 0-3). */
+/** Struct DeleteAclsFilterResult (used in versions 1-3). */
 export interface DeleteAclsFilterResult {
   /** The error code, or 0 if the filter succeeded. (versions 0+) */
   errorCode: number;
@@ -29,7 +29,7 @@ export interface DeleteAclsFilterResult {
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct DeleteAclsMatchingAcl (used in versions 0-3). */
+/** Struct DeleteAclsMatchingAcl (used in versions 1-3). */
 export interface DeleteAclsMatchingAcl {
   /** The deletion error code, or 0 if the deletion succeeded. (versions 0+) */
   errorCode: number;
@@ -221,10 +221,7 @@ function readDeleteAclsMatchingAcl(r: Reader, version: number): DeleteAclsMatchi
   const f_errorMessage: string | null = (version >= 2 ? r.compactNullableString() : r.nullableString());
   const f_resourceType: number = r.int8();
   const f_resourceName: string = (version >= 2 ? r.compactString() : r.string());
-  let f_patternType: number = 3;
-  if (version >= 1) {
-    f_patternType = r.int8();
-  }
+  const f_patternType: number = r.int8();
   const f_principal: string = (version >= 2 ? r.compactString() : r.string());
   const f_host: string = (version >= 2 ? r.compactString() : r.string());
   const f_operation: number = r.int8();
@@ -258,11 +255,7 @@ function writeDeleteAclsMatchingAcl(w: Writer, m: DeleteAclsMatchingAcl, version
   } else {
     w.string(m.resourceName);
   }
-  if (version >= 1) {
-    w.int8(m.patternType);
-  } else {
-    if (!(m.patternType === 3)) throw unsupportedField('DeleteAclsMatchingAcl', 'PatternType', version);
-  }
+  w.int8(m.patternType);
   if (version >= 2) {
     w.compactString(m.principal);
   } else {
@@ -286,9 +279,7 @@ function sizeOfDeleteAclsMatchingAcl(m: DeleteAclsMatchingAcl, version: number):
   n += (version >= 2 ? sizeOfCompactNullableString(m.errorMessage) : sizeOfNullableString(m.errorMessage));
   n += 1;
   n += (version >= 2 ? sizeOfCompactString(m.resourceName) : sizeOfString(m.resourceName));
-  if (version >= 1) {
-    n += 1;
-  }
+  n += 1;
   n += (version >= 2 ? sizeOfCompactString(m.principal) : sizeOfString(m.principal));
   n += (version >= 2 ? sizeOfCompactString(m.host) : sizeOfString(m.host));
   n += 1;
@@ -301,7 +292,7 @@ function sizeOfDeleteAclsMatchingAcl(m: DeleteAclsMatchingAcl, version: number):
 
 /** Decodes a DeleteAclsResponse body (no header) of the given version. Throws ProtocolError on malformed input. */
 export function decodeDeleteAclsResponse(r: Reader, version: number): DeleteAclsResponse {
-  checkVersion(31, version, 0, 3);
+  checkVersion(31, version, 1, 3);
   try {
     return readDeleteAclsResponse(r, version);
   } catch (e) {
@@ -311,12 +302,12 @@ export function decodeDeleteAclsResponse(r: Reader, version: number): DeleteAcls
 
 /** Encodes a DeleteAclsResponse body (no header) in the given version. */
 export function encodeDeleteAclsResponse(w: Writer, m: DeleteAclsResponse, version: number): void {
-  checkVersion(31, version, 0, 3);
+  checkVersion(31, version, 1, 3);
   writeDeleteAclsResponse(w, m, version);
 }
 
 /** The exact number of bytes encodeDeleteAclsResponse writes for this message and version. */
 export function sizeOfDeleteAclsResponse(m: DeleteAclsResponse, version: number): number {
-  checkVersion(31, version, 0, 3);
+  checkVersion(31, version, 1, 3);
   return sizeOfDeleteAclsResponseBody(m, version);
 }

@@ -7,7 +7,7 @@ import type { Writer } from '../writer.js';
 import { sizeOfRawTaggedFields, sizeOfUvarint } from '../writer.js';
 import { checkVersion, hasNoUnknownTags, sizeOfCompactString, sizeOfString } from '../generated-support.js';
 
-/** DeleteGroupsRequest, versions 0-2. */
+/** DeleteGroupsRequest, versions 0-3. */
 export interface DeleteGroupsRequest {
   /** The group names to delete. (versions 0+; entity groupId) */
   groupsNames: string[];
@@ -78,7 +78,7 @@ function sizeOfDeleteGroupsRequestBody(m: DeleteGroupsRequest, version: number):
 
 /** Decodes a DeleteGroupsRequest body (no header) of the given version. Throws ProtocolError on malformed input. */
 export function decodeDeleteGroupsRequest(r: Reader, version: number): DeleteGroupsRequest {
-  checkVersion(42, version, 0, 2);
+  checkVersion(42, version, 0, 3);
   try {
     return readDeleteGroupsRequest(r, version);
   } catch (e) {
@@ -88,12 +88,12 @@ export function decodeDeleteGroupsRequest(r: Reader, version: number): DeleteGro
 
 /** Encodes a DeleteGroupsRequest body (no header) in the given version. */
 export function encodeDeleteGroupsRequest(w: Writer, m: DeleteGroupsRequest, version: number): void {
-  checkVersion(42, version, 0, 2);
+  checkVersion(42, version, 0, 3);
   writeDeleteGroupsRequest(w, m, version);
 }
 
 /** The exact number of bytes encodeDeleteGroupsRequest writes for this message and version. */
 export function sizeOfDeleteGroupsRequest(m: DeleteGroupsRequest, version: number): number {
-  checkVersion(42, version, 0, 2);
+  checkVersion(42, version, 0, 3);
   return sizeOfDeleteGroupsRequestBody(m, version);
 }

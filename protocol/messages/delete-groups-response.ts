@@ -5,24 +5,26 @@ import { annotateProtocolError } from '../errors.js';
 import type { Reader, TaggedField } from '../reader.js';
 import type { Writer } from '../writer.js';
 import { sizeOfRawTaggedFields, sizeOfUvarint } from '../writer.js';
-import { checkVersion, hasNoUnknownTags, sizeOfCompactString, sizeOfString } from '../generated-support.js';
+import { checkVersion, hasNoUnknownTags, sizeOfCompactNullableString, sizeOfCompactString, sizeOfString } from '../generated-support.js';
 
-/** DeleteGroupsResponse, versions 0-2. */
+/** DeleteGroupsResponse, versions 0-3. */
 export interface DeleteGroupsResponse {
   /** The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota. (versions 0+) */
   throttleTimeMs: number;
-  /** The deletion results (versions 0+) */
+  /** The deletion results. (versions 0+) */
   results: DeletableGroupResult[];
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct DeletableGroupResult (used in versions 0-2). */
+/** Struct DeletableGroupResult (used in versions 0-3). */
 export interface DeletableGroupResult {
-  /** The group id (versions 0+; map key; entity groupId) */
+  /** The group id. (versions 0+; map key; entity groupId) */
   groupId: string;
   /** The deletion error, or 0 if the deletion succeeded. (versions 0+) */
   errorCode: number;
+  /** The error message, or null if there was no error. (versions 3+; nullable 3+; ignorable; default "null") */
+  errorMessage: string | null;
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
 }
@@ -94,22 +96,29 @@ export function defaultDeletableGroupResult(): DeletableGroupResult {
   return {
     groupId: '',
     errorCode: 0,
+    errorMessage: null,
   };
 }
 
 export function isDefaultDeletableGroupResult(m: DeletableGroupResult): boolean {
   return (m.groupId === '') &&
     (m.errorCode === 0) &&
+    (m.errorMessage === null) &&
     hasNoUnknownTags(m._unknownTaggedFields);
 }
 
 function readDeletableGroupResult(r: Reader, version: number): DeletableGroupResult {
   const f_groupId: string = (version >= 2 ? r.compactString() : r.string());
   const f_errorCode: number = r.int16();
+  let f_errorMessage: string | null = null;
+  if (version >= 3) {
+    f_errorMessage = r.compactNullableString();
+  }
   const unknown = (version >= 2 ? r.rawTaggedFields() : undefined);
   const m: DeletableGroupResult = {
     groupId: f_groupId,
     errorCode: f_errorCode,
+    errorMessage: f_errorMessage,
   };
   if (unknown !== undefined) m._unknownTaggedFields = unknown;
   return m;
@@ -122,6 +131,9 @@ function writeDeletableGroupResult(w: Writer, m: DeletableGroupResult, version: 
     w.string(m.groupId);
   }
   w.int16(m.errorCode);
+  if (version >= 3) {
+    w.compactNullableString(m.errorMessage);
+  }
   if (version >= 2) {
     w.rawTaggedFields(m._unknownTaggedFields);
   }
@@ -131,6 +143,9 @@ function sizeOfDeletableGroupResult(m: DeletableGroupResult, version: number): n
   let n = 0;
   n += (version >= 2 ? sizeOfCompactString(m.groupId) : sizeOfString(m.groupId));
   n += 2;
+  if (version >= 3) {
+    n += sizeOfCompactNullableString(m.errorMessage);
+  }
   if (version >= 2) {
     n += sizeOfRawTaggedFields(m._unknownTaggedFields);
   }
@@ -139,7 +154,7 @@ function sizeOfDeletableGroupResult(m: DeletableGroupResult, version: number): n
 
 /** Decodes a DeleteGroupsResponse body (no header) of the given version. Throws ProtocolError on malformed input. */
 export function decodeDeleteGroupsResponse(r: Reader, version: number): DeleteGroupsResponse {
-  checkVersion(42, version, 0, 2);
+  checkVersion(42, version, 0, 3);
   try {
     return readDeleteGroupsResponse(r, version);
   } catch (e) {
@@ -149,12 +164,12 @@ export function decodeDeleteGroupsResponse(r: Reader, version: number): DeleteGr
 
 /** Encodes a DeleteGroupsResponse body (no header) in the given version. */
 export function encodeDeleteGroupsResponse(w: Writer, m: DeleteGroupsResponse, version: number): void {
-  checkVersion(42, version, 0, 2);
+  checkVersion(42, version, 0, 3);
   writeDeleteGroupsResponse(w, m, version);
 }
 
 /** The exact number of bytes encodeDeleteGroupsResponse writes for this message and version. */
 export function sizeOfDeleteGroupsResponse(m: DeleteGroupsResponse, version: number): number {
-  checkVersion(42, version, 0, 2);
+  checkVersion(42, version, 0, 3);
   return sizeOfDeleteGroupsResponseBody(m, version);
 }

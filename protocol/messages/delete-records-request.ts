@@ -31,7 +31,7 @@ export interface DeleteRecordsTopic {
 export interface DeleteRecordsPartition {
   /** The partition index. (versions 0+) */
   partitionIndex: number;
-  /** The deletion offset. (versions 0+) */
+  /** The deletion offset. -1 means that records should be truncated to the high watermark. (versions 0+) */
   offset: bigint;
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];

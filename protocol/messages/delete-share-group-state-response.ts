@@ -9,7 +9,7 @@ import { ZERO_UUID, checkVersion, hasNoUnknownTags, sizeOfCompactNullableString 
 
 /** DeleteShareGroupStateResponse, versions 0. */
 export interface DeleteShareGroupStateResponse {
-  /** The delete results (versions 0+) */
+  /** The delete results. (versions 0+) */
   results: DeleteStateResult[];
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
@@ -17,7 +17,7 @@ export interface DeleteShareGroupStateResponse {
 
 /** Struct DeleteStateResult (used in versions 0). */
 export interface DeleteStateResult {
-  /** The topic identifier (versions 0+; UUID as 22-char base64url) */
+  /** The topic identifier. (versions 0+; UUID as 22-char base64url) */
   topicId: string;
   /** The results for the partitions. (versions 0+) */
   partitions: PartitionResult[];

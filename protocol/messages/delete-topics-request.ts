@@ -7,11 +7,11 @@ import type { Writer } from '../writer.js';
 import { sizeOfRawTaggedFields, sizeOfUvarint } from '../writer.js';
 import { ZERO_UUID, checkVersion, hasNoUnknownTags, sizeOfCompactNullableString, sizeOfCompactString, sizeOfString, unsupportedField } from '../generated-support.js';
 
-/** DeleteTopicsRequest, versions 0-6. */
+/** DeleteTopicsRequest, versions 1-6. */
 export interface DeleteTopicsRequest {
-  /** The name or topic ID of the topic (versions 6+) */
+  /** The name or topic ID of the topic. (versions 6+) */
   topics: DeleteTopicState[];
-  /** The names of the topics to delete (versions 0-5; ignorable; entity topicName) */
+  /** The names of the topics to delete. (versions 0-5; ignorable; entity topicName) */
   topicNames: string[];
   /** The length of time in milliseconds to wait for the deletions to complete. (versions 0+) */
   timeoutMs: number;
@@ -21,9 +21,9 @@ export interface DeleteTopicsRequest {
 
 /** Struct DeleteTopicState (used in versions 6). */
 export interface DeleteTopicState {
-  /** The topic name (versions 6+; nullable 6+; entity topicName; default "null") */
+  /** The topic name. (versions 6+; nullable 6+; entity topicName; default "null") */
   name: string | null;
-  /** The unique topic ID (versions 6+; UUID as 22-char base64url) */
+  /** The unique topic ID. (versions 6+; UUID as 22-char base64url) */
   topicId: string;
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
@@ -173,7 +173,7 @@ function sizeOfDeleteTopicState(m: DeleteTopicState, _version: number): number {
 
 /** Decodes a DeleteTopicsRequest body (no header) of the given version. Throws ProtocolError on malformed input. */
 export function decodeDeleteTopicsRequest(r: Reader, version: number): DeleteTopicsRequest {
-  checkVersion(20, version, 0, 6);
+  checkVersion(20, version, 1, 6);
   try {
     return readDeleteTopicsRequest(r, version);
   } catch (e) {
@@ -183,12 +183,12 @@ export function decodeDeleteTopicsRequest(r: Reader, version: number): DeleteTop
 
 /** Encodes a DeleteTopicsRequest body (no header) in the given version. */
 export function encodeDeleteTopicsRequest(w: Writer, m: DeleteTopicsRequest, version: number): void {
-  checkVersion(20, version, 0, 6);
+  checkVersion(20, version, 1, 6);
   writeDeleteTopicsRequest(w, m, version);
 }
 
 /** The exact number of bytes encodeDeleteTopicsRequest writes for this message and version. */
 export function sizeOfDeleteTopicsRequest(m: DeleteTopicsRequest, version: number): number {
-  checkVersion(20, version, 0, 6);
+  checkVersion(20, version, 1, 6);
   return sizeOfDeleteTopicsRequestBody(m, version);
 }

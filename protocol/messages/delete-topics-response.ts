@@ -7,7 +7,7 @@ import type { Writer } from '../writer.js';
 import { sizeOfRawTaggedFields, sizeOfUvarint } from '../writer.js';
 import { ZERO_UUID, checkVersion, hasNoUnknownTags, notNull, sizeOfCompactNullableString, sizeOfCompactString, sizeOfNullableString, sizeOfString } from '../generated-support.js';
 
-/** DeleteTopicsResponse, versions 0-6. */
+/** DeleteTopicsResponse, versions 1-6. */
 export interface DeleteTopicsResponse {
   /** The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota. (versions 1+; ignorable) */
   throttleTimeMs: number;
@@ -17,11 +17,11 @@ export interface DeleteTopicsResponse {
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct DeletableTopicResult (used in versions 0-6). */
+/** Struct DeletableTopicResult (used in versions 1-6). */
 export interface DeletableTopicResult {
-  /** The topic name (versions 0+; nullable 6+; map key; entity topicName) */
+  /** The topic name. (versions 0+; nullable 6+; map key; entity topicName) */
   name: string | null;
-  /** the unique topic ID (versions 6+; ignorable; UUID as 22-char base64url) */
+  /** The unique topic ID. (versions 6+; ignorable; UUID as 22-char base64url) */
   topicId: string;
   /** The deletion error, or 0 if the deletion succeeded. (versions 0+) */
   errorCode: number;
@@ -45,10 +45,7 @@ export function isDefaultDeleteTopicsResponse(m: DeleteTopicsResponse): boolean 
 }
 
 function readDeleteTopicsResponse(r: Reader, version: number): DeleteTopicsResponse {
-  let f_throttleTimeMs: number = 0;
-  if (version >= 1) {
-    f_throttleTimeMs = r.int32();
-  }
+  const f_throttleTimeMs: number = r.int32();
   let f_responses: DeletableTopicResult[];
   {
     const n = (version >= 4 ? r.compactArrayLength() : r.arrayLength());
@@ -66,9 +63,7 @@ function readDeleteTopicsResponse(r: Reader, version: number): DeleteTopicsRespo
 }
 
 function writeDeleteTopicsResponse(w: Writer, m: DeleteTopicsResponse, version: number): void {
-  if (version >= 1) {
-    w.int32(m.throttleTimeMs);
-  }
+  w.int32(m.throttleTimeMs);
   {
     const a = m.responses;
     if (version >= 4) {
@@ -87,9 +82,7 @@ function writeDeleteTopicsResponse(w: Writer, m: DeleteTopicsResponse, version: 
 
 function sizeOfDeleteTopicsResponseBody(m: DeleteTopicsResponse, version: number): number {
   let n = 0;
-  if (version >= 1) {
-    n += 4;
-  }
+  n += 4;
   {
     const a = m.responses;
     n += (version >= 4 ? sizeOfUvarint(a.length + 1) : 4);
@@ -188,7 +181,7 @@ function sizeOfDeletableTopicResult(m: DeletableTopicResult, version: number): n
 
 /** Decodes a DeleteTopicsResponse body (no header) of the given version. Throws ProtocolError on malformed input. */
 export function decodeDeleteTopicsResponse(r: Reader, version: number): DeleteTopicsResponse {
-  checkVersion(20, version, 0, 6);
+  checkVersion(20, version, 1, 6);
   try {
     return readDeleteTopicsResponse(r, version);
   } catch (e) {
@@ -198,12 +191,12 @@ export function decodeDeleteTopicsResponse(r: Reader, version: number): DeleteTo
 
 /** Encodes a DeleteTopicsResponse body (no header) in the given version. */
 export function encodeDeleteTopicsResponse(w: Writer, m: DeleteTopicsResponse, version: number): void {
-  checkVersion(20, version, 0, 6);
+  checkVersion(20, version, 1, 6);
   writeDeleteTopicsResponse(w, m, version);
 }
 
 /** The exact number of bytes encodeDeleteTopicsResponse writes for this message and version. */
 export function sizeOfDeleteTopicsResponse(m: DeleteTopicsResponse, version: number): number {
-  checkVersion(20, version, 0, 6);
+  checkVersion(20, version, 1, 6);
   return sizeOfDeleteTopicsResponseBody(m, version);
 }

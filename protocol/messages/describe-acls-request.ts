@@ -5,9 +5,9 @@ import { annotateProtocolError } from '../errors.js';
 import type { Reader, TaggedField } from '../reader.js';
 import type { Writer } from '../writer.js';
 import { sizeOfRawTaggedFields } from '../writer.js';
-import { checkVersion, hasNoUnknownTags, sizeOfCompactNullableString, sizeOfNullableString, unsupportedField } from '../generated-support.js';
+import { checkVersion, hasNoUnknownTags, sizeOfCompactNullableString, sizeOfNullableString } from '../generated-support.js';
 
-/** DescribeAclsRequest, versions 0-3. */
+/** DescribeAclsRequest, versions 1-3. */
 export interface DescribeAclsRequest {
   /** The resource type. (versions 0+) */
   resourceTypeFilter: number;
@@ -53,10 +53,7 @@ export function isDefaultDescribeAclsRequest(m: DescribeAclsRequest): boolean {
 function readDescribeAclsRequest(r: Reader, version: number): DescribeAclsRequest {
   const f_resourceTypeFilter: number = r.int8();
   const f_resourceNameFilter: string | null = (version >= 2 ? r.compactNullableString() : r.nullableString());
-  let f_patternTypeFilter: number = 3;
-  if (version >= 1) {
-    f_patternTypeFilter = r.int8();
-  }
+  const f_patternTypeFilter: number = r.int8();
   const f_principalFilter: string | null = (version >= 2 ? r.compactNullableString() : r.nullableString());
   const f_hostFilter: string | null = (version >= 2 ? r.compactNullableString() : r.nullableString());
   const f_operation: number = r.int8();
@@ -82,11 +79,7 @@ function writeDescribeAclsRequest(w: Writer, m: DescribeAclsRequest, version: nu
   } else {
     w.nullableString(m.resourceNameFilter);
   }
-  if (version >= 1) {
-    w.int8(m.patternTypeFilter);
-  } else {
-    if (!(m.patternTypeFilter === 3)) throw unsupportedField('DescribeAclsRequest', 'PatternTypeFilter', version);
-  }
+  w.int8(m.patternTypeFilter);
   if (version >= 2) {
     w.compactNullableString(m.principalFilter);
   } else {
@@ -108,9 +101,7 @@ function sizeOfDescribeAclsRequestBody(m: DescribeAclsRequest, version: number):
   let n = 0;
   n += 1;
   n += (version >= 2 ? sizeOfCompactNullableString(m.resourceNameFilter) : sizeOfNullableString(m.resourceNameFilter));
-  if (version >= 1) {
-    n += 1;
-  }
+  n += 1;
   n += (version >= 2 ? sizeOfCompactNullableString(m.principalFilter) : sizeOfNullableString(m.principalFilter));
   n += (version >= 2 ? sizeOfCompactNullableString(m.hostFilter) : sizeOfNullableString(m.hostFilter));
   n += 1;
@@ -123,7 +114,7 @@ function sizeOfDescribeAclsRequestBody(m: DescribeAclsRequest, version: number):
 
 /** Decodes a DescribeAclsRequest body (no header) of the given version. Throws ProtocolError on malformed input. */
 export function decodeDescribeAclsRequest(r: Reader, version: number): DescribeAclsRequest {
-  checkVersion(29, version, 0, 3);
+  checkVersion(29, version, 1, 3);
   try {
     return readDescribeAclsRequest(r, version);
   } catch (e) {
@@ -133,12 +124,12 @@ export function decodeDescribeAclsRequest(r: Reader, version: number): DescribeA
 
 /** Encodes a DescribeAclsRequest body (no header) in the given version. */
 export function encodeDescribeAclsRequest(w: Writer, m: DescribeAclsRequest, version: number): void {
-  checkVersion(29, version, 0, 3);
+  checkVersion(29, version, 1, 3);
   writeDescribeAclsRequest(w, m, version);
 }
 
 /** The exact number of bytes encodeDescribeAclsRequest writes for this message and version. */
 export function sizeOfDescribeAclsRequest(m: DescribeAclsRequest, version: number): number {
-  checkVersion(29, version, 0, 3);
+  checkVersion(29, version, 1, 3);
   return sizeOfDescribeAclsRequestBody(m, version);
 }

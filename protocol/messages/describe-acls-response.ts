@@ -5,9 +5,9 @@ import { annotateProtocolError } from '../errors.js';
 import type { Reader, TaggedField } from '../reader.js';
 import type { Writer } from '../writer.js';
 import { sizeOfRawTaggedFields, sizeOfUvarint } from '../writer.js';
-import { checkVersion, hasNoUnknownTags, sizeOfCompactNullableString, sizeOfCompactString, sizeOfNullableString, sizeOfString, unsupportedField } from '../generated-support.js';
+import { checkVersion, hasNoUnknownTags, sizeOfCompactNullableString, sizeOfCompactString, sizeOfNullableString, sizeOfString } from '../generated-support.js';
 
-/** DescribeAclsResponse, versions 0-3. */
+/** DescribeAclsResponse, versions 1-3. */
 export interface DescribeAclsResponse {
   /** The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota. (versions 0+) */
   throttleTimeMs: number;
@@ -21,7 +21,7 @@ export interface DescribeAclsResponse {
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct DescribeAclsResource (used in versions 0-3). */
+/** Struct DescribeAclsResource (used in versions 1-3). */
 export interface DescribeAclsResource {
   /** The resource type. (versions 0+) */
   resourceType: number;
@@ -35,7 +35,7 @@ export interface DescribeAclsResource {
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct AclDescription (used in versions 0-3). */
+/** Struct AclDescription (used in versions 1-3). */
 export interface AclDescription {
   /** The ACL principal. (versions 0+) */
   principal: string;
@@ -148,10 +148,7 @@ export function isDefaultDescribeAclsResource(m: DescribeAclsResource): boolean 
 function readDescribeAclsResource(r: Reader, version: number): DescribeAclsResource {
   const f_resourceType: number = r.int8();
   const f_resourceName: string = (version >= 2 ? r.compactString() : r.string());
-  let f_patternType: number = 3;
-  if (version >= 1) {
-    f_patternType = r.int8();
-  }
+  const f_patternType: number = r.int8();
   let f_acls: AclDescription[];
   {
     const n = (version >= 2 ? r.compactArrayLength() : r.arrayLength());
@@ -177,11 +174,7 @@ function writeDescribeAclsResource(w: Writer, m: DescribeAclsResource, version: 
   } else {
     w.string(m.resourceName);
   }
-  if (version >= 1) {
-    w.int8(m.patternType);
-  } else {
-    if (!(m.patternType === 3)) throw unsupportedField('DescribeAclsResource', 'PatternType', version);
-  }
+  w.int8(m.patternType);
   {
     const a = m.acls;
     if (version >= 2) {
@@ -202,9 +195,7 @@ function sizeOfDescribeAclsResource(m: DescribeAclsResource, version: number): n
   let n = 0;
   n += 1;
   n += (version >= 2 ? sizeOfCompactString(m.resourceName) : sizeOfString(m.resourceName));
-  if (version >= 1) {
-    n += 1;
-  }
+  n += 1;
   {
     const a = m.acls;
     n += (version >= 2 ? sizeOfUvarint(a.length + 1) : 4);
@@ -281,7 +272,7 @@ function sizeOfAclDescription(m: AclDescription, version: number): number {
 
 /** Decodes a DescribeAclsResponse body (no header) of the given version. Throws ProtocolError on malformed input. */
 export function decodeDescribeAclsResponse(r: Reader, version: number): DescribeAclsResponse {
-  checkVersion(29, version, 0, 3);
+  checkVersion(29, version, 1, 3);
   try {
     return readDescribeAclsResponse(r, version);
   } catch (e) {
@@ -291,12 +282,12 @@ export function decodeDescribeAclsResponse(r: Reader, version: number): Describe
 
 /** Encodes a DescribeAclsResponse body (no header) in the given version. */
 export function encodeDescribeAclsResponse(w: Writer, m: DescribeAclsResponse, version: number): void {
-  checkVersion(29, version, 0, 3);
+  checkVersion(29, version, 1, 3);
   writeDescribeAclsResponse(w, m, version);
 }
 
 /** The exact number of bytes encodeDescribeAclsResponse writes for this message and version. */
 export function sizeOfDescribeAclsResponse(m: DescribeAclsResponse, version: number): number {
-  checkVersion(29, version, 0, 3);
+  checkVersion(29, version, 1, 3);
   return sizeOfDescribeAclsResponseBody(m, version);
 }

@@ -7,12 +7,14 @@ import type { Writer } from '../writer.js';
 import { sizeOfRawTaggedFields } from '../writer.js';
 import { checkVersion, hasNoUnknownTags, unsupportedField } from '../generated-support.js';
 
-/** DescribeClusterRequest, versions 0-1. */
+/** DescribeClusterRequest, versions 0-2. */
 export interface DescribeClusterRequest {
   /** Whether to include cluster authorized operations. (versions 0+) */
   includeClusterAuthorizedOperations: boolean;
   /** The endpoint type to describe. 1=brokers, 2=controllers. (versions 1+; default "1") */
   endpointType: number;
+  /** Whether to include fenced brokers when listing brokers. (versions 2+) */
+  includeFencedBrokers: boolean;
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
 }
@@ -21,12 +23,14 @@ export function defaultDescribeClusterRequest(): DescribeClusterRequest {
   return {
     includeClusterAuthorizedOperations: false,
     endpointType: 1,
+    includeFencedBrokers: false,
   };
 }
 
 export function isDefaultDescribeClusterRequest(m: DescribeClusterRequest): boolean {
   return (m.includeClusterAuthorizedOperations === false) &&
     (m.endpointType === 1) &&
+    (m.includeFencedBrokers === false) &&
     hasNoUnknownTags(m._unknownTaggedFields);
 }
 
@@ -36,10 +40,15 @@ function readDescribeClusterRequest(r: Reader, version: number): DescribeCluster
   if (version >= 1) {
     f_endpointType = r.int8();
   }
+  let f_includeFencedBrokers: boolean = false;
+  if (version >= 2) {
+    f_includeFencedBrokers = r.bool();
+  }
   const unknown = r.rawTaggedFields();
   const m: DescribeClusterRequest = {
     includeClusterAuthorizedOperations: f_includeClusterAuthorizedOperations,
     endpointType: f_endpointType,
+    includeFencedBrokers: f_includeFencedBrokers,
   };
   if (unknown !== undefined) m._unknownTaggedFields = unknown;
   return m;
@@ -52,6 +61,11 @@ function writeDescribeClusterRequest(w: Writer, m: DescribeClusterRequest, versi
   } else {
     if (!(m.endpointType === 1)) throw unsupportedField('DescribeClusterRequest', 'EndpointType', version);
   }
+  if (version >= 2) {
+    w.bool(m.includeFencedBrokers);
+  } else {
+    if (!(m.includeFencedBrokers === false)) throw unsupportedField('DescribeClusterRequest', 'IncludeFencedBrokers', version);
+  }
   w.rawTaggedFields(m._unknownTaggedFields);
 }
 
@@ -61,13 +75,16 @@ function sizeOfDescribeClusterRequestBody(m: DescribeClusterRequest, version: nu
   if (version >= 1) {
     n += 1;
   }
+  if (version >= 2) {
+    n += 1;
+  }
   n += sizeOfRawTaggedFields(m._unknownTaggedFields);
   return n;
 }
 
 /** Decodes a DescribeClusterRequest body (no header) of the given version. Throws ProtocolError on malformed input. */
 export function decodeDescribeClusterRequest(r: Reader, version: number): DescribeClusterRequest {
-  checkVersion(60, version, 0, 1);
+  checkVersion(60, version, 0, 2);
   try {
     return readDescribeClusterRequest(r, version);
   } catch (e) {
@@ -77,12 +94,12 @@ export function decodeDescribeClusterRequest(r: Reader, version: number): Descri
 
 /** Encodes a DescribeClusterRequest body (no header) in the given version. */
 export function encodeDescribeClusterRequest(w: Writer, m: DescribeClusterRequest, version: number): void {
-  checkVersion(60, version, 0, 1);
+  checkVersion(60, version, 0, 2);
   writeDescribeClusterRequest(w, m, version);
 }
 
 /** The exact number of bytes encodeDescribeClusterRequest writes for this message and version. */
 export function sizeOfDescribeClusterRequest(m: DescribeClusterRequest, version: number): number {
-  checkVersion(60, version, 0, 1);
+  checkVersion(60, version, 0, 2);
   return sizeOfDescribeClusterRequestBody(m, version);
 }

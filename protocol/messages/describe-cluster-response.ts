@@ -7,11 +7,11 @@ import type { Writer } from '../writer.js';
 import { sizeOfRawTaggedFields, sizeOfUvarint } from '../writer.js';
 import { checkVersion, hasNoUnknownTags, sizeOfCompactNullableString, sizeOfCompactString, unsupportedField } from '../generated-support.js';
 
-/** DescribeClusterResponse, versions 0-1. */
+/** DescribeClusterResponse, versions 0-2. */
 export interface DescribeClusterResponse {
   /** The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota. (versions 0+) */
   throttleTimeMs: number;
-  /** The top-level error code, or 0 if there was no error (versions 0+) */
+  /** The top-level error code, or 0 if there was no error. (versions 0+) */
   errorCode: number;
   /** The top-level error message, or null if there was no error. (versions 0+; nullable 0+; default "null") */
   errorMessage: string | null;
@@ -19,7 +19,7 @@ export interface DescribeClusterResponse {
   endpointType: number;
   /** The cluster ID that responding broker belongs to. (versions 0+) */
   clusterId: string;
-  /** The ID of the controller broker. (versions 0+; entity brokerId; default "-1") */
+  /** The ID of the controller. When handled by a controller, returns the current voter leader ID. When handled by a broker, returns a random alive broker ID as a fallback. (versions 0+; entity brokerId; default "-1") */
   controllerId: number;
   /** Each broker in the response. (versions 0+) */
   brokers: DescribeClusterBroker[];
@@ -29,7 +29,7 @@ export interface DescribeClusterResponse {
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct DescribeClusterBroker (used in versions 0-1). */
+/** Struct DescribeClusterBroker (used in versions 0-2). */
 export interface DescribeClusterBroker {
   /** The broker ID. (versions 0+; map key; entity brokerId) */
   brokerId: number;
@@ -39,6 +39,8 @@ export interface DescribeClusterBroker {
   port: number;
   /** The rack of the broker, or null if it has not been assigned to a rack. (versions 0+; nullable 0+; default "null") */
   rack: string | null;
+  /** Whether the broker is fenced (versions 2+) */
+  isFenced: boolean;
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
 }
@@ -149,6 +151,7 @@ export function defaultDescribeClusterBroker(): DescribeClusterBroker {
     host: '',
     port: 0,
     rack: null,
+    isFenced: false,
   };
 }
 
@@ -157,46 +160,60 @@ export function isDefaultDescribeClusterBroker(m: DescribeClusterBroker): boolea
     (m.host === '') &&
     (m.port === 0) &&
     (m.rack === null) &&
+    (m.isFenced === false) &&
     hasNoUnknownTags(m._unknownTaggedFields);
 }
 
-function readDescribeClusterBroker(r: Reader, _version: number): DescribeClusterBroker {
+function readDescribeClusterBroker(r: Reader, version: number): DescribeClusterBroker {
   const f_brokerId: number = r.int32();
   const f_host: string = r.compactString();
   const f_port: number = r.int32();
   const f_rack: string | null = r.compactNullableString();
+  let f_isFenced: boolean = false;
+  if (version >= 2) {
+    f_isFenced = r.bool();
+  }
   const unknown = r.rawTaggedFields();
   const m: DescribeClusterBroker = {
     brokerId: f_brokerId,
     host: f_host,
     port: f_port,
     rack: f_rack,
+    isFenced: f_isFenced,
   };
   if (unknown !== undefined) m._unknownTaggedFields = unknown;
   return m;
 }
 
-function writeDescribeClusterBroker(w: Writer, m: DescribeClusterBroker, _version: number): void {
+function writeDescribeClusterBroker(w: Writer, m: DescribeClusterBroker, version: number): void {
   w.int32(m.brokerId);
   w.compactString(m.host);
   w.int32(m.port);
   w.compactNullableString(m.rack);
+  if (version >= 2) {
+    w.bool(m.isFenced);
+  } else {
+    if (!(m.isFenced === false)) throw unsupportedField('DescribeClusterBroker', 'IsFenced', version);
+  }
   w.rawTaggedFields(m._unknownTaggedFields);
 }
 
-function sizeOfDescribeClusterBroker(m: DescribeClusterBroker, _version: number): number {
+function sizeOfDescribeClusterBroker(m: DescribeClusterBroker, version: number): number {
   let n = 0;
   n += 4;
   n += sizeOfCompactString(m.host);
   n += 4;
   n += sizeOfCompactNullableString(m.rack);
+  if (version >= 2) {
+    n += 1;
+  }
   n += sizeOfRawTaggedFields(m._unknownTaggedFields);
   return n;
 }
 
 /** Decodes a DescribeClusterResponse body (no header) of the given version. Throws ProtocolError on malformed input. */
 export function decodeDescribeClusterResponse(r: Reader, version: number): DescribeClusterResponse {
-  checkVersion(60, version, 0, 1);
+  checkVersion(60, version, 0, 2);
   try {
     return readDescribeClusterResponse(r, version);
   } catch (e) {
@@ -206,12 +223,12 @@ export function decodeDescribeClusterResponse(r: Reader, version: number): Descr
 
 /** Encodes a DescribeClusterResponse body (no header) in the given version. */
 export function encodeDescribeClusterResponse(w: Writer, m: DescribeClusterResponse, version: number): void {
-  checkVersion(60, version, 0, 1);
+  checkVersion(60, version, 0, 2);
   writeDescribeClusterResponse(w, m, version);
 }
 
 /** The exact number of bytes encodeDescribeClusterResponse writes for this message and version. */
 export function sizeOfDescribeClusterResponse(m: DescribeClusterResponse, version: number): number {
-  checkVersion(60, version, 0, 1);
+  checkVersion(60, version, 0, 2);
   return sizeOfDescribeClusterResponseBody(m, version);
 }

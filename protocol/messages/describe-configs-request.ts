@@ -7,7 +7,7 @@ import type { Writer } from '../writer.js';
 import { sizeOfRawTaggedFields, sizeOfUvarint } from '../writer.js';
 import { checkVersion, hasNoUnknownTags, sizeOfCompactString, sizeOfString, unsupportedField } from '../generated-support.js';
 
-/** DescribeConfigsRequest, versions 0-4. */
+/** DescribeConfigsRequest, versions 1-4. */
 export interface DescribeConfigsRequest {
   /** The resources whose configurations we want to describe. (versions 0+) */
   resources: DescribeConfigsResource[];
@@ -19,7 +19,7 @@ export interface DescribeConfigsRequest {
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct DescribeConfigsResource (used in versions 0-4). */
+/** Struct DescribeConfigsResource (used in versions 1-4). */
 export interface DescribeConfigsResource {
   /** The resource type. (versions 0+) */
   resourceType: number;
@@ -54,10 +54,7 @@ function readDescribeConfigsRequest(r: Reader, version: number): DescribeConfigs
     for (let i = 0; i < n; i++) a.push(readDescribeConfigsResource(r, version));
     f_resources = a;
   }
-  let f_includeSynonyms: boolean = false;
-  if (version >= 1) {
-    f_includeSynonyms = r.bool();
-  }
+  const f_includeSynonyms: boolean = r.bool();
   let f_includeDocumentation: boolean = false;
   if (version >= 3) {
     f_includeDocumentation = r.bool();
@@ -84,11 +81,7 @@ function writeDescribeConfigsRequest(w: Writer, m: DescribeConfigsRequest, versi
       writeDescribeConfigsResource(w, e, version);
     }
   }
-  if (version >= 1) {
-    w.bool(m.includeSynonyms);
-  } else {
-    if (!(m.includeSynonyms === false)) throw unsupportedField('DescribeConfigsRequest', 'IncludeSynonyms', version);
-  }
+  w.bool(m.includeSynonyms);
   if (version >= 3) {
     w.bool(m.includeDocumentation);
   } else {
@@ -106,9 +99,7 @@ function sizeOfDescribeConfigsRequestBody(m: DescribeConfigsRequest, version: nu
     n += (version >= 4 ? sizeOfUvarint(a.length + 1) : 4);
     for (const e of a) n += sizeOfDescribeConfigsResource(e, version);
   }
-  if (version >= 1) {
-    n += 1;
-  }
+  n += 1;
   if (version >= 3) {
     n += 1;
   }
@@ -213,7 +204,7 @@ function sizeOfDescribeConfigsResource(m: DescribeConfigsResource, version: numb
 
 /** Decodes a DescribeConfigsRequest body (no header) of the given version. Throws ProtocolError on malformed input. */
 export function decodeDescribeConfigsRequest(r: Reader, version: number): DescribeConfigsRequest {
-  checkVersion(32, version, 0, 4);
+  checkVersion(32, version, 1, 4);
   try {
     return readDescribeConfigsRequest(r, version);
   } catch (e) {
@@ -223,12 +214,12 @@ export function decodeDescribeConfigsRequest(r: Reader, version: number): Descri
 
 /** Encodes a DescribeConfigsRequest body (no header) in the given version. */
 export function encodeDescribeConfigsRequest(w: Writer, m: DescribeConfigsRequest, version: number): void {
-  checkVersion(32, version, 0, 4);
+  checkVersion(32, version, 1, 4);
   writeDescribeConfigsRequest(w, m, version);
 }
 
 /** The exact number of bytes encodeDescribeConfigsRequest writes for this message and version. */
 export function sizeOfDescribeConfigsRequest(m: DescribeConfigsRequest, version: number): number {
-  checkVersion(32, version, 0, 4);
+  checkVersion(32, version, 1, 4);
   return sizeOfDescribeConfigsRequestBody(m, version);
 }

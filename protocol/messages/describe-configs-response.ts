@@ -5,9 +5,9 @@ import { annotateProtocolError } from '../errors.js';
 import type { Reader, TaggedField } from '../reader.js';
 import type { Writer } from '../writer.js';
 import { sizeOfRawTaggedFields, sizeOfUvarint } from '../writer.js';
-import { checkVersion, hasNoUnknownTags, sizeOfCompactNullableString, sizeOfCompactString, sizeOfNullableString, sizeOfString, unsupportedField } from '../generated-support.js';
+import { checkVersion, hasNoUnknownTags, sizeOfCompactNullableString, sizeOfCompactString, sizeOfNullableString, sizeOfString } from '../generated-support.js';
 
-/** DescribeConfigsResponse, versions 0-4. */
+/** DescribeConfigsResponse, versions 1-4. */
 export interface DescribeConfigsResponse {
   /** The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota. (versions 0+) */
   throttleTimeMs: number;
@@ -17,7 +17,7 @@ export interface DescribeConfigsResponse {
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct DescribeConfigsResult (used in versions 0-4). */
+/** Struct DescribeConfigsResult (used in versions 1-4). */
 export interface DescribeConfigsResult {
   /** The error code, or 0 if we were able to successfully describe the configurations. (versions 0+) */
   errorCode: number;
@@ -33,7 +33,7 @@ export interface DescribeConfigsResult {
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct DescribeConfigsResourceResult (used in versions 0-4). */
+/** Struct DescribeConfigsResourceResult (used in versions 1-4). */
 export interface DescribeConfigsResourceResult {
   /** The configuration name. (versions 0+) */
   name: string;
@@ -41,15 +41,13 @@ export interface DescribeConfigsResourceResult {
   value: string | null;
   /** True if the configuration is read-only. (versions 0+) */
   readOnly: boolean;
-  /** True if the configuration is not set. (versions 0) */
-  isDefault: boolean;
   /** The configuration source. (versions 1+; ignorable; default "-1") */
   configSource: number;
   /** True if this configuration is sensitive. (versions 0+) */
   isSensitive: boolean;
   /** The synonyms for this configuration key. (versions 1+; ignorable) */
   synonyms: DescribeConfigsSynonym[];
-  /** The configuration data type. Type can be one of the following values - BOOLEAN, STRING, INT, SHORT, LONG, DOUBLE, LIST, CLASS, PASSWORD (versions 3+; ignorable; default "0") */
+  /** The configuration data type. Type can be one of the following values - BOOLEAN, STRING, INT, SHORT, LONG, DOUBLE, LIST, CLASS, PASSWORD. (versions 3+; ignorable; default "0") */
   configType: number;
   /** The configuration documentation. (versions 3+; nullable 0+; ignorable) */
   documentation: string | null;
@@ -226,7 +224,6 @@ export function defaultDescribeConfigsResourceResult(): DescribeConfigsResourceR
     name: '',
     value: '',
     readOnly: false,
-    isDefault: false,
     configSource: -1,
     isSensitive: false,
     synonyms: [],
@@ -239,7 +236,6 @@ export function isDefaultDescribeConfigsResourceResult(m: DescribeConfigsResourc
   return (m.name === '') &&
     (m.value === '') &&
     (m.readOnly === false) &&
-    (m.isDefault === false) &&
     (m.configSource === -1) &&
     (m.isSensitive === false) &&
     (m.synonyms !== null && m.synonyms.length === 0) &&
@@ -252,23 +248,14 @@ function readDescribeConfigsResourceResult(r: Reader, version: number): Describe
   const f_name: string = (version >= 4 ? r.compactString() : r.string());
   const f_value: string | null = (version >= 4 ? r.compactNullableString() : r.nullableString());
   const f_readOnly: boolean = r.bool();
-  let f_isDefault: boolean = false;
-  if (version <= 0) {
-    f_isDefault = r.bool();
-  }
-  let f_configSource: number = -1;
-  if (version >= 1) {
-    f_configSource = r.int8();
-  }
+  const f_configSource: number = r.int8();
   const f_isSensitive: boolean = r.bool();
-  let f_synonyms: DescribeConfigsSynonym[] = [];
-  if (version >= 1) {
-    {
-      const n = (version >= 4 ? r.compactArrayLength() : r.arrayLength());
-      const a: DescribeConfigsSynonym[] = [];
-      for (let i = 0; i < n; i++) a.push(readDescribeConfigsSynonym(r, version));
-      f_synonyms = a;
-    }
+  let f_synonyms: DescribeConfigsSynonym[];
+  {
+    const n = (version >= 4 ? r.compactArrayLength() : r.arrayLength());
+    const a: DescribeConfigsSynonym[] = [];
+    for (let i = 0; i < n; i++) a.push(readDescribeConfigsSynonym(r, version));
+    f_synonyms = a;
   }
   let f_configType: number = 0;
   if (version >= 3) {
@@ -283,7 +270,6 @@ function readDescribeConfigsResourceResult(r: Reader, version: number): Describe
     name: f_name,
     value: f_value,
     readOnly: f_readOnly,
-    isDefault: f_isDefault,
     configSource: f_configSource,
     isSensitive: f_isSensitive,
     synonyms: f_synonyms,
@@ -306,26 +292,17 @@ function writeDescribeConfigsResourceResult(w: Writer, m: DescribeConfigsResourc
     w.nullableString(m.value);
   }
   w.bool(m.readOnly);
-  if (version <= 0) {
-    w.bool(m.isDefault);
-  } else {
-    if (!(m.isDefault === false)) throw unsupportedField('DescribeConfigsResourceResult', 'IsDefault', version);
-  }
-  if (version >= 1) {
-    w.int8(m.configSource);
-  }
+  w.int8(m.configSource);
   w.bool(m.isSensitive);
-  if (version >= 1) {
-    {
-      const a = m.synonyms;
-      if (version >= 4) {
-        w.uvarint(a.length + 1);
-      } else {
-        w.int32(a.length);
-      }
-      for (const e of a) {
-        writeDescribeConfigsSynonym(w, e, version);
-      }
+  {
+    const a = m.synonyms;
+    if (version >= 4) {
+      w.uvarint(a.length + 1);
+    } else {
+      w.int32(a.length);
+    }
+    for (const e of a) {
+      writeDescribeConfigsSynonym(w, e, version);
     }
   }
   if (version >= 3) {
@@ -348,19 +325,12 @@ function sizeOfDescribeConfigsResourceResult(m: DescribeConfigsResourceResult, v
   n += (version >= 4 ? sizeOfCompactString(m.name) : sizeOfString(m.name));
   n += (version >= 4 ? sizeOfCompactNullableString(m.value) : sizeOfNullableString(m.value));
   n += 1;
-  if (version <= 0) {
-    n += 1;
-  }
-  if (version >= 1) {
-    n += 1;
-  }
   n += 1;
-  if (version >= 1) {
-    {
-      const a = m.synonyms;
-      n += (version >= 4 ? sizeOfUvarint(a.length + 1) : 4);
-      for (const e of a) n += sizeOfDescribeConfigsSynonym(e, version);
-    }
+  n += 1;
+  {
+    const a = m.synonyms;
+    n += (version >= 4 ? sizeOfUvarint(a.length + 1) : 4);
+    for (const e of a) n += sizeOfDescribeConfigsSynonym(e, version);
   }
   if (version >= 3) {
     n += 1;
@@ -433,7 +403,7 @@ function sizeOfDescribeConfigsSynonym(m: DescribeConfigsSynonym, version: number
 
 /** Decodes a DescribeConfigsResponse body (no header) of the given version. Throws ProtocolError on malformed input. */
 export function decodeDescribeConfigsResponse(r: Reader, version: number): DescribeConfigsResponse {
-  checkVersion(32, version, 0, 4);
+  checkVersion(32, version, 1, 4);
   try {
     return readDescribeConfigsResponse(r, version);
   } catch (e) {
@@ -443,12 +413,12 @@ export function decodeDescribeConfigsResponse(r: Reader, version: number): Descr
 
 /** Encodes a DescribeConfigsResponse body (no header) in the given version. */
 export function encodeDescribeConfigsResponse(w: Writer, m: DescribeConfigsResponse, version: number): void {
-  checkVersion(32, version, 0, 4);
+  checkVersion(32, version, 1, 4);
   writeDescribeConfigsResponse(w, m, version);
 }
 
 /** The exact number of bytes encodeDescribeConfigsResponse writes for this message and version. */
 export function sizeOfDescribeConfigsResponse(m: DescribeConfigsResponse, version: number): number {
-  checkVersion(32, version, 0, 4);
+  checkVersion(32, version, 1, 4);
   return sizeOfDescribeConfigsResponseBody(m, version);
 }

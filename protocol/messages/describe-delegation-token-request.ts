@@ -7,7 +7,7 @@ import type { Writer } from '../writer.js';
 import { sizeOfRawTaggedFields, sizeOfUvarint } from '../writer.js';
 import { checkVersion, hasNoUnknownTags, sizeOfCompactString, sizeOfString } from '../generated-support.js';
 
-/** DescribeDelegationTokenRequest, versions 0-3. */
+/** DescribeDelegationTokenRequest, versions 1-3. */
 export interface DescribeDelegationTokenRequest {
   /** Each owner that we want to describe delegation tokens for, or null to describe all tokens. (versions 0+; nullable 0+) */
   owners: DescribeDelegationTokenOwner[] | null;
@@ -15,7 +15,7 @@ export interface DescribeDelegationTokenRequest {
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct DescribeDelegationTokenOwner (used in versions 0-3). */
+/** Struct DescribeDelegationTokenOwner (used in versions 1-3). */
 export interface DescribeDelegationTokenOwner {
   /** The owner principal type. (versions 0+) */
   principalType: string;
@@ -151,7 +151,7 @@ function sizeOfDescribeDelegationTokenOwner(m: DescribeDelegationTokenOwner, ver
 
 /** Decodes a DescribeDelegationTokenRequest body (no header) of the given version. Throws ProtocolError on malformed input. */
 export function decodeDescribeDelegationTokenRequest(r: Reader, version: number): DescribeDelegationTokenRequest {
-  checkVersion(41, version, 0, 3);
+  checkVersion(41, version, 1, 3);
   try {
     return readDescribeDelegationTokenRequest(r, version);
   } catch (e) {
@@ -161,12 +161,12 @@ export function decodeDescribeDelegationTokenRequest(r: Reader, version: number)
 
 /** Encodes a DescribeDelegationTokenRequest body (no header) in the given version. */
 export function encodeDescribeDelegationTokenRequest(w: Writer, m: DescribeDelegationTokenRequest, version: number): void {
-  checkVersion(41, version, 0, 3);
+  checkVersion(41, version, 1, 3);
   writeDescribeDelegationTokenRequest(w, m, version);
 }
 
 /** The exact number of bytes encodeDescribeDelegationTokenRequest writes for this message and version. */
 export function sizeOfDescribeDelegationTokenRequest(m: DescribeDelegationTokenRequest, version: number): number {
-  checkVersion(41, version, 0, 3);
+  checkVersion(41, version, 1, 3);
   return sizeOfDescribeDelegationTokenRequestBody(m, version);
 }

@@ -7,7 +7,7 @@ import type { Writer } from '../writer.js';
 import { sizeOfRawTaggedFields, sizeOfUvarint } from '../writer.js';
 import { EMPTY_BUFFER, checkVersion, hasNoUnknownTags, sizeOfBytes, sizeOfCompactBytes, sizeOfCompactString, sizeOfString, unsupportedField } from '../generated-support.js';
 
-/** DescribeDelegationTokenResponse, versions 0-3. */
+/** DescribeDelegationTokenResponse, versions 1-3. */
 export interface DescribeDelegationTokenResponse {
   /** The error code, or 0 if there was no error. (versions 0+) */
   errorCode: number;
@@ -19,7 +19,7 @@ export interface DescribeDelegationTokenResponse {
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct DescribedDelegationToken (used in versions 0-3). */
+/** Struct DescribedDelegationToken (used in versions 1-3). */
 export interface DescribedDelegationToken {
   /** The token principal type. (versions 0+) */
   principalType: string;
@@ -45,11 +45,11 @@ export interface DescribedDelegationToken {
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct DescribedDelegationTokenRenewer (used in versions 0-3). */
+/** Struct DescribedDelegationTokenRenewer (used in versions 1-3). */
 export interface DescribedDelegationTokenRenewer {
-  /** The renewer principal type (versions 0+) */
+  /** The renewer principal type. (versions 0+) */
   principalType: string;
-  /** The renewer principal name (versions 0+) */
+  /** The renewer principal name. (versions 0+) */
   principalName: string;
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
@@ -322,7 +322,7 @@ function sizeOfDescribedDelegationTokenRenewer(m: DescribedDelegationTokenRenewe
 
 /** Decodes a DescribeDelegationTokenResponse body (no header) of the given version. Throws ProtocolError on malformed input. */
 export function decodeDescribeDelegationTokenResponse(r: Reader, version: number): DescribeDelegationTokenResponse {
-  checkVersion(41, version, 0, 3);
+  checkVersion(41, version, 1, 3);
   try {
     return readDescribeDelegationTokenResponse(r, version);
   } catch (e) {
@@ -332,12 +332,12 @@ export function decodeDescribeDelegationTokenResponse(r: Reader, version: number
 
 /** Encodes a DescribeDelegationTokenResponse body (no header) in the given version. */
 export function encodeDescribeDelegationTokenResponse(w: Writer, m: DescribeDelegationTokenResponse, version: number): void {
-  checkVersion(41, version, 0, 3);
+  checkVersion(41, version, 1, 3);
   writeDescribeDelegationTokenResponse(w, m, version);
 }
 
 /** The exact number of bytes encodeDescribeDelegationTokenResponse writes for this message and version. */
 export function sizeOfDescribeDelegationTokenResponse(m: DescribeDelegationTokenResponse, version: number): number {
-  checkVersion(41, version, 0, 3);
+  checkVersion(41, version, 1, 3);
   return sizeOfDescribeDelegationTokenResponseBody(m, version);
 }

@@ -7,9 +7,9 @@ import type { Writer } from '../writer.js';
 import { sizeOfRawTaggedFields, sizeOfUvarint } from '../writer.js';
 import { checkVersion, hasNoUnknownTags, sizeOfCompactString, sizeOfString, unsupportedField } from '../generated-support.js';
 
-/** DescribeGroupsRequest, versions 0-5. */
+/** DescribeGroupsRequest, versions 0-6. */
 export interface DescribeGroupsRequest {
-  /** The names of the groups to describe (versions 0+; entity groupId) */
+  /** The names of the groups to describe. (versions 0+; entity groupId) */
   groups: string[];
   /** Whether to include authorized operations. (versions 3+) */
   includeAuthorizedOperations: boolean;
@@ -95,7 +95,7 @@ function sizeOfDescribeGroupsRequestBody(m: DescribeGroupsRequest, version: numb
 
 /** Decodes a DescribeGroupsRequest body (no header) of the given version. Throws ProtocolError on malformed input. */
 export function decodeDescribeGroupsRequest(r: Reader, version: number): DescribeGroupsRequest {
-  checkVersion(15, version, 0, 5);
+  checkVersion(15, version, 0, 6);
   try {
     return readDescribeGroupsRequest(r, version);
   } catch (e) {
@@ -105,12 +105,12 @@ export function decodeDescribeGroupsRequest(r: Reader, version: number): Describ
 
 /** Encodes a DescribeGroupsRequest body (no header) in the given version. */
 export function encodeDescribeGroupsRequest(w: Writer, m: DescribeGroupsRequest, version: number): void {
-  checkVersion(15, version, 0, 5);
+  checkVersion(15, version, 0, 6);
   writeDescribeGroupsRequest(w, m, version);
 }
 
 /** The exact number of bytes encodeDescribeGroupsRequest writes for this message and version. */
 export function sizeOfDescribeGroupsRequest(m: DescribeGroupsRequest, version: number): number {
-  checkVersion(15, version, 0, 5);
+  checkVersion(15, version, 0, 6);
   return sizeOfDescribeGroupsRequestBody(m, version);
 }

@@ -7,7 +7,7 @@ import type { Writer } from '../writer.js';
 import { sizeOfRawTaggedFields, sizeOfUvarint } from '../writer.js';
 import { EMPTY_BUFFER, checkVersion, hasNoUnknownTags, sizeOfBytes, sizeOfCompactBytes, sizeOfCompactNullableString, sizeOfCompactString, sizeOfNullableString, sizeOfString, unsupportedField } from '../generated-support.js';
 
-/** DescribeGroupsResponse, versions 0-5. */
+/** DescribeGroupsResponse, versions 0-6. */
 export interface DescribeGroupsResponse {
   /** The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota. (versions 1+; ignorable) */
   throttleTimeMs: number;
@@ -17,10 +17,12 @@ export interface DescribeGroupsResponse {
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct DescribedGroup (used in versions 0-5). */
+/** Struct DescribedGroup (used in versions 0-6). */
 export interface DescribedGroup {
   /** The describe error, or 0 if there was no error. (versions 0+) */
   errorCode: number;
+  /** The describe error message, or null if there was no error. (versions 6+; nullable 6+; default "null") */
+  errorMessage: string | null;
   /** The group ID string. (versions 0+; entity groupId) */
   groupId: string;
   /** The group state string, or the empty string. (versions 0+) */
@@ -37,9 +39,9 @@ export interface DescribedGroup {
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct DescribedGroupMember (used in versions 0-5). */
+/** Struct DescribedGroupMember (used in versions 0-6). */
 export interface DescribedGroupMember {
-  /** The member ID assigned by the group coordinator. (versions 0+) */
+  /** The member id. (versions 0+) */
   memberId: string;
   /** The unique identifier of the consumer instance provided by end user. (versions 4+; nullable 4+; ignorable; default "null") */
   groupInstanceId: string | null;
@@ -128,6 +130,7 @@ function sizeOfDescribeGroupsResponseBody(m: DescribeGroupsResponse, version: nu
 export function defaultDescribedGroup(): DescribedGroup {
   return {
     errorCode: 0,
+    errorMessage: null,
     groupId: '',
     groupState: '',
     protocolType: '',
@@ -139,6 +142,7 @@ export function defaultDescribedGroup(): DescribedGroup {
 
 export function isDefaultDescribedGroup(m: DescribedGroup): boolean {
   return (m.errorCode === 0) &&
+    (m.errorMessage === null) &&
     (m.groupId === '') &&
     (m.groupState === '') &&
     (m.protocolType === '') &&
@@ -150,6 +154,10 @@ export function isDefaultDescribedGroup(m: DescribedGroup): boolean {
 
 function readDescribedGroup(r: Reader, version: number): DescribedGroup {
   const f_errorCode: number = r.int16();
+  let f_errorMessage: string | null = null;
+  if (version >= 6) {
+    f_errorMessage = r.compactNullableString();
+  }
   const f_groupId: string = (version >= 5 ? r.compactString() : r.string());
   const f_groupState: string = (version >= 5 ? r.compactString() : r.string());
   const f_protocolType: string = (version >= 5 ? r.compactString() : r.string());
@@ -168,6 +176,7 @@ function readDescribedGroup(r: Reader, version: number): DescribedGroup {
   const unknown = (version >= 5 ? r.rawTaggedFields() : undefined);
   const m: DescribedGroup = {
     errorCode: f_errorCode,
+    errorMessage: f_errorMessage,
     groupId: f_groupId,
     groupState: f_groupState,
     protocolType: f_protocolType,
@@ -181,6 +190,11 @@ function readDescribedGroup(r: Reader, version: number): DescribedGroup {
 
 function writeDescribedGroup(w: Writer, m: DescribedGroup, version: number): void {
   w.int16(m.errorCode);
+  if (version >= 6) {
+    w.compactNullableString(m.errorMessage);
+  } else {
+    if (!(m.errorMessage === null)) throw unsupportedField('DescribedGroup', 'ErrorMessage', version);
+  }
   if (version >= 5) {
     w.compactString(m.groupId);
   } else {
@@ -225,6 +239,9 @@ function writeDescribedGroup(w: Writer, m: DescribedGroup, version: number): voi
 function sizeOfDescribedGroup(m: DescribedGroup, version: number): number {
   let n = 0;
   n += 2;
+  if (version >= 6) {
+    n += sizeOfCompactNullableString(m.errorMessage);
+  }
   n += (version >= 5 ? sizeOfCompactString(m.groupId) : sizeOfString(m.groupId));
   n += (version >= 5 ? sizeOfCompactString(m.groupState) : sizeOfString(m.groupState));
   n += (version >= 5 ? sizeOfCompactString(m.protocolType) : sizeOfString(m.protocolType));
@@ -343,7 +360,7 @@ function sizeOfDescribedGroupMember(m: DescribedGroupMember, version: number): n
 
 /** Decodes a DescribeGroupsResponse body (no header) of the given version. Throws ProtocolError on malformed input. */
 export function decodeDescribeGroupsResponse(r: Reader, version: number): DescribeGroupsResponse {
-  checkVersion(15, version, 0, 5);
+  checkVersion(15, version, 0, 6);
   try {
     return readDescribeGroupsResponse(r, version);
   } catch (e) {
@@ -353,12 +370,12 @@ export function decodeDescribeGroupsResponse(r: Reader, version: number): Descri
 
 /** Encodes a DescribeGroupsResponse body (no header) in the given version. */
 export function encodeDescribeGroupsResponse(w: Writer, m: DescribeGroupsResponse, version: number): void {
-  checkVersion(15, version, 0, 5);
+  checkVersion(15, version, 0, 6);
   writeDescribeGroupsResponse(w, m, version);
 }
 
 /** The exact number of bytes encodeDescribeGroupsResponse writes for this message and version. */
 export function sizeOfDescribeGroupsResponse(m: DescribeGroupsResponse, version: number): number {
-  checkVersion(15, version, 0, 5);
+  checkVersion(15, version, 0, 6);
   return sizeOfDescribeGroupsResponseBody(m, version);
 }

@@ -7,7 +7,7 @@ import type { Writer } from '../writer.js';
 import { sizeOfRawTaggedFields, sizeOfUvarint } from '../writer.js';
 import { checkVersion, hasNoUnknownTags, sizeOfCompactString, sizeOfString } from '../generated-support.js';
 
-/** DescribeLogDirsRequest, versions 0-4. */
+/** DescribeLogDirsRequest, versions 1-5. */
 export interface DescribeLogDirsRequest {
   /** Each topic that we want to describe log directories for, or null for all topics. (versions 0+; nullable 0+) */
   topics: DescribableLogDirTopic[] | null;
@@ -15,9 +15,9 @@ export interface DescribeLogDirsRequest {
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct DescribableLogDirTopic (used in versions 0-4). */
+/** Struct DescribableLogDirTopic (used in versions 1-5). */
 export interface DescribableLogDirTopic {
-  /** The topic name (versions 0+; map key; entity topicName) */
+  /** The topic name. (versions 0+; map key; entity topicName) */
   topic: string;
   /** The partition indexes. (versions 0+) */
   partitions: number[];
@@ -163,7 +163,7 @@ function sizeOfDescribableLogDirTopic(m: DescribableLogDirTopic, version: number
 
 /** Decodes a DescribeLogDirsRequest body (no header) of the given version. Throws ProtocolError on malformed input. */
 export function decodeDescribeLogDirsRequest(r: Reader, version: number): DescribeLogDirsRequest {
-  checkVersion(35, version, 0, 4);
+  checkVersion(35, version, 1, 5);
   try {
     return readDescribeLogDirsRequest(r, version);
   } catch (e) {
@@ -173,12 +173,12 @@ export function decodeDescribeLogDirsRequest(r: Reader, version: number): Descri
 
 /** Encodes a DescribeLogDirsRequest body (no header) in the given version. */
 export function encodeDescribeLogDirsRequest(w: Writer, m: DescribeLogDirsRequest, version: number): void {
-  checkVersion(35, version, 0, 4);
+  checkVersion(35, version, 1, 5);
   writeDescribeLogDirsRequest(w, m, version);
 }
 
 /** The exact number of bytes encodeDescribeLogDirsRequest writes for this message and version. */
 export function sizeOfDescribeLogDirsRequest(m: DescribeLogDirsRequest, version: number): number {
-  checkVersion(35, version, 0, 4);
+  checkVersion(35, version, 1, 5);
   return sizeOfDescribeLogDirsRequestBody(m, version);
 }

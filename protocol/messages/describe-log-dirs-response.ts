@@ -7,7 +7,7 @@ import type { Writer } from '../writer.js';
 import { sizeOfRawTaggedFields, sizeOfUvarint } from '../writer.js';
 import { checkVersion, hasNoUnknownTags, sizeOfCompactString, sizeOfString } from '../generated-support.js';
 
-/** DescribeLogDirsResponse, versions 0-4. */
+/** DescribeLogDirsResponse, versions 1-5. */
 export interface DescribeLogDirsResponse {
   /** The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota. (versions 0+) */
   throttleTimeMs: number;
@@ -19,39 +19,41 @@ export interface DescribeLogDirsResponse {
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct DescribeLogDirsResult (used in versions 0-4). */
+/** Struct DescribeLogDirsResult (used in versions 1-5). */
 export interface DescribeLogDirsResult {
   /** The error code, or 0 if there was no error. (versions 0+) */
   errorCode: number;
   /** The absolute log directory path. (versions 0+) */
   logDir: string;
-  /** Each topic. (versions 0+) */
+  /** The topics. (versions 0+) */
   topics: DescribeLogDirsTopic[];
-  /** The total size in bytes of the volume the log directory is in. (versions 4+; ignorable; default "-1") */
+  /** The total size in bytes of the volume the log directory is in. This value does not include the size of data stored in remote storage. (versions 4+; ignorable; default "-1") */
   totalBytes: bigint;
-  /** The usable size in bytes of the volume the log directory is in. (versions 4+; ignorable; default "-1") */
+  /** The usable size in bytes of the volume the log directory is in. This value does not include the size of data stored in remote storage. (versions 4+; ignorable; default "-1") */
   usableBytes: bigint;
+  /** True if this log directory is cordoned. (versions 5+; ignorable; default false) */
+  isCordoned: boolean;
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct DescribeLogDirsTopic (used in versions 0-4). */
+/** Struct DescribeLogDirsTopic (used in versions 1-5). */
 export interface DescribeLogDirsTopic {
   /** The topic name. (versions 0+; entity topicName) */
   name: string;
-  /** (versions 0+) */
+  /** The partitions. (versions 0+) */
   partitions: DescribeLogDirsPartition[];
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct DescribeLogDirsPartition (used in versions 0-4). */
+/** Struct DescribeLogDirsPartition (used in versions 1-5). */
 export interface DescribeLogDirsPartition {
   /** The partition index. (versions 0+) */
   partitionIndex: number;
   /** The size of the log segments in this partition in bytes. (versions 0+) */
   partitionSize: bigint;
-  /** The lag of the log's LEO w.r.t. partition's HW (if it is the current log for the partition) or current replica's LEO (if it is the future log for the partition) (versions 0+) */
+  /** The lag of the log's LEO w.r.t. partition's HW (if it is the current log for the partition) or current replica's LEO (if it is the future log for the partition). (versions 0+) */
   offsetLag: bigint;
   /** True if this log is created by AlterReplicaLogDirsRequest and will replace the current log of the replica in the future. (versions 0+) */
   isFutureKey: boolean;
@@ -142,6 +144,7 @@ export function defaultDescribeLogDirsResult(): DescribeLogDirsResult {
     topics: [],
     totalBytes: -1n,
     usableBytes: -1n,
+    isCordoned: false,
   };
 }
 
@@ -151,6 +154,7 @@ export function isDefaultDescribeLogDirsResult(m: DescribeLogDirsResult): boolea
     (m.topics !== null && m.topics.length === 0) &&
     (m.totalBytes === -1n) &&
     (m.usableBytes === -1n) &&
+    (m.isCordoned === false) &&
     hasNoUnknownTags(m._unknownTaggedFields);
 }
 
@@ -172,6 +176,10 @@ function readDescribeLogDirsResult(r: Reader, version: number): DescribeLogDirsR
   if (version >= 4) {
     f_usableBytes = r.int64();
   }
+  let f_isCordoned: boolean = false;
+  if (version >= 5) {
+    f_isCordoned = r.bool();
+  }
   const unknown = (version >= 2 ? r.rawTaggedFields() : undefined);
   const m: DescribeLogDirsResult = {
     errorCode: f_errorCode,
@@ -179,6 +187,7 @@ function readDescribeLogDirsResult(r: Reader, version: number): DescribeLogDirsR
     topics: f_topics,
     totalBytes: f_totalBytes,
     usableBytes: f_usableBytes,
+    isCordoned: f_isCordoned,
   };
   if (unknown !== undefined) m._unknownTaggedFields = unknown;
   return m;
@@ -208,6 +217,9 @@ function writeDescribeLogDirsResult(w: Writer, m: DescribeLogDirsResult, version
   if (version >= 4) {
     w.int64(m.usableBytes);
   }
+  if (version >= 5) {
+    w.bool(m.isCordoned);
+  }
   if (version >= 2) {
     w.rawTaggedFields(m._unknownTaggedFields);
   }
@@ -227,6 +239,9 @@ function sizeOfDescribeLogDirsResult(m: DescribeLogDirsResult, version: number):
   }
   if (version >= 4) {
     n += 8;
+  }
+  if (version >= 5) {
+    n += 1;
   }
   if (version >= 2) {
     n += sizeOfRawTaggedFields(m._unknownTaggedFields);
@@ -358,7 +373,7 @@ function sizeOfDescribeLogDirsPartition(m: DescribeLogDirsPartition, version: nu
 
 /** Decodes a DescribeLogDirsResponse body (no header) of the given version. Throws ProtocolError on malformed input. */
 export function decodeDescribeLogDirsResponse(r: Reader, version: number): DescribeLogDirsResponse {
-  checkVersion(35, version, 0, 4);
+  checkVersion(35, version, 1, 5);
   try {
     return readDescribeLogDirsResponse(r, version);
   } catch (e) {
@@ -368,12 +383,12 @@ export function decodeDescribeLogDirsResponse(r: Reader, version: number): Descr
 
 /** Encodes a DescribeLogDirsResponse body (no header) in the given version. */
 export function encodeDescribeLogDirsResponse(w: Writer, m: DescribeLogDirsResponse, version: number): void {
-  checkVersion(35, version, 0, 4);
+  checkVersion(35, version, 1, 5);
   writeDescribeLogDirsResponse(w, m, version);
 }
 
 /** The exact number of bytes encodeDescribeLogDirsResponse writes for this message and version. */
 export function sizeOfDescribeLogDirsResponse(m: DescribeLogDirsResponse, version: number): number {
-  checkVersion(35, version, 0, 4);
+  checkVersion(35, version, 1, 5);
   return sizeOfDescribeLogDirsResponseBody(m, version);
 }

@@ -9,7 +9,7 @@ import { checkVersion, hasNoUnknownTags, sizeOfCompactString } from '../generate
 
 /** DescribeProducersRequest, versions 0. */
 export interface DescribeProducersRequest {
-  /** (versions 0+) */
+  /** The topics to list producers for. (versions 0+) */
   topics: TopicRequest[];
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
@@ -17,7 +17,7 @@ export interface DescribeProducersRequest {
 
 /** Struct TopicRequest (used in versions 0). */
 export interface TopicRequest {
-  /** The topic name. (versions 0+; entity topicName) */
+  /** The topic name. (versions 0+; map key; entity topicName) */
   name: string;
   /** The indexes of the partitions to list producers for. (versions 0+) */
   partitionIndexes: number[];

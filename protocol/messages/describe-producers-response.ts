@@ -19,7 +19,7 @@ export interface DescribeProducersResponse {
 
 /** Struct TopicResponse (used in versions 0). */
 export interface TopicResponse {
-  /** The topic name (versions 0+; entity topicName) */
+  /** The topic name. (versions 0+; entity topicName) */
   name: string;
   /** Each partition in the response. (versions 0+) */
   partitions: PartitionResponse[];
@@ -33,9 +33,9 @@ export interface PartitionResponse {
   partitionIndex: number;
   /** The partition error code, or 0 if there was no error. (versions 0+) */
   errorCode: number;
-  /** The partition error message, which may be null if no additional details are available (versions 0+; nullable 0+; default "null") */
+  /** The partition error message, which may be null if no additional details are available. (versions 0+; nullable 0+; default "null") */
   errorMessage: string | null;
-  /** (versions 0+) */
+  /** The active producers for the partition. (versions 0+) */
   activeProducers: ProducerState[];
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
@@ -43,17 +43,17 @@ export interface PartitionResponse {
 
 /** Struct ProducerState (used in versions 0). */
 export interface ProducerState {
-  /** (versions 0+; entity producerId) */
+  /** The producer id. (versions 0+; entity producerId) */
   producerId: bigint;
-  /** (versions 0+) */
+  /** The producer epoch. (versions 0+) */
   producerEpoch: number;
-  /** (versions 0+; default "-1") */
+  /** The last sequence number sent by the producer. (versions 0+; default "-1") */
   lastSequence: number;
-  /** (versions 0+; default "-1") */
+  /** The last timestamp sent by the producer. (versions 0+; default "-1") */
   lastTimestamp: bigint;
-  /** (versions 0+) */
+  /** The current epoch of the producer group. (versions 0+) */
   coordinatorEpoch: number;
-  /** (versions 0+; default "-1") */
+  /** The current transaction start offset of the producer. (versions 0+; default "-1") */
   currentTxnStartOffset: bigint;
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];

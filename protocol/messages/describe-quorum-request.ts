@@ -9,7 +9,7 @@ import { checkVersion, hasNoUnknownTags, sizeOfCompactString } from '../generate
 
 /** DescribeQuorumRequest, versions 0-2. */
 export interface DescribeQuorumRequest {
-  /** (versions 0+) */
+  /** The topics to describe. (versions 0+) */
   topics: TopicData[];
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
@@ -19,7 +19,7 @@ export interface DescribeQuorumRequest {
 export interface TopicData {
   /** The topic name. (versions 0+; entity topicName) */
   topicName: string;
-  /** (versions 0+) */
+  /** The partitions to describe. (versions 0+) */
   partitions: PartitionData[];
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];

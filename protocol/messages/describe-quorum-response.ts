@@ -13,9 +13,9 @@ export interface DescribeQuorumResponse {
   errorCode: number;
   /** The error message, or null if there was no error. (versions 2+; nullable 2+; ignorable) */
   errorMessage: string | null;
-  /** (versions 0+) */
+  /** The response from the describe quorum API. (versions 0+) */
   topics: TopicData[];
-  /** (versions 2+) */
+  /** The nodes in the quorum. (versions 2+) */
   nodes: Node[];
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
@@ -23,15 +23,15 @@ export interface DescribeQuorumResponse {
 
 /** Struct ReplicaState (used in versions 0-2). */
 export interface ReplicaState {
-  /** (versions 0+; entity brokerId) */
+  /** The ID of the replica. (versions 0+; entity brokerId) */
   replicaId: number;
-  /** (versions 2+; UUID as 22-char base64url) */
+  /** The replica directory ID of the replica. (versions 2+; UUID as 22-char base64url) */
   replicaDirectoryId: string;
-  /** The last known log end offset of the follower or -1 if it is unknown (versions 0+) */
+  /** The last known log end offset of the follower or -1 if it is unknown. (versions 0+) */
   logEndOffset: bigint;
-  /** The last known leader wall clock time time when a follower fetched from the leader. This is reported as -1 both for the current leader or if it is unknown for a voter (versions 1+; ignorable; default -1) */
+  /** The last known leader wall clock time time when a follower fetched from the leader. This is reported as -1 both for the current leader or if it is unknown for a voter. (versions 1+; ignorable; default -1) */
   lastFetchTimestamp: bigint;
-  /** The leader wall clock append time of the offset for which the follower made the most recent fetch request. This is reported as the current time for the leader and -1 if unknown for a voter (versions 1+; ignorable; default -1) */
+  /** The leader wall clock append time of the offset for which the follower made the most recent fetch request. This is reported as the current time for the leader and -1 if unknown for a voter. (versions 1+; ignorable; default -1) */
   lastCaughtUpTimestamp: bigint;
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
@@ -41,7 +41,7 @@ export interface ReplicaState {
 export interface TopicData {
   /** The topic name. (versions 0+; entity topicName) */
   topicName: string;
-  /** (versions 0+) */
+  /** The partition data. (versions 0+) */
   partitions: PartitionData[];
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
@@ -51,19 +51,19 @@ export interface TopicData {
 export interface PartitionData {
   /** The partition index. (versions 0+) */
   partitionIndex: number;
-  /** (versions 0+) */
+  /** The partition error code. (versions 0+) */
   errorCode: number;
   /** The error message, or null if there was no error. (versions 2+; nullable 2+; ignorable) */
   errorMessage: string | null;
   /** The ID of the current leader or -1 if the leader is unknown. (versions 0+; entity brokerId) */
   leaderId: number;
-  /** The latest known leader epoch (versions 0+) */
+  /** The latest known leader epoch. (versions 0+) */
   leaderEpoch: number;
-  /** (versions 0+) */
+  /** The high water mark. (versions 0+) */
   highWatermark: bigint;
-  /** (versions 0+) */
+  /** The current voters of the partition. (versions 0+) */
   currentVoters: ReplicaState[];
-  /** (versions 0+) */
+  /** The observers of the partition. (versions 0+) */
   observers: ReplicaState[];
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
@@ -71,9 +71,9 @@ export interface PartitionData {
 
 /** Struct Node (used in versions 2). */
 export interface Node {
-  /** The ID of the associated node (versions 2+; map key; entity brokerId) */
+  /** The ID of the associated node. (versions 2+; map key; entity brokerId) */
   nodeId: number;
-  /** The listeners of this controller (versions 2+) */
+  /** The listeners of this controller. (versions 2+) */
   listeners: Listener[];
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
@@ -81,11 +81,11 @@ export interface Node {
 
 /** Struct Listener (used in versions 2). */
 export interface Listener {
-  /** The name of the endpoint (versions 2+; map key) */
+  /** The name of the endpoint. (versions 2+; map key) */
   name: string;
-  /** The hostname (versions 2+) */
+  /** The hostname. (versions 2+) */
   host: string;
-  /** The port (versions 2+) */
+  /** The port. (versions 2+) */
   port: number;
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];

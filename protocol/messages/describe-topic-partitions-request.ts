@@ -21,7 +21,7 @@ export interface DescribeTopicPartitionsRequest {
 
 /** Struct TopicRequest (used in versions 0). */
 export interface TopicRequest {
-  /** The topic name (versions 0+; entity topicName) */
+  /** The topic name. (versions 0+; entity topicName) */
   name: string;
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
@@ -29,9 +29,9 @@ export interface TopicRequest {
 
 /** Struct Cursor (used in versions 0). */
 export interface Cursor {
-  /** The name for the first topic to process (versions 0+; entity topicName) */
+  /** The name for the first topic to process. (versions 0+; entity topicName) */
   topicName: string;
-  /** The partition index to start with (versions 0+) */
+  /** The partition index to start with. (versions 0+) */
   partitionIndex: number;
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];

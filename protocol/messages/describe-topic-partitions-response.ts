@@ -63,9 +63,9 @@ export interface DescribeTopicPartitionsResponsePartition {
 
 /** Struct Cursor (used in versions 0). */
 export interface Cursor {
-  /** The name for the first topic to process (versions 0+; entity topicName) */
+  /** The name for the first topic to process. (versions 0+; entity topicName) */
   topicName: string;
-  /** The partition index to start with (versions 0+) */
+  /** The partition index to start with. (versions 0+) */
   partitionIndex: number;
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];

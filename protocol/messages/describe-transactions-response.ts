@@ -11,7 +11,7 @@ import { checkVersion, hasNoUnknownTags, sizeOfCompactString } from '../generate
 export interface DescribeTransactionsResponse {
   /** The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota. (versions 0+) */
   throttleTimeMs: number;
-  /** (versions 0+) */
+  /** The current state of the transaction. (versions 0+) */
   transactionStates: TransactionState[];
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
@@ -19,19 +19,19 @@ export interface DescribeTransactionsResponse {
 
 /** Struct TransactionState (used in versions 0). */
 export interface TransactionState {
-  /** (versions 0+) */
+  /** The error code. (versions 0+) */
   errorCode: number;
-  /** (versions 0+; entity transactionalId) */
+  /** The transactional id. (versions 0+; entity transactionalId) */
   transactionalId: string;
-  /** (versions 0+) */
+  /** The current transaction state of the producer. (versions 0+) */
   transactionState: string;
-  /** (versions 0+) */
+  /** The timeout in milliseconds for the transaction. (versions 0+) */
   transactionTimeoutMs: number;
-  /** (versions 0+) */
+  /** The start time of the transaction in milliseconds. (versions 0+) */
   transactionStartTimeMs: bigint;
-  /** (versions 0+; entity producerId) */
+  /** The current producer id associated with the transaction. (versions 0+; entity producerId) */
   producerId: bigint;
-  /** (versions 0+) */
+  /** The current epoch associated with the producer id. (versions 0+) */
   producerEpoch: number;
   /** The set of partitions included in the current transaction (if active). When a transaction is preparing to commit or abort, this will include only partitions which do not have markers. (versions 0+) */
   topics: TopicData[];
@@ -41,9 +41,9 @@ export interface TransactionState {
 
 /** Struct TopicData (used in versions 0). */
 export interface TopicData {
-  /** (versions 0+; map key; entity topicName) */
+  /** The topic name. (versions 0+; map key; entity topicName) */
   topic: string;
-  /** (versions 0+) */
+  /** The partition ids included in the current transaction. (versions 0+) */
   partitions: number[];
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];

@@ -21,9 +21,9 @@ export interface ElectLeadersResponse {
 
 /** Struct ReplicaElectionResult (used in versions 0-2). */
 export interface ReplicaElectionResult {
-  /** The topic name (versions 0+; entity topicName) */
+  /** The topic name. (versions 0+; entity topicName) */
   topic: string;
-  /** The results for each partition (versions 0+) */
+  /** The results for each partition. (versions 0+) */
   partitionResult: PartitionResult[];
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
@@ -31,7 +31,7 @@ export interface ReplicaElectionResult {
 
 /** Struct PartitionResult (used in versions 0-2). */
 export interface PartitionResult {
-  /** The partition id (versions 0+) */
+  /** The partition id. (versions 0+) */
   partitionId: number;
   /** The result error, or zero if there was no error. (versions 0+) */
   errorCode: number;

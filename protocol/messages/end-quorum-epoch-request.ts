@@ -9,11 +9,11 @@ import { ZERO_UUID, checkVersion, hasNoUnknownTags, sizeOfCompactNullableString,
 
 /** EndQuorumEpochRequest, versions 0-1. */
 export interface EndQuorumEpochRequest {
-  /** (versions 0+; nullable 0+; default "null") */
+  /** The cluster id. (versions 0+; nullable 0+; default "null") */
   clusterId: string | null;
-  /** (versions 0+) */
+  /** The topics. (versions 0+) */
   topics: TopicData[];
-  /** Endpoints for the leader (versions 1+; ignorable) */
+  /** Endpoints for the leader. (versions 1+; ignorable) */
   leaderEndpoints: LeaderEndpoint[];
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
@@ -23,7 +23,7 @@ export interface EndQuorumEpochRequest {
 export interface TopicData {
   /** The topic name. (versions 0+; entity topicName) */
   topicName: string;
-  /** (versions 0+) */
+  /** The partitions. (versions 0+) */
   partitions: PartitionData[];
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
@@ -33,13 +33,13 @@ export interface TopicData {
 export interface PartitionData {
   /** The partition index. (versions 0+) */
   partitionIndex: number;
-  /** The current leader ID that is resigning (versions 0+; entity brokerId) */
+  /** The current leader ID that is resigning. (versions 0+; entity brokerId) */
   leaderId: number;
-  /** The current epoch (versions 0+) */
+  /** The current epoch. (versions 0+) */
   leaderEpoch: number;
-  /** A sorted list of preferred successors to start the election (versions 0; ignorable) */
+  /** A sorted list of preferred successors to start the election. (versions 0; ignorable) */
   preferredSuccessors: number[];
-  /** A sorted list of preferred candidates to start the election (versions 1+; ignorable) */
+  /** A sorted list of preferred candidates to start the election. (versions 1+; ignorable) */
   preferredCandidates: ReplicaInfo[];
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
@@ -47,9 +47,9 @@ export interface PartitionData {
 
 /** Struct ReplicaInfo (used in versions 1). */
 export interface ReplicaInfo {
-  /** (versions 1+; entity brokerId) */
+  /** The ID of the candidate replica. (versions 1+; entity brokerId) */
   candidateId: number;
-  /** (versions 1+; UUID as 22-char base64url) */
+  /** The directory ID of the candidate replica. (versions 1+; UUID as 22-char base64url) */
   candidateDirectoryId: string;
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
@@ -57,11 +57,11 @@ export interface ReplicaInfo {
 
 /** Struct LeaderEndpoint (used in versions 1). */
 export interface LeaderEndpoint {
-  /** The name of the endpoint (versions 1+; map key) */
+  /** The name of the endpoint. (versions 1+; map key) */
   name: string;
-  /** The node's hostname (versions 1+) */
+  /** The node's hostname. (versions 1+) */
   host: string;
-  /** The node's port (versions 1+) */
+  /** The node's port. (versions 1+) */
   port: number;
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];

@@ -7,7 +7,7 @@ import type { Writer } from '../writer.js';
 import { sizeOfRawTaggedFields } from '../writer.js';
 import { EMPTY_BUFFER, checkVersion, hasNoUnknownTags, sizeOfBytes, sizeOfCompactBytes } from '../generated-support.js';
 
-/** ExpireDelegationTokenRequest, versions 0-2. */
+/** ExpireDelegationTokenRequest, versions 1-2. */
 export interface ExpireDelegationTokenRequest {
   /** The HMAC of the delegation token to be expired. (versions 0+) */
   hmac: Buffer;
@@ -66,7 +66,7 @@ function sizeOfExpireDelegationTokenRequestBody(m: ExpireDelegationTokenRequest,
 
 /** Decodes a ExpireDelegationTokenRequest body (no header) of the given version. Throws ProtocolError on malformed input. */
 export function decodeExpireDelegationTokenRequest(r: Reader, version: number): ExpireDelegationTokenRequest {
-  checkVersion(40, version, 0, 2);
+  checkVersion(40, version, 1, 2);
   try {
     return readExpireDelegationTokenRequest(r, version);
   } catch (e) {
@@ -76,12 +76,12 @@ export function decodeExpireDelegationTokenRequest(r: Reader, version: number): 
 
 /** Encodes a ExpireDelegationTokenRequest body (no header) in the given version. */
 export function encodeExpireDelegationTokenRequest(w: Writer, m: ExpireDelegationTokenRequest, version: number): void {
-  checkVersion(40, version, 0, 2);
+  checkVersion(40, version, 1, 2);
   writeExpireDelegationTokenRequest(w, m, version);
 }
 
 /** The exact number of bytes encodeExpireDelegationTokenRequest writes for this message and version. */
 export function sizeOfExpireDelegationTokenRequest(m: ExpireDelegationTokenRequest, version: number): number {
-  checkVersion(40, version, 0, 2);
+  checkVersion(40, version, 1, 2);
   return sizeOfExpireDelegationTokenRequestBody(m, version);
 }

@@ -7,7 +7,7 @@ import type { Writer } from '../writer.js';
 import { sizeOfRawTaggedFields } from '../writer.js';
 import { checkVersion, hasNoUnknownTags } from '../generated-support.js';
 
-/** ExpireDelegationTokenResponse, versions 0-2. */
+/** ExpireDelegationTokenResponse, versions 1-2. */
 export interface ExpireDelegationTokenResponse {
   /** The error code, or 0 if there was no error. (versions 0+) */
   errorCode: number;
@@ -70,7 +70,7 @@ function sizeOfExpireDelegationTokenResponseBody(m: ExpireDelegationTokenRespons
 
 /** Decodes a ExpireDelegationTokenResponse body (no header) of the given version. Throws ProtocolError on malformed input. */
 export function decodeExpireDelegationTokenResponse(r: Reader, version: number): ExpireDelegationTokenResponse {
-  checkVersion(40, version, 0, 2);
+  checkVersion(40, version, 1, 2);
   try {
     return readExpireDelegationTokenResponse(r, version);
   } catch (e) {
@@ -80,12 +80,12 @@ export function decodeExpireDelegationTokenResponse(r: Reader, version: number):
 
 /** Encodes a ExpireDelegationTokenResponse body (no header) in the given version. */
 export function encodeExpireDelegationTokenResponse(w: Writer, m: ExpireDelegationTokenResponse, version: number): void {
-  checkVersion(40, version, 0, 2);
+  checkVersion(40, version, 1, 2);
   writeExpireDelegationTokenResponse(w, m, version);
 }
 
 /** The exact number of bytes encodeExpireDelegationTokenResponse writes for this message and version. */
 export function sizeOfExpireDelegationTokenResponse(m: ExpireDelegationTokenResponse, version: number): number {
-  checkVersion(40, version, 0, 2);
+  checkVersion(40, version, 1, 2);
   return sizeOfExpireDelegationTokenResponseBody(m, version);
 }

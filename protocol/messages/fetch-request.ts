@@ -7,13 +7,13 @@ import type { Writer } from '../writer.js';
 import { sizeOfRawTaggedFields, sizeOfUvarint } from '../writer.js';
 import { ZERO_UUID, checkVersion, hasNoUnknownTags, sizeOfCompactNullableString, sizeOfCompactString, sizeOfString, sizeOfUnknownTags, unsupportedField, writeUnknownTagsBefore } from '../generated-support.js';
 
-/** FetchRequest, versions 0-17. */
+/** FetchRequest, versions 4-18. */
 export interface FetchRequest {
   /** The clusterId if known. This is used to validate metadata fetches prior to broker registration. (versions 12+; nullable 12+; tag 0 in 12+; ignorable; default "null") */
   clusterId: string | null;
   /** The broker ID of the follower, of -1 if this request is from a consumer. (versions 0-14; entity brokerId; default "-1") */
   replicaId: number;
-  /** (versions 15+; tag 1 in 15+) */
+  /** The state of the replica in the follower. (versions 15+; tag 1 in 15+) */
   replicaState: ReplicaState;
   /** The maximum time in milliseconds to wait for the response. (versions 0+) */
   maxWaitMs: number;
@@ -21,7 +21,7 @@ export interface FetchRequest {
   minBytes: number;
   /** The maximum bytes to fetch.  See KIP-74 for cases where this limit may not be honored. (versions 3+; ignorable; default "0x7fffffff") */
   maxBytes: number;
-  /** This setting controls the visibility of transactional records. Using READ_UNCOMMITTED (isolation_level = 0) makes all records visible. With READ_COMMITTED (isolation_level = 1), non-transactional and COMMITTED transactional records are visible. To be more concrete, READ_COMMITTED returns all data from offsets smaller than the current LSO (last stable offset), and enables the inclusion of the list of aborted transactions in the result, which allows consumers to discard ABORTED transactional records (versions 4+; ignorable; default "0") */
+  /** This setting controls the visibility of transactional records. Using READ_UNCOMMITTED (isolation_level = 0) makes all records visible. With READ_COMMITTED (isolation_level = 1), non-transactional and COMMITTED transactional records are visible. To be more concrete, READ_COMMITTED returns all data from offsets smaller than the current LSO (last stable offset), and enables the inclusion of the list of aborted transactions in the result, which allows consumers to discard ABORTED transactional records. (versions 4+; ignorable; default "0") */
   isolationLevel: number;
   /** The fetch session ID. (versions 7+; ignorable; default "0") */
   sessionId: number;
@@ -31,13 +31,13 @@ export interface FetchRequest {
   topics: FetchTopic[];
   /** In an incremental fetch request, the partitions to remove. (versions 7+) */
   forgottenTopicsData: ForgottenTopic[];
-  /** Rack ID of the consumer making this request (versions 11+; ignorable; default "") */
+  /** Rack ID of the consumer making this request. (versions 11+; ignorable; default "") */
   rackId: string;
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct ReplicaState (used in versions 15-17). */
+/** Struct ReplicaState (used in versions 15-18). */
 export interface ReplicaState {
   /** The replica ID of the follower, or -1 if this request is from a consumer. (versions 15+; entity brokerId; default "-1") */
   replicaId: number;
@@ -47,11 +47,11 @@ export interface ReplicaState {
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct FetchTopic (used in versions 0-17). */
+/** Struct FetchTopic (used in versions 4-18). */
 export interface FetchTopic {
   /** The name of the topic to fetch. (versions 0-12; ignorable; entity topicName) */
   topic: string;
-  /** The unique topic ID (versions 13+; ignorable; UUID as 22-char base64url) */
+  /** The unique topic ID. (versions 13+; ignorable; UUID as 22-char base64url) */
   topicId: string;
   /** The partitions to fetch. (versions 0+) */
   partitions: FetchPartition[];
@@ -59,7 +59,7 @@ export interface FetchTopic {
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct FetchPartition (used in versions 0-17). */
+/** Struct FetchPartition (used in versions 4-18). */
 export interface FetchPartition {
   /** The partition index. (versions 0+) */
   partition: number;
@@ -67,23 +67,25 @@ export interface FetchPartition {
   currentLeaderEpoch: number;
   /** The message offset. (versions 0+) */
   fetchOffset: bigint;
-  /** The epoch of the last fetched record or -1 if there is none (versions 12+; default "-1") */
+  /** The epoch of the last fetched record or -1 if there is none. (versions 12+; default "-1") */
   lastFetchedEpoch: number;
   /** The earliest available offset of the follower replica.  The field is only used when the request is sent by the follower. (versions 5+; ignorable; default "-1") */
   logStartOffset: bigint;
   /** The maximum bytes to fetch from this partition.  See KIP-74 for cases where this limit may not be honored. (versions 0+) */
   partitionMaxBytes: number;
-  /** The directory id of the follower fetching (versions 17+; tag 0 in 17+; ignorable; UUID as 22-char base64url) */
+  /** The directory id of the follower fetching. (versions 17+; tag 0 in 17+; ignorable; UUID as 22-char base64url) */
   replicaDirectoryId: string;
+  /** The high-watermark known by the replica. -1 if the high-watermark is not known and 9223372036854775807 if the feature is not supported. (versions 18+; tag 1 in 18+; ignorable; default "9223372036854775807") */
+  highWatermark: bigint;
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct ForgottenTopic (used in versions 7-17). */
+/** Struct ForgottenTopic (used in versions 7-18). */
 export interface ForgottenTopic {
   /** The topic name. (versions 7-12; ignorable; entity topicName) */
   topic: string;
-  /** The unique topic ID (versions 13+; ignorable; UUID as 22-char base64url) */
+  /** The unique topic ID. (versions 13+; ignorable; UUID as 22-char base64url) */
   topicId: string;
   /** The partitions indexes to forget. (versions 7+) */
   partitions: number[];
@@ -133,14 +135,8 @@ function readFetchRequest(r: Reader, version: number): FetchRequest {
   let f_replicaState: ReplicaState = defaultReplicaState();
   const f_maxWaitMs: number = r.int32();
   const f_minBytes: number = r.int32();
-  let f_maxBytes: number = 2147483647;
-  if (version >= 3) {
-    f_maxBytes = r.int32();
-  }
-  let f_isolationLevel: number = 0;
-  if (version >= 4) {
-    f_isolationLevel = r.int8();
-  }
+  const f_maxBytes: number = r.int32();
+  const f_isolationLevel: number = r.int8();
   let f_sessionId: number = 0;
   if (version >= 7) {
     f_sessionId = r.int32();
@@ -217,12 +213,8 @@ function writeFetchRequest(w: Writer, m: FetchRequest, version: number): void {
   }
   w.int32(m.maxWaitMs);
   w.int32(m.minBytes);
-  if (version >= 3) {
-    w.int32(m.maxBytes);
-  }
-  if (version >= 4) {
-    w.int8(m.isolationLevel);
-  }
+  w.int32(m.maxBytes);
+  w.int8(m.isolationLevel);
   if (version >= 7) {
     w.int32(m.sessionId);
   }
@@ -298,12 +290,8 @@ function sizeOfFetchRequestBody(m: FetchRequest, version: number): number {
   }
   n += 4;
   n += 4;
-  if (version >= 3) {
-    n += 4;
-  }
-  if (version >= 4) {
-    n += 1;
-  }
+  n += 4;
+  n += 1;
   if (version >= 7) {
     n += 4;
   }
@@ -481,6 +469,7 @@ export function defaultFetchPartition(): FetchPartition {
     logStartOffset: -1n,
     partitionMaxBytes: 0,
     replicaDirectoryId: ZERO_UUID,
+    highWatermark: 9223372036854775807n,
   };
 }
 
@@ -492,6 +481,7 @@ export function isDefaultFetchPartition(m: FetchPartition): boolean {
     (m.logStartOffset === -1n) &&
     (m.partitionMaxBytes === 0) &&
     (m.replicaDirectoryId === ZERO_UUID) &&
+    (m.highWatermark === 9223372036854775807n) &&
     hasNoUnknownTags(m._unknownTaggedFields);
 }
 
@@ -512,6 +502,7 @@ function readFetchPartition(r: Reader, version: number): FetchPartition {
   }
   const f_partitionMaxBytes: number = r.int32();
   let f_replicaDirectoryId: string = ZERO_UUID;
+  let f_highWatermark: bigint = 9223372036854775807n;
   let unknown: TaggedField[] | undefined;
   if (version >= 12) {
     const nTags = r.taggedFieldCount();
@@ -521,6 +512,10 @@ function readFetchPartition(r: Reader, version: number): FetchPartition {
       if (tag === 0 && version >= 17) {
         const t = r.sub(size);
         f_replicaDirectoryId = t.uuid();
+        t.expectEnd();
+      } else if (tag === 1 && version >= 18) {
+        const t = r.sub(size);
+        f_highWatermark = t.int64();
         t.expectEnd();
       } else {
         (unknown ??= []).push({ tag, data: r.view(size) });
@@ -535,6 +530,7 @@ function readFetchPartition(r: Reader, version: number): FetchPartition {
     logStartOffset: f_logStartOffset,
     partitionMaxBytes: f_partitionMaxBytes,
     replicaDirectoryId: f_replicaDirectoryId,
+    highWatermark: f_highWatermark,
   };
   if (unknown !== undefined) m._unknownTaggedFields = unknown;
   return m;
@@ -560,6 +556,8 @@ function writeFetchPartition(w: Writer, m: FetchPartition, version: number): voi
     let nTags = unknown === undefined ? 0 : unknown.length;
     const has0 = version >= 17 && !(m.replicaDirectoryId === ZERO_UUID);
     if (has0) nTags++;
+    const has1 = version >= 18 && !(m.highWatermark === 9223372036854775807n);
+    if (has1) nTags++;
     w.uvarint(nTags);
     let u = 0;
     if (has0) {
@@ -569,6 +567,14 @@ function writeFetchPartition(w: Writer, m: FetchPartition, version: number): voi
       w.uvarint(0);
       w.uvarint(size);
       w.uuid(m.replicaDirectoryId);
+    }
+    if (has1) {
+      u = writeUnknownTagsBefore(w, unknown, u, 1);
+      let size = 0;
+      size += 8;
+      w.uvarint(1);
+      w.uvarint(size);
+      w.int64(m.highWatermark);
     }
     writeUnknownTagsBefore(w, unknown, u, Infinity);
   }
@@ -596,6 +602,12 @@ function sizeOfFetchPartition(m: FetchPartition, version: number): number {
       let size = 0;
       size += 16;
       n += sizeOfUvarint(0) + sizeOfUvarint(size) + size;
+      nTags++;
+    }
+    if (version >= 18 && !(m.highWatermark === 9223372036854775807n)) {
+      let size = 0;
+      size += 8;
+      n += sizeOfUvarint(1) + sizeOfUvarint(size) + size;
       nTags++;
     }
     n += sizeOfUvarint(nTags);
@@ -688,7 +700,7 @@ function sizeOfForgottenTopic(m: ForgottenTopic, version: number): number {
 
 /** Decodes a FetchRequest body (no header) of the given version. Throws ProtocolError on malformed input. */
 export function decodeFetchRequest(r: Reader, version: number): FetchRequest {
-  checkVersion(1, version, 0, 17);
+  checkVersion(1, version, 4, 18);
   try {
     return readFetchRequest(r, version);
   } catch (e) {
@@ -698,12 +710,12 @@ export function decodeFetchRequest(r: Reader, version: number): FetchRequest {
 
 /** Encodes a FetchRequest body (no header) in the given version. */
 export function encodeFetchRequest(w: Writer, m: FetchRequest, version: number): void {
-  checkVersion(1, version, 0, 17);
+  checkVersion(1, version, 4, 18);
   writeFetchRequest(w, m, version);
 }
 
 /** The exact number of bytes encodeFetchRequest writes for this message and version. */
 export function sizeOfFetchRequest(m: FetchRequest, version: number): number {
-  checkVersion(1, version, 0, 17);
+  checkVersion(1, version, 4, 18);
   return sizeOfFetchRequestBody(m, version);
 }

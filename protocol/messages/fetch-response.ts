@@ -7,7 +7,7 @@ import type { Writer } from '../writer.js';
 import { sizeOfRawTaggedFields, sizeOfUvarint } from '../writer.js';
 import { ZERO_UUID, checkVersion, hasNoUnknownTags, sizeOfCompactNullableBytes, sizeOfCompactNullableString, sizeOfCompactString, sizeOfNullableBytes, sizeOfString, sizeOfUnknownTags, unsupportedField, writeUnknownTagsBefore } from '../generated-support.js';
 
-/** FetchResponse, versions 0-17. */
+/** FetchResponse, versions 4-18. */
 export interface FetchResponse {
   /** The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota. (versions 1+; ignorable) */
   throttleTimeMs: number;
@@ -23,11 +23,11 @@ export interface FetchResponse {
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct FetchableTopicResponse (used in versions 0-17). */
+/** Struct FetchableTopicResponse (used in versions 4-18). */
 export interface FetchableTopicResponse {
   /** The topic name. (versions 0-12; ignorable; entity topicName) */
   topic: string;
-  /** The unique topic ID (versions 13+; ignorable; UUID as 22-char base64url) */
+  /** The unique topic ID. (versions 13+; ignorable; UUID as 22-char base64url) */
   topicId: string;
   /** The topic partitions. (versions 0+) */
   partitions: PartitionData[];
@@ -35,7 +35,7 @@ export interface FetchableTopicResponse {
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct PartitionData (used in versions 0-17). */
+/** Struct PartitionData (used in versions 4-18). */
 export interface PartitionData {
   /** The partition index. (versions 0+) */
   partitionIndex: number;
@@ -43,19 +43,19 @@ export interface PartitionData {
   errorCode: number;
   /** The current high water mark. (versions 0+) */
   highWatermark: bigint;
-  /** The last stable offset (or LSO) of the partition. This is the last offset such that the state of all transactional records prior to this offset have been decided (ABORTED or COMMITTED) (versions 4+; ignorable; default "-1") */
+  /** The last stable offset (or LSO) of the partition. This is the last offset such that the state of all transactional records prior to this offset have been decided (ABORTED or COMMITTED). (versions 4+; ignorable; default "-1") */
   lastStableOffset: bigint;
   /** The current log start offset. (versions 5+; ignorable; default "-1") */
   logStartOffset: bigint;
-  /** In case divergence is detected based on the `LastFetchedEpoch` and `FetchOffset` in the request, this field indicates the largest epoch and its end offset such that subsequent records are known to diverge (versions 12+; tag 0 in 12+) */
+  /** In case divergence is detected based on the `LastFetchedEpoch` and `FetchOffset` in the request, this field indicates the largest epoch and its end offset such that subsequent records are known to diverge. (versions 12+; tag 0 in 12+) */
   divergingEpoch: EpochEndOffset;
-  /** (versions 12+; tag 1 in 12+) */
+  /** The current leader of the partition. (versions 12+; tag 1 in 12+) */
   currentLeader: LeaderIdAndEpoch;
   /** In the case of fetching an offset less than the LogStartOffset, this is the end offset and epoch that should be used in the FetchSnapshot request. (versions 12+; tag 2 in 12+) */
   snapshotId: SnapshotId;
   /** The aborted transactions. (versions 4+; nullable 4+; ignorable) */
   abortedTransactions: AbortedTransaction[] | null;
-  /** The preferred read replica for the consumer to use on its next fetch request (versions 11+; entity brokerId; default "-1") */
+  /** The preferred read replica for the consumer to use on its next fetch request. (versions 11+; entity brokerId; default "-1") */
   preferredReadReplica: number;
   /** The record data. (versions 0+; nullable 0+) */
   records: Buffer | null;
@@ -63,37 +63,37 @@ export interface PartitionData {
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct EpochEndOffset (used in versions 12-17). */
+/** Struct EpochEndOffset (used in versions 12-18). */
 export interface EpochEndOffset {
-  /** (versions 12+; default "-1") */
+  /** The largest epoch. (versions 12+; default "-1") */
   epoch: number;
-  /** (versions 12+; default "-1") */
+  /** The end offset of the epoch. (versions 12+; default "-1") */
   endOffset: bigint;
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct LeaderIdAndEpoch (used in versions 12-17). */
+/** Struct LeaderIdAndEpoch (used in versions 12-18). */
 export interface LeaderIdAndEpoch {
   /** The ID of the current leader or -1 if the leader is unknown. (versions 12+; entity brokerId; default "-1") */
   leaderId: number;
-  /** The latest known leader epoch (versions 12+; default "-1") */
+  /** The latest known leader epoch. (versions 12+; default "-1") */
   leaderEpoch: number;
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct SnapshotId (used in versions 12-17). */
+/** Struct SnapshotId (used in versions 12-18). */
 export interface SnapshotId {
-  /** (versions 0+; default "-1") */
+  /** The end offset of the epoch. (versions 0+; default "-1") */
   endOffset: bigint;
-  /** (versions 0+; default "-1") */
+  /** The largest epoch. (versions 0+; default "-1") */
   epoch: number;
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct AbortedTransaction (used in versions 4-17). */
+/** Struct AbortedTransaction (used in versions 4-18). */
 export interface AbortedTransaction {
   /** The producer id associated with the aborted transaction. (versions 4+; entity producerId) */
   producerId: bigint;
@@ -103,7 +103,7 @@ export interface AbortedTransaction {
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct NodeEndpoint (used in versions 16-17). */
+/** Struct NodeEndpoint (used in versions 16-18). */
 export interface NodeEndpoint {
   /** The ID of the associated node. (versions 16+; map key; entity brokerId) */
   nodeId: number;
@@ -137,10 +137,7 @@ export function isDefaultFetchResponse(m: FetchResponse): boolean {
 }
 
 function readFetchResponse(r: Reader, version: number): FetchResponse {
-  let f_throttleTimeMs: number = 0;
-  if (version >= 1) {
-    f_throttleTimeMs = r.int32();
-  }
+  const f_throttleTimeMs: number = r.int32();
   let f_errorCode: number = 0;
   if (version >= 7) {
     f_errorCode = r.int16();
@@ -189,9 +186,7 @@ function readFetchResponse(r: Reader, version: number): FetchResponse {
 }
 
 function writeFetchResponse(w: Writer, m: FetchResponse, version: number): void {
-  if (version >= 1) {
-    w.int32(m.throttleTimeMs);
-  }
+  w.int32(m.throttleTimeMs);
   if (version >= 7) {
     w.int16(m.errorCode);
   }
@@ -245,9 +240,7 @@ function writeFetchResponse(w: Writer, m: FetchResponse, version: number): void 
 
 function sizeOfFetchResponseBody(m: FetchResponse, version: number): number {
   let n = 0;
-  if (version >= 1) {
-    n += 4;
-  }
+  n += 4;
   if (version >= 7) {
     n += 2;
   }
@@ -400,10 +393,7 @@ function readPartitionData(r: Reader, version: number): PartitionData {
   const f_partitionIndex: number = r.int32();
   const f_errorCode: number = r.int16();
   const f_highWatermark: bigint = r.int64();
-  let f_lastStableOffset: bigint = -1n;
-  if (version >= 4) {
-    f_lastStableOffset = r.int64();
-  }
+  const f_lastStableOffset: bigint = r.int64();
   let f_logStartOffset: bigint = -1n;
   if (version >= 5) {
     f_logStartOffset = r.int64();
@@ -411,17 +401,15 @@ function readPartitionData(r: Reader, version: number): PartitionData {
   let f_divergingEpoch: EpochEndOffset = defaultEpochEndOffset();
   let f_currentLeader: LeaderIdAndEpoch = defaultLeaderIdAndEpoch();
   let f_snapshotId: SnapshotId = defaultSnapshotId();
-  let f_abortedTransactions: AbortedTransaction[] | null = [];
-  if (version >= 4) {
-    {
-      const n = (version >= 12 ? r.compactNullableArrayLength() : r.nullableArrayLength());
-      if (n < 0) {
-        f_abortedTransactions = null;
-      } else {
-        const a: AbortedTransaction[] = [];
-        for (let i = 0; i < n; i++) a.push(readAbortedTransaction(r, version));
-        f_abortedTransactions = a;
-      }
+  let f_abortedTransactions: AbortedTransaction[] | null;
+  {
+    const n = (version >= 12 ? r.compactNullableArrayLength() : r.nullableArrayLength());
+    if (n < 0) {
+      f_abortedTransactions = null;
+    } else {
+      const a: AbortedTransaction[] = [];
+      for (let i = 0; i < n; i++) a.push(readAbortedTransaction(r, version));
+      f_abortedTransactions = a;
     }
   }
   let f_preferredReadReplica: number = -1;
@@ -473,9 +461,7 @@ function writePartitionData(w: Writer, m: PartitionData, version: number): void 
   w.int32(m.partitionIndex);
   w.int16(m.errorCode);
   w.int64(m.highWatermark);
-  if (version >= 4) {
-    w.int64(m.lastStableOffset);
-  }
+  w.int64(m.lastStableOffset);
   if (version >= 5) {
     w.int64(m.logStartOffset);
   }
@@ -488,24 +474,22 @@ function writePartitionData(w: Writer, m: PartitionData, version: number): void 
   if (!(version >= 12)) {
     if (!(m.snapshotId !== null && isDefaultSnapshotId(m.snapshotId))) throw unsupportedField('PartitionData', 'SnapshotId', version);
   }
-  if (version >= 4) {
-    {
-      const a = m.abortedTransactions;
-      if (a === null) {
-        if (version >= 12) {
-          w.uvarint(0);
-        } else {
-          w.int32(-1);
-        }
+  {
+    const a = m.abortedTransactions;
+    if (a === null) {
+      if (version >= 12) {
+        w.uvarint(0);
       } else {
-        if (version >= 12) {
-          w.uvarint(a.length + 1);
-        } else {
-          w.int32(a.length);
-        }
-        for (const e of a) {
-          writeAbortedTransaction(w, e, version);
-        }
+        w.int32(-1);
+      }
+    } else {
+      if (version >= 12) {
+        w.uvarint(a.length + 1);
+      } else {
+        w.int32(a.length);
+      }
+      for (const e of a) {
+        writeAbortedTransaction(w, e, version);
       }
     }
   }
@@ -563,21 +547,17 @@ function sizeOfPartitionData(m: PartitionData, version: number): number {
   n += 4;
   n += 2;
   n += 8;
-  if (version >= 4) {
-    n += 8;
-  }
+  n += 8;
   if (version >= 5) {
     n += 8;
   }
-  if (version >= 4) {
-    {
-      const a = m.abortedTransactions;
-      if (a === null) {
-        n += (version >= 12 ? 1 : 4);
-      } else {
-        n += (version >= 12 ? sizeOfUvarint(a.length + 1) : 4);
-        for (const e of a) n += sizeOfAbortedTransaction(e, version);
-      }
+  {
+    const a = m.abortedTransactions;
+    if (a === null) {
+      n += (version >= 12 ? 1 : 4);
+    } else {
+      n += (version >= 12 ? sizeOfUvarint(a.length + 1) : 4);
+      for (const e of a) n += sizeOfAbortedTransaction(e, version);
     }
   }
   if (version >= 11) {
@@ -824,7 +804,7 @@ function sizeOfNodeEndpoint(m: NodeEndpoint, _version: number): number {
 
 /** Decodes a FetchResponse body (no header) of the given version. Throws ProtocolError on malformed input. */
 export function decodeFetchResponse(r: Reader, version: number): FetchResponse {
-  checkVersion(1, version, 0, 17);
+  checkVersion(1, version, 4, 18);
   try {
     return readFetchResponse(r, version);
   } catch (e) {
@@ -834,12 +814,12 @@ export function decodeFetchResponse(r: Reader, version: number): FetchResponse {
 
 /** Encodes a FetchResponse body (no header) in the given version. */
 export function encodeFetchResponse(w: Writer, m: FetchResponse, version: number): void {
-  checkVersion(1, version, 0, 17);
+  checkVersion(1, version, 4, 18);
   writeFetchResponse(w, m, version);
 }
 
 /** The exact number of bytes encodeFetchResponse writes for this message and version. */
 export function sizeOfFetchResponse(m: FetchResponse, version: number): number {
-  checkVersion(1, version, 0, 17);
+  checkVersion(1, version, 4, 18);
   return sizeOfFetchResponseBody(m, version);
 }

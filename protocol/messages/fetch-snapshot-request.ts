@@ -9,13 +9,13 @@ import { ZERO_UUID, checkVersion, hasNoUnknownTags, sizeOfCompactNullableString,
 
 /** FetchSnapshotRequest, versions 0-1. */
 export interface FetchSnapshotRequest {
-  /** The clusterId if known, this is used to validate metadata fetches prior to broker registration (versions 0+; nullable 0+; tag 0 in 0+; default "null") */
+  /** The clusterId if known, this is used to validate metadata fetches prior to broker registration. (versions 0+; nullable 0+; tag 0 in 0+; default "null") */
   clusterId: string | null;
-  /** The broker ID of the follower (versions 0+; entity brokerId; default "-1") */
+  /** The broker ID of the follower. (versions 0+; entity brokerId; default "-1") */
   replicaId: number;
-  /** The maximum bytes to fetch from all of the snapshots (versions 0+; default "0x7fffffff") */
+  /** The maximum bytes to fetch from all of the snapshots. (versions 0+; default "0x7fffffff") */
   maxBytes: number;
-  /** The topics to fetch (versions 0+) */
+  /** The topics to fetch. (versions 0+) */
   topics: TopicSnapshot[];
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
@@ -23,9 +23,9 @@ export interface FetchSnapshotRequest {
 
 /** Struct TopicSnapshot (used in versions 0-1). */
 export interface TopicSnapshot {
-  /** The name of the topic to fetch (versions 0+; entity topicName) */
+  /** The name of the topic to fetch. (versions 0+; entity topicName) */
   name: string;
-  /** The partitions to fetch (versions 0+) */
+  /** The partitions to fetch. (versions 0+) */
   partitions: PartitionSnapshot[];
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
@@ -33,15 +33,15 @@ export interface TopicSnapshot {
 
 /** Struct PartitionSnapshot (used in versions 0-1). */
 export interface PartitionSnapshot {
-  /** The partition index (versions 0+) */
+  /** The partition index. (versions 0+) */
   partition: number;
-  /** The current leader epoch of the partition, -1 for unknown leader epoch (versions 0+) */
+  /** The current leader epoch of the partition, -1 for unknown leader epoch. (versions 0+) */
   currentLeaderEpoch: number;
-  /** The snapshot endOffset and epoch to fetch (versions 0+) */
+  /** The snapshot endOffset and epoch to fetch. (versions 0+) */
   snapshotId: SnapshotId;
-  /** The byte position within the snapshot to start fetching from (versions 0+) */
+  /** The byte position within the snapshot to start fetching from. (versions 0+) */
   position: bigint;
-  /** The directory id of the follower fetching (versions 1+; tag 0 in 1+; ignorable; UUID as 22-char base64url) */
+  /** The directory id of the follower fetching. (versions 1+; tag 0 in 1+; ignorable; UUID as 22-char base64url) */
   replicaDirectoryId: string;
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
@@ -49,9 +49,9 @@ export interface PartitionSnapshot {
 
 /** Struct SnapshotId (used in versions 0-1). */
 export interface SnapshotId {
-  /** (versions 0+) */
+  /** The end offset of the snapshot. (versions 0+) */
   endOffset: bigint;
-  /** (versions 0+) */
+  /** The epoch of the snapshot. (versions 0+) */
   epoch: number;
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];

@@ -15,7 +15,7 @@ export interface FetchSnapshotResponse {
   errorCode: number;
   /** The topics to fetch. (versions 0+) */
   topics: TopicSnapshot[];
-  /** Endpoints for all current-leaders enumerated in PartitionSnapshot (versions 1+; tag 0 in 1+) */
+  /** Endpoints for all current-leaders enumerated in PartitionSnapshot. (versions 1+; tag 0 in 1+) */
   nodeEndpoints: NodeEndpoint[];
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
@@ -37,15 +37,15 @@ export interface PartitionSnapshot {
   index: number;
   /** The error code, or 0 if there was no fetch error. (versions 0+) */
   errorCode: number;
-  /** The snapshot endOffset and epoch fetched (versions 0+) */
+  /** The snapshot endOffset and epoch fetched. (versions 0+) */
   snapshotId: SnapshotId;
-  /** (versions 0+; tag 0 in 0+) */
+  /** The leader of the partition at the time of the snapshot. (versions 0+; tag 0 in 0+) */
   currentLeader: LeaderIdAndEpoch;
   /** The total size of the snapshot. (versions 0+) */
   size: bigint;
   /** The starting byte position within the snapshot included in the Bytes field. (versions 0+) */
   position: bigint;
-  /** Snapshot data in records format which may not be aligned on an offset boundary (versions 0+) */
+  /** Snapshot data in records format which may not be aligned on an offset boundary. (versions 0+) */
   unalignedRecords: Buffer | null;
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
@@ -53,9 +53,9 @@ export interface PartitionSnapshot {
 
 /** Struct SnapshotId (used in versions 0-1). */
 export interface SnapshotId {
-  /** (versions 0+) */
+  /** The snapshot end offset. (versions 0+) */
   endOffset: bigint;
-  /** (versions 0+) */
+  /** The snapshot epoch. (versions 0+) */
   epoch: number;
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
@@ -65,7 +65,7 @@ export interface SnapshotId {
 export interface LeaderIdAndEpoch {
   /** The ID of the current leader or -1 if the leader is unknown. (versions 0+; entity brokerId) */
   leaderId: number;
-  /** The latest known leader epoch (versions 0+) */
+  /** The latest known leader epoch. (versions 0+) */
   leaderEpoch: number;
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
@@ -73,11 +73,11 @@ export interface LeaderIdAndEpoch {
 
 /** Struct NodeEndpoint (used in versions 1). */
 export interface NodeEndpoint {
-  /** The ID of the associated node (versions 1+; map key; entity brokerId) */
+  /** The ID of the associated node. (versions 1+; map key; entity brokerId) */
   nodeId: number;
-  /** The node's hostname (versions 1+) */
+  /** The node's hostname. (versions 1+) */
   host: string;
-  /** The node's port (versions 1+) */
+  /** The node's port. (versions 1+) */
   port: number;
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];

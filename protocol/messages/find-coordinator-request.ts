@@ -11,7 +11,7 @@ import { checkVersion, hasNoUnknownTags, sizeOfCompactString, sizeOfString, unsu
 export interface FindCoordinatorRequest {
   /** The coordinator key. (versions 0-3) */
   key: string;
-  /** The coordinator key type. (Group, transaction, etc.) (versions 1+; default "0") */
+  /** The coordinator key type. (group, transaction, share). (versions 1+; default "0") */
   keyType: number;
   /** The coordinator keys. (versions 4+) */
   coordinatorKeys: string[];

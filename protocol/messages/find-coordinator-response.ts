@@ -21,7 +21,7 @@ export interface FindCoordinatorResponse {
   host: string;
   /** The port. (versions 0-3) */
   port: number;
-  /** Each coordinator result in the response (versions 4+) */
+  /** Each coordinator result in the response. (versions 4+) */
   coordinators: Coordinator[];
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];

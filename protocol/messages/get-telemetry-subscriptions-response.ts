@@ -23,7 +23,7 @@ export interface GetTelemetrySubscriptionsResponse {
   pushIntervalMs: number;
   /** The maximum bytes of binary data the broker accepts in PushTelemetryRequest. (versions 0+) */
   telemetryMaxBytes: number;
-  /** Flag to indicate monotonic/counter metrics are to be emitted as deltas or cumulative values (versions 0+) */
+  /** Flag to indicate monotonic/counter metrics are to be emitted as deltas or cumulative values. (versions 0+) */
   deltaTemporality: boolean;
   /** Requested metrics prefix string match. Empty array: No metrics subscribed, Array[0] empty string: All metrics subscribed. (versions 0+) */
   requestedMetrics: string[];

@@ -19,22 +19,6 @@ import { decodeMetadataRequest, encodeMetadataRequest, sizeOfMetadataRequest } f
 import type { MetadataRequest } from './metadata-request.js';
 import { decodeMetadataResponse, encodeMetadataResponse, sizeOfMetadataResponse } from './metadata-response.js';
 import type { MetadataResponse } from './metadata-response.js';
-import { decodeLeaderAndIsrRequest, encodeLeaderAndIsrRequest, sizeOfLeaderAndIsrRequest } from './leader-and-isr-request.js';
-import type { LeaderAndIsrRequest } from './leader-and-isr-request.js';
-import { decodeLeaderAndIsrResponse, encodeLeaderAndIsrResponse, sizeOfLeaderAndIsrResponse } from './leader-and-isr-response.js';
-import type { LeaderAndIsrResponse } from './leader-and-isr-response.js';
-import { decodeStopReplicaRequest, encodeStopReplicaRequest, sizeOfStopReplicaRequest } from './stop-replica-request.js';
-import type { StopReplicaRequest } from './stop-replica-request.js';
-import { decodeStopReplicaResponse, encodeStopReplicaResponse, sizeOfStopReplicaResponse } from './stop-replica-response.js';
-import type { StopReplicaResponse } from './stop-replica-response.js';
-import { decodeUpdateMetadataRequest, encodeUpdateMetadataRequest, sizeOfUpdateMetadataRequest } from './update-metadata-request.js';
-import type { UpdateMetadataRequest } from './update-metadata-request.js';
-import { decodeUpdateMetadataResponse, encodeUpdateMetadataResponse, sizeOfUpdateMetadataResponse } from './update-metadata-response.js';
-import type { UpdateMetadataResponse } from './update-metadata-response.js';
-import { decodeControlledShutdownRequest, encodeControlledShutdownRequest, sizeOfControlledShutdownRequest } from './controlled-shutdown-request.js';
-import type { ControlledShutdownRequest } from './controlled-shutdown-request.js';
-import { decodeControlledShutdownResponse, encodeControlledShutdownResponse, sizeOfControlledShutdownResponse } from './controlled-shutdown-response.js';
-import type { ControlledShutdownResponse } from './controlled-shutdown-response.js';
 import { decodeOffsetCommitRequest, encodeOffsetCommitRequest, sizeOfOffsetCommitRequest } from './offset-commit-request.js';
 import type { OffsetCommitRequest } from './offset-commit-request.js';
 import { decodeOffsetCommitResponse, encodeOffsetCommitResponse, sizeOfOffsetCommitResponse } from './offset-commit-response.js';
@@ -299,10 +283,10 @@ import { decodeAssignReplicasToDirsRequest, encodeAssignReplicasToDirsRequest, s
 import type { AssignReplicasToDirsRequest } from './assign-replicas-to-dirs-request.js';
 import { decodeAssignReplicasToDirsResponse, encodeAssignReplicasToDirsResponse, sizeOfAssignReplicasToDirsResponse } from './assign-replicas-to-dirs-response.js';
 import type { AssignReplicasToDirsResponse } from './assign-replicas-to-dirs-response.js';
-import { decodeListClientMetricsResourcesRequest, encodeListClientMetricsResourcesRequest, sizeOfListClientMetricsResourcesRequest } from './list-client-metrics-resources-request.js';
-import type { ListClientMetricsResourcesRequest } from './list-client-metrics-resources-request.js';
-import { decodeListClientMetricsResourcesResponse, encodeListClientMetricsResourcesResponse, sizeOfListClientMetricsResourcesResponse } from './list-client-metrics-resources-response.js';
-import type { ListClientMetricsResourcesResponse } from './list-client-metrics-resources-response.js';
+import { decodeListConfigResourcesRequest, encodeListConfigResourcesRequest, sizeOfListConfigResourcesRequest } from './list-config-resources-request.js';
+import type { ListConfigResourcesRequest } from './list-config-resources-request.js';
+import { decodeListConfigResourcesResponse, encodeListConfigResourcesResponse, sizeOfListConfigResourcesResponse } from './list-config-resources-response.js';
+import type { ListConfigResourcesResponse } from './list-config-resources-response.js';
 import { decodeDescribeTopicPartitionsRequest, encodeDescribeTopicPartitionsRequest, sizeOfDescribeTopicPartitionsRequest } from './describe-topic-partitions-request.js';
 import type { DescribeTopicPartitionsRequest } from './describe-topic-partitions-request.js';
 import { decodeDescribeTopicPartitionsResponse, encodeDescribeTopicPartitionsResponse, sizeOfDescribeTopicPartitionsResponse } from './describe-topic-partitions-response.js';
@@ -355,6 +339,34 @@ import { decodeReadShareGroupStateSummaryRequest, encodeReadShareGroupStateSumma
 import type { ReadShareGroupStateSummaryRequest } from './read-share-group-state-summary-request.js';
 import { decodeReadShareGroupStateSummaryResponse, encodeReadShareGroupStateSummaryResponse, sizeOfReadShareGroupStateSummaryResponse } from './read-share-group-state-summary-response.js';
 import type { ReadShareGroupStateSummaryResponse } from './read-share-group-state-summary-response.js';
+import { decodeStreamsGroupHeartbeatRequest, encodeStreamsGroupHeartbeatRequest, sizeOfStreamsGroupHeartbeatRequest } from './streams-group-heartbeat-request.js';
+import type { StreamsGroupHeartbeatRequest } from './streams-group-heartbeat-request.js';
+import { decodeStreamsGroupHeartbeatResponse, encodeStreamsGroupHeartbeatResponse, sizeOfStreamsGroupHeartbeatResponse } from './streams-group-heartbeat-response.js';
+import type { StreamsGroupHeartbeatResponse } from './streams-group-heartbeat-response.js';
+import { decodeStreamsGroupDescribeRequest, encodeStreamsGroupDescribeRequest, sizeOfStreamsGroupDescribeRequest } from './streams-group-describe-request.js';
+import type { StreamsGroupDescribeRequest } from './streams-group-describe-request.js';
+import { decodeStreamsGroupDescribeResponse, encodeStreamsGroupDescribeResponse, sizeOfStreamsGroupDescribeResponse } from './streams-group-describe-response.js';
+import type { StreamsGroupDescribeResponse } from './streams-group-describe-response.js';
+import { decodeDescribeShareGroupOffsetsRequest, encodeDescribeShareGroupOffsetsRequest, sizeOfDescribeShareGroupOffsetsRequest } from './describe-share-group-offsets-request.js';
+import type { DescribeShareGroupOffsetsRequest } from './describe-share-group-offsets-request.js';
+import { decodeDescribeShareGroupOffsetsResponse, encodeDescribeShareGroupOffsetsResponse, sizeOfDescribeShareGroupOffsetsResponse } from './describe-share-group-offsets-response.js';
+import type { DescribeShareGroupOffsetsResponse } from './describe-share-group-offsets-response.js';
+import { decodeAlterShareGroupOffsetsRequest, encodeAlterShareGroupOffsetsRequest, sizeOfAlterShareGroupOffsetsRequest } from './alter-share-group-offsets-request.js';
+import type { AlterShareGroupOffsetsRequest } from './alter-share-group-offsets-request.js';
+import { decodeAlterShareGroupOffsetsResponse, encodeAlterShareGroupOffsetsResponse, sizeOfAlterShareGroupOffsetsResponse } from './alter-share-group-offsets-response.js';
+import type { AlterShareGroupOffsetsResponse } from './alter-share-group-offsets-response.js';
+import { decodeDeleteShareGroupOffsetsRequest, encodeDeleteShareGroupOffsetsRequest, sizeOfDeleteShareGroupOffsetsRequest } from './delete-share-group-offsets-request.js';
+import type { DeleteShareGroupOffsetsRequest } from './delete-share-group-offsets-request.js';
+import { decodeDeleteShareGroupOffsetsResponse, encodeDeleteShareGroupOffsetsResponse, sizeOfDeleteShareGroupOffsetsResponse } from './delete-share-group-offsets-response.js';
+import type { DeleteShareGroupOffsetsResponse } from './delete-share-group-offsets-response.js';
+import { decodeStreamsGroupTopologyDescriptionUpdateRequest, encodeStreamsGroupTopologyDescriptionUpdateRequest, sizeOfStreamsGroupTopologyDescriptionUpdateRequest } from './streams-group-topology-description-update-request.js';
+import type { StreamsGroupTopologyDescriptionUpdateRequest } from './streams-group-topology-description-update-request.js';
+import { decodeStreamsGroupTopologyDescriptionUpdateResponse, encodeStreamsGroupTopologyDescriptionUpdateResponse, sizeOfStreamsGroupTopologyDescriptionUpdateResponse } from './streams-group-topology-description-update-response.js';
+import type { StreamsGroupTopologyDescriptionUpdateResponse } from './streams-group-topology-description-update-response.js';
+import { decodeUnregisterControllerRequest, encodeUnregisterControllerRequest, sizeOfUnregisterControllerRequest } from './unregister-controller-request.js';
+import type { UnregisterControllerRequest } from './unregister-controller-request.js';
+import { decodeUnregisterControllerResponse, encodeUnregisterControllerResponse, sizeOfUnregisterControllerResponse } from './unregister-controller-response.js';
+import type { UnregisterControllerResponse } from './unregister-controller-response.js';
 
 /** Everything the codec knows about one API key. Bodies are typed `unknown` here; use the per-message modules for types. */
 export interface ApiCodec {
@@ -382,10 +394,6 @@ export const ApiKey = {
   Fetch: 1,
   ListOffsets: 2,
   Metadata: 3,
-  LeaderAndIsr: 4,
-  StopReplica: 5,
-  UpdateMetadata: 6,
-  ControlledShutdown: 7,
   OffsetCommit: 8,
   OffsetFetch: 9,
   FindCoordinator: 10,
@@ -452,7 +460,7 @@ export const ApiKey = {
   GetTelemetrySubscriptions: 71,
   PushTelemetry: 72,
   AssignReplicasToDirs: 73,
-  ListClientMetricsResources: 74,
+  ListConfigResources: 74,
   DescribeTopicPartitions: 75,
   ShareGroupHeartbeat: 76,
   ShareGroupDescribe: 77,
@@ -466,6 +474,13 @@ export const ApiKey = {
   WriteShareGroupState: 85,
   DeleteShareGroupState: 86,
   ReadShareGroupStateSummary: 87,
+  StreamsGroupHeartbeat: 88,
+  StreamsGroupDescribe: 89,
+  DescribeShareGroupOffsets: 90,
+  AlterShareGroupOffsets: 91,
+  DeleteShareGroupOffsets: 92,
+  StreamsGroupTopologyDescriptionUpdate: 93,
+  UnregisterController: 94,
 } as const;
 export type ApiKeyName = keyof typeof ApiKey;
 
@@ -475,10 +490,6 @@ export interface RequestBodyByApiKey {
   1: FetchRequest;
   2: ListOffsetsRequest;
   3: MetadataRequest;
-  4: LeaderAndIsrRequest;
-  5: StopReplicaRequest;
-  6: UpdateMetadataRequest;
-  7: ControlledShutdownRequest;
   8: OffsetCommitRequest;
   9: OffsetFetchRequest;
   10: FindCoordinatorRequest;
@@ -545,7 +556,7 @@ export interface RequestBodyByApiKey {
   71: GetTelemetrySubscriptionsRequest;
   72: PushTelemetryRequest;
   73: AssignReplicasToDirsRequest;
-  74: ListClientMetricsResourcesRequest;
+  74: ListConfigResourcesRequest;
   75: DescribeTopicPartitionsRequest;
   76: ShareGroupHeartbeatRequest;
   77: ShareGroupDescribeRequest;
@@ -559,6 +570,13 @@ export interface RequestBodyByApiKey {
   85: WriteShareGroupStateRequest;
   86: DeleteShareGroupStateRequest;
   87: ReadShareGroupStateSummaryRequest;
+  88: StreamsGroupHeartbeatRequest;
+  89: StreamsGroupDescribeRequest;
+  90: DescribeShareGroupOffsetsRequest;
+  91: AlterShareGroupOffsetsRequest;
+  92: DeleteShareGroupOffsetsRequest;
+  93: StreamsGroupTopologyDescriptionUpdateRequest;
+  94: UnregisterControllerRequest;
 }
 
 /** Response body type by API key. */
@@ -567,10 +585,6 @@ export interface ResponseBodyByApiKey {
   1: FetchResponse;
   2: ListOffsetsResponse;
   3: MetadataResponse;
-  4: LeaderAndIsrResponse;
-  5: StopReplicaResponse;
-  6: UpdateMetadataResponse;
-  7: ControlledShutdownResponse;
   8: OffsetCommitResponse;
   9: OffsetFetchResponse;
   10: FindCoordinatorResponse;
@@ -637,7 +651,7 @@ export interface ResponseBodyByApiKey {
   71: GetTelemetrySubscriptionsResponse;
   72: PushTelemetryResponse;
   73: AssignReplicasToDirsResponse;
-  74: ListClientMetricsResourcesResponse;
+  74: ListConfigResourcesResponse;
   75: DescribeTopicPartitionsResponse;
   76: ShareGroupHeartbeatResponse;
   77: ShareGroupDescribeResponse;
@@ -651,6 +665,13 @@ export interface ResponseBodyByApiKey {
   85: WriteShareGroupStateResponse;
   86: DeleteShareGroupStateResponse;
   87: ReadShareGroupStateSummaryResponse;
+  88: StreamsGroupHeartbeatResponse;
+  89: StreamsGroupDescribeResponse;
+  90: DescribeShareGroupOffsetsResponse;
+  91: AlterShareGroupOffsetsResponse;
+  92: DeleteShareGroupOffsetsResponse;
+  93: StreamsGroupTopologyDescriptionUpdateResponse;
+  94: UnregisterControllerResponse;
 }
 
 /** The request body type for an API key literal (`unknown` for a plain number). */
@@ -669,11 +690,11 @@ export const apiCodecs: ReadonlyMap<number, ApiCodec> = new Map<number, ApiCodec
   [0, {
     apiKey: 0,
     name: 'Produce',
-    validVersions: { min: 0, max: 11 },
+    validVersions: { min: 3, max: 13 },
     firstFlexibleVersion: 9,
-    deprecatedVersions: { min: 0, max: 6 },
+    deprecatedVersions: null,
     latestVersionUnstable: false,
-    listeners: ['zkBroker', 'broker'],
+    listeners: ['broker'],
     decodeRequest: decodeProduceRequest,
     encodeRequest: encodeProduceRequest as ApiCodec['encodeRequest'],
     sizeOfRequest: sizeOfProduceRequest as ApiCodec['sizeOfRequest'],
@@ -684,11 +705,11 @@ export const apiCodecs: ReadonlyMap<number, ApiCodec> = new Map<number, ApiCodec
   [1, {
     apiKey: 1,
     name: 'Fetch',
-    validVersions: { min: 0, max: 17 },
+    validVersions: { min: 4, max: 18 },
     firstFlexibleVersion: 12,
-    deprecatedVersions: { min: 0, max: 3 },
+    deprecatedVersions: null,
     latestVersionUnstable: false,
-    listeners: ['zkBroker', 'broker', 'controller'],
+    listeners: ['broker', 'controller'],
     decodeRequest: decodeFetchRequest,
     encodeRequest: encodeFetchRequest as ApiCodec['encodeRequest'],
     sizeOfRequest: sizeOfFetchRequest as ApiCodec['sizeOfRequest'],
@@ -699,11 +720,11 @@ export const apiCodecs: ReadonlyMap<number, ApiCodec> = new Map<number, ApiCodec
   [2, {
     apiKey: 2,
     name: 'ListOffsets',
-    validVersions: { min: 0, max: 10 },
+    validVersions: { min: 1, max: 11 },
     firstFlexibleVersion: 6,
-    deprecatedVersions: { min: 0, max: 0 },
+    deprecatedVersions: null,
     latestVersionUnstable: false,
-    listeners: ['zkBroker', 'broker'],
+    listeners: ['broker'],
     decodeRequest: decodeListOffsetsRequest,
     encodeRequest: encodeListOffsetsRequest as ApiCodec['encodeRequest'],
     sizeOfRequest: sizeOfListOffsetsRequest as ApiCodec['sizeOfRequest'],
@@ -714,11 +735,11 @@ export const apiCodecs: ReadonlyMap<number, ApiCodec> = new Map<number, ApiCodec
   [3, {
     apiKey: 3,
     name: 'Metadata',
-    validVersions: { min: 0, max: 12 },
+    validVersions: { min: 0, max: 13 },
     firstFlexibleVersion: 9,
-    deprecatedVersions: { min: 0, max: 3 },
+    deprecatedVersions: null,
     latestVersionUnstable: false,
-    listeners: ['zkBroker', 'broker'],
+    listeners: ['broker'],
     decodeRequest: decodeMetadataRequest,
     encodeRequest: encodeMetadataRequest as ApiCodec['encodeRequest'],
     sizeOfRequest: sizeOfMetadataRequest as ApiCodec['sizeOfRequest'],
@@ -726,74 +747,14 @@ export const apiCodecs: ReadonlyMap<number, ApiCodec> = new Map<number, ApiCodec
     encodeResponse: encodeMetadataResponse as ApiCodec['encodeResponse'],
     sizeOfResponse: sizeOfMetadataResponse as ApiCodec['sizeOfResponse'],
   }],
-  [4, {
-    apiKey: 4,
-    name: 'LeaderAndIsr',
-    validVersions: { min: 0, max: 7 },
-    firstFlexibleVersion: 4,
-    deprecatedVersions: null,
-    latestVersionUnstable: false,
-    listeners: ['zkBroker'],
-    decodeRequest: decodeLeaderAndIsrRequest,
-    encodeRequest: encodeLeaderAndIsrRequest as ApiCodec['encodeRequest'],
-    sizeOfRequest: sizeOfLeaderAndIsrRequest as ApiCodec['sizeOfRequest'],
-    decodeResponse: decodeLeaderAndIsrResponse,
-    encodeResponse: encodeLeaderAndIsrResponse as ApiCodec['encodeResponse'],
-    sizeOfResponse: sizeOfLeaderAndIsrResponse as ApiCodec['sizeOfResponse'],
-  }],
-  [5, {
-    apiKey: 5,
-    name: 'StopReplica',
-    validVersions: { min: 0, max: 4 },
-    firstFlexibleVersion: 2,
-    deprecatedVersions: null,
-    latestVersionUnstable: false,
-    listeners: ['zkBroker'],
-    decodeRequest: decodeStopReplicaRequest,
-    encodeRequest: encodeStopReplicaRequest as ApiCodec['encodeRequest'],
-    sizeOfRequest: sizeOfStopReplicaRequest as ApiCodec['sizeOfRequest'],
-    decodeResponse: decodeStopReplicaResponse,
-    encodeResponse: encodeStopReplicaResponse as ApiCodec['encodeResponse'],
-    sizeOfResponse: sizeOfStopReplicaResponse as ApiCodec['sizeOfResponse'],
-  }],
-  [6, {
-    apiKey: 6,
-    name: 'UpdateMetadata',
-    validVersions: { min: 0, max: 8 },
-    firstFlexibleVersion: 6,
-    deprecatedVersions: null,
-    latestVersionUnstable: false,
-    listeners: ['zkBroker'],
-    decodeRequest: decodeUpdateMetadataRequest,
-    encodeRequest: encodeUpdateMetadataRequest as ApiCodec['encodeRequest'],
-    sizeOfRequest: sizeOfUpdateMetadataRequest as ApiCodec['sizeOfRequest'],
-    decodeResponse: decodeUpdateMetadataResponse,
-    encodeResponse: encodeUpdateMetadataResponse as ApiCodec['encodeResponse'],
-    sizeOfResponse: sizeOfUpdateMetadataResponse as ApiCodec['sizeOfResponse'],
-  }],
-  [7, {
-    apiKey: 7,
-    name: 'ControlledShutdown',
-    validVersions: { min: 0, max: 3 },
-    firstFlexibleVersion: 3,
-    deprecatedVersions: null,
-    latestVersionUnstable: false,
-    listeners: ['zkBroker', 'controller'],
-    decodeRequest: decodeControlledShutdownRequest,
-    encodeRequest: encodeControlledShutdownRequest as ApiCodec['encodeRequest'],
-    sizeOfRequest: sizeOfControlledShutdownRequest as ApiCodec['sizeOfRequest'],
-    decodeResponse: decodeControlledShutdownResponse,
-    encodeResponse: encodeControlledShutdownResponse as ApiCodec['encodeResponse'],
-    sizeOfResponse: sizeOfControlledShutdownResponse as ApiCodec['sizeOfResponse'],
-  }],
   [8, {
     apiKey: 8,
     name: 'OffsetCommit',
-    validVersions: { min: 0, max: 9 },
+    validVersions: { min: 2, max: 10 },
     firstFlexibleVersion: 8,
-    deprecatedVersions: { min: 0, max: 1 },
+    deprecatedVersions: null,
     latestVersionUnstable: false,
-    listeners: ['zkBroker', 'broker'],
+    listeners: ['broker'],
     decodeRequest: decodeOffsetCommitRequest,
     encodeRequest: encodeOffsetCommitRequest as ApiCodec['encodeRequest'],
     sizeOfRequest: sizeOfOffsetCommitRequest as ApiCodec['sizeOfRequest'],
@@ -804,11 +765,11 @@ export const apiCodecs: ReadonlyMap<number, ApiCodec> = new Map<number, ApiCodec
   [9, {
     apiKey: 9,
     name: 'OffsetFetch',
-    validVersions: { min: 0, max: 9 },
+    validVersions: { min: 1, max: 10 },
     firstFlexibleVersion: 6,
-    deprecatedVersions: { min: 0, max: 0 },
+    deprecatedVersions: null,
     latestVersionUnstable: false,
-    listeners: ['zkBroker', 'broker'],
+    listeners: ['broker'],
     decodeRequest: decodeOffsetFetchRequest,
     encodeRequest: encodeOffsetFetchRequest as ApiCodec['encodeRequest'],
     sizeOfRequest: sizeOfOffsetFetchRequest as ApiCodec['sizeOfRequest'],
@@ -821,9 +782,9 @@ export const apiCodecs: ReadonlyMap<number, ApiCodec> = new Map<number, ApiCodec
     name: 'FindCoordinator',
     validVersions: { min: 0, max: 6 },
     firstFlexibleVersion: 3,
-    deprecatedVersions: { min: 0, max: 0 },
+    deprecatedVersions: null,
     latestVersionUnstable: false,
-    listeners: ['zkBroker', 'broker'],
+    listeners: ['broker'],
     decodeRequest: decodeFindCoordinatorRequest,
     encodeRequest: encodeFindCoordinatorRequest as ApiCodec['encodeRequest'],
     sizeOfRequest: sizeOfFindCoordinatorRequest as ApiCodec['sizeOfRequest'],
@@ -836,9 +797,9 @@ export const apiCodecs: ReadonlyMap<number, ApiCodec> = new Map<number, ApiCodec
     name: 'JoinGroup',
     validVersions: { min: 0, max: 9 },
     firstFlexibleVersion: 6,
-    deprecatedVersions: { min: 0, max: 1 },
+    deprecatedVersions: null,
     latestVersionUnstable: false,
-    listeners: ['zkBroker', 'broker'],
+    listeners: ['broker'],
     decodeRequest: decodeJoinGroupRequest,
     encodeRequest: encodeJoinGroupRequest as ApiCodec['encodeRequest'],
     sizeOfRequest: sizeOfJoinGroupRequest as ApiCodec['sizeOfRequest'],
@@ -853,7 +814,7 @@ export const apiCodecs: ReadonlyMap<number, ApiCodec> = new Map<number, ApiCodec
     firstFlexibleVersion: 4,
     deprecatedVersions: null,
     latestVersionUnstable: false,
-    listeners: ['zkBroker', 'broker'],
+    listeners: ['broker'],
     decodeRequest: decodeHeartbeatRequest,
     encodeRequest: encodeHeartbeatRequest as ApiCodec['encodeRequest'],
     sizeOfRequest: sizeOfHeartbeatRequest as ApiCodec['sizeOfRequest'],
@@ -868,7 +829,7 @@ export const apiCodecs: ReadonlyMap<number, ApiCodec> = new Map<number, ApiCodec
     firstFlexibleVersion: 4,
     deprecatedVersions: null,
     latestVersionUnstable: false,
-    listeners: ['zkBroker', 'broker'],
+    listeners: ['broker'],
     decodeRequest: decodeLeaveGroupRequest,
     encodeRequest: encodeLeaveGroupRequest as ApiCodec['encodeRequest'],
     sizeOfRequest: sizeOfLeaveGroupRequest as ApiCodec['sizeOfRequest'],
@@ -883,7 +844,7 @@ export const apiCodecs: ReadonlyMap<number, ApiCodec> = new Map<number, ApiCodec
     firstFlexibleVersion: 4,
     deprecatedVersions: null,
     latestVersionUnstable: false,
-    listeners: ['zkBroker', 'broker'],
+    listeners: ['broker'],
     decodeRequest: decodeSyncGroupRequest,
     encodeRequest: encodeSyncGroupRequest as ApiCodec['encodeRequest'],
     sizeOfRequest: sizeOfSyncGroupRequest as ApiCodec['sizeOfRequest'],
@@ -894,11 +855,11 @@ export const apiCodecs: ReadonlyMap<number, ApiCodec> = new Map<number, ApiCodec
   [15, {
     apiKey: 15,
     name: 'DescribeGroups',
-    validVersions: { min: 0, max: 5 },
+    validVersions: { min: 0, max: 6 },
     firstFlexibleVersion: 5,
     deprecatedVersions: null,
     latestVersionUnstable: false,
-    listeners: ['zkBroker', 'broker'],
+    listeners: ['broker'],
     decodeRequest: decodeDescribeGroupsRequest,
     encodeRequest: encodeDescribeGroupsRequest as ApiCodec['encodeRequest'],
     sizeOfRequest: sizeOfDescribeGroupsRequest as ApiCodec['sizeOfRequest'],
@@ -913,7 +874,7 @@ export const apiCodecs: ReadonlyMap<number, ApiCodec> = new Map<number, ApiCodec
     firstFlexibleVersion: 3,
     deprecatedVersions: null,
     latestVersionUnstable: false,
-    listeners: ['zkBroker', 'broker'],
+    listeners: ['broker'],
     decodeRequest: decodeListGroupsRequest,
     encodeRequest: encodeListGroupsRequest as ApiCodec['encodeRequest'],
     sizeOfRequest: sizeOfListGroupsRequest as ApiCodec['sizeOfRequest'],
@@ -926,9 +887,9 @@ export const apiCodecs: ReadonlyMap<number, ApiCodec> = new Map<number, ApiCodec
     name: 'SaslHandshake',
     validVersions: { min: 0, max: 1 },
     firstFlexibleVersion: null,
-    deprecatedVersions: { min: 0, max: 0 },
+    deprecatedVersions: null,
     latestVersionUnstable: false,
-    listeners: ['zkBroker', 'broker', 'controller'],
+    listeners: ['broker', 'controller'],
     decodeRequest: decodeSaslHandshakeRequest,
     encodeRequest: encodeSaslHandshakeRequest as ApiCodec['encodeRequest'],
     sizeOfRequest: sizeOfSaslHandshakeRequest as ApiCodec['sizeOfRequest'],
@@ -939,11 +900,11 @@ export const apiCodecs: ReadonlyMap<number, ApiCodec> = new Map<number, ApiCodec
   [18, {
     apiKey: 18,
     name: 'ApiVersions',
-    validVersions: { min: 0, max: 4 },
+    validVersions: { min: 0, max: 5 },
     firstFlexibleVersion: 3,
     deprecatedVersions: null,
     latestVersionUnstable: false,
-    listeners: ['zkBroker', 'broker', 'controller'],
+    listeners: ['broker', 'controller'],
     decodeRequest: decodeApiVersionsRequest,
     encodeRequest: encodeApiVersionsRequest as ApiCodec['encodeRequest'],
     sizeOfRequest: sizeOfApiVersionsRequest as ApiCodec['sizeOfRequest'],
@@ -954,11 +915,11 @@ export const apiCodecs: ReadonlyMap<number, ApiCodec> = new Map<number, ApiCodec
   [19, {
     apiKey: 19,
     name: 'CreateTopics',
-    validVersions: { min: 0, max: 7 },
+    validVersions: { min: 2, max: 7 },
     firstFlexibleVersion: 5,
-    deprecatedVersions: { min: 0, max: 1 },
+    deprecatedVersions: null,
     latestVersionUnstable: false,
-    listeners: ['zkBroker', 'broker', 'controller'],
+    listeners: ['broker', 'controller'],
     decodeRequest: decodeCreateTopicsRequest,
     encodeRequest: encodeCreateTopicsRequest as ApiCodec['encodeRequest'],
     sizeOfRequest: sizeOfCreateTopicsRequest as ApiCodec['sizeOfRequest'],
@@ -969,11 +930,11 @@ export const apiCodecs: ReadonlyMap<number, ApiCodec> = new Map<number, ApiCodec
   [20, {
     apiKey: 20,
     name: 'DeleteTopics',
-    validVersions: { min: 0, max: 6 },
+    validVersions: { min: 1, max: 6 },
     firstFlexibleVersion: 4,
-    deprecatedVersions: { min: 0, max: 0 },
+    deprecatedVersions: null,
     latestVersionUnstable: false,
-    listeners: ['zkBroker', 'broker', 'controller'],
+    listeners: ['broker', 'controller'],
     decodeRequest: decodeDeleteTopicsRequest,
     encodeRequest: encodeDeleteTopicsRequest as ApiCodec['encodeRequest'],
     sizeOfRequest: sizeOfDeleteTopicsRequest as ApiCodec['sizeOfRequest'],
@@ -988,7 +949,7 @@ export const apiCodecs: ReadonlyMap<number, ApiCodec> = new Map<number, ApiCodec
     firstFlexibleVersion: 2,
     deprecatedVersions: null,
     latestVersionUnstable: false,
-    listeners: ['zkBroker', 'broker'],
+    listeners: ['broker'],
     decodeRequest: decodeDeleteRecordsRequest,
     encodeRequest: encodeDeleteRecordsRequest as ApiCodec['encodeRequest'],
     sizeOfRequest: sizeOfDeleteRecordsRequest as ApiCodec['sizeOfRequest'],
@@ -999,11 +960,11 @@ export const apiCodecs: ReadonlyMap<number, ApiCodec> = new Map<number, ApiCodec
   [22, {
     apiKey: 22,
     name: 'InitProducerId',
-    validVersions: { min: 0, max: 5 },
+    validVersions: { min: 0, max: 6 },
     firstFlexibleVersion: 2,
     deprecatedVersions: null,
-    latestVersionUnstable: false,
-    listeners: ['zkBroker', 'broker'],
+    latestVersionUnstable: true,
+    listeners: ['broker'],
     decodeRequest: decodeInitProducerIdRequest,
     encodeRequest: encodeInitProducerIdRequest as ApiCodec['encodeRequest'],
     sizeOfRequest: sizeOfInitProducerIdRequest as ApiCodec['sizeOfRequest'],
@@ -1014,11 +975,11 @@ export const apiCodecs: ReadonlyMap<number, ApiCodec> = new Map<number, ApiCodec
   [23, {
     apiKey: 23,
     name: 'OffsetForLeaderEpoch',
-    validVersions: { min: 0, max: 4 },
+    validVersions: { min: 2, max: 4 },
     firstFlexibleVersion: 4,
-    deprecatedVersions: { min: 0, max: 1 },
+    deprecatedVersions: null,
     latestVersionUnstable: false,
-    listeners: ['zkBroker', 'broker'],
+    listeners: ['broker'],
     decodeRequest: decodeOffsetForLeaderEpochRequest,
     encodeRequest: encodeOffsetForLeaderEpochRequest as ApiCodec['encodeRequest'],
     sizeOfRequest: sizeOfOffsetForLeaderEpochRequest as ApiCodec['sizeOfRequest'],
@@ -1033,7 +994,7 @@ export const apiCodecs: ReadonlyMap<number, ApiCodec> = new Map<number, ApiCodec
     firstFlexibleVersion: 3,
     deprecatedVersions: null,
     latestVersionUnstable: false,
-    listeners: ['zkBroker', 'broker'],
+    listeners: ['broker'],
     decodeRequest: decodeAddPartitionsToTxnRequest,
     encodeRequest: encodeAddPartitionsToTxnRequest as ApiCodec['encodeRequest'],
     sizeOfRequest: sizeOfAddPartitionsToTxnRequest as ApiCodec['sizeOfRequest'],
@@ -1048,7 +1009,7 @@ export const apiCodecs: ReadonlyMap<number, ApiCodec> = new Map<number, ApiCodec
     firstFlexibleVersion: 3,
     deprecatedVersions: null,
     latestVersionUnstable: false,
-    listeners: ['zkBroker', 'broker'],
+    listeners: ['broker'],
     decodeRequest: decodeAddOffsetsToTxnRequest,
     encodeRequest: encodeAddOffsetsToTxnRequest as ApiCodec['encodeRequest'],
     sizeOfRequest: sizeOfAddOffsetsToTxnRequest as ApiCodec['sizeOfRequest'],
@@ -1062,8 +1023,8 @@ export const apiCodecs: ReadonlyMap<number, ApiCodec> = new Map<number, ApiCodec
     validVersions: { min: 0, max: 5 },
     firstFlexibleVersion: 3,
     deprecatedVersions: null,
-    latestVersionUnstable: true,
-    listeners: ['zkBroker', 'broker'],
+    latestVersionUnstable: false,
+    listeners: ['broker'],
     decodeRequest: decodeEndTxnRequest,
     encodeRequest: encodeEndTxnRequest as ApiCodec['encodeRequest'],
     sizeOfRequest: sizeOfEndTxnRequest as ApiCodec['sizeOfRequest'],
@@ -1074,11 +1035,11 @@ export const apiCodecs: ReadonlyMap<number, ApiCodec> = new Map<number, ApiCodec
   [27, {
     apiKey: 27,
     name: 'WriteTxnMarkers',
-    validVersions: { min: 0, max: 1 },
+    validVersions: { min: 1, max: 2 },
     firstFlexibleVersion: 1,
     deprecatedVersions: null,
     latestVersionUnstable: false,
-    listeners: ['zkBroker', 'broker'],
+    listeners: ['broker'],
     decodeRequest: decodeWriteTxnMarkersRequest,
     encodeRequest: encodeWriteTxnMarkersRequest as ApiCodec['encodeRequest'],
     sizeOfRequest: sizeOfWriteTxnMarkersRequest as ApiCodec['sizeOfRequest'],
@@ -1089,11 +1050,11 @@ export const apiCodecs: ReadonlyMap<number, ApiCodec> = new Map<number, ApiCodec
   [28, {
     apiKey: 28,
     name: 'TxnOffsetCommit',
-    validVersions: { min: 0, max: 4 },
+    validVersions: { min: 0, max: 6 },
     firstFlexibleVersion: 3,
     deprecatedVersions: null,
     latestVersionUnstable: false,
-    listeners: ['zkBroker', 'broker'],
+    listeners: ['broker'],
     decodeRequest: decodeTxnOffsetCommitRequest,
     encodeRequest: encodeTxnOffsetCommitRequest as ApiCodec['encodeRequest'],
     sizeOfRequest: sizeOfTxnOffsetCommitRequest as ApiCodec['sizeOfRequest'],
@@ -1104,11 +1065,11 @@ export const apiCodecs: ReadonlyMap<number, ApiCodec> = new Map<number, ApiCodec
   [29, {
     apiKey: 29,
     name: 'DescribeAcls',
-    validVersions: { min: 0, max: 3 },
+    validVersions: { min: 1, max: 3 },
     firstFlexibleVersion: 2,
-    deprecatedVersions: { min: 0, max: 0 },
+    deprecatedVersions: null,
     latestVersionUnstable: false,
-    listeners: ['zkBroker', 'broker', 'controller'],
+    listeners: ['broker', 'controller'],
     decodeRequest: decodeDescribeAclsRequest,
     encodeRequest: encodeDescribeAclsRequest as ApiCodec['encodeRequest'],
     sizeOfRequest: sizeOfDescribeAclsRequest as ApiCodec['sizeOfRequest'],
@@ -1119,11 +1080,11 @@ export const apiCodecs: ReadonlyMap<number, ApiCodec> = new Map<number, ApiCodec
   [30, {
     apiKey: 30,
     name: 'CreateAcls',
-    validVersions: { min: 0, max: 3 },
+    validVersions: { min: 1, max: 3 },
     firstFlexibleVersion: 2,
-    deprecatedVersions: { min: 0, max: 0 },
+    deprecatedVersions: null,
     latestVersionUnstable: false,
-    listeners: ['zkBroker', 'broker', 'controller'],
+    listeners: ['broker', 'controller'],
     decodeRequest: decodeCreateAclsRequest,
     encodeRequest: encodeCreateAclsRequest as ApiCodec['encodeRequest'],
     sizeOfRequest: sizeOfCreateAclsRequest as ApiCodec['sizeOfRequest'],
@@ -1134,11 +1095,11 @@ export const apiCodecs: ReadonlyMap<number, ApiCodec> = new Map<number, ApiCodec
   [31, {
     apiKey: 31,
     name: 'DeleteAcls',
-    validVersions: { min: 0, max: 3 },
+    validVersions: { min: 1, max: 3 },
     firstFlexibleVersion: 2,
-    deprecatedVersions: { min: 0, max: 0 },
+    deprecatedVersions: null,
     latestVersionUnstable: false,
-    listeners: ['zkBroker', 'broker', 'controller'],
+    listeners: ['broker', 'controller'],
     decodeRequest: decodeDeleteAclsRequest,
     encodeRequest: encodeDeleteAclsRequest as ApiCodec['encodeRequest'],
     sizeOfRequest: sizeOfDeleteAclsRequest as ApiCodec['sizeOfRequest'],
@@ -1149,11 +1110,11 @@ export const apiCodecs: ReadonlyMap<number, ApiCodec> = new Map<number, ApiCodec
   [32, {
     apiKey: 32,
     name: 'DescribeConfigs',
-    validVersions: { min: 0, max: 4 },
+    validVersions: { min: 1, max: 4 },
     firstFlexibleVersion: 4,
-    deprecatedVersions: { min: 0, max: 0 },
+    deprecatedVersions: null,
     latestVersionUnstable: false,
-    listeners: ['zkBroker', 'broker', 'controller'],
+    listeners: ['broker', 'controller'],
     decodeRequest: decodeDescribeConfigsRequest,
     encodeRequest: encodeDescribeConfigsRequest as ApiCodec['encodeRequest'],
     sizeOfRequest: sizeOfDescribeConfigsRequest as ApiCodec['sizeOfRequest'],
@@ -1168,7 +1129,7 @@ export const apiCodecs: ReadonlyMap<number, ApiCodec> = new Map<number, ApiCodec
     firstFlexibleVersion: 2,
     deprecatedVersions: null,
     latestVersionUnstable: false,
-    listeners: ['zkBroker', 'broker', 'controller'],
+    listeners: ['broker', 'controller'],
     decodeRequest: decodeAlterConfigsRequest,
     encodeRequest: encodeAlterConfigsRequest as ApiCodec['encodeRequest'],
     sizeOfRequest: sizeOfAlterConfigsRequest as ApiCodec['sizeOfRequest'],
@@ -1179,11 +1140,11 @@ export const apiCodecs: ReadonlyMap<number, ApiCodec> = new Map<number, ApiCodec
   [34, {
     apiKey: 34,
     name: 'AlterReplicaLogDirs',
-    validVersions: { min: 0, max: 2 },
+    validVersions: { min: 1, max: 2 },
     firstFlexibleVersion: 2,
-    deprecatedVersions: { min: 0, max: 0 },
+    deprecatedVersions: null,
     latestVersionUnstable: false,
-    listeners: ['zkBroker', 'broker'],
+    listeners: ['broker'],
     decodeRequest: decodeAlterReplicaLogDirsRequest,
     encodeRequest: encodeAlterReplicaLogDirsRequest as ApiCodec['encodeRequest'],
     sizeOfRequest: sizeOfAlterReplicaLogDirsRequest as ApiCodec['sizeOfRequest'],
@@ -1194,11 +1155,11 @@ export const apiCodecs: ReadonlyMap<number, ApiCodec> = new Map<number, ApiCodec
   [35, {
     apiKey: 35,
     name: 'DescribeLogDirs',
-    validVersions: { min: 0, max: 4 },
+    validVersions: { min: 1, max: 5 },
     firstFlexibleVersion: 2,
-    deprecatedVersions: { min: 0, max: 0 },
+    deprecatedVersions: null,
     latestVersionUnstable: false,
-    listeners: ['zkBroker', 'broker'],
+    listeners: ['broker'],
     decodeRequest: decodeDescribeLogDirsRequest,
     encodeRequest: encodeDescribeLogDirsRequest as ApiCodec['encodeRequest'],
     sizeOfRequest: sizeOfDescribeLogDirsRequest as ApiCodec['sizeOfRequest'],
@@ -1213,7 +1174,7 @@ export const apiCodecs: ReadonlyMap<number, ApiCodec> = new Map<number, ApiCodec
     firstFlexibleVersion: 2,
     deprecatedVersions: null,
     latestVersionUnstable: false,
-    listeners: ['zkBroker', 'broker', 'controller'],
+    listeners: ['broker', 'controller'],
     decodeRequest: decodeSaslAuthenticateRequest,
     encodeRequest: encodeSaslAuthenticateRequest as ApiCodec['encodeRequest'],
     sizeOfRequest: sizeOfSaslAuthenticateRequest as ApiCodec['sizeOfRequest'],
@@ -1228,7 +1189,7 @@ export const apiCodecs: ReadonlyMap<number, ApiCodec> = new Map<number, ApiCodec
     firstFlexibleVersion: 2,
     deprecatedVersions: null,
     latestVersionUnstable: false,
-    listeners: ['zkBroker', 'broker', 'controller'],
+    listeners: ['broker', 'controller'],
     decodeRequest: decodeCreatePartitionsRequest,
     encodeRequest: encodeCreatePartitionsRequest as ApiCodec['encodeRequest'],
     sizeOfRequest: sizeOfCreatePartitionsRequest as ApiCodec['sizeOfRequest'],
@@ -1239,11 +1200,11 @@ export const apiCodecs: ReadonlyMap<number, ApiCodec> = new Map<number, ApiCodec
   [38, {
     apiKey: 38,
     name: 'CreateDelegationToken',
-    validVersions: { min: 0, max: 3 },
+    validVersions: { min: 1, max: 3 },
     firstFlexibleVersion: 2,
-    deprecatedVersions: { min: 0, max: 0 },
+    deprecatedVersions: null,
     latestVersionUnstable: false,
-    listeners: ['zkBroker', 'broker', 'controller'],
+    listeners: ['broker', 'controller'],
     decodeRequest: decodeCreateDelegationTokenRequest,
     encodeRequest: encodeCreateDelegationTokenRequest as ApiCodec['encodeRequest'],
     sizeOfRequest: sizeOfCreateDelegationTokenRequest as ApiCodec['sizeOfRequest'],
@@ -1254,11 +1215,11 @@ export const apiCodecs: ReadonlyMap<number, ApiCodec> = new Map<number, ApiCodec
   [39, {
     apiKey: 39,
     name: 'RenewDelegationToken',
-    validVersions: { min: 0, max: 2 },
+    validVersions: { min: 1, max: 2 },
     firstFlexibleVersion: 2,
-    deprecatedVersions: { min: 0, max: 0 },
+    deprecatedVersions: null,
     latestVersionUnstable: false,
-    listeners: ['zkBroker', 'broker', 'controller'],
+    listeners: ['broker', 'controller'],
     decodeRequest: decodeRenewDelegationTokenRequest,
     encodeRequest: encodeRenewDelegationTokenRequest as ApiCodec['encodeRequest'],
     sizeOfRequest: sizeOfRenewDelegationTokenRequest as ApiCodec['sizeOfRequest'],
@@ -1269,11 +1230,11 @@ export const apiCodecs: ReadonlyMap<number, ApiCodec> = new Map<number, ApiCodec
   [40, {
     apiKey: 40,
     name: 'ExpireDelegationToken',
-    validVersions: { min: 0, max: 2 },
+    validVersions: { min: 1, max: 2 },
     firstFlexibleVersion: 2,
-    deprecatedVersions: { min: 0, max: 0 },
+    deprecatedVersions: null,
     latestVersionUnstable: false,
-    listeners: ['zkBroker', 'broker', 'controller'],
+    listeners: ['broker', 'controller'],
     decodeRequest: decodeExpireDelegationTokenRequest,
     encodeRequest: encodeExpireDelegationTokenRequest as ApiCodec['encodeRequest'],
     sizeOfRequest: sizeOfExpireDelegationTokenRequest as ApiCodec['sizeOfRequest'],
@@ -1284,11 +1245,11 @@ export const apiCodecs: ReadonlyMap<number, ApiCodec> = new Map<number, ApiCodec
   [41, {
     apiKey: 41,
     name: 'DescribeDelegationToken',
-    validVersions: { min: 0, max: 3 },
+    validVersions: { min: 1, max: 3 },
     firstFlexibleVersion: 2,
-    deprecatedVersions: { min: 0, max: 0 },
+    deprecatedVersions: null,
     latestVersionUnstable: false,
-    listeners: ['zkBroker', 'broker', 'controller'],
+    listeners: ['broker', 'controller'],
     decodeRequest: decodeDescribeDelegationTokenRequest,
     encodeRequest: encodeDescribeDelegationTokenRequest as ApiCodec['encodeRequest'],
     sizeOfRequest: sizeOfDescribeDelegationTokenRequest as ApiCodec['sizeOfRequest'],
@@ -1299,11 +1260,11 @@ export const apiCodecs: ReadonlyMap<number, ApiCodec> = new Map<number, ApiCodec
   [42, {
     apiKey: 42,
     name: 'DeleteGroups',
-    validVersions: { min: 0, max: 2 },
+    validVersions: { min: 0, max: 3 },
     firstFlexibleVersion: 2,
-    deprecatedVersions: { min: 0, max: 0 },
+    deprecatedVersions: null,
     latestVersionUnstable: false,
-    listeners: ['zkBroker', 'broker'],
+    listeners: ['broker'],
     decodeRequest: decodeDeleteGroupsRequest,
     encodeRequest: encodeDeleteGroupsRequest as ApiCodec['encodeRequest'],
     sizeOfRequest: sizeOfDeleteGroupsRequest as ApiCodec['sizeOfRequest'],
@@ -1318,7 +1279,7 @@ export const apiCodecs: ReadonlyMap<number, ApiCodec> = new Map<number, ApiCodec
     firstFlexibleVersion: 2,
     deprecatedVersions: null,
     latestVersionUnstable: false,
-    listeners: ['zkBroker', 'broker', 'controller'],
+    listeners: ['broker', 'controller'],
     decodeRequest: decodeElectLeadersRequest,
     encodeRequest: encodeElectLeadersRequest as ApiCodec['encodeRequest'],
     sizeOfRequest: sizeOfElectLeadersRequest as ApiCodec['sizeOfRequest'],
@@ -1333,7 +1294,7 @@ export const apiCodecs: ReadonlyMap<number, ApiCodec> = new Map<number, ApiCodec
     firstFlexibleVersion: 1,
     deprecatedVersions: null,
     latestVersionUnstable: false,
-    listeners: ['zkBroker', 'broker', 'controller'],
+    listeners: ['broker', 'controller'],
     decodeRequest: decodeIncrementalAlterConfigsRequest,
     encodeRequest: encodeIncrementalAlterConfigsRequest as ApiCodec['encodeRequest'],
     sizeOfRequest: sizeOfIncrementalAlterConfigsRequest as ApiCodec['sizeOfRequest'],
@@ -1344,11 +1305,11 @@ export const apiCodecs: ReadonlyMap<number, ApiCodec> = new Map<number, ApiCodec
   [45, {
     apiKey: 45,
     name: 'AlterPartitionReassignments',
-    validVersions: { min: 0, max: 0 },
+    validVersions: { min: 0, max: 1 },
     firstFlexibleVersion: 0,
     deprecatedVersions: null,
     latestVersionUnstable: false,
-    listeners: ['broker', 'controller', 'zkBroker'],
+    listeners: ['broker', 'controller'],
     decodeRequest: decodeAlterPartitionReassignmentsRequest,
     encodeRequest: encodeAlterPartitionReassignmentsRequest as ApiCodec['encodeRequest'],
     sizeOfRequest: sizeOfAlterPartitionReassignmentsRequest as ApiCodec['sizeOfRequest'],
@@ -1363,7 +1324,7 @@ export const apiCodecs: ReadonlyMap<number, ApiCodec> = new Map<number, ApiCodec
     firstFlexibleVersion: 0,
     deprecatedVersions: null,
     latestVersionUnstable: false,
-    listeners: ['broker', 'controller', 'zkBroker'],
+    listeners: ['broker', 'controller'],
     decodeRequest: decodeListPartitionReassignmentsRequest,
     encodeRequest: encodeListPartitionReassignmentsRequest as ApiCodec['encodeRequest'],
     sizeOfRequest: sizeOfListPartitionReassignmentsRequest as ApiCodec['sizeOfRequest'],
@@ -1378,7 +1339,7 @@ export const apiCodecs: ReadonlyMap<number, ApiCodec> = new Map<number, ApiCodec
     firstFlexibleVersion: null,
     deprecatedVersions: null,
     latestVersionUnstable: false,
-    listeners: ['zkBroker', 'broker'],
+    listeners: ['broker'],
     decodeRequest: decodeOffsetDeleteRequest,
     encodeRequest: encodeOffsetDeleteRequest as ApiCodec['encodeRequest'],
     sizeOfRequest: sizeOfOffsetDeleteRequest as ApiCodec['sizeOfRequest'],
@@ -1393,7 +1354,7 @@ export const apiCodecs: ReadonlyMap<number, ApiCodec> = new Map<number, ApiCodec
     firstFlexibleVersion: 1,
     deprecatedVersions: null,
     latestVersionUnstable: false,
-    listeners: ['zkBroker', 'broker'],
+    listeners: ['broker'],
     decodeRequest: decodeDescribeClientQuotasRequest,
     encodeRequest: encodeDescribeClientQuotasRequest as ApiCodec['encodeRequest'],
     sizeOfRequest: sizeOfDescribeClientQuotasRequest as ApiCodec['sizeOfRequest'],
@@ -1408,7 +1369,7 @@ export const apiCodecs: ReadonlyMap<number, ApiCodec> = new Map<number, ApiCodec
     firstFlexibleVersion: 1,
     deprecatedVersions: null,
     latestVersionUnstable: false,
-    listeners: ['zkBroker', 'broker', 'controller'],
+    listeners: ['broker', 'controller'],
     decodeRequest: decodeAlterClientQuotasRequest,
     encodeRequest: encodeAlterClientQuotasRequest as ApiCodec['encodeRequest'],
     sizeOfRequest: sizeOfAlterClientQuotasRequest as ApiCodec['sizeOfRequest'],
@@ -1423,7 +1384,7 @@ export const apiCodecs: ReadonlyMap<number, ApiCodec> = new Map<number, ApiCodec
     firstFlexibleVersion: 0,
     deprecatedVersions: null,
     latestVersionUnstable: false,
-    listeners: ['zkBroker', 'broker', 'controller'],
+    listeners: ['broker', 'controller'],
     decodeRequest: decodeDescribeUserScramCredentialsRequest,
     encodeRequest: encodeDescribeUserScramCredentialsRequest as ApiCodec['encodeRequest'],
     sizeOfRequest: sizeOfDescribeUserScramCredentialsRequest as ApiCodec['sizeOfRequest'],
@@ -1438,7 +1399,7 @@ export const apiCodecs: ReadonlyMap<number, ApiCodec> = new Map<number, ApiCodec
     firstFlexibleVersion: 0,
     deprecatedVersions: null,
     latestVersionUnstable: false,
-    listeners: ['zkBroker', 'broker', 'controller'],
+    listeners: ['broker', 'controller'],
     decodeRequest: decodeAlterUserScramCredentialsRequest,
     encodeRequest: encodeAlterUserScramCredentialsRequest as ApiCodec['encodeRequest'],
     sizeOfRequest: sizeOfAlterUserScramCredentialsRequest as ApiCodec['sizeOfRequest'],
@@ -1449,7 +1410,7 @@ export const apiCodecs: ReadonlyMap<number, ApiCodec> = new Map<number, ApiCodec
   [52, {
     apiKey: 52,
     name: 'Vote',
-    validVersions: { min: 0, max: 1 },
+    validVersions: { min: 0, max: 2 },
     firstFlexibleVersion: 0,
     deprecatedVersions: null,
     latestVersionUnstable: false,
@@ -1509,11 +1470,11 @@ export const apiCodecs: ReadonlyMap<number, ApiCodec> = new Map<number, ApiCodec
   [56, {
     apiKey: 56,
     name: 'AlterPartition',
-    validVersions: { min: 0, max: 3 },
+    validVersions: { min: 2, max: 3 },
     firstFlexibleVersion: 0,
     deprecatedVersions: null,
     latestVersionUnstable: false,
-    listeners: ['zkBroker', 'controller'],
+    listeners: ['controller'],
     decodeRequest: decodeAlterPartitionRequest,
     encodeRequest: encodeAlterPartitionRequest as ApiCodec['encodeRequest'],
     sizeOfRequest: sizeOfAlterPartitionRequest as ApiCodec['sizeOfRequest'],
@@ -1528,7 +1489,7 @@ export const apiCodecs: ReadonlyMap<number, ApiCodec> = new Map<number, ApiCodec
     firstFlexibleVersion: 0,
     deprecatedVersions: null,
     latestVersionUnstable: false,
-    listeners: ['zkBroker', 'broker', 'controller'],
+    listeners: ['broker', 'controller'],
     decodeRequest: decodeUpdateFeaturesRequest,
     encodeRequest: encodeUpdateFeaturesRequest as ApiCodec['encodeRequest'],
     sizeOfRequest: sizeOfUpdateFeaturesRequest as ApiCodec['sizeOfRequest'],
@@ -1543,7 +1504,7 @@ export const apiCodecs: ReadonlyMap<number, ApiCodec> = new Map<number, ApiCodec
     firstFlexibleVersion: 0,
     deprecatedVersions: null,
     latestVersionUnstable: false,
-    listeners: ['controller', 'zkBroker'],
+    listeners: ['controller'],
     decodeRequest: decodeEnvelopeRequest,
     encodeRequest: encodeEnvelopeRequest as ApiCodec['encodeRequest'],
     sizeOfRequest: sizeOfEnvelopeRequest as ApiCodec['sizeOfRequest'],
@@ -1569,11 +1530,11 @@ export const apiCodecs: ReadonlyMap<number, ApiCodec> = new Map<number, ApiCodec
   [60, {
     apiKey: 60,
     name: 'DescribeCluster',
-    validVersions: { min: 0, max: 1 },
+    validVersions: { min: 0, max: 2 },
     firstFlexibleVersion: 0,
     deprecatedVersions: null,
     latestVersionUnstable: false,
-    listeners: ['zkBroker', 'broker', 'controller'],
+    listeners: ['broker', 'controller'],
     decodeRequest: decodeDescribeClusterRequest,
     encodeRequest: encodeDescribeClusterRequest as ApiCodec['encodeRequest'],
     sizeOfRequest: sizeOfDescribeClusterRequest as ApiCodec['sizeOfRequest'],
@@ -1588,7 +1549,7 @@ export const apiCodecs: ReadonlyMap<number, ApiCodec> = new Map<number, ApiCodec
     firstFlexibleVersion: 0,
     deprecatedVersions: null,
     latestVersionUnstable: false,
-    listeners: ['zkBroker', 'broker'],
+    listeners: ['broker'],
     decodeRequest: decodeDescribeProducersRequest,
     encodeRequest: encodeDescribeProducersRequest as ApiCodec['encodeRequest'],
     sizeOfRequest: sizeOfDescribeProducersRequest as ApiCodec['sizeOfRequest'],
@@ -1614,7 +1575,7 @@ export const apiCodecs: ReadonlyMap<number, ApiCodec> = new Map<number, ApiCodec
   [63, {
     apiKey: 63,
     name: 'BrokerHeartbeat',
-    validVersions: { min: 0, max: 1 },
+    validVersions: { min: 0, max: 2 },
     firstFlexibleVersion: 0,
     deprecatedVersions: null,
     latestVersionUnstable: false,
@@ -1648,7 +1609,7 @@ export const apiCodecs: ReadonlyMap<number, ApiCodec> = new Map<number, ApiCodec
     firstFlexibleVersion: 0,
     deprecatedVersions: null,
     latestVersionUnstable: false,
-    listeners: ['zkBroker', 'broker'],
+    listeners: ['broker'],
     decodeRequest: decodeDescribeTransactionsRequest,
     encodeRequest: encodeDescribeTransactionsRequest as ApiCodec['encodeRequest'],
     sizeOfRequest: sizeOfDescribeTransactionsRequest as ApiCodec['sizeOfRequest'],
@@ -1659,11 +1620,11 @@ export const apiCodecs: ReadonlyMap<number, ApiCodec> = new Map<number, ApiCodec
   [66, {
     apiKey: 66,
     name: 'ListTransactions',
-    validVersions: { min: 0, max: 1 },
+    validVersions: { min: 0, max: 2 },
     firstFlexibleVersion: 0,
     deprecatedVersions: null,
     latestVersionUnstable: false,
-    listeners: ['zkBroker', 'broker'],
+    listeners: ['broker'],
     decodeRequest: decodeListTransactionsRequest,
     encodeRequest: encodeListTransactionsRequest as ApiCodec['encodeRequest'],
     sizeOfRequest: sizeOfListTransactionsRequest as ApiCodec['sizeOfRequest'],
@@ -1678,7 +1639,7 @@ export const apiCodecs: ReadonlyMap<number, ApiCodec> = new Map<number, ApiCodec
     firstFlexibleVersion: 0,
     deprecatedVersions: null,
     latestVersionUnstable: false,
-    listeners: ['zkBroker', 'controller'],
+    listeners: ['controller'],
     decodeRequest: decodeAllocateProducerIdsRequest,
     encodeRequest: encodeAllocateProducerIdsRequest as ApiCodec['encodeRequest'],
     sizeOfRequest: sizeOfAllocateProducerIdsRequest as ApiCodec['sizeOfRequest'],
@@ -1692,8 +1653,8 @@ export const apiCodecs: ReadonlyMap<number, ApiCodec> = new Map<number, ApiCodec
     validVersions: { min: 0, max: 1 },
     firstFlexibleVersion: 0,
     deprecatedVersions: null,
-    latestVersionUnstable: true,
-    listeners: ['zkBroker', 'broker'],
+    latestVersionUnstable: false,
+    listeners: ['broker'],
     decodeRequest: decodeConsumerGroupHeartbeatRequest,
     encodeRequest: encodeConsumerGroupHeartbeatRequest as ApiCodec['encodeRequest'],
     sizeOfRequest: sizeOfConsumerGroupHeartbeatRequest as ApiCodec['sizeOfRequest'],
@@ -1704,11 +1665,11 @@ export const apiCodecs: ReadonlyMap<number, ApiCodec> = new Map<number, ApiCodec
   [69, {
     apiKey: 69,
     name: 'ConsumerGroupDescribe',
-    validVersions: { min: 0, max: 0 },
+    validVersions: { min: 0, max: 1 },
     firstFlexibleVersion: 0,
     deprecatedVersions: null,
     latestVersionUnstable: false,
-    listeners: ['zkBroker', 'broker'],
+    listeners: ['broker'],
     decodeRequest: decodeConsumerGroupDescribeRequest,
     encodeRequest: encodeConsumerGroupDescribeRequest as ApiCodec['encodeRequest'],
     sizeOfRequest: sizeOfConsumerGroupDescribeRequest as ApiCodec['sizeOfRequest'],
@@ -1778,18 +1739,18 @@ export const apiCodecs: ReadonlyMap<number, ApiCodec> = new Map<number, ApiCodec
   }],
   [74, {
     apiKey: 74,
-    name: 'ListClientMetricsResources',
-    validVersions: { min: 0, max: 0 },
+    name: 'ListConfigResources',
+    validVersions: { min: 0, max: 1 },
     firstFlexibleVersion: 0,
     deprecatedVersions: null,
     latestVersionUnstable: false,
     listeners: ['broker'],
-    decodeRequest: decodeListClientMetricsResourcesRequest,
-    encodeRequest: encodeListClientMetricsResourcesRequest as ApiCodec['encodeRequest'],
-    sizeOfRequest: sizeOfListClientMetricsResourcesRequest as ApiCodec['sizeOfRequest'],
-    decodeResponse: decodeListClientMetricsResourcesResponse,
-    encodeResponse: encodeListClientMetricsResourcesResponse as ApiCodec['encodeResponse'],
-    sizeOfResponse: sizeOfListClientMetricsResourcesResponse as ApiCodec['sizeOfResponse'],
+    decodeRequest: decodeListConfigResourcesRequest,
+    encodeRequest: encodeListConfigResourcesRequest as ApiCodec['encodeRequest'],
+    sizeOfRequest: sizeOfListConfigResourcesRequest as ApiCodec['sizeOfRequest'],
+    decodeResponse: decodeListConfigResourcesResponse,
+    encodeResponse: encodeListConfigResourcesResponse as ApiCodec['encodeResponse'],
+    sizeOfResponse: sizeOfListConfigResourcesResponse as ApiCodec['sizeOfResponse'],
   }],
   [75, {
     apiKey: 75,
@@ -1809,10 +1770,10 @@ export const apiCodecs: ReadonlyMap<number, ApiCodec> = new Map<number, ApiCodec
   [76, {
     apiKey: 76,
     name: 'ShareGroupHeartbeat',
-    validVersions: { min: 0, max: 0 },
+    validVersions: { min: 1, max: 1 },
     firstFlexibleVersion: 0,
     deprecatedVersions: null,
-    latestVersionUnstable: true,
+    latestVersionUnstable: false,
     listeners: ['broker'],
     decodeRequest: decodeShareGroupHeartbeatRequest,
     encodeRequest: encodeShareGroupHeartbeatRequest as ApiCodec['encodeRequest'],
@@ -1824,10 +1785,10 @@ export const apiCodecs: ReadonlyMap<number, ApiCodec> = new Map<number, ApiCodec
   [77, {
     apiKey: 77,
     name: 'ShareGroupDescribe',
-    validVersions: { min: 0, max: 0 },
+    validVersions: { min: 1, max: 1 },
     firstFlexibleVersion: 0,
     deprecatedVersions: null,
-    latestVersionUnstable: true,
+    latestVersionUnstable: false,
     listeners: ['broker'],
     decodeRequest: decodeShareGroupDescribeRequest,
     encodeRequest: encodeShareGroupDescribeRequest as ApiCodec['encodeRequest'],
@@ -1839,10 +1800,10 @@ export const apiCodecs: ReadonlyMap<number, ApiCodec> = new Map<number, ApiCodec
   [78, {
     apiKey: 78,
     name: 'ShareFetch',
-    validVersions: { min: 0, max: 0 },
+    validVersions: { min: 1, max: 2 },
     firstFlexibleVersion: 0,
     deprecatedVersions: null,
-    latestVersionUnstable: true,
+    latestVersionUnstable: false,
     listeners: ['broker'],
     decodeRequest: decodeShareFetchRequest,
     encodeRequest: encodeShareFetchRequest as ApiCodec['encodeRequest'],
@@ -1854,10 +1815,10 @@ export const apiCodecs: ReadonlyMap<number, ApiCodec> = new Map<number, ApiCodec
   [79, {
     apiKey: 79,
     name: 'ShareAcknowledge',
-    validVersions: { min: 0, max: 0 },
+    validVersions: { min: 1, max: 2 },
     firstFlexibleVersion: 0,
     deprecatedVersions: null,
-    latestVersionUnstable: true,
+    latestVersionUnstable: false,
     listeners: ['broker'],
     decodeRequest: decodeShareAcknowledgeRequest,
     encodeRequest: encodeShareAcknowledgeRequest as ApiCodec['encodeRequest'],
@@ -1869,7 +1830,7 @@ export const apiCodecs: ReadonlyMap<number, ApiCodec> = new Map<number, ApiCodec
   [80, {
     apiKey: 80,
     name: 'AddRaftVoter',
-    validVersions: { min: 0, max: 0 },
+    validVersions: { min: 0, max: 1 },
     firstFlexibleVersion: 0,
     deprecatedVersions: null,
     latestVersionUnstable: false,
@@ -1917,7 +1878,7 @@ export const apiCodecs: ReadonlyMap<number, ApiCodec> = new Map<number, ApiCodec
     validVersions: { min: 0, max: 0 },
     firstFlexibleVersion: 0,
     deprecatedVersions: null,
-    latestVersionUnstable: true,
+    latestVersionUnstable: false,
     listeners: ['broker'],
     decodeRequest: decodeInitializeShareGroupStateRequest,
     encodeRequest: encodeInitializeShareGroupStateRequest as ApiCodec['encodeRequest'],
@@ -1932,7 +1893,7 @@ export const apiCodecs: ReadonlyMap<number, ApiCodec> = new Map<number, ApiCodec
     validVersions: { min: 0, max: 0 },
     firstFlexibleVersion: 0,
     deprecatedVersions: null,
-    latestVersionUnstable: true,
+    latestVersionUnstable: false,
     listeners: ['broker'],
     decodeRequest: decodeReadShareGroupStateRequest,
     encodeRequest: encodeReadShareGroupStateRequest as ApiCodec['encodeRequest'],
@@ -1944,10 +1905,10 @@ export const apiCodecs: ReadonlyMap<number, ApiCodec> = new Map<number, ApiCodec
   [85, {
     apiKey: 85,
     name: 'WriteShareGroupState',
-    validVersions: { min: 0, max: 0 },
+    validVersions: { min: 0, max: 1 },
     firstFlexibleVersion: 0,
     deprecatedVersions: null,
-    latestVersionUnstable: true,
+    latestVersionUnstable: false,
     listeners: ['broker'],
     decodeRequest: decodeWriteShareGroupStateRequest,
     encodeRequest: encodeWriteShareGroupStateRequest as ApiCodec['encodeRequest'],
@@ -1962,7 +1923,7 @@ export const apiCodecs: ReadonlyMap<number, ApiCodec> = new Map<number, ApiCodec
     validVersions: { min: 0, max: 0 },
     firstFlexibleVersion: 0,
     deprecatedVersions: null,
-    latestVersionUnstable: true,
+    latestVersionUnstable: false,
     listeners: ['broker'],
     decodeRequest: decodeDeleteShareGroupStateRequest,
     encodeRequest: encodeDeleteShareGroupStateRequest as ApiCodec['encodeRequest'],
@@ -1974,10 +1935,10 @@ export const apiCodecs: ReadonlyMap<number, ApiCodec> = new Map<number, ApiCodec
   [87, {
     apiKey: 87,
     name: 'ReadShareGroupStateSummary',
-    validVersions: { min: 0, max: 0 },
+    validVersions: { min: 0, max: 1 },
     firstFlexibleVersion: 0,
     deprecatedVersions: null,
-    latestVersionUnstable: true,
+    latestVersionUnstable: false,
     listeners: ['broker'],
     decodeRequest: decodeReadShareGroupStateSummaryRequest,
     encodeRequest: encodeReadShareGroupStateSummaryRequest as ApiCodec['encodeRequest'],
@@ -1985,6 +1946,111 @@ export const apiCodecs: ReadonlyMap<number, ApiCodec> = new Map<number, ApiCodec
     decodeResponse: decodeReadShareGroupStateSummaryResponse,
     encodeResponse: encodeReadShareGroupStateSummaryResponse as ApiCodec['encodeResponse'],
     sizeOfResponse: sizeOfReadShareGroupStateSummaryResponse as ApiCodec['sizeOfResponse'],
+  }],
+  [88, {
+    apiKey: 88,
+    name: 'StreamsGroupHeartbeat',
+    validVersions: { min: 0, max: 1 },
+    firstFlexibleVersion: 0,
+    deprecatedVersions: null,
+    latestVersionUnstable: false,
+    listeners: ['broker'],
+    decodeRequest: decodeStreamsGroupHeartbeatRequest,
+    encodeRequest: encodeStreamsGroupHeartbeatRequest as ApiCodec['encodeRequest'],
+    sizeOfRequest: sizeOfStreamsGroupHeartbeatRequest as ApiCodec['sizeOfRequest'],
+    decodeResponse: decodeStreamsGroupHeartbeatResponse,
+    encodeResponse: encodeStreamsGroupHeartbeatResponse as ApiCodec['encodeResponse'],
+    sizeOfResponse: sizeOfStreamsGroupHeartbeatResponse as ApiCodec['sizeOfResponse'],
+  }],
+  [89, {
+    apiKey: 89,
+    name: 'StreamsGroupDescribe',
+    validVersions: { min: 0, max: 1 },
+    firstFlexibleVersion: 0,
+    deprecatedVersions: null,
+    latestVersionUnstable: false,
+    listeners: ['broker'],
+    decodeRequest: decodeStreamsGroupDescribeRequest,
+    encodeRequest: encodeStreamsGroupDescribeRequest as ApiCodec['encodeRequest'],
+    sizeOfRequest: sizeOfStreamsGroupDescribeRequest as ApiCodec['sizeOfRequest'],
+    decodeResponse: decodeStreamsGroupDescribeResponse,
+    encodeResponse: encodeStreamsGroupDescribeResponse as ApiCodec['encodeResponse'],
+    sizeOfResponse: sizeOfStreamsGroupDescribeResponse as ApiCodec['sizeOfResponse'],
+  }],
+  [90, {
+    apiKey: 90,
+    name: 'DescribeShareGroupOffsets',
+    validVersions: { min: 0, max: 1 },
+    firstFlexibleVersion: 0,
+    deprecatedVersions: null,
+    latestVersionUnstable: false,
+    listeners: ['broker'],
+    decodeRequest: decodeDescribeShareGroupOffsetsRequest,
+    encodeRequest: encodeDescribeShareGroupOffsetsRequest as ApiCodec['encodeRequest'],
+    sizeOfRequest: sizeOfDescribeShareGroupOffsetsRequest as ApiCodec['sizeOfRequest'],
+    decodeResponse: decodeDescribeShareGroupOffsetsResponse,
+    encodeResponse: encodeDescribeShareGroupOffsetsResponse as ApiCodec['encodeResponse'],
+    sizeOfResponse: sizeOfDescribeShareGroupOffsetsResponse as ApiCodec['sizeOfResponse'],
+  }],
+  [91, {
+    apiKey: 91,
+    name: 'AlterShareGroupOffsets',
+    validVersions: { min: 0, max: 0 },
+    firstFlexibleVersion: 0,
+    deprecatedVersions: null,
+    latestVersionUnstable: false,
+    listeners: ['broker'],
+    decodeRequest: decodeAlterShareGroupOffsetsRequest,
+    encodeRequest: encodeAlterShareGroupOffsetsRequest as ApiCodec['encodeRequest'],
+    sizeOfRequest: sizeOfAlterShareGroupOffsetsRequest as ApiCodec['sizeOfRequest'],
+    decodeResponse: decodeAlterShareGroupOffsetsResponse,
+    encodeResponse: encodeAlterShareGroupOffsetsResponse as ApiCodec['encodeResponse'],
+    sizeOfResponse: sizeOfAlterShareGroupOffsetsResponse as ApiCodec['sizeOfResponse'],
+  }],
+  [92, {
+    apiKey: 92,
+    name: 'DeleteShareGroupOffsets',
+    validVersions: { min: 0, max: 0 },
+    firstFlexibleVersion: 0,
+    deprecatedVersions: null,
+    latestVersionUnstable: false,
+    listeners: ['broker'],
+    decodeRequest: decodeDeleteShareGroupOffsetsRequest,
+    encodeRequest: encodeDeleteShareGroupOffsetsRequest as ApiCodec['encodeRequest'],
+    sizeOfRequest: sizeOfDeleteShareGroupOffsetsRequest as ApiCodec['sizeOfRequest'],
+    decodeResponse: decodeDeleteShareGroupOffsetsResponse,
+    encodeResponse: encodeDeleteShareGroupOffsetsResponse as ApiCodec['encodeResponse'],
+    sizeOfResponse: sizeOfDeleteShareGroupOffsetsResponse as ApiCodec['sizeOfResponse'],
+  }],
+  [93, {
+    apiKey: 93,
+    name: 'StreamsGroupTopologyDescriptionUpdate',
+    validVersions: { min: 0, max: 0 },
+    firstFlexibleVersion: 0,
+    deprecatedVersions: null,
+    latestVersionUnstable: false,
+    listeners: ['broker'],
+    decodeRequest: decodeStreamsGroupTopologyDescriptionUpdateRequest,
+    encodeRequest: encodeStreamsGroupTopologyDescriptionUpdateRequest as ApiCodec['encodeRequest'],
+    sizeOfRequest: sizeOfStreamsGroupTopologyDescriptionUpdateRequest as ApiCodec['sizeOfRequest'],
+    decodeResponse: decodeStreamsGroupTopologyDescriptionUpdateResponse,
+    encodeResponse: encodeStreamsGroupTopologyDescriptionUpdateResponse as ApiCodec['encodeResponse'],
+    sizeOfResponse: sizeOfStreamsGroupTopologyDescriptionUpdateResponse as ApiCodec['sizeOfResponse'],
+  }],
+  [94, {
+    apiKey: 94,
+    name: 'UnregisterController',
+    validVersions: { min: 0, max: 0 },
+    firstFlexibleVersion: 0,
+    deprecatedVersions: null,
+    latestVersionUnstable: false,
+    listeners: ['broker', 'controller'],
+    decodeRequest: decodeUnregisterControllerRequest,
+    encodeRequest: encodeUnregisterControllerRequest as ApiCodec['encodeRequest'],
+    sizeOfRequest: sizeOfUnregisterControllerRequest as ApiCodec['sizeOfRequest'],
+    decodeResponse: decodeUnregisterControllerResponse,
+    encodeResponse: encodeUnregisterControllerResponse as ApiCodec['encodeResponse'],
+    sizeOfResponse: sizeOfUnregisterControllerResponse as ApiCodec['sizeOfResponse'],
   }],
 ]);
 

@@ -7,7 +7,7 @@ import type { Writer } from '../writer.js';
 import { sizeOfRawTaggedFields } from '../writer.js';
 import { checkVersion, hasNoUnknownTags, sizeOfCompactNullableString, sizeOfNullableString, unsupportedField } from '../generated-support.js';
 
-/** InitProducerIdRequest, versions 0-5. */
+/** InitProducerIdRequest, versions 0-6. */
 export interface InitProducerIdRequest {
   /** The transactional id, or null if the producer is not transactional. (versions 0+; nullable 0+; entity transactionalId) */
   transactionalId: string | null;
@@ -17,6 +17,10 @@ export interface InitProducerIdRequest {
   producerId: bigint;
   /** The producer's current epoch. This will be checked against the producer epoch on the broker, and the request will return an error if they do not match. (versions 3+; default "-1") */
   producerEpoch: number;
+  /** True if the client wants to enable two-phase commit (2PC) protocol for transactions. (versions 6+; default "false") */
+  enable2Pc: boolean;
+  /** True if the client wants to keep the currently ongoing transaction instead of aborting it. (versions 6+; default "false") */
+  keepPreparedTxn: boolean;
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
 }
@@ -27,6 +31,8 @@ export function defaultInitProducerIdRequest(): InitProducerIdRequest {
     transactionTimeoutMs: 0,
     producerId: -1n,
     producerEpoch: -1,
+    enable2Pc: false,
+    keepPreparedTxn: false,
   };
 }
 
@@ -35,6 +41,8 @@ export function isDefaultInitProducerIdRequest(m: InitProducerIdRequest): boolea
     (m.transactionTimeoutMs === 0) &&
     (m.producerId === -1n) &&
     (m.producerEpoch === -1) &&
+    (m.enable2Pc === false) &&
+    (m.keepPreparedTxn === false) &&
     hasNoUnknownTags(m._unknownTaggedFields);
 }
 
@@ -49,12 +57,22 @@ function readInitProducerIdRequest(r: Reader, version: number): InitProducerIdRe
   if (version >= 3) {
     f_producerEpoch = r.int16();
   }
+  let f_enable2Pc: boolean = false;
+  if (version >= 6) {
+    f_enable2Pc = r.bool();
+  }
+  let f_keepPreparedTxn: boolean = false;
+  if (version >= 6) {
+    f_keepPreparedTxn = r.bool();
+  }
   const unknown = (version >= 2 ? r.rawTaggedFields() : undefined);
   const m: InitProducerIdRequest = {
     transactionalId: f_transactionalId,
     transactionTimeoutMs: f_transactionTimeoutMs,
     producerId: f_producerId,
     producerEpoch: f_producerEpoch,
+    enable2Pc: f_enable2Pc,
+    keepPreparedTxn: f_keepPreparedTxn,
   };
   if (unknown !== undefined) m._unknownTaggedFields = unknown;
   return m;
@@ -77,6 +95,16 @@ function writeInitProducerIdRequest(w: Writer, m: InitProducerIdRequest, version
   } else {
     if (!(m.producerEpoch === -1)) throw unsupportedField('InitProducerIdRequest', 'ProducerEpoch', version);
   }
+  if (version >= 6) {
+    w.bool(m.enable2Pc);
+  } else {
+    if (!(m.enable2Pc === false)) throw unsupportedField('InitProducerIdRequest', 'Enable2Pc', version);
+  }
+  if (version >= 6) {
+    w.bool(m.keepPreparedTxn);
+  } else {
+    if (!(m.keepPreparedTxn === false)) throw unsupportedField('InitProducerIdRequest', 'KeepPreparedTxn', version);
+  }
   if (version >= 2) {
     w.rawTaggedFields(m._unknownTaggedFields);
   }
@@ -92,6 +120,12 @@ function sizeOfInitProducerIdRequestBody(m: InitProducerIdRequest, version: numb
   if (version >= 3) {
     n += 2;
   }
+  if (version >= 6) {
+    n += 1;
+  }
+  if (version >= 6) {
+    n += 1;
+  }
   if (version >= 2) {
     n += sizeOfRawTaggedFields(m._unknownTaggedFields);
   }
@@ -100,7 +134,7 @@ function sizeOfInitProducerIdRequestBody(m: InitProducerIdRequest, version: numb
 
 /** Decodes a InitProducerIdRequest body (no header) of the given version. Throws ProtocolError on malformed input. */
 export function decodeInitProducerIdRequest(r: Reader, version: number): InitProducerIdRequest {
-  checkVersion(22, version, 0, 5);
+  checkVersion(22, version, 0, 6);
   try {
     return readInitProducerIdRequest(r, version);
   } catch (e) {
@@ -110,12 +144,12 @@ export function decodeInitProducerIdRequest(r: Reader, version: number): InitPro
 
 /** Encodes a InitProducerIdRequest body (no header) in the given version. */
 export function encodeInitProducerIdRequest(w: Writer, m: InitProducerIdRequest, version: number): void {
-  checkVersion(22, version, 0, 5);
+  checkVersion(22, version, 0, 6);
   writeInitProducerIdRequest(w, m, version);
 }
 
 /** The exact number of bytes encodeInitProducerIdRequest writes for this message and version. */
 export function sizeOfInitProducerIdRequest(m: InitProducerIdRequest, version: number): number {
-  checkVersion(22, version, 0, 5);
+  checkVersion(22, version, 0, 6);
   return sizeOfInitProducerIdRequestBody(m, version);
 }

@@ -5,9 +5,9 @@ import { annotateProtocolError } from '../errors.js';
 import type { Reader, TaggedField } from '../reader.js';
 import type { Writer } from '../writer.js';
 import { sizeOfRawTaggedFields } from '../writer.js';
-import { checkVersion, hasNoUnknownTags } from '../generated-support.js';
+import { checkVersion, hasNoUnknownTags, unsupportedField } from '../generated-support.js';
 
-/** InitProducerIdResponse, versions 0-5. */
+/** InitProducerIdResponse, versions 0-6. */
 export interface InitProducerIdResponse {
   /** The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota. (versions 0+; ignorable) */
   throttleTimeMs: number;
@@ -17,6 +17,10 @@ export interface InitProducerIdResponse {
   producerId: bigint;
   /** The current epoch associated with the producer id. (versions 0+) */
   producerEpoch: number;
+  /** The producer id for ongoing transaction when KeepPreparedTxn is used, -1 if there is no transaction ongoing. (versions 6+; entity producerId; default -1) */
+  ongoingTxnProducerId: bigint;
+  /** The epoch associated with the  producer id for ongoing transaction when KeepPreparedTxn is used, -1 if there is no transaction ongoing. (versions 6+; default -1) */
+  ongoingTxnProducerEpoch: number;
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
 }
@@ -27,6 +31,8 @@ export function defaultInitProducerIdResponse(): InitProducerIdResponse {
     errorCode: 0,
     producerId: -1n,
     producerEpoch: 0,
+    ongoingTxnProducerId: -1n,
+    ongoingTxnProducerEpoch: -1,
   };
 }
 
@@ -35,6 +41,8 @@ export function isDefaultInitProducerIdResponse(m: InitProducerIdResponse): bool
     (m.errorCode === 0) &&
     (m.producerId === -1n) &&
     (m.producerEpoch === 0) &&
+    (m.ongoingTxnProducerId === -1n) &&
+    (m.ongoingTxnProducerEpoch === -1) &&
     hasNoUnknownTags(m._unknownTaggedFields);
 }
 
@@ -43,12 +51,22 @@ function readInitProducerIdResponse(r: Reader, version: number): InitProducerIdR
   const f_errorCode: number = r.int16();
   const f_producerId: bigint = r.int64();
   const f_producerEpoch: number = r.int16();
+  let f_ongoingTxnProducerId: bigint = -1n;
+  if (version >= 6) {
+    f_ongoingTxnProducerId = r.int64();
+  }
+  let f_ongoingTxnProducerEpoch: number = -1;
+  if (version >= 6) {
+    f_ongoingTxnProducerEpoch = r.int16();
+  }
   const unknown = (version >= 2 ? r.rawTaggedFields() : undefined);
   const m: InitProducerIdResponse = {
     throttleTimeMs: f_throttleTimeMs,
     errorCode: f_errorCode,
     producerId: f_producerId,
     producerEpoch: f_producerEpoch,
+    ongoingTxnProducerId: f_ongoingTxnProducerId,
+    ongoingTxnProducerEpoch: f_ongoingTxnProducerEpoch,
   };
   if (unknown !== undefined) m._unknownTaggedFields = unknown;
   return m;
@@ -59,6 +77,16 @@ function writeInitProducerIdResponse(w: Writer, m: InitProducerIdResponse, versi
   w.int16(m.errorCode);
   w.int64(m.producerId);
   w.int16(m.producerEpoch);
+  if (version >= 6) {
+    w.int64(m.ongoingTxnProducerId);
+  } else {
+    if (!(m.ongoingTxnProducerId === -1n)) throw unsupportedField('InitProducerIdResponse', 'OngoingTxnProducerId', version);
+  }
+  if (version >= 6) {
+    w.int16(m.ongoingTxnProducerEpoch);
+  } else {
+    if (!(m.ongoingTxnProducerEpoch === -1)) throw unsupportedField('InitProducerIdResponse', 'OngoingTxnProducerEpoch', version);
+  }
   if (version >= 2) {
     w.rawTaggedFields(m._unknownTaggedFields);
   }
@@ -70,6 +98,12 @@ function sizeOfInitProducerIdResponseBody(m: InitProducerIdResponse, version: nu
   n += 2;
   n += 8;
   n += 2;
+  if (version >= 6) {
+    n += 8;
+  }
+  if (version >= 6) {
+    n += 2;
+  }
   if (version >= 2) {
     n += sizeOfRawTaggedFields(m._unknownTaggedFields);
   }
@@ -78,7 +112,7 @@ function sizeOfInitProducerIdResponseBody(m: InitProducerIdResponse, version: nu
 
 /** Decodes a InitProducerIdResponse body (no header) of the given version. Throws ProtocolError on malformed input. */
 export function decodeInitProducerIdResponse(r: Reader, version: number): InitProducerIdResponse {
-  checkVersion(22, version, 0, 5);
+  checkVersion(22, version, 0, 6);
   try {
     return readInitProducerIdResponse(r, version);
   } catch (e) {
@@ -88,12 +122,12 @@ export function decodeInitProducerIdResponse(r: Reader, version: number): InitPr
 
 /** Encodes a InitProducerIdResponse body (no header) in the given version. */
 export function encodeInitProducerIdResponse(w: Writer, m: InitProducerIdResponse, version: number): void {
-  checkVersion(22, version, 0, 5);
+  checkVersion(22, version, 0, 6);
   writeInitProducerIdResponse(w, m, version);
 }
 
 /** The exact number of bytes encodeInitProducerIdResponse writes for this message and version. */
 export function sizeOfInitProducerIdResponse(m: InitProducerIdResponse, version: number): number {
-  checkVersion(22, version, 0, 5);
+  checkVersion(22, version, 0, 6);
   return sizeOfInitProducerIdResponseBody(m, version);
 }

@@ -9,7 +9,7 @@ import { ZERO_UUID, checkVersion, hasNoUnknownTags, sizeOfCompactNullableString 
 
 /** InitializeShareGroupStateResponse, versions 0. */
 export interface InitializeShareGroupStateResponse {
-  /** The initialization results (versions 0+) */
+  /** The initialization results. (versions 0+) */
   results: InitializeStateResult[];
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
@@ -17,7 +17,7 @@ export interface InitializeShareGroupStateResponse {
 
 /** Struct InitializeStateResult (used in versions 0). */
 export interface InitializeStateResult {
-  /** The topic identifier (versions 0+; UUID as 22-char base64url) */
+  /** The topic identifier. (versions 0+; UUID as 22-char base64url) */
   topicId: string;
   /** The results for the partitions. (versions 0+) */
   partitions: PartitionResult[];

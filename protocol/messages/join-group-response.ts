@@ -25,7 +25,7 @@ export interface JoinGroupResponse {
   skipAssignment: boolean;
   /** The member ID assigned by the group coordinator. (versions 0+) */
   memberId: string;
-  /** (versions 0+) */
+  /** The group members. (versions 0+) */
   members: JoinGroupResponseMember[];
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];

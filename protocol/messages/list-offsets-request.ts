@@ -7,11 +7,11 @@ import type { Writer } from '../writer.js';
 import { sizeOfRawTaggedFields, sizeOfUvarint } from '../writer.js';
 import { checkVersion, hasNoUnknownTags, sizeOfCompactString, sizeOfString, unsupportedField } from '../generated-support.js';
 
-/** ListOffsetsRequest, versions 0-10. */
+/** ListOffsetsRequest, versions 1-11. */
 export interface ListOffsetsRequest {
   /** The broker ID of the requester, or -1 if this request is being made by a normal consumer. (versions 0+; entity brokerId) */
   replicaId: number;
-  /** This setting controls the visibility of transactional records. Using READ_UNCOMMITTED (isolation_level = 0) makes all records visible. With READ_COMMITTED (isolation_level = 1), non-transactional and COMMITTED transactional records are visible. To be more concrete, READ_COMMITTED returns all data from offsets smaller than the current LSO (last stable offset), and enables the inclusion of the list of aborted transactions in the result, which allows consumers to discard ABORTED transactional records (versions 2+) */
+  /** This setting controls the visibility of transactional records. Using READ_UNCOMMITTED (isolation_level = 0) makes all records visible. With READ_COMMITTED (isolation_level = 1), non-transactional and COMMITTED transactional records are visible. To be more concrete, READ_COMMITTED returns all data from offsets smaller than the current LSO (last stable offset), and enables the inclusion of the list of aborted transactions in the result, which allows consumers to discard ABORTED transactional records. (versions 2+) */
   isolationLevel: number;
   /** Each topic in the request. (versions 0+) */
   topics: ListOffsetsTopic[];
@@ -21,7 +21,7 @@ export interface ListOffsetsRequest {
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct ListOffsetsTopic (used in versions 0-10). */
+/** Struct ListOffsetsTopic (used in versions 1-11). */
 export interface ListOffsetsTopic {
   /** The topic name. (versions 0+; entity topicName) */
   name: string;
@@ -31,7 +31,7 @@ export interface ListOffsetsTopic {
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct ListOffsetsPartition (used in versions 0-10). */
+/** Struct ListOffsetsPartition (used in versions 1-11). */
 export interface ListOffsetsPartition {
   /** The partition index. (versions 0+) */
   partitionIndex: number;
@@ -39,8 +39,6 @@ export interface ListOffsetsPartition {
   currentLeaderEpoch: number;
   /** The current timestamp. (versions 0+) */
   timestamp: bigint;
-  /** The maximum number of offsets to report. (versions 0; default "1") */
-  maxNumOffsets: number;
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
 }
@@ -208,7 +206,6 @@ export function defaultListOffsetsPartition(): ListOffsetsPartition {
     partitionIndex: 0,
     currentLeaderEpoch: -1,
     timestamp: 0n,
-    maxNumOffsets: 1,
   };
 }
 
@@ -216,7 +213,6 @@ export function isDefaultListOffsetsPartition(m: ListOffsetsPartition): boolean 
   return (m.partitionIndex === 0) &&
     (m.currentLeaderEpoch === -1) &&
     (m.timestamp === 0n) &&
-    (m.maxNumOffsets === 1) &&
     hasNoUnknownTags(m._unknownTaggedFields);
 }
 
@@ -227,16 +223,11 @@ function readListOffsetsPartition(r: Reader, version: number): ListOffsetsPartit
     f_currentLeaderEpoch = r.int32();
   }
   const f_timestamp: bigint = r.int64();
-  let f_maxNumOffsets: number = 1;
-  if (version <= 0) {
-    f_maxNumOffsets = r.int32();
-  }
   const unknown = (version >= 6 ? r.rawTaggedFields() : undefined);
   const m: ListOffsetsPartition = {
     partitionIndex: f_partitionIndex,
     currentLeaderEpoch: f_currentLeaderEpoch,
     timestamp: f_timestamp,
-    maxNumOffsets: f_maxNumOffsets,
   };
   if (unknown !== undefined) m._unknownTaggedFields = unknown;
   return m;
@@ -248,11 +239,6 @@ function writeListOffsetsPartition(w: Writer, m: ListOffsetsPartition, version: 
     w.int32(m.currentLeaderEpoch);
   }
   w.int64(m.timestamp);
-  if (version <= 0) {
-    w.int32(m.maxNumOffsets);
-  } else {
-    if (!(m.maxNumOffsets === 1)) throw unsupportedField('ListOffsetsPartition', 'MaxNumOffsets', version);
-  }
   if (version >= 6) {
     w.rawTaggedFields(m._unknownTaggedFields);
   }
@@ -265,9 +251,6 @@ function sizeOfListOffsetsPartition(m: ListOffsetsPartition, version: number): n
     n += 4;
   }
   n += 8;
-  if (version <= 0) {
-    n += 4;
-  }
   if (version >= 6) {
     n += sizeOfRawTaggedFields(m._unknownTaggedFields);
   }
@@ -276,7 +259,7 @@ function sizeOfListOffsetsPartition(m: ListOffsetsPartition, version: number): n
 
 /** Decodes a ListOffsetsRequest body (no header) of the given version. Throws ProtocolError on malformed input. */
 export function decodeListOffsetsRequest(r: Reader, version: number): ListOffsetsRequest {
-  checkVersion(2, version, 0, 10);
+  checkVersion(2, version, 1, 11);
   try {
     return readListOffsetsRequest(r, version);
   } catch (e) {
@@ -286,12 +269,12 @@ export function decodeListOffsetsRequest(r: Reader, version: number): ListOffset
 
 /** Encodes a ListOffsetsRequest body (no header) in the given version. */
 export function encodeListOffsetsRequest(w: Writer, m: ListOffsetsRequest, version: number): void {
-  checkVersion(2, version, 0, 10);
+  checkVersion(2, version, 1, 11);
   writeListOffsetsRequest(w, m, version);
 }
 
 /** The exact number of bytes encodeListOffsetsRequest writes for this message and version. */
 export function sizeOfListOffsetsRequest(m: ListOffsetsRequest, version: number): number {
-  checkVersion(2, version, 0, 10);
+  checkVersion(2, version, 1, 11);
   return sizeOfListOffsetsRequestBody(m, version);
 }

@@ -7,7 +7,7 @@ import type { Writer } from '../writer.js';
 import { sizeOfRawTaggedFields, sizeOfUvarint } from '../writer.js';
 import { checkVersion, hasNoUnknownTags, sizeOfCompactString, sizeOfString, unsupportedField } from '../generated-support.js';
 
-/** ListOffsetsResponse, versions 0-10. */
+/** ListOffsetsResponse, versions 1-11. */
 export interface ListOffsetsResponse {
   /** The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota. (versions 2+; ignorable) */
   throttleTimeMs: number;
@@ -17,9 +17,9 @@ export interface ListOffsetsResponse {
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct ListOffsetsTopicResponse (used in versions 0-10). */
+/** Struct ListOffsetsTopicResponse (used in versions 1-11). */
 export interface ListOffsetsTopicResponse {
-  /** The topic name (versions 0+; entity topicName) */
+  /** The topic name. (versions 0+; entity topicName) */
   name: string;
   /** Each partition in the response. (versions 0+) */
   partitions: ListOffsetsPartitionResponse[];
@@ -27,19 +27,17 @@ export interface ListOffsetsTopicResponse {
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct ListOffsetsPartitionResponse (used in versions 0-10). */
+/** Struct ListOffsetsPartitionResponse (used in versions 1-11). */
 export interface ListOffsetsPartitionResponse {
   /** The partition index. (versions 0+) */
   partitionIndex: number;
   /** The partition error code, or 0 if there was no error. (versions 0+) */
   errorCode: number;
-  /** The result offsets. (versions 0) */
-  oldStyleOffsets: bigint[];
   /** The timestamp associated with the returned offset. (versions 1+; default "-1") */
   timestamp: bigint;
   /** The returned offset. (versions 1+; default "-1") */
   offset: bigint;
-  /** (versions 4+; default "-1") */
+  /** The leader epoch associated with the returned offset. (versions 4+; default "-1") */
   leaderEpoch: number;
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
@@ -186,7 +184,6 @@ export function defaultListOffsetsPartitionResponse(): ListOffsetsPartitionRespo
   return {
     partitionIndex: 0,
     errorCode: 0,
-    oldStyleOffsets: [],
     timestamp: -1n,
     offset: -1n,
     leaderEpoch: -1,
@@ -196,7 +193,6 @@ export function defaultListOffsetsPartitionResponse(): ListOffsetsPartitionRespo
 export function isDefaultListOffsetsPartitionResponse(m: ListOffsetsPartitionResponse): boolean {
   return (m.partitionIndex === 0) &&
     (m.errorCode === 0) &&
-    (m.oldStyleOffsets !== null && m.oldStyleOffsets.length === 0) &&
     (m.timestamp === -1n) &&
     (m.offset === -1n) &&
     (m.leaderEpoch === -1) &&
@@ -206,23 +202,8 @@ export function isDefaultListOffsetsPartitionResponse(m: ListOffsetsPartitionRes
 function readListOffsetsPartitionResponse(r: Reader, version: number): ListOffsetsPartitionResponse {
   const f_partitionIndex: number = r.int32();
   const f_errorCode: number = r.int16();
-  let f_oldStyleOffsets: bigint[] = [];
-  if (version <= 0) {
-    {
-      const n = r.arrayLength();
-      const a: bigint[] = [];
-      for (let i = 0; i < n; i++) a.push(r.int64());
-      f_oldStyleOffsets = a;
-    }
-  }
-  let f_timestamp: bigint = -1n;
-  if (version >= 1) {
-    f_timestamp = r.int64();
-  }
-  let f_offset: bigint = -1n;
-  if (version >= 1) {
-    f_offset = r.int64();
-  }
+  const f_timestamp: bigint = r.int64();
+  const f_offset: bigint = r.int64();
   let f_leaderEpoch: number = -1;
   if (version >= 4) {
     f_leaderEpoch = r.int32();
@@ -231,7 +212,6 @@ function readListOffsetsPartitionResponse(r: Reader, version: number): ListOffse
   const m: ListOffsetsPartitionResponse = {
     partitionIndex: f_partitionIndex,
     errorCode: f_errorCode,
-    oldStyleOffsets: f_oldStyleOffsets,
     timestamp: f_timestamp,
     offset: f_offset,
     leaderEpoch: f_leaderEpoch,
@@ -243,27 +223,8 @@ function readListOffsetsPartitionResponse(r: Reader, version: number): ListOffse
 function writeListOffsetsPartitionResponse(w: Writer, m: ListOffsetsPartitionResponse, version: number): void {
   w.int32(m.partitionIndex);
   w.int16(m.errorCode);
-  if (version <= 0) {
-    {
-      const a = m.oldStyleOffsets;
-      w.int32(a.length);
-      for (const e of a) {
-        w.int64(e);
-      }
-    }
-  } else {
-    if (!(m.oldStyleOffsets !== null && m.oldStyleOffsets.length === 0)) throw unsupportedField('ListOffsetsPartitionResponse', 'OldStyleOffsets', version);
-  }
-  if (version >= 1) {
-    w.int64(m.timestamp);
-  } else {
-    if (!(m.timestamp === -1n)) throw unsupportedField('ListOffsetsPartitionResponse', 'Timestamp', version);
-  }
-  if (version >= 1) {
-    w.int64(m.offset);
-  } else {
-    if (!(m.offset === -1n)) throw unsupportedField('ListOffsetsPartitionResponse', 'Offset', version);
-  }
+  w.int64(m.timestamp);
+  w.int64(m.offset);
   if (version >= 4) {
     w.int32(m.leaderEpoch);
   } else {
@@ -278,19 +239,8 @@ function sizeOfListOffsetsPartitionResponse(m: ListOffsetsPartitionResponse, ver
   let n = 0;
   n += 4;
   n += 2;
-  if (version <= 0) {
-    {
-      const a = m.oldStyleOffsets;
-      n += 4;
-      n += a.length * 8;
-    }
-  }
-  if (version >= 1) {
-    n += 8;
-  }
-  if (version >= 1) {
-    n += 8;
-  }
+  n += 8;
+  n += 8;
   if (version >= 4) {
     n += 4;
   }
@@ -302,7 +252,7 @@ function sizeOfListOffsetsPartitionResponse(m: ListOffsetsPartitionResponse, ver
 
 /** Decodes a ListOffsetsResponse body (no header) of the given version. Throws ProtocolError on malformed input. */
 export function decodeListOffsetsResponse(r: Reader, version: number): ListOffsetsResponse {
-  checkVersion(2, version, 0, 10);
+  checkVersion(2, version, 1, 11);
   try {
     return readListOffsetsResponse(r, version);
   } catch (e) {
@@ -312,12 +262,12 @@ export function decodeListOffsetsResponse(r: Reader, version: number): ListOffse
 
 /** Encodes a ListOffsetsResponse body (no header) in the given version. */
 export function encodeListOffsetsResponse(w: Writer, m: ListOffsetsResponse, version: number): void {
-  checkVersion(2, version, 0, 10);
+  checkVersion(2, version, 1, 11);
   writeListOffsetsResponse(w, m, version);
 }
 
 /** The exact number of bytes encodeListOffsetsResponse writes for this message and version. */
 export function sizeOfListOffsetsResponse(m: ListOffsetsResponse, version: number): number {
-  checkVersion(2, version, 0, 10);
+  checkVersion(2, version, 1, 11);
   return sizeOfListOffsetsResponseBody(m, version);
 }

@@ -19,7 +19,7 @@ export interface ListPartitionReassignmentsRequest {
 
 /** Struct ListPartitionReassignmentsTopics (used in versions 0). */
 export interface ListPartitionReassignmentsTopics {
-  /** The topic name (versions 0+; entity topicName) */
+  /** The topic name. (versions 0+; entity topicName) */
   name: string;
   /** The partitions to list partition reassignments for. (versions 0+) */
   partitionIndexes: number[];

@@ -5,16 +5,18 @@ import { annotateProtocolError } from '../errors.js';
 import type { Reader, TaggedField } from '../reader.js';
 import type { Writer } from '../writer.js';
 import { sizeOfRawTaggedFields, sizeOfUvarint } from '../writer.js';
-import { checkVersion, hasNoUnknownTags, sizeOfCompactString, unsupportedField } from '../generated-support.js';
+import { checkVersion, hasNoUnknownTags, sizeOfCompactNullableString, sizeOfCompactString, unsupportedField } from '../generated-support.js';
 
-/** ListTransactionsRequest, versions 0-1. */
+/** ListTransactionsRequest, versions 0-2. */
 export interface ListTransactionsRequest {
-  /** The transaction states to filter by: if empty, all transactions are returned; if non-empty, then only transactions matching one of the filtered states will be returned (versions 0+) */
+  /** The transaction states to filter by: if empty, all transactions are returned; if non-empty, then only transactions matching one of the filtered states will be returned. (versions 0+) */
   stateFilters: string[];
-  /** The producerIds to filter by: if empty, all transactions will be returned; if non-empty, only transactions which match one of the filtered producerIds will be returned (versions 0+; entity producerId) */
+  /** The producerIds to filter by: if empty, all transactions will be returned; if non-empty, only transactions which match one of the filtered producerIds will be returned. (versions 0+; entity producerId) */
   producerIdFilters: bigint[];
-  /** Duration (in millis) to filter by: if < 0, all transactions will be returned; otherwise, only transactions running longer than this duration will be returned (versions 1+; default -1) */
+  /** Duration (in millis) to filter by: if < 0, all transactions will be returned; otherwise, only transactions running longer than this duration will be returned. (versions 1+; default -1) */
   durationFilter: bigint;
+  /** The transactional ID regular expression pattern to filter by: if it is empty or null, all transactions are returned; Otherwise then only the transactions matching the given regular expression will be returned. (versions 2+; nullable 2+; default "null") */
+  transactionalIdPattern: string | null;
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
 }
@@ -24,6 +26,7 @@ export function defaultListTransactionsRequest(): ListTransactionsRequest {
     stateFilters: [],
     producerIdFilters: [],
     durationFilter: -1n,
+    transactionalIdPattern: null,
   };
 }
 
@@ -31,6 +34,7 @@ export function isDefaultListTransactionsRequest(m: ListTransactionsRequest): bo
   return (m.stateFilters !== null && m.stateFilters.length === 0) &&
     (m.producerIdFilters !== null && m.producerIdFilters.length === 0) &&
     (m.durationFilter === -1n) &&
+    (m.transactionalIdPattern === null) &&
     hasNoUnknownTags(m._unknownTaggedFields);
 }
 
@@ -53,11 +57,16 @@ function readListTransactionsRequest(r: Reader, version: number): ListTransactio
   if (version >= 1) {
     f_durationFilter = r.int64();
   }
+  let f_transactionalIdPattern: string | null = null;
+  if (version >= 2) {
+    f_transactionalIdPattern = r.compactNullableString();
+  }
   const unknown = r.rawTaggedFields();
   const m: ListTransactionsRequest = {
     stateFilters: f_stateFilters,
     producerIdFilters: f_producerIdFilters,
     durationFilter: f_durationFilter,
+    transactionalIdPattern: f_transactionalIdPattern,
   };
   if (unknown !== undefined) m._unknownTaggedFields = unknown;
   return m;
@@ -83,6 +92,11 @@ function writeListTransactionsRequest(w: Writer, m: ListTransactionsRequest, ver
   } else {
     if (!(m.durationFilter === -1n)) throw unsupportedField('ListTransactionsRequest', 'DurationFilter', version);
   }
+  if (version >= 2) {
+    w.compactNullableString(m.transactionalIdPattern);
+  } else {
+    if (!(m.transactionalIdPattern === null)) throw unsupportedField('ListTransactionsRequest', 'TransactionalIdPattern', version);
+  }
   w.rawTaggedFields(m._unknownTaggedFields);
 }
 
@@ -101,13 +115,16 @@ function sizeOfListTransactionsRequestBody(m: ListTransactionsRequest, version: 
   if (version >= 1) {
     n += 8;
   }
+  if (version >= 2) {
+    n += sizeOfCompactNullableString(m.transactionalIdPattern);
+  }
   n += sizeOfRawTaggedFields(m._unknownTaggedFields);
   return n;
 }
 
 /** Decodes a ListTransactionsRequest body (no header) of the given version. Throws ProtocolError on malformed input. */
 export function decodeListTransactionsRequest(r: Reader, version: number): ListTransactionsRequest {
-  checkVersion(66, version, 0, 1);
+  checkVersion(66, version, 0, 2);
   try {
     return readListTransactionsRequest(r, version);
   } catch (e) {
@@ -117,12 +134,12 @@ export function decodeListTransactionsRequest(r: Reader, version: number): ListT
 
 /** Encodes a ListTransactionsRequest body (no header) in the given version. */
 export function encodeListTransactionsRequest(w: Writer, m: ListTransactionsRequest, version: number): void {
-  checkVersion(66, version, 0, 1);
+  checkVersion(66, version, 0, 2);
   writeListTransactionsRequest(w, m, version);
 }
 
 /** The exact number of bytes encodeListTransactionsRequest writes for this message and version. */
 export function sizeOfListTransactionsRequest(m: ListTransactionsRequest, version: number): number {
-  checkVersion(66, version, 0, 1);
+  checkVersion(66, version, 0, 2);
   return sizeOfListTransactionsRequestBody(m, version);
 }

@@ -7,27 +7,27 @@ import type { Writer } from '../writer.js';
 import { sizeOfRawTaggedFields, sizeOfUvarint } from '../writer.js';
 import { checkVersion, hasNoUnknownTags, sizeOfCompactString } from '../generated-support.js';
 
-/** ListTransactionsResponse, versions 0-1. */
+/** ListTransactionsResponse, versions 0-2. */
 export interface ListTransactionsResponse {
   /** The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota. (versions 0+) */
   throttleTimeMs: number;
-  /** (versions 0+) */
+  /** The error code, or 0 if there was no error. (versions 0+) */
   errorCode: number;
-  /** Set of state filters provided in the request which were unknown to the transaction coordinator (versions 0+) */
+  /** Set of state filters provided in the request which were unknown to the transaction coordinator. (versions 0+) */
   unknownStateFilters: string[];
-  /** (versions 0+) */
+  /** The current state of the transaction for the transactional id. (versions 0+) */
   transactionStates: TransactionState[];
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct TransactionState (used in versions 0-1). */
+/** Struct TransactionState (used in versions 0-2). */
 export interface TransactionState {
-  /** (versions 0+; entity transactionalId) */
+  /** The transactional id. (versions 0+; entity transactionalId) */
   transactionalId: string;
-  /** (versions 0+; entity producerId) */
+  /** The producer id. (versions 0+; entity producerId) */
   producerId: bigint;
-  /** The current transaction state of the producer (versions 0+) */
+  /** The current transaction state of the producer. (versions 0+) */
   transactionState: string;
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
@@ -163,7 +163,7 @@ function sizeOfTransactionState(m: TransactionState, _version: number): number {
 
 /** Decodes a ListTransactionsResponse body (no header) of the given version. Throws ProtocolError on malformed input. */
 export function decodeListTransactionsResponse(r: Reader, version: number): ListTransactionsResponse {
-  checkVersion(66, version, 0, 1);
+  checkVersion(66, version, 0, 2);
   try {
     return readListTransactionsResponse(r, version);
   } catch (e) {
@@ -173,12 +173,12 @@ export function decodeListTransactionsResponse(r: Reader, version: number): List
 
 /** Encodes a ListTransactionsResponse body (no header) in the given version. */
 export function encodeListTransactionsResponse(w: Writer, m: ListTransactionsResponse, version: number): void {
-  checkVersion(66, version, 0, 1);
+  checkVersion(66, version, 0, 2);
   writeListTransactionsResponse(w, m, version);
 }
 
 /** The exact number of bytes encodeListTransactionsResponse writes for this message and version. */
 export function sizeOfListTransactionsResponse(m: ListTransactionsResponse, version: number): number {
-  checkVersion(66, version, 0, 1);
+  checkVersion(66, version, 0, 2);
   return sizeOfListTransactionsResponseBody(m, version);
 }

@@ -7,7 +7,7 @@ import type { Writer } from '../writer.js';
 import { sizeOfRawTaggedFields, sizeOfUvarint } from '../writer.js';
 import { ZERO_UUID, checkVersion, hasNoUnknownTags, notNull, sizeOfCompactNullableString, sizeOfCompactString, sizeOfNullableString, sizeOfString, unsupportedField } from '../generated-support.js';
 
-/** MetadataRequest, versions 0-12. */
+/** MetadataRequest, versions 0-13. */
 export interface MetadataRequest {
   /** The topics to fetch metadata for. (versions 0+; nullable 1+) */
   topics: MetadataRequestTopic[] | null;
@@ -21,7 +21,7 @@ export interface MetadataRequest {
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct MetadataRequestTopic (used in versions 0-12). */
+/** Struct MetadataRequestTopic (used in versions 0-13). */
 export interface MetadataRequestTopic {
   /** The topic id. (versions 10+; ignorable; UUID as 22-char base64url) */
   topicId: string;
@@ -239,7 +239,7 @@ function sizeOfMetadataRequestTopic(m: MetadataRequestTopic, version: number): n
 
 /** Decodes a MetadataRequest body (no header) of the given version. Throws ProtocolError on malformed input. */
 export function decodeMetadataRequest(r: Reader, version: number): MetadataRequest {
-  checkVersion(3, version, 0, 12);
+  checkVersion(3, version, 0, 13);
   try {
     return readMetadataRequest(r, version);
   } catch (e) {
@@ -249,12 +249,12 @@ export function decodeMetadataRequest(r: Reader, version: number): MetadataReque
 
 /** Encodes a MetadataRequest body (no header) in the given version. */
 export function encodeMetadataRequest(w: Writer, m: MetadataRequest, version: number): void {
-  checkVersion(3, version, 0, 12);
+  checkVersion(3, version, 0, 13);
   writeMetadataRequest(w, m, version);
 }
 
 /** The exact number of bytes encodeMetadataRequest writes for this message and version. */
 export function sizeOfMetadataRequest(m: MetadataRequest, version: number): number {
-  checkVersion(3, version, 0, 12);
+  checkVersion(3, version, 0, 13);
   return sizeOfMetadataRequestBody(m, version);
 }

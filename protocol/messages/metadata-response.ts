@@ -7,7 +7,7 @@ import type { Writer } from '../writer.js';
 import { sizeOfRawTaggedFields, sizeOfUvarint } from '../writer.js';
 import { ZERO_UUID, checkVersion, hasNoUnknownTags, notNull, sizeOfCompactNullableString, sizeOfCompactString, sizeOfNullableString, sizeOfString, unsupportedField } from '../generated-support.js';
 
-/** MetadataResponse, versions 0-12. */
+/** MetadataResponse, versions 0-13. */
 export interface MetadataResponse {
   /** The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota. (versions 3+; ignorable) */
   throttleTimeMs: number;
@@ -21,11 +21,13 @@ export interface MetadataResponse {
   topics: MetadataResponseTopic[];
   /** 32-bit bitfield to represent authorized operations for this cluster. (versions 8-10; default "-2147483648") */
   clusterAuthorizedOperations: number;
+  /** The top-level error code, or 0 if there was no error. (versions 13+; ignorable) */
+  errorCode: number;
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct MetadataResponseBroker (used in versions 0-12). */
+/** Struct MetadataResponseBroker (used in versions 0-13). */
 export interface MetadataResponseBroker {
   /** The broker ID. (versions 0+; map key; entity brokerId) */
   nodeId: number;
@@ -39,7 +41,7 @@ export interface MetadataResponseBroker {
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct MetadataResponseTopic (used in versions 0-12). */
+/** Struct MetadataResponseTopic (used in versions 0-13). */
 export interface MetadataResponseTopic {
   /** The topic error, or 0 if there was no error. (versions 0+) */
   errorCode: number;
@@ -57,7 +59,7 @@ export interface MetadataResponseTopic {
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct MetadataResponsePartition (used in versions 0-12). */
+/** Struct MetadataResponsePartition (used in versions 0-13). */
 export interface MetadataResponsePartition {
   /** The partition error, or 0 if there was no error. (versions 0+) */
   errorCode: number;
@@ -85,6 +87,7 @@ export function defaultMetadataResponse(): MetadataResponse {
     controllerId: -1,
     topics: [],
     clusterAuthorizedOperations: -2147483648,
+    errorCode: 0,
   };
 }
 
@@ -95,6 +98,7 @@ export function isDefaultMetadataResponse(m: MetadataResponse): boolean {
     (m.controllerId === -1) &&
     (m.topics !== null && m.topics.length === 0) &&
     (m.clusterAuthorizedOperations === -2147483648) &&
+    (m.errorCode === 0) &&
     hasNoUnknownTags(m._unknownTaggedFields);
 }
 
@@ -129,6 +133,10 @@ function readMetadataResponse(r: Reader, version: number): MetadataResponse {
   if (version >= 8 && version <= 10) {
     f_clusterAuthorizedOperations = r.int32();
   }
+  let f_errorCode: number = 0;
+  if (version >= 13) {
+    f_errorCode = r.int16();
+  }
   const unknown = (version >= 9 ? r.rawTaggedFields() : undefined);
   const m: MetadataResponse = {
     throttleTimeMs: f_throttleTimeMs,
@@ -137,6 +145,7 @@ function readMetadataResponse(r: Reader, version: number): MetadataResponse {
     controllerId: f_controllerId,
     topics: f_topics,
     clusterAuthorizedOperations: f_clusterAuthorizedOperations,
+    errorCode: f_errorCode,
   };
   if (unknown !== undefined) m._unknownTaggedFields = unknown;
   return m;
@@ -183,6 +192,9 @@ function writeMetadataResponse(w: Writer, m: MetadataResponse, version: number):
   } else {
     if (!(m.clusterAuthorizedOperations === -2147483648)) throw unsupportedField('MetadataResponse', 'ClusterAuthorizedOperations', version);
   }
+  if (version >= 13) {
+    w.int16(m.errorCode);
+  }
   if (version >= 9) {
     w.rawTaggedFields(m._unknownTaggedFields);
   }
@@ -211,6 +223,9 @@ function sizeOfMetadataResponseBody(m: MetadataResponse, version: number): numbe
   }
   if (version >= 8 && version <= 10) {
     n += 4;
+  }
+  if (version >= 13) {
+    n += 2;
   }
   if (version >= 9) {
     n += sizeOfRawTaggedFields(m._unknownTaggedFields);
@@ -550,7 +565,7 @@ function sizeOfMetadataResponsePartition(m: MetadataResponsePartition, version: 
 
 /** Decodes a MetadataResponse body (no header) of the given version. Throws ProtocolError on malformed input. */
 export function decodeMetadataResponse(r: Reader, version: number): MetadataResponse {
-  checkVersion(3, version, 0, 12);
+  checkVersion(3, version, 0, 13);
   try {
     return readMetadataResponse(r, version);
   } catch (e) {
@@ -560,12 +575,12 @@ export function decodeMetadataResponse(r: Reader, version: number): MetadataResp
 
 /** Encodes a MetadataResponse body (no header) in the given version. */
 export function encodeMetadataResponse(w: Writer, m: MetadataResponse, version: number): void {
-  checkVersion(3, version, 0, 12);
+  checkVersion(3, version, 0, 13);
   writeMetadataResponse(w, m, version);
 }
 
 /** The exact number of bytes encodeMetadataResponse writes for this message and version. */
 export function sizeOfMetadataResponse(m: MetadataResponse, version: number): number {
-  checkVersion(3, version, 0, 12);
+  checkVersion(3, version, 0, 13);
   return sizeOfMetadataResponseBody(m, version);
 }

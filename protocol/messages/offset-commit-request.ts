@@ -5,9 +5,9 @@ import { annotateProtocolError } from '../errors.js';
 import type { Reader, TaggedField } from '../reader.js';
 import type { Writer } from '../writer.js';
 import { sizeOfRawTaggedFields, sizeOfUvarint } from '../writer.js';
-import { checkVersion, hasNoUnknownTags, sizeOfCompactNullableString, sizeOfCompactString, sizeOfNullableString, sizeOfString, unsupportedField } from '../generated-support.js';
+import { ZERO_UUID, checkVersion, hasNoUnknownTags, sizeOfCompactNullableString, sizeOfCompactString, sizeOfNullableString, sizeOfString, unsupportedField } from '../generated-support.js';
 
-/** OffsetCommitRequest, versions 0-9. */
+/** OffsetCommitRequest, versions 2-10. */
 export interface OffsetCommitRequest {
   /** The unique group identifier. (versions 0+; entity groupId) */
   groupId: string;
@@ -25,17 +25,19 @@ export interface OffsetCommitRequest {
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct OffsetCommitRequestTopic (used in versions 0-9). */
+/** Struct OffsetCommitRequestTopic (used in versions 2-10). */
 export interface OffsetCommitRequestTopic {
-  /** The topic name. (versions 0+; entity topicName) */
+  /** The topic name. (versions 0-9; ignorable; entity topicName) */
   name: string;
+  /** The topic ID. (versions 10+; ignorable; UUID as 22-char base64url) */
+  topicId: string;
   /** Each partition to commit offsets for. (versions 0+) */
   partitions: OffsetCommitRequestPartition[];
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct OffsetCommitRequestPartition (used in versions 0-9). */
+/** Struct OffsetCommitRequestPartition (used in versions 2-10). */
 export interface OffsetCommitRequestPartition {
   /** The partition index. (versions 0+) */
   partitionIndex: number;
@@ -43,8 +45,6 @@ export interface OffsetCommitRequestPartition {
   committedOffset: bigint;
   /** The leader epoch of this partition. (versions 6+; ignorable; default "-1") */
   committedLeaderEpoch: number;
-  /** The timestamp of the commit. (versions 1; default "-1") */
-  commitTimestamp: bigint;
   /** Any associated metadata the client wants to keep. (versions 0+; nullable 0+) */
   committedMetadata: string | null;
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
@@ -74,20 +74,14 @@ export function isDefaultOffsetCommitRequest(m: OffsetCommitRequest): boolean {
 
 function readOffsetCommitRequest(r: Reader, version: number): OffsetCommitRequest {
   const f_groupId: string = (version >= 8 ? r.compactString() : r.string());
-  let f_generationIdOrMemberEpoch: number = -1;
-  if (version >= 1) {
-    f_generationIdOrMemberEpoch = r.int32();
-  }
-  let f_memberId: string = '';
-  if (version >= 1) {
-    f_memberId = (version >= 8 ? r.compactString() : r.string());
-  }
+  const f_generationIdOrMemberEpoch: number = r.int32();
+  const f_memberId: string = (version >= 8 ? r.compactString() : r.string());
   let f_groupInstanceId: string | null = null;
   if (version >= 7) {
     f_groupInstanceId = (version >= 8 ? r.compactNullableString() : r.nullableString());
   }
   let f_retentionTimeMs: bigint = -1n;
-  if (version >= 2 && version <= 4) {
+  if (version <= 4) {
     f_retentionTimeMs = r.int64();
   }
   let f_topics: OffsetCommitRequestTopic[];
@@ -116,15 +110,11 @@ function writeOffsetCommitRequest(w: Writer, m: OffsetCommitRequest, version: nu
   } else {
     w.string(m.groupId);
   }
-  if (version >= 1) {
-    w.int32(m.generationIdOrMemberEpoch);
-  }
-  if (version >= 1) {
-    if (version >= 8) {
-      w.compactString(m.memberId);
-    } else {
-      w.string(m.memberId);
-    }
+  w.int32(m.generationIdOrMemberEpoch);
+  if (version >= 8) {
+    w.compactString(m.memberId);
+  } else {
+    w.string(m.memberId);
   }
   if (version >= 7) {
     if (version >= 8) {
@@ -135,7 +125,7 @@ function writeOffsetCommitRequest(w: Writer, m: OffsetCommitRequest, version: nu
   } else {
     if (!(m.groupInstanceId === null)) throw unsupportedField('OffsetCommitRequest', 'GroupInstanceId', version);
   }
-  if (version >= 2 && version <= 4) {
+  if (version <= 4) {
     w.int64(m.retentionTimeMs);
   }
   {
@@ -157,16 +147,12 @@ function writeOffsetCommitRequest(w: Writer, m: OffsetCommitRequest, version: nu
 function sizeOfOffsetCommitRequestBody(m: OffsetCommitRequest, version: number): number {
   let n = 0;
   n += (version >= 8 ? sizeOfCompactString(m.groupId) : sizeOfString(m.groupId));
-  if (version >= 1) {
-    n += 4;
-  }
-  if (version >= 1) {
-    n += (version >= 8 ? sizeOfCompactString(m.memberId) : sizeOfString(m.memberId));
-  }
+  n += 4;
+  n += (version >= 8 ? sizeOfCompactString(m.memberId) : sizeOfString(m.memberId));
   if (version >= 7) {
     n += (version >= 8 ? sizeOfCompactNullableString(m.groupInstanceId) : sizeOfNullableString(m.groupInstanceId));
   }
-  if (version >= 2 && version <= 4) {
+  if (version <= 4) {
     n += 8;
   }
   {
@@ -183,18 +169,27 @@ function sizeOfOffsetCommitRequestBody(m: OffsetCommitRequest, version: number):
 export function defaultOffsetCommitRequestTopic(): OffsetCommitRequestTopic {
   return {
     name: '',
+    topicId: ZERO_UUID,
     partitions: [],
   };
 }
 
 export function isDefaultOffsetCommitRequestTopic(m: OffsetCommitRequestTopic): boolean {
   return (m.name === '') &&
+    (m.topicId === ZERO_UUID) &&
     (m.partitions !== null && m.partitions.length === 0) &&
     hasNoUnknownTags(m._unknownTaggedFields);
 }
 
 function readOffsetCommitRequestTopic(r: Reader, version: number): OffsetCommitRequestTopic {
-  const f_name: string = (version >= 8 ? r.compactString() : r.string());
+  let f_name: string = '';
+  if (version <= 9) {
+    f_name = (version >= 8 ? r.compactString() : r.string());
+  }
+  let f_topicId: string = ZERO_UUID;
+  if (version >= 10) {
+    f_topicId = r.uuid();
+  }
   let f_partitions: OffsetCommitRequestPartition[];
   {
     const n = (version >= 8 ? r.compactArrayLength() : r.arrayLength());
@@ -205,6 +200,7 @@ function readOffsetCommitRequestTopic(r: Reader, version: number): OffsetCommitR
   const unknown = (version >= 8 ? r.rawTaggedFields() : undefined);
   const m: OffsetCommitRequestTopic = {
     name: f_name,
+    topicId: f_topicId,
     partitions: f_partitions,
   };
   if (unknown !== undefined) m._unknownTaggedFields = unknown;
@@ -212,10 +208,15 @@ function readOffsetCommitRequestTopic(r: Reader, version: number): OffsetCommitR
 }
 
 function writeOffsetCommitRequestTopic(w: Writer, m: OffsetCommitRequestTopic, version: number): void {
-  if (version >= 8) {
-    w.compactString(m.name);
-  } else {
-    w.string(m.name);
+  if (version <= 9) {
+    if (version >= 8) {
+      w.compactString(m.name);
+    } else {
+      w.string(m.name);
+    }
+  }
+  if (version >= 10) {
+    w.uuid(m.topicId);
   }
   {
     const a = m.partitions;
@@ -235,7 +236,12 @@ function writeOffsetCommitRequestTopic(w: Writer, m: OffsetCommitRequestTopic, v
 
 function sizeOfOffsetCommitRequestTopic(m: OffsetCommitRequestTopic, version: number): number {
   let n = 0;
-  n += (version >= 8 ? sizeOfCompactString(m.name) : sizeOfString(m.name));
+  if (version <= 9) {
+    n += (version >= 8 ? sizeOfCompactString(m.name) : sizeOfString(m.name));
+  }
+  if (version >= 10) {
+    n += 16;
+  }
   {
     const a = m.partitions;
     n += (version >= 8 ? sizeOfUvarint(a.length + 1) : 4);
@@ -252,7 +258,6 @@ export function defaultOffsetCommitRequestPartition(): OffsetCommitRequestPartit
     partitionIndex: 0,
     committedOffset: 0n,
     committedLeaderEpoch: -1,
-    commitTimestamp: -1n,
     committedMetadata: '',
   };
 }
@@ -261,7 +266,6 @@ export function isDefaultOffsetCommitRequestPartition(m: OffsetCommitRequestPart
   return (m.partitionIndex === 0) &&
     (m.committedOffset === 0n) &&
     (m.committedLeaderEpoch === -1) &&
-    (m.commitTimestamp === -1n) &&
     (m.committedMetadata === '') &&
     hasNoUnknownTags(m._unknownTaggedFields);
 }
@@ -273,17 +277,12 @@ function readOffsetCommitRequestPartition(r: Reader, version: number): OffsetCom
   if (version >= 6) {
     f_committedLeaderEpoch = r.int32();
   }
-  let f_commitTimestamp: bigint = -1n;
-  if (version >= 1 && version <= 1) {
-    f_commitTimestamp = r.int64();
-  }
   const f_committedMetadata: string | null = (version >= 8 ? r.compactNullableString() : r.nullableString());
   const unknown = (version >= 8 ? r.rawTaggedFields() : undefined);
   const m: OffsetCommitRequestPartition = {
     partitionIndex: f_partitionIndex,
     committedOffset: f_committedOffset,
     committedLeaderEpoch: f_committedLeaderEpoch,
-    commitTimestamp: f_commitTimestamp,
     committedMetadata: f_committedMetadata,
   };
   if (unknown !== undefined) m._unknownTaggedFields = unknown;
@@ -295,11 +294,6 @@ function writeOffsetCommitRequestPartition(w: Writer, m: OffsetCommitRequestPart
   w.int64(m.committedOffset);
   if (version >= 6) {
     w.int32(m.committedLeaderEpoch);
-  }
-  if (version >= 1 && version <= 1) {
-    w.int64(m.commitTimestamp);
-  } else {
-    if (!(m.commitTimestamp === -1n)) throw unsupportedField('OffsetCommitRequestPartition', 'CommitTimestamp', version);
   }
   if (version >= 8) {
     w.compactNullableString(m.committedMetadata);
@@ -318,9 +312,6 @@ function sizeOfOffsetCommitRequestPartition(m: OffsetCommitRequestPartition, ver
   if (version >= 6) {
     n += 4;
   }
-  if (version >= 1 && version <= 1) {
-    n += 8;
-  }
   n += (version >= 8 ? sizeOfCompactNullableString(m.committedMetadata) : sizeOfNullableString(m.committedMetadata));
   if (version >= 8) {
     n += sizeOfRawTaggedFields(m._unknownTaggedFields);
@@ -330,7 +321,7 @@ function sizeOfOffsetCommitRequestPartition(m: OffsetCommitRequestPartition, ver
 
 /** Decodes a OffsetCommitRequest body (no header) of the given version. Throws ProtocolError on malformed input. */
 export function decodeOffsetCommitRequest(r: Reader, version: number): OffsetCommitRequest {
-  checkVersion(8, version, 0, 9);
+  checkVersion(8, version, 2, 10);
   try {
     return readOffsetCommitRequest(r, version);
   } catch (e) {
@@ -340,12 +331,12 @@ export function decodeOffsetCommitRequest(r: Reader, version: number): OffsetCom
 
 /** Encodes a OffsetCommitRequest body (no header) in the given version. */
 export function encodeOffsetCommitRequest(w: Writer, m: OffsetCommitRequest, version: number): void {
-  checkVersion(8, version, 0, 9);
+  checkVersion(8, version, 2, 10);
   writeOffsetCommitRequest(w, m, version);
 }
 
 /** The exact number of bytes encodeOffsetCommitRequest writes for this message and version. */
 export function sizeOfOffsetCommitRequest(m: OffsetCommitRequest, version: number): number {
-  checkVersion(8, version, 0, 9);
+  checkVersion(8, version, 2, 10);
   return sizeOfOffsetCommitRequestBody(m, version);
 }

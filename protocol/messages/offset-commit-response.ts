@@ -5,9 +5,9 @@ import { annotateProtocolError } from '../errors.js';
 import type { Reader, TaggedField } from '../reader.js';
 import type { Writer } from '../writer.js';
 import { sizeOfRawTaggedFields, sizeOfUvarint } from '../writer.js';
-import { checkVersion, hasNoUnknownTags, sizeOfCompactString, sizeOfString } from '../generated-support.js';
+import { ZERO_UUID, checkVersion, hasNoUnknownTags, sizeOfCompactString, sizeOfString } from '../generated-support.js';
 
-/** OffsetCommitResponse, versions 0-9. */
+/** OffsetCommitResponse, versions 2-10. */
 export interface OffsetCommitResponse {
   /** The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota. (versions 3+; ignorable) */
   throttleTimeMs: number;
@@ -17,17 +17,19 @@ export interface OffsetCommitResponse {
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct OffsetCommitResponseTopic (used in versions 0-9). */
+/** Struct OffsetCommitResponseTopic (used in versions 2-10). */
 export interface OffsetCommitResponseTopic {
-  /** The topic name. (versions 0+; entity topicName) */
+  /** The topic name. (versions 0-9; ignorable; entity topicName) */
   name: string;
+  /** The topic ID. (versions 10+; ignorable; UUID as 22-char base64url) */
+  topicId: string;
   /** The responses for each partition in the topic. (versions 0+) */
   partitions: OffsetCommitResponsePartition[];
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct OffsetCommitResponsePartition (used in versions 0-9). */
+/** Struct OffsetCommitResponsePartition (used in versions 2-10). */
 export interface OffsetCommitResponsePartition {
   /** The partition index. (versions 0+) */
   partitionIndex: number;
@@ -110,18 +112,27 @@ function sizeOfOffsetCommitResponseBody(m: OffsetCommitResponse, version: number
 export function defaultOffsetCommitResponseTopic(): OffsetCommitResponseTopic {
   return {
     name: '',
+    topicId: ZERO_UUID,
     partitions: [],
   };
 }
 
 export function isDefaultOffsetCommitResponseTopic(m: OffsetCommitResponseTopic): boolean {
   return (m.name === '') &&
+    (m.topicId === ZERO_UUID) &&
     (m.partitions !== null && m.partitions.length === 0) &&
     hasNoUnknownTags(m._unknownTaggedFields);
 }
 
 function readOffsetCommitResponseTopic(r: Reader, version: number): OffsetCommitResponseTopic {
-  const f_name: string = (version >= 8 ? r.compactString() : r.string());
+  let f_name: string = '';
+  if (version <= 9) {
+    f_name = (version >= 8 ? r.compactString() : r.string());
+  }
+  let f_topicId: string = ZERO_UUID;
+  if (version >= 10) {
+    f_topicId = r.uuid();
+  }
   let f_partitions: OffsetCommitResponsePartition[];
   {
     const n = (version >= 8 ? r.compactArrayLength() : r.arrayLength());
@@ -132,6 +143,7 @@ function readOffsetCommitResponseTopic(r: Reader, version: number): OffsetCommit
   const unknown = (version >= 8 ? r.rawTaggedFields() : undefined);
   const m: OffsetCommitResponseTopic = {
     name: f_name,
+    topicId: f_topicId,
     partitions: f_partitions,
   };
   if (unknown !== undefined) m._unknownTaggedFields = unknown;
@@ -139,10 +151,15 @@ function readOffsetCommitResponseTopic(r: Reader, version: number): OffsetCommit
 }
 
 function writeOffsetCommitResponseTopic(w: Writer, m: OffsetCommitResponseTopic, version: number): void {
-  if (version >= 8) {
-    w.compactString(m.name);
-  } else {
-    w.string(m.name);
+  if (version <= 9) {
+    if (version >= 8) {
+      w.compactString(m.name);
+    } else {
+      w.string(m.name);
+    }
+  }
+  if (version >= 10) {
+    w.uuid(m.topicId);
   }
   {
     const a = m.partitions;
@@ -162,7 +179,12 @@ function writeOffsetCommitResponseTopic(w: Writer, m: OffsetCommitResponseTopic,
 
 function sizeOfOffsetCommitResponseTopic(m: OffsetCommitResponseTopic, version: number): number {
   let n = 0;
-  n += (version >= 8 ? sizeOfCompactString(m.name) : sizeOfString(m.name));
+  if (version <= 9) {
+    n += (version >= 8 ? sizeOfCompactString(m.name) : sizeOfString(m.name));
+  }
+  if (version >= 10) {
+    n += 16;
+  }
   {
     const a = m.partitions;
     n += (version >= 8 ? sizeOfUvarint(a.length + 1) : 4);
@@ -219,7 +241,7 @@ function sizeOfOffsetCommitResponsePartition(m: OffsetCommitResponsePartition, v
 
 /** Decodes a OffsetCommitResponse body (no header) of the given version. Throws ProtocolError on malformed input. */
 export function decodeOffsetCommitResponse(r: Reader, version: number): OffsetCommitResponse {
-  checkVersion(8, version, 0, 9);
+  checkVersion(8, version, 2, 10);
   try {
     return readOffsetCommitResponse(r, version);
   } catch (e) {
@@ -229,12 +251,12 @@ export function decodeOffsetCommitResponse(r: Reader, version: number): OffsetCo
 
 /** Encodes a OffsetCommitResponse body (no header) in the given version. */
 export function encodeOffsetCommitResponse(w: Writer, m: OffsetCommitResponse, version: number): void {
-  checkVersion(8, version, 0, 9);
+  checkVersion(8, version, 2, 10);
   writeOffsetCommitResponse(w, m, version);
 }
 
 /** The exact number of bytes encodeOffsetCommitResponse writes for this message and version. */
 export function sizeOfOffsetCommitResponse(m: OffsetCommitResponse, version: number): number {
-  checkVersion(8, version, 0, 9);
+  checkVersion(8, version, 2, 10);
   return sizeOfOffsetCommitResponseBody(m, version);
 }

@@ -10,7 +10,7 @@ import { checkVersion, sizeOfString } from '../generated-support.js';
 export interface OffsetDeleteRequest {
   /** The unique group identifier. (versions 0+; entity groupId) */
   groupId: string;
-  /** The topics to delete offsets for (versions 0+) */
+  /** The topics to delete offsets for. (versions 0+) */
   topics: OffsetDeleteRequestTopic[];
 }
 

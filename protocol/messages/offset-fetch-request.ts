@@ -5,15 +5,15 @@ import { annotateProtocolError } from '../errors.js';
 import type { Reader, TaggedField } from '../reader.js';
 import type { Writer } from '../writer.js';
 import { sizeOfRawTaggedFields, sizeOfUvarint } from '../writer.js';
-import { checkVersion, hasNoUnknownTags, notNull, sizeOfCompactNullableString, sizeOfCompactString, sizeOfString, unsupportedField } from '../generated-support.js';
+import { ZERO_UUID, checkVersion, hasNoUnknownTags, notNull, sizeOfCompactNullableString, sizeOfCompactString, sizeOfString, unsupportedField } from '../generated-support.js';
 
-/** OffsetFetchRequest, versions 0-9. */
+/** OffsetFetchRequest, versions 1-10. */
 export interface OffsetFetchRequest {
   /** The group to fetch offsets for. (versions 0-7; entity groupId) */
   groupId: string;
   /** Each topic we would like to fetch offsets for, or null to fetch offsets for all topics. (versions 0-7; nullable 2-7) */
   topics: OffsetFetchRequestTopic[] | null;
-  /** Each group we would like to fetch offsets for (versions 8+) */
+  /** Each group we would like to fetch offsets for. (versions 8+) */
   groups: OffsetFetchRequestGroup[];
   /** Whether broker should hold on returning unstable offsets but set a retriable error code for the partitions. (versions 7+; default "false") */
   requireStable: boolean;
@@ -21,7 +21,7 @@ export interface OffsetFetchRequest {
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct OffsetFetchRequestTopic (used in versions 0-7). */
+/** Struct OffsetFetchRequestTopic (used in versions 1-7). */
 export interface OffsetFetchRequestTopic {
   /** The topic name. (versions 0-7; entity topicName) */
   name: string;
@@ -31,11 +31,11 @@ export interface OffsetFetchRequestTopic {
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct OffsetFetchRequestGroup (used in versions 8-9). */
+/** Struct OffsetFetchRequestGroup (used in versions 8-10). */
 export interface OffsetFetchRequestGroup {
   /** The group ID. (versions 8+; entity groupId) */
   groupId: string;
-  /** The member ID assigned by the group coordinator if using the new consumer protocol (KIP-848). (versions 9+; nullable 9+; ignorable; default "null") */
+  /** The member id. (versions 9+; nullable 9+; ignorable; default "null") */
   memberId: string | null;
   /** The member epoch if using the new consumer protocol (KIP-848). (versions 9+; ignorable; default "-1") */
   memberEpoch: number;
@@ -45,10 +45,12 @@ export interface OffsetFetchRequestGroup {
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct OffsetFetchRequestTopics (used in versions 8-9). */
+/** Struct OffsetFetchRequestTopics (used in versions 8-10). */
 export interface OffsetFetchRequestTopics {
-  /** The topic name. (versions 8+; entity topicName) */
+  /** The topic name. (versions 8-9; ignorable; entity topicName) */
   name: string;
+  /** The topic ID. (versions 10+; ignorable; UUID as 22-char base64url) */
+  topicId: string;
   /** The partition indexes we would like to fetch offsets for. (versions 8+) */
   partitionIndexes: number[];
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
@@ -381,18 +383,27 @@ function sizeOfOffsetFetchRequestGroup(m: OffsetFetchRequestGroup, version: numb
 export function defaultOffsetFetchRequestTopics(): OffsetFetchRequestTopics {
   return {
     name: '',
+    topicId: ZERO_UUID,
     partitionIndexes: [],
   };
 }
 
 export function isDefaultOffsetFetchRequestTopics(m: OffsetFetchRequestTopics): boolean {
   return (m.name === '') &&
+    (m.topicId === ZERO_UUID) &&
     (m.partitionIndexes !== null && m.partitionIndexes.length === 0) &&
     hasNoUnknownTags(m._unknownTaggedFields);
 }
 
-function readOffsetFetchRequestTopics(r: Reader, _version: number): OffsetFetchRequestTopics {
-  const f_name: string = r.compactString();
+function readOffsetFetchRequestTopics(r: Reader, version: number): OffsetFetchRequestTopics {
+  let f_name: string = '';
+  if (version <= 9) {
+    f_name = r.compactString();
+  }
+  let f_topicId: string = ZERO_UUID;
+  if (version >= 10) {
+    f_topicId = r.uuid();
+  }
   let f_partitionIndexes: number[];
   {
     const n = r.compactArrayLength();
@@ -401,14 +412,20 @@ function readOffsetFetchRequestTopics(r: Reader, _version: number): OffsetFetchR
   const unknown = r.rawTaggedFields();
   const m: OffsetFetchRequestTopics = {
     name: f_name,
+    topicId: f_topicId,
     partitionIndexes: f_partitionIndexes,
   };
   if (unknown !== undefined) m._unknownTaggedFields = unknown;
   return m;
 }
 
-function writeOffsetFetchRequestTopics(w: Writer, m: OffsetFetchRequestTopics, _version: number): void {
-  w.compactString(m.name);
+function writeOffsetFetchRequestTopics(w: Writer, m: OffsetFetchRequestTopics, version: number): void {
+  if (version <= 9) {
+    w.compactString(m.name);
+  }
+  if (version >= 10) {
+    w.uuid(m.topicId);
+  }
   {
     const a = m.partitionIndexes;
     w.uvarint(a.length + 1);
@@ -417,9 +434,14 @@ function writeOffsetFetchRequestTopics(w: Writer, m: OffsetFetchRequestTopics, _
   w.rawTaggedFields(m._unknownTaggedFields);
 }
 
-function sizeOfOffsetFetchRequestTopics(m: OffsetFetchRequestTopics, _version: number): number {
+function sizeOfOffsetFetchRequestTopics(m: OffsetFetchRequestTopics, version: number): number {
   let n = 0;
-  n += sizeOfCompactString(m.name);
+  if (version <= 9) {
+    n += sizeOfCompactString(m.name);
+  }
+  if (version >= 10) {
+    n += 16;
+  }
   {
     const a = m.partitionIndexes;
     n += sizeOfUvarint(a.length + 1);
@@ -431,7 +453,7 @@ function sizeOfOffsetFetchRequestTopics(m: OffsetFetchRequestTopics, _version: n
 
 /** Decodes a OffsetFetchRequest body (no header) of the given version. Throws ProtocolError on malformed input. */
 export function decodeOffsetFetchRequest(r: Reader, version: number): OffsetFetchRequest {
-  checkVersion(9, version, 0, 9);
+  checkVersion(9, version, 1, 10);
   try {
     return readOffsetFetchRequest(r, version);
   } catch (e) {
@@ -441,12 +463,12 @@ export function decodeOffsetFetchRequest(r: Reader, version: number): OffsetFetc
 
 /** Encodes a OffsetFetchRequest body (no header) in the given version. */
 export function encodeOffsetFetchRequest(w: Writer, m: OffsetFetchRequest, version: number): void {
-  checkVersion(9, version, 0, 9);
+  checkVersion(9, version, 1, 10);
   writeOffsetFetchRequest(w, m, version);
 }
 
 /** The exact number of bytes encodeOffsetFetchRequest writes for this message and version. */
 export function sizeOfOffsetFetchRequest(m: OffsetFetchRequest, version: number): number {
-  checkVersion(9, version, 0, 9);
+  checkVersion(9, version, 1, 10);
   return sizeOfOffsetFetchRequestBody(m, version);
 }

@@ -5,9 +5,9 @@ import { annotateProtocolError } from '../errors.js';
 import type { Reader, TaggedField } from '../reader.js';
 import type { Writer } from '../writer.js';
 import { sizeOfRawTaggedFields, sizeOfUvarint } from '../writer.js';
-import { checkVersion, hasNoUnknownTags, sizeOfCompactNullableString, sizeOfCompactString, sizeOfNullableString, sizeOfString, unsupportedField } from '../generated-support.js';
+import { ZERO_UUID, checkVersion, hasNoUnknownTags, sizeOfCompactNullableString, sizeOfCompactString, sizeOfNullableString, sizeOfString, unsupportedField } from '../generated-support.js';
 
-/** OffsetFetchResponse, versions 0-9. */
+/** OffsetFetchResponse, versions 1-10. */
 export interface OffsetFetchResponse {
   /** The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota. (versions 3+; ignorable) */
   throttleTimeMs: number;
@@ -21,17 +21,17 @@ export interface OffsetFetchResponse {
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct OffsetFetchResponseTopic (used in versions 0-7). */
+/** Struct OffsetFetchResponseTopic (used in versions 1-7). */
 export interface OffsetFetchResponseTopic {
   /** The topic name. (versions 0-7; entity topicName) */
   name: string;
-  /** The responses per partition (versions 0-7) */
+  /** The responses per partition. (versions 0-7) */
   partitions: OffsetFetchResponsePartition[];
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct OffsetFetchResponsePartition (used in versions 0-7). */
+/** Struct OffsetFetchResponsePartition (used in versions 1-7). */
 export interface OffsetFetchResponsePartition {
   /** The partition index. (versions 0-7) */
   partitionIndex: number;
@@ -47,7 +47,7 @@ export interface OffsetFetchResponsePartition {
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct OffsetFetchResponseGroup (used in versions 8-9). */
+/** Struct OffsetFetchResponseGroup (used in versions 8-10). */
 export interface OffsetFetchResponseGroup {
   /** The group ID. (versions 8+; entity groupId) */
   groupId: string;
@@ -59,17 +59,19 @@ export interface OffsetFetchResponseGroup {
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct OffsetFetchResponseTopics (used in versions 8-9). */
+/** Struct OffsetFetchResponseTopics (used in versions 8-10). */
 export interface OffsetFetchResponseTopics {
-  /** The topic name. (versions 8+; entity topicName) */
+  /** The topic name. (versions 8-9; ignorable; entity topicName) */
   name: string;
-  /** The responses per partition (versions 8+) */
+  /** The topic ID. (versions 10+; ignorable; UUID as 22-char base64url) */
+  topicId: string;
+  /** The responses per partition. (versions 8+) */
   partitions: OffsetFetchResponsePartitions[];
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct OffsetFetchResponsePartitions (used in versions 8-9). */
+/** Struct OffsetFetchResponsePartitions (used in versions 8-10). */
 export interface OffsetFetchResponsePartitions {
   /** The partition index. (versions 8+) */
   partitionIndex: number;
@@ -409,18 +411,27 @@ function sizeOfOffsetFetchResponseGroup(m: OffsetFetchResponseGroup, version: nu
 export function defaultOffsetFetchResponseTopics(): OffsetFetchResponseTopics {
   return {
     name: '',
+    topicId: ZERO_UUID,
     partitions: [],
   };
 }
 
 export function isDefaultOffsetFetchResponseTopics(m: OffsetFetchResponseTopics): boolean {
   return (m.name === '') &&
+    (m.topicId === ZERO_UUID) &&
     (m.partitions !== null && m.partitions.length === 0) &&
     hasNoUnknownTags(m._unknownTaggedFields);
 }
 
 function readOffsetFetchResponseTopics(r: Reader, version: number): OffsetFetchResponseTopics {
-  const f_name: string = r.compactString();
+  let f_name: string = '';
+  if (version <= 9) {
+    f_name = r.compactString();
+  }
+  let f_topicId: string = ZERO_UUID;
+  if (version >= 10) {
+    f_topicId = r.uuid();
+  }
   let f_partitions: OffsetFetchResponsePartitions[];
   {
     const n = r.compactArrayLength();
@@ -431,6 +442,7 @@ function readOffsetFetchResponseTopics(r: Reader, version: number): OffsetFetchR
   const unknown = r.rawTaggedFields();
   const m: OffsetFetchResponseTopics = {
     name: f_name,
+    topicId: f_topicId,
     partitions: f_partitions,
   };
   if (unknown !== undefined) m._unknownTaggedFields = unknown;
@@ -438,7 +450,12 @@ function readOffsetFetchResponseTopics(r: Reader, version: number): OffsetFetchR
 }
 
 function writeOffsetFetchResponseTopics(w: Writer, m: OffsetFetchResponseTopics, version: number): void {
-  w.compactString(m.name);
+  if (version <= 9) {
+    w.compactString(m.name);
+  }
+  if (version >= 10) {
+    w.uuid(m.topicId);
+  }
   {
     const a = m.partitions;
     w.uvarint(a.length + 1);
@@ -451,7 +468,12 @@ function writeOffsetFetchResponseTopics(w: Writer, m: OffsetFetchResponseTopics,
 
 function sizeOfOffsetFetchResponseTopics(m: OffsetFetchResponseTopics, version: number): number {
   let n = 0;
-  n += sizeOfCompactString(m.name);
+  if (version <= 9) {
+    n += sizeOfCompactString(m.name);
+  }
+  if (version >= 10) {
+    n += 16;
+  }
   {
     const a = m.partitions;
     n += sizeOfUvarint(a.length + 1);
@@ -520,7 +542,7 @@ function sizeOfOffsetFetchResponsePartitions(m: OffsetFetchResponsePartitions, _
 
 /** Decodes a OffsetFetchResponse body (no header) of the given version. Throws ProtocolError on malformed input. */
 export function decodeOffsetFetchResponse(r: Reader, version: number): OffsetFetchResponse {
-  checkVersion(9, version, 0, 9);
+  checkVersion(9, version, 1, 10);
   try {
     return readOffsetFetchResponse(r, version);
   } catch (e) {
@@ -530,12 +552,12 @@ export function decodeOffsetFetchResponse(r: Reader, version: number): OffsetFet
 
 /** Encodes a OffsetFetchResponse body (no header) in the given version. */
 export function encodeOffsetFetchResponse(w: Writer, m: OffsetFetchResponse, version: number): void {
-  checkVersion(9, version, 0, 9);
+  checkVersion(9, version, 1, 10);
   writeOffsetFetchResponse(w, m, version);
 }
 
 /** The exact number of bytes encodeOffsetFetchResponse writes for this message and version. */
 export function sizeOfOffsetFetchResponse(m: OffsetFetchResponse, version: number): number {
-  checkVersion(9, version, 0, 9);
+  checkVersion(9, version, 1, 10);
   return sizeOfOffsetFetchResponseBody(m, version);
 }

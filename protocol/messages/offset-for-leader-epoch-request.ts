@@ -7,7 +7,7 @@ import type { Writer } from '../writer.js';
 import { sizeOfRawTaggedFields, sizeOfUvarint } from '../writer.js';
 import { checkVersion, hasNoUnknownTags, sizeOfCompactString, sizeOfString } from '../generated-support.js';
 
-/** OffsetForLeaderEpochRequest, versions 0-4. */
+/** OffsetForLeaderEpochRequest, versions 2-4. */
 export interface OffsetForLeaderEpochRequest {
   /** The broker ID of the follower, of -1 if this request is from a consumer. (versions 3+; ignorable; entity brokerId; default -2) */
   replicaId: number;
@@ -17,7 +17,7 @@ export interface OffsetForLeaderEpochRequest {
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct OffsetForLeaderTopic (used in versions 0-4). */
+/** Struct OffsetForLeaderTopic (used in versions 2-4). */
 export interface OffsetForLeaderTopic {
   /** The topic name. (versions 0+; map key; entity topicName) */
   topic: string;
@@ -27,7 +27,7 @@ export interface OffsetForLeaderTopic {
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct OffsetForLeaderPartition (used in versions 0-4). */
+/** Struct OffsetForLeaderPartition (used in versions 2-4). */
 export interface OffsetForLeaderPartition {
   /** The partition index. (versions 0+) */
   partition: number;
@@ -193,10 +193,7 @@ export function isDefaultOffsetForLeaderPartition(m: OffsetForLeaderPartition): 
 
 function readOffsetForLeaderPartition(r: Reader, version: number): OffsetForLeaderPartition {
   const f_partition: number = r.int32();
-  let f_currentLeaderEpoch: number = -1;
-  if (version >= 2) {
-    f_currentLeaderEpoch = r.int32();
-  }
+  const f_currentLeaderEpoch: number = r.int32();
   const f_leaderEpoch: number = r.int32();
   const unknown = (version >= 4 ? r.rawTaggedFields() : undefined);
   const m: OffsetForLeaderPartition = {
@@ -210,9 +207,7 @@ function readOffsetForLeaderPartition(r: Reader, version: number): OffsetForLead
 
 function writeOffsetForLeaderPartition(w: Writer, m: OffsetForLeaderPartition, version: number): void {
   w.int32(m.partition);
-  if (version >= 2) {
-    w.int32(m.currentLeaderEpoch);
-  }
+  w.int32(m.currentLeaderEpoch);
   w.int32(m.leaderEpoch);
   if (version >= 4) {
     w.rawTaggedFields(m._unknownTaggedFields);
@@ -222,9 +217,7 @@ function writeOffsetForLeaderPartition(w: Writer, m: OffsetForLeaderPartition, v
 function sizeOfOffsetForLeaderPartition(m: OffsetForLeaderPartition, version: number): number {
   let n = 0;
   n += 4;
-  if (version >= 2) {
-    n += 4;
-  }
+  n += 4;
   n += 4;
   if (version >= 4) {
     n += sizeOfRawTaggedFields(m._unknownTaggedFields);
@@ -234,7 +227,7 @@ function sizeOfOffsetForLeaderPartition(m: OffsetForLeaderPartition, version: nu
 
 /** Decodes a OffsetForLeaderEpochRequest body (no header) of the given version. Throws ProtocolError on malformed input. */
 export function decodeOffsetForLeaderEpochRequest(r: Reader, version: number): OffsetForLeaderEpochRequest {
-  checkVersion(23, version, 0, 4);
+  checkVersion(23, version, 2, 4);
   try {
     return readOffsetForLeaderEpochRequest(r, version);
   } catch (e) {
@@ -244,12 +237,12 @@ export function decodeOffsetForLeaderEpochRequest(r: Reader, version: number): O
 
 /** Encodes a OffsetForLeaderEpochRequest body (no header) in the given version. */
 export function encodeOffsetForLeaderEpochRequest(w: Writer, m: OffsetForLeaderEpochRequest, version: number): void {
-  checkVersion(23, version, 0, 4);
+  checkVersion(23, version, 2, 4);
   writeOffsetForLeaderEpochRequest(w, m, version);
 }
 
 /** The exact number of bytes encodeOffsetForLeaderEpochRequest writes for this message and version. */
 export function sizeOfOffsetForLeaderEpochRequest(m: OffsetForLeaderEpochRequest, version: number): number {
-  checkVersion(23, version, 0, 4);
+  checkVersion(23, version, 2, 4);
   return sizeOfOffsetForLeaderEpochRequestBody(m, version);
 }

@@ -7,7 +7,7 @@ import type { Writer } from '../writer.js';
 import { sizeOfRawTaggedFields, sizeOfUvarint } from '../writer.js';
 import { checkVersion, hasNoUnknownTags, sizeOfCompactString, sizeOfString } from '../generated-support.js';
 
-/** OffsetForLeaderEpochResponse, versions 0-4. */
+/** OffsetForLeaderEpochResponse, versions 2-4. */
 export interface OffsetForLeaderEpochResponse {
   /** The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota. (versions 2+; ignorable) */
   throttleTimeMs: number;
@@ -17,7 +17,7 @@ export interface OffsetForLeaderEpochResponse {
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct OffsetForLeaderTopicResult (used in versions 0-4). */
+/** Struct OffsetForLeaderTopicResult (used in versions 2-4). */
 export interface OffsetForLeaderTopicResult {
   /** The topic name. (versions 0+; map key; entity topicName) */
   topic: string;
@@ -27,7 +27,7 @@ export interface OffsetForLeaderTopicResult {
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct EpochEndOffset (used in versions 0-4). */
+/** Struct EpochEndOffset (used in versions 2-4). */
 export interface EpochEndOffset {
   /** The error code 0, or if there was no error. (versions 0+) */
   errorCode: number;
@@ -55,10 +55,7 @@ export function isDefaultOffsetForLeaderEpochResponse(m: OffsetForLeaderEpochRes
 }
 
 function readOffsetForLeaderEpochResponse(r: Reader, version: number): OffsetForLeaderEpochResponse {
-  let f_throttleTimeMs: number = 0;
-  if (version >= 2) {
-    f_throttleTimeMs = r.int32();
-  }
+  const f_throttleTimeMs: number = r.int32();
   let f_topics: OffsetForLeaderTopicResult[];
   {
     const n = (version >= 4 ? r.compactArrayLength() : r.arrayLength());
@@ -76,9 +73,7 @@ function readOffsetForLeaderEpochResponse(r: Reader, version: number): OffsetFor
 }
 
 function writeOffsetForLeaderEpochResponse(w: Writer, m: OffsetForLeaderEpochResponse, version: number): void {
-  if (version >= 2) {
-    w.int32(m.throttleTimeMs);
-  }
+  w.int32(m.throttleTimeMs);
   {
     const a = m.topics;
     if (version >= 4) {
@@ -97,9 +92,7 @@ function writeOffsetForLeaderEpochResponse(w: Writer, m: OffsetForLeaderEpochRes
 
 function sizeOfOffsetForLeaderEpochResponseBody(m: OffsetForLeaderEpochResponse, version: number): number {
   let n = 0;
-  if (version >= 2) {
-    n += 4;
-  }
+  n += 4;
   {
     const a = m.topics;
     n += (version >= 4 ? sizeOfUvarint(a.length + 1) : 4);
@@ -198,10 +191,7 @@ export function isDefaultEpochEndOffset(m: EpochEndOffset): boolean {
 function readEpochEndOffset(r: Reader, version: number): EpochEndOffset {
   const f_errorCode: number = r.int16();
   const f_partition: number = r.int32();
-  let f_leaderEpoch: number = -1;
-  if (version >= 1) {
-    f_leaderEpoch = r.int32();
-  }
+  const f_leaderEpoch: number = r.int32();
   const f_endOffset: bigint = r.int64();
   const unknown = (version >= 4 ? r.rawTaggedFields() : undefined);
   const m: EpochEndOffset = {
@@ -217,9 +207,7 @@ function readEpochEndOffset(r: Reader, version: number): EpochEndOffset {
 function writeEpochEndOffset(w: Writer, m: EpochEndOffset, version: number): void {
   w.int16(m.errorCode);
   w.int32(m.partition);
-  if (version >= 1) {
-    w.int32(m.leaderEpoch);
-  }
+  w.int32(m.leaderEpoch);
   w.int64(m.endOffset);
   if (version >= 4) {
     w.rawTaggedFields(m._unknownTaggedFields);
@@ -230,9 +218,7 @@ function sizeOfEpochEndOffset(m: EpochEndOffset, version: number): number {
   let n = 0;
   n += 2;
   n += 4;
-  if (version >= 1) {
-    n += 4;
-  }
+  n += 4;
   n += 8;
   if (version >= 4) {
     n += sizeOfRawTaggedFields(m._unknownTaggedFields);
@@ -242,7 +228,7 @@ function sizeOfEpochEndOffset(m: EpochEndOffset, version: number): number {
 
 /** Decodes a OffsetForLeaderEpochResponse body (no header) of the given version. Throws ProtocolError on malformed input. */
 export function decodeOffsetForLeaderEpochResponse(r: Reader, version: number): OffsetForLeaderEpochResponse {
-  checkVersion(23, version, 0, 4);
+  checkVersion(23, version, 2, 4);
   try {
     return readOffsetForLeaderEpochResponse(r, version);
   } catch (e) {
@@ -252,12 +238,12 @@ export function decodeOffsetForLeaderEpochResponse(r: Reader, version: number): 
 
 /** Encodes a OffsetForLeaderEpochResponse body (no header) in the given version. */
 export function encodeOffsetForLeaderEpochResponse(w: Writer, m: OffsetForLeaderEpochResponse, version: number): void {
-  checkVersion(23, version, 0, 4);
+  checkVersion(23, version, 2, 4);
   writeOffsetForLeaderEpochResponse(w, m, version);
 }
 
 /** The exact number of bytes encodeOffsetForLeaderEpochResponse writes for this message and version. */
 export function sizeOfOffsetForLeaderEpochResponse(m: OffsetForLeaderEpochResponse, version: number): number {
-  checkVersion(23, version, 0, 4);
+  checkVersion(23, version, 2, 4);
   return sizeOfOffsetForLeaderEpochResponseBody(m, version);
 }

@@ -5,9 +5,9 @@ import { annotateProtocolError } from '../errors.js';
 import type { Reader, TaggedField } from '../reader.js';
 import type { Writer } from '../writer.js';
 import { sizeOfRawTaggedFields, sizeOfUvarint } from '../writer.js';
-import { checkVersion, hasNoUnknownTags, sizeOfCompactNullableBytes, sizeOfCompactNullableString, sizeOfCompactString, sizeOfNullableBytes, sizeOfNullableString, sizeOfString, unsupportedField } from '../generated-support.js';
+import { ZERO_UUID, checkVersion, hasNoUnknownTags, sizeOfCompactNullableBytes, sizeOfCompactNullableString, sizeOfCompactString, sizeOfNullableBytes, sizeOfNullableString, sizeOfString } from '../generated-support.js';
 
-/** ProduceRequest, versions 0-11. */
+/** ProduceRequest, versions 3-13. */
 export interface ProduceRequest {
   /** The transactional ID, or null if the producer is not transactional. (versions 3+; nullable 3+; entity transactionalId; default "null") */
   transactionalId: string | null;
@@ -21,17 +21,19 @@ export interface ProduceRequest {
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct TopicProduceData (used in versions 0-11). */
+/** Struct TopicProduceData (used in versions 3-13). */
 export interface TopicProduceData {
-  /** The topic name. (versions 0+; map key; entity topicName) */
+  /** The topic name. (versions 0-12; ignorable; map key; entity topicName) */
   name: string;
+  /** The unique topic ID (versions 13+; ignorable; map key; UUID as 22-char base64url) */
+  topicId: string;
   /** Each partition to produce to. (versions 0+) */
   partitionData: PartitionProduceData[];
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct PartitionProduceData (used in versions 0-11). */
+/** Struct PartitionProduceData (used in versions 3-13). */
 export interface PartitionProduceData {
   /** The partition index. (versions 0+) */
   index: number;
@@ -59,10 +61,7 @@ export function isDefaultProduceRequest(m: ProduceRequest): boolean {
 }
 
 function readProduceRequest(r: Reader, version: number): ProduceRequest {
-  let f_transactionalId: string | null = null;
-  if (version >= 3) {
-    f_transactionalId = (version >= 9 ? r.compactNullableString() : r.nullableString());
-  }
+  const f_transactionalId: string | null = (version >= 9 ? r.compactNullableString() : r.nullableString());
   const f_acks: number = r.int16();
   const f_timeoutMs: number = r.int32();
   let f_topicData: TopicProduceData[];
@@ -84,14 +83,10 @@ function readProduceRequest(r: Reader, version: number): ProduceRequest {
 }
 
 function writeProduceRequest(w: Writer, m: ProduceRequest, version: number): void {
-  if (version >= 3) {
-    if (version >= 9) {
-      w.compactNullableString(m.transactionalId);
-    } else {
-      w.nullableString(m.transactionalId);
-    }
+  if (version >= 9) {
+    w.compactNullableString(m.transactionalId);
   } else {
-    if (!(m.transactionalId === null)) throw unsupportedField('ProduceRequest', 'TransactionalId', version);
+    w.nullableString(m.transactionalId);
   }
   w.int16(m.acks);
   w.int32(m.timeoutMs);
@@ -113,9 +108,7 @@ function writeProduceRequest(w: Writer, m: ProduceRequest, version: number): voi
 
 function sizeOfProduceRequestBody(m: ProduceRequest, version: number): number {
   let n = 0;
-  if (version >= 3) {
-    n += (version >= 9 ? sizeOfCompactNullableString(m.transactionalId) : sizeOfNullableString(m.transactionalId));
-  }
+  n += (version >= 9 ? sizeOfCompactNullableString(m.transactionalId) : sizeOfNullableString(m.transactionalId));
   n += 2;
   n += 4;
   {
@@ -132,18 +125,27 @@ function sizeOfProduceRequestBody(m: ProduceRequest, version: number): number {
 export function defaultTopicProduceData(): TopicProduceData {
   return {
     name: '',
+    topicId: ZERO_UUID,
     partitionData: [],
   };
 }
 
 export function isDefaultTopicProduceData(m: TopicProduceData): boolean {
   return (m.name === '') &&
+    (m.topicId === ZERO_UUID) &&
     (m.partitionData !== null && m.partitionData.length === 0) &&
     hasNoUnknownTags(m._unknownTaggedFields);
 }
 
 function readTopicProduceData(r: Reader, version: number): TopicProduceData {
-  const f_name: string = (version >= 9 ? r.compactString() : r.string());
+  let f_name: string = '';
+  if (version <= 12) {
+    f_name = (version >= 9 ? r.compactString() : r.string());
+  }
+  let f_topicId: string = ZERO_UUID;
+  if (version >= 13) {
+    f_topicId = r.uuid();
+  }
   let f_partitionData: PartitionProduceData[];
   {
     const n = (version >= 9 ? r.compactArrayLength() : r.arrayLength());
@@ -154,6 +156,7 @@ function readTopicProduceData(r: Reader, version: number): TopicProduceData {
   const unknown = (version >= 9 ? r.rawTaggedFields() : undefined);
   const m: TopicProduceData = {
     name: f_name,
+    topicId: f_topicId,
     partitionData: f_partitionData,
   };
   if (unknown !== undefined) m._unknownTaggedFields = unknown;
@@ -161,10 +164,15 @@ function readTopicProduceData(r: Reader, version: number): TopicProduceData {
 }
 
 function writeTopicProduceData(w: Writer, m: TopicProduceData, version: number): void {
-  if (version >= 9) {
-    w.compactString(m.name);
-  } else {
-    w.string(m.name);
+  if (version <= 12) {
+    if (version >= 9) {
+      w.compactString(m.name);
+    } else {
+      w.string(m.name);
+    }
+  }
+  if (version >= 13) {
+    w.uuid(m.topicId);
   }
   {
     const a = m.partitionData;
@@ -184,7 +192,12 @@ function writeTopicProduceData(w: Writer, m: TopicProduceData, version: number):
 
 function sizeOfTopicProduceData(m: TopicProduceData, version: number): number {
   let n = 0;
-  n += (version >= 9 ? sizeOfCompactString(m.name) : sizeOfString(m.name));
+  if (version <= 12) {
+    n += (version >= 9 ? sizeOfCompactString(m.name) : sizeOfString(m.name));
+  }
+  if (version >= 13) {
+    n += 16;
+  }
   {
     const a = m.partitionData;
     n += (version >= 9 ? sizeOfUvarint(a.length + 1) : 4);
@@ -245,7 +258,7 @@ function sizeOfPartitionProduceData(m: PartitionProduceData, version: number): n
 
 /** Decodes a ProduceRequest body (no header) of the given version. Throws ProtocolError on malformed input. */
 export function decodeProduceRequest(r: Reader, version: number): ProduceRequest {
-  checkVersion(0, version, 0, 11);
+  checkVersion(0, version, 3, 13);
   try {
     return readProduceRequest(r, version);
   } catch (e) {
@@ -255,12 +268,12 @@ export function decodeProduceRequest(r: Reader, version: number): ProduceRequest
 
 /** Encodes a ProduceRequest body (no header) in the given version. */
 export function encodeProduceRequest(w: Writer, m: ProduceRequest, version: number): void {
-  checkVersion(0, version, 0, 11);
+  checkVersion(0, version, 3, 13);
   writeProduceRequest(w, m, version);
 }
 
 /** The exact number of bytes encodeProduceRequest writes for this message and version. */
 export function sizeOfProduceRequest(m: ProduceRequest, version: number): number {
-  checkVersion(0, version, 0, 11);
+  checkVersion(0, version, 3, 13);
   return sizeOfProduceRequestBody(m, version);
 }

@@ -5,11 +5,11 @@ import { annotateProtocolError } from '../errors.js';
 import type { Reader, TaggedField } from '../reader.js';
 import type { Writer } from '../writer.js';
 import { sizeOfRawTaggedFields, sizeOfUvarint } from '../writer.js';
-import { checkVersion, hasNoUnknownTags, sizeOfCompactNullableString, sizeOfCompactString, sizeOfNullableString, sizeOfString, sizeOfUnknownTags, unsupportedField, writeUnknownTagsBefore } from '../generated-support.js';
+import { ZERO_UUID, checkVersion, hasNoUnknownTags, sizeOfCompactNullableString, sizeOfCompactString, sizeOfNullableString, sizeOfString, sizeOfUnknownTags, unsupportedField, writeUnknownTagsBefore } from '../generated-support.js';
 
-/** ProduceResponse, versions 0-11. */
+/** ProduceResponse, versions 3-13. */
 export interface ProduceResponse {
-  /** Each produce response (versions 0+) */
+  /** Each produce response. (versions 0+) */
   responses: TopicProduceResponse[];
   /** The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota. (versions 1+; ignorable; default "0") */
   throttleTimeMs: number;
@@ -19,17 +19,19 @@ export interface ProduceResponse {
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct TopicProduceResponse (used in versions 0-11). */
+/** Struct TopicProduceResponse (used in versions 3-13). */
 export interface TopicProduceResponse {
-  /** The topic name (versions 0+; map key; entity topicName) */
+  /** The topic name. (versions 0-12; ignorable; map key; entity topicName) */
   name: string;
+  /** The unique topic ID (versions 13+; ignorable; map key; UUID as 22-char base64url) */
+  topicId: string;
   /** Each partition that we produced to within the topic. (versions 0+) */
   partitionResponses: PartitionProduceResponse[];
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct PartitionProduceResponse (used in versions 0-11). */
+/** Struct PartitionProduceResponse (used in versions 3-13). */
 export interface PartitionProduceResponse {
   /** The partition index. (versions 0+) */
   index: number;
@@ -41,37 +43,37 @@ export interface PartitionProduceResponse {
   logAppendTimeMs: bigint;
   /** The log start offset. (versions 5+; ignorable; default "-1") */
   logStartOffset: bigint;
-  /** The batch indices of records that caused the batch to be dropped (versions 8+; ignorable) */
+  /** The batch indices of records that caused the batch to be dropped. (versions 8+; ignorable) */
   recordErrors: BatchIndexAndErrorMessage[];
-  /** The global error message summarizing the common root cause of the records that caused the batch to be dropped (versions 8+; nullable 8+; ignorable; default "null") */
+  /** The global error message summarizing the common root cause of the records that caused the batch to be dropped. (versions 8+; nullable 8+; ignorable; default "null") */
   errorMessage: string | null;
-  /** (versions 10+; tag 0 in 10+) */
+  /** The leader broker that the producer should use for future requests. (versions 10+; tag 0 in 10+) */
   currentLeader: LeaderIdAndEpoch;
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct BatchIndexAndErrorMessage (used in versions 8-11). */
+/** Struct BatchIndexAndErrorMessage (used in versions 8-13). */
 export interface BatchIndexAndErrorMessage {
-  /** The batch index of the record that cause the batch to be dropped (versions 8+) */
+  /** The batch index of the record that caused the batch to be dropped. (versions 8+) */
   batchIndex: number;
-  /** The error message of the record that caused the batch to be dropped (versions 8+; nullable 8+; default "null") */
+  /** The error message of the record that caused the batch to be dropped. (versions 8+; nullable 8+; default "null") */
   batchIndexErrorMessage: string | null;
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct LeaderIdAndEpoch (used in versions 10-11). */
+/** Struct LeaderIdAndEpoch (used in versions 10-13). */
 export interface LeaderIdAndEpoch {
   /** The ID of the current leader or -1 if the leader is unknown. (versions 10+; entity brokerId; default "-1") */
   leaderId: number;
-  /** The latest known leader epoch (versions 10+; default "-1") */
+  /** The latest known leader epoch. (versions 10+; default "-1") */
   leaderEpoch: number;
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct NodeEndpoint (used in versions 10-11). */
+/** Struct NodeEndpoint (used in versions 10-13). */
 export interface NodeEndpoint {
   /** The ID of the associated node. (versions 10+; map key; entity brokerId) */
   nodeId: number;
@@ -108,10 +110,7 @@ function readProduceResponse(r: Reader, version: number): ProduceResponse {
     for (let i = 0; i < n; i++) a.push(readTopicProduceResponse(r, version));
     f_responses = a;
   }
-  let f_throttleTimeMs: number = 0;
-  if (version >= 1) {
-    f_throttleTimeMs = r.int32();
-  }
+  const f_throttleTimeMs: number = r.int32();
   let f_nodeEndpoints: NodeEndpoint[] = [];
   let unknown: TaggedField[] | undefined;
   if (version >= 9) {
@@ -154,9 +153,7 @@ function writeProduceResponse(w: Writer, m: ProduceResponse, version: number): v
       writeTopicProduceResponse(w, e, version);
     }
   }
-  if (version >= 1) {
-    w.int32(m.throttleTimeMs);
-  }
+  w.int32(m.throttleTimeMs);
   if (!(version >= 10)) {
     if (!(m.nodeEndpoints !== null && m.nodeEndpoints.length === 0)) throw unsupportedField('ProduceResponse', 'NodeEndpoints', version);
   }
@@ -196,9 +193,7 @@ function sizeOfProduceResponseBody(m: ProduceResponse, version: number): number 
     n += (version >= 9 ? sizeOfUvarint(a.length + 1) : 4);
     for (const e of a) n += sizeOfTopicProduceResponse(e, version);
   }
-  if (version >= 1) {
-    n += 4;
-  }
+  n += 4;
   if (version >= 9) {
     const unknown = m._unknownTaggedFields;
     let nTags = unknown === undefined ? 0 : unknown.length;
@@ -221,18 +216,27 @@ function sizeOfProduceResponseBody(m: ProduceResponse, version: number): number 
 export function defaultTopicProduceResponse(): TopicProduceResponse {
   return {
     name: '',
+    topicId: ZERO_UUID,
     partitionResponses: [],
   };
 }
 
 export function isDefaultTopicProduceResponse(m: TopicProduceResponse): boolean {
   return (m.name === '') &&
+    (m.topicId === ZERO_UUID) &&
     (m.partitionResponses !== null && m.partitionResponses.length === 0) &&
     hasNoUnknownTags(m._unknownTaggedFields);
 }
 
 function readTopicProduceResponse(r: Reader, version: number): TopicProduceResponse {
-  const f_name: string = (version >= 9 ? r.compactString() : r.string());
+  let f_name: string = '';
+  if (version <= 12) {
+    f_name = (version >= 9 ? r.compactString() : r.string());
+  }
+  let f_topicId: string = ZERO_UUID;
+  if (version >= 13) {
+    f_topicId = r.uuid();
+  }
   let f_partitionResponses: PartitionProduceResponse[];
   {
     const n = (version >= 9 ? r.compactArrayLength() : r.arrayLength());
@@ -243,6 +247,7 @@ function readTopicProduceResponse(r: Reader, version: number): TopicProduceRespo
   const unknown = (version >= 9 ? r.rawTaggedFields() : undefined);
   const m: TopicProduceResponse = {
     name: f_name,
+    topicId: f_topicId,
     partitionResponses: f_partitionResponses,
   };
   if (unknown !== undefined) m._unknownTaggedFields = unknown;
@@ -250,10 +255,15 @@ function readTopicProduceResponse(r: Reader, version: number): TopicProduceRespo
 }
 
 function writeTopicProduceResponse(w: Writer, m: TopicProduceResponse, version: number): void {
-  if (version >= 9) {
-    w.compactString(m.name);
-  } else {
-    w.string(m.name);
+  if (version <= 12) {
+    if (version >= 9) {
+      w.compactString(m.name);
+    } else {
+      w.string(m.name);
+    }
+  }
+  if (version >= 13) {
+    w.uuid(m.topicId);
   }
   {
     const a = m.partitionResponses;
@@ -273,7 +283,12 @@ function writeTopicProduceResponse(w: Writer, m: TopicProduceResponse, version: 
 
 function sizeOfTopicProduceResponse(m: TopicProduceResponse, version: number): number {
   let n = 0;
-  n += (version >= 9 ? sizeOfCompactString(m.name) : sizeOfString(m.name));
+  if (version <= 12) {
+    n += (version >= 9 ? sizeOfCompactString(m.name) : sizeOfString(m.name));
+  }
+  if (version >= 13) {
+    n += 16;
+  }
   {
     const a = m.partitionResponses;
     n += (version >= 9 ? sizeOfUvarint(a.length + 1) : 4);
@@ -314,10 +329,7 @@ function readPartitionProduceResponse(r: Reader, version: number): PartitionProd
   const f_index: number = r.int32();
   const f_errorCode: number = r.int16();
   const f_baseOffset: bigint = r.int64();
-  let f_logAppendTimeMs: bigint = -1n;
-  if (version >= 2) {
-    f_logAppendTimeMs = r.int64();
-  }
+  const f_logAppendTimeMs: bigint = r.int64();
   let f_logStartOffset: bigint = -1n;
   if (version >= 5) {
     f_logStartOffset = r.int64();
@@ -369,9 +381,7 @@ function writePartitionProduceResponse(w: Writer, m: PartitionProduceResponse, v
   w.int32(m.index);
   w.int16(m.errorCode);
   w.int64(m.baseOffset);
-  if (version >= 2) {
-    w.int64(m.logAppendTimeMs);
-  }
+  w.int64(m.logAppendTimeMs);
   if (version >= 5) {
     w.int64(m.logStartOffset);
   }
@@ -422,9 +432,7 @@ function sizeOfPartitionProduceResponse(m: PartitionProduceResponse, version: nu
   n += 4;
   n += 2;
   n += 8;
-  if (version >= 2) {
-    n += 8;
-  }
+  n += 8;
   if (version >= 5) {
     n += 8;
   }
@@ -592,7 +600,7 @@ function sizeOfNodeEndpoint(m: NodeEndpoint, _version: number): number {
 
 /** Decodes a ProduceResponse body (no header) of the given version. Throws ProtocolError on malformed input. */
 export function decodeProduceResponse(r: Reader, version: number): ProduceResponse {
-  checkVersion(0, version, 0, 11);
+  checkVersion(0, version, 3, 13);
   try {
     return readProduceResponse(r, version);
   } catch (e) {
@@ -602,12 +610,12 @@ export function decodeProduceResponse(r: Reader, version: number): ProduceRespon
 
 /** Encodes a ProduceResponse body (no header) in the given version. */
 export function encodeProduceResponse(w: Writer, m: ProduceResponse, version: number): void {
-  checkVersion(0, version, 0, 11);
+  checkVersion(0, version, 3, 13);
   writeProduceResponse(w, m, version);
 }
 
 /** The exact number of bytes encodeProduceResponse writes for this message and version. */
 export function sizeOfProduceResponse(m: ProduceResponse, version: number): number {
-  checkVersion(0, version, 0, 11);
+  checkVersion(0, version, 3, 13);
   return sizeOfProduceResponseBody(m, version);
 }

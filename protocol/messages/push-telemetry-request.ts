@@ -17,7 +17,7 @@ export interface PushTelemetryRequest {
   terminating: boolean;
   /** Compression codec used to compress the metrics. (versions 0+) */
   compressionType: number;
-  /** Metrics encoded in OpenTelemetry MetricsData v1 protobuf format. (versions 0+) */
+  /** Metrics encoded in OpenTelemetry MetricsData v1 protobuf format. (versions 0+; zero-copy) */
   metrics: Buffer;
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];

@@ -9,7 +9,7 @@ import { ZERO_UUID, checkVersion, hasNoUnknownTags, sizeOfCompactNullableString 
 
 /** ReadShareGroupStateResponse, versions 0. */
 export interface ReadShareGroupStateResponse {
-  /** The read results (versions 0+) */
+  /** The read results. (versions 0+) */
   results: ReadStateResult[];
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
@@ -17,7 +17,7 @@ export interface ReadShareGroupStateResponse {
 
 /** Struct ReadStateResult (used in versions 0). */
 export interface ReadStateResult {
-  /** The topic identifier (versions 0+; UUID as 22-char base64url) */
+  /** The topic identifier. (versions 0+; UUID as 22-char base64url) */
   topicId: string;
   /** The results for the partitions. (versions 0+) */
   partitions: PartitionResult[];
@@ -33,11 +33,11 @@ export interface PartitionResult {
   errorCode: number;
   /** The error message, or null if there was no error. (versions 0+; nullable 0+; default "null") */
   errorMessage: string | null;
-  /** The state epoch for this share-partition. (versions 0+) */
+  /** The state epoch of the share-partition. (versions 0+) */
   stateEpoch: number;
   /** The share-partition start offset, which can be -1 if it is not yet initialized. (versions 0+) */
   startOffset: bigint;
-  /** (versions 0+) */
+  /** The state batches for this share-partition. (versions 0+) */
   stateBatches: StateBatch[];
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
@@ -45,11 +45,11 @@ export interface PartitionResult {
 
 /** Struct StateBatch (used in versions 0). */
 export interface StateBatch {
-  /** The base offset of this state batch. (versions 0+) */
+  /** The first offset of this state batch. (versions 0+) */
   firstOffset: bigint;
   /** The last offset of this state batch. (versions 0+) */
   lastOffset: bigint;
-  /** The state - 0:Available,2:Acked,4:Archived. (versions 0+) */
+  /** The delivery state - 0:Available,2:Acked,4:Archived. (versions 0+) */
   deliveryState: number;
   /** The delivery count. (versions 0+) */
   deliveryCount: number;

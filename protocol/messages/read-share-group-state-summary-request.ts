@@ -7,7 +7,7 @@ import type { Writer } from '../writer.js';
 import { sizeOfRawTaggedFields, sizeOfUvarint } from '../writer.js';
 import { ZERO_UUID, checkVersion, hasNoUnknownTags, sizeOfCompactString } from '../generated-support.js';
 
-/** ReadShareGroupStateSummaryRequest, versions 0. */
+/** ReadShareGroupStateSummaryRequest, versions 0-1. */
 export interface ReadShareGroupStateSummaryRequest {
   /** The group identifier. (versions 0+) */
   groupId: string;
@@ -17,7 +17,7 @@ export interface ReadShareGroupStateSummaryRequest {
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct ReadStateSummaryData (used in versions 0). */
+/** Struct ReadStateSummaryData (used in versions 0-1). */
 export interface ReadStateSummaryData {
   /** The topic identifier. (versions 0+; UUID as 22-char base64url) */
   topicId: string;
@@ -27,7 +27,7 @@ export interface ReadStateSummaryData {
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct PartitionData (used in versions 0). */
+/** Struct PartitionData (used in versions 0-1). */
 export interface PartitionData {
   /** The partition index. (versions 0+) */
   partition: number;
@@ -188,7 +188,7 @@ function sizeOfPartitionData(m: PartitionData, _version: number): number {
 
 /** Decodes a ReadShareGroupStateSummaryRequest body (no header) of the given version. Throws ProtocolError on malformed input. */
 export function decodeReadShareGroupStateSummaryRequest(r: Reader, version: number): ReadShareGroupStateSummaryRequest {
-  checkVersion(87, version, 0, 0);
+  checkVersion(87, version, 0, 1);
   try {
     return readReadShareGroupStateSummaryRequest(r, version);
   } catch (e) {
@@ -198,12 +198,12 @@ export function decodeReadShareGroupStateSummaryRequest(r: Reader, version: numb
 
 /** Encodes a ReadShareGroupStateSummaryRequest body (no header) in the given version. */
 export function encodeReadShareGroupStateSummaryRequest(w: Writer, m: ReadShareGroupStateSummaryRequest, version: number): void {
-  checkVersion(87, version, 0, 0);
+  checkVersion(87, version, 0, 1);
   writeReadShareGroupStateSummaryRequest(w, m, version);
 }
 
 /** The exact number of bytes encodeReadShareGroupStateSummaryRequest writes for this message and version. */
 export function sizeOfReadShareGroupStateSummaryRequest(m: ReadShareGroupStateSummaryRequest, version: number): number {
-  checkVersion(87, version, 0, 0);
+  checkVersion(87, version, 0, 1);
   return sizeOfReadShareGroupStateSummaryRequestBody(m, version);
 }

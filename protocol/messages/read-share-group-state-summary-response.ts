@@ -7,17 +7,17 @@ import type { Writer } from '../writer.js';
 import { sizeOfRawTaggedFields, sizeOfUvarint } from '../writer.js';
 import { ZERO_UUID, checkVersion, hasNoUnknownTags, sizeOfCompactNullableString } from '../generated-support.js';
 
-/** ReadShareGroupStateSummaryResponse, versions 0. */
+/** ReadShareGroupStateSummaryResponse, versions 0-1. */
 export interface ReadShareGroupStateSummaryResponse {
-  /** The read results (versions 0+) */
+  /** The read results. (versions 0+) */
   results: ReadStateSummaryResult[];
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct ReadStateSummaryResult (used in versions 0). */
+/** Struct ReadStateSummaryResult (used in versions 0-1). */
 export interface ReadStateSummaryResult {
-  /** The topic identifier (versions 0+; UUID as 22-char base64url) */
+  /** The topic identifier. (versions 0+; UUID as 22-char base64url) */
   topicId: string;
   /** The results for the partitions. (versions 0+) */
   partitions: PartitionResult[];
@@ -25,7 +25,7 @@ export interface ReadStateSummaryResult {
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct PartitionResult (used in versions 0). */
+/** Struct PartitionResult (used in versions 0-1). */
 export interface PartitionResult {
   /** The partition index. (versions 0+) */
   partition: number;
@@ -35,8 +35,12 @@ export interface PartitionResult {
   errorMessage: string | null;
   /** The state epoch of the share-partition. (versions 0+) */
   stateEpoch: number;
+  /** The leader epoch of the share-partition. (versions 0+) */
+  leaderEpoch: number;
   /** The share-partition start offset. (versions 0+) */
   startOffset: bigint;
+  /** The number of offsets greater than or equal to share-partition start offset for which delivery has been completed. (versions 1+; ignorable; default "-1") */
+  deliveryCompleteCount: number;
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
 }
@@ -151,7 +155,9 @@ export function defaultPartitionResult(): PartitionResult {
     errorCode: 0,
     errorMessage: null,
     stateEpoch: 0,
+    leaderEpoch: 0,
     startOffset: 0n,
+    deliveryCompleteCount: -1,
   };
 }
 
@@ -160,51 +166,68 @@ export function isDefaultPartitionResult(m: PartitionResult): boolean {
     (m.errorCode === 0) &&
     (m.errorMessage === null) &&
     (m.stateEpoch === 0) &&
+    (m.leaderEpoch === 0) &&
     (m.startOffset === 0n) &&
+    (m.deliveryCompleteCount === -1) &&
     hasNoUnknownTags(m._unknownTaggedFields);
 }
 
-function readPartitionResult(r: Reader, _version: number): PartitionResult {
+function readPartitionResult(r: Reader, version: number): PartitionResult {
   const f_partition: number = r.int32();
   const f_errorCode: number = r.int16();
   const f_errorMessage: string | null = r.compactNullableString();
   const f_stateEpoch: number = r.int32();
+  const f_leaderEpoch: number = r.int32();
   const f_startOffset: bigint = r.int64();
+  let f_deliveryCompleteCount: number = -1;
+  if (version >= 1) {
+    f_deliveryCompleteCount = r.int32();
+  }
   const unknown = r.rawTaggedFields();
   const m: PartitionResult = {
     partition: f_partition,
     errorCode: f_errorCode,
     errorMessage: f_errorMessage,
     stateEpoch: f_stateEpoch,
+    leaderEpoch: f_leaderEpoch,
     startOffset: f_startOffset,
+    deliveryCompleteCount: f_deliveryCompleteCount,
   };
   if (unknown !== undefined) m._unknownTaggedFields = unknown;
   return m;
 }
 
-function writePartitionResult(w: Writer, m: PartitionResult, _version: number): void {
+function writePartitionResult(w: Writer, m: PartitionResult, version: number): void {
   w.int32(m.partition);
   w.int16(m.errorCode);
   w.compactNullableString(m.errorMessage);
   w.int32(m.stateEpoch);
+  w.int32(m.leaderEpoch);
   w.int64(m.startOffset);
+  if (version >= 1) {
+    w.int32(m.deliveryCompleteCount);
+  }
   w.rawTaggedFields(m._unknownTaggedFields);
 }
 
-function sizeOfPartitionResult(m: PartitionResult, _version: number): number {
+function sizeOfPartitionResult(m: PartitionResult, version: number): number {
   let n = 0;
   n += 4;
   n += 2;
   n += sizeOfCompactNullableString(m.errorMessage);
   n += 4;
+  n += 4;
   n += 8;
+  if (version >= 1) {
+    n += 4;
+  }
   n += sizeOfRawTaggedFields(m._unknownTaggedFields);
   return n;
 }
 
 /** Decodes a ReadShareGroupStateSummaryResponse body (no header) of the given version. Throws ProtocolError on malformed input. */
 export function decodeReadShareGroupStateSummaryResponse(r: Reader, version: number): ReadShareGroupStateSummaryResponse {
-  checkVersion(87, version, 0, 0);
+  checkVersion(87, version, 0, 1);
   try {
     return readReadShareGroupStateSummaryResponse(r, version);
   } catch (e) {
@@ -214,12 +237,12 @@ export function decodeReadShareGroupStateSummaryResponse(r: Reader, version: num
 
 /** Encodes a ReadShareGroupStateSummaryResponse body (no header) in the given version. */
 export function encodeReadShareGroupStateSummaryResponse(w: Writer, m: ReadShareGroupStateSummaryResponse, version: number): void {
-  checkVersion(87, version, 0, 0);
+  checkVersion(87, version, 0, 1);
   writeReadShareGroupStateSummaryResponse(w, m, version);
 }
 
 /** The exact number of bytes encodeReadShareGroupStateSummaryResponse writes for this message and version. */
 export function sizeOfReadShareGroupStateSummaryResponse(m: ReadShareGroupStateSummaryResponse, version: number): number {
-  checkVersion(87, version, 0, 0);
+  checkVersion(87, version, 0, 1);
   return sizeOfReadShareGroupStateSummaryResponseBody(m, version);
 }

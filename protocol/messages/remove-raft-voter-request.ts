@@ -9,11 +9,11 @@ import { ZERO_UUID, checkVersion, hasNoUnknownTags, sizeOfCompactNullableString 
 
 /** RemoveRaftVoterRequest, versions 0. */
 export interface RemoveRaftVoterRequest {
-  /** (versions 0+; nullable 0+) */
+  /** The cluster id of the request. (versions 0+; nullable 0+) */
   clusterId: string | null;
-  /** The replica id of the voter getting removed from the topic partition (versions 0+) */
+  /** The replica id of the voter getting removed from the topic partition. (versions 0+) */
   voterId: number;
-  /** The directory id of the voter getting removed from the topic partition (versions 0+; UUID as 22-char base64url) */
+  /** The directory id of the voter getting removed from the topic partition. (versions 0+; UUID as 22-char base64url) */
   voterDirectoryId: string;
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];

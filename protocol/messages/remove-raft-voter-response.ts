@@ -11,7 +11,7 @@ import { checkVersion, hasNoUnknownTags, sizeOfCompactNullableString } from '../
 export interface RemoveRaftVoterResponse {
   /** The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota. (versions 0+) */
   throttleTimeMs: number;
-  /** The error code, or 0 if there was no error (versions 0+) */
+  /** The error code, or 0 if there was no error. (versions 0+) */
   errorCode: number;
   /** The error message, or null if there was no error. (versions 0+; nullable 0+; ignorable) */
   errorMessage: string | null;

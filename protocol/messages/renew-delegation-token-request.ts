@@ -7,7 +7,7 @@ import type { Writer } from '../writer.js';
 import { sizeOfRawTaggedFields } from '../writer.js';
 import { EMPTY_BUFFER, checkVersion, hasNoUnknownTags, sizeOfBytes, sizeOfCompactBytes } from '../generated-support.js';
 
-/** RenewDelegationTokenRequest, versions 0-2. */
+/** RenewDelegationTokenRequest, versions 1-2. */
 export interface RenewDelegationTokenRequest {
   /** The HMAC of the delegation token to be renewed. (versions 0+) */
   hmac: Buffer;
@@ -66,7 +66,7 @@ function sizeOfRenewDelegationTokenRequestBody(m: RenewDelegationTokenRequest, v
 
 /** Decodes a RenewDelegationTokenRequest body (no header) of the given version. Throws ProtocolError on malformed input. */
 export function decodeRenewDelegationTokenRequest(r: Reader, version: number): RenewDelegationTokenRequest {
-  checkVersion(39, version, 0, 2);
+  checkVersion(39, version, 1, 2);
   try {
     return readRenewDelegationTokenRequest(r, version);
   } catch (e) {
@@ -76,12 +76,12 @@ export function decodeRenewDelegationTokenRequest(r: Reader, version: number): R
 
 /** Encodes a RenewDelegationTokenRequest body (no header) in the given version. */
 export function encodeRenewDelegationTokenRequest(w: Writer, m: RenewDelegationTokenRequest, version: number): void {
-  checkVersion(39, version, 0, 2);
+  checkVersion(39, version, 1, 2);
   writeRenewDelegationTokenRequest(w, m, version);
 }
 
 /** The exact number of bytes encodeRenewDelegationTokenRequest writes for this message and version. */
 export function sizeOfRenewDelegationTokenRequest(m: RenewDelegationTokenRequest, version: number): number {
-  checkVersion(39, version, 0, 2);
+  checkVersion(39, version, 1, 2);
   return sizeOfRenewDelegationTokenRequestBody(m, version);
 }

@@ -7,7 +7,7 @@ import type { Writer } from '../writer.js';
 import { sizeOfRawTaggedFields } from '../writer.js';
 import { checkVersion, hasNoUnknownTags } from '../generated-support.js';
 
-/** RenewDelegationTokenResponse, versions 0-2. */
+/** RenewDelegationTokenResponse, versions 1-2. */
 export interface RenewDelegationTokenResponse {
   /** The error code, or 0 if there was no error. (versions 0+) */
   errorCode: number;
@@ -70,7 +70,7 @@ function sizeOfRenewDelegationTokenResponseBody(m: RenewDelegationTokenResponse,
 
 /** Decodes a RenewDelegationTokenResponse body (no header) of the given version. Throws ProtocolError on malformed input. */
 export function decodeRenewDelegationTokenResponse(r: Reader, version: number): RenewDelegationTokenResponse {
-  checkVersion(39, version, 0, 2);
+  checkVersion(39, version, 1, 2);
   try {
     return readRenewDelegationTokenResponse(r, version);
   } catch (e) {
@@ -80,12 +80,12 @@ export function decodeRenewDelegationTokenResponse(r: Reader, version: number): 
 
 /** Encodes a RenewDelegationTokenResponse body (no header) in the given version. */
 export function encodeRenewDelegationTokenResponse(w: Writer, m: RenewDelegationTokenResponse, version: number): void {
-  checkVersion(39, version, 0, 2);
+  checkVersion(39, version, 1, 2);
   writeRenewDelegationTokenResponse(w, m, version);
 }
 
 /** The exact number of bytes encodeRenewDelegationTokenResponse writes for this message and version. */
 export function sizeOfRenewDelegationTokenResponse(m: RenewDelegationTokenResponse, version: number): number {
-  checkVersion(39, version, 0, 2);
+  checkVersion(39, version, 1, 2);
   return sizeOfRenewDelegationTokenResponseBody(m, version);
 }

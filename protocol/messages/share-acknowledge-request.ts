@@ -5,9 +5,9 @@ import { annotateProtocolError } from '../errors.js';
 import type { Reader, TaggedField } from '../reader.js';
 import type { Writer } from '../writer.js';
 import { sizeOfRawTaggedFields, sizeOfUvarint } from '../writer.js';
-import { ZERO_UUID, checkVersion, hasNoUnknownTags, sizeOfCompactNullableString } from '../generated-support.js';
+import { ZERO_UUID, checkVersion, hasNoUnknownTags, sizeOfCompactNullableString, unsupportedField } from '../generated-support.js';
 
-/** ShareAcknowledgeRequest, versions 0. */
+/** ShareAcknowledgeRequest, versions 1-2. */
 export interface ShareAcknowledgeRequest {
   /** The group identifier. (versions 0+; nullable 0+; entity groupId; default "null") */
   groupId: string | null;
@@ -15,15 +15,17 @@ export interface ShareAcknowledgeRequest {
   memberId: string | null;
   /** The current share session epoch: 0 to open a share session; -1 to close it; otherwise increments for consecutive requests. (versions 0+) */
   shareSessionEpoch: number;
+  /** Whether Renew type acknowledgements present in AcknowledgementBatches. (versions 2+; default "false") */
+  isRenewAck: boolean;
   /** The topics containing records to acknowledge. (versions 0+) */
   topics: AcknowledgeTopic[];
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct AcknowledgeTopic (used in versions 0). */
+/** Struct AcknowledgeTopic (used in versions 1-2). */
 export interface AcknowledgeTopic {
-  /** The unique topic ID. (versions 0+; UUID as 22-char base64url) */
+  /** The unique topic ID. (versions 0+; map key; UUID as 22-char base64url) */
   topicId: string;
   /** The partitions containing records to acknowledge. (versions 0+) */
   partitions: AcknowledgePartition[];
@@ -31,9 +33,9 @@ export interface AcknowledgeTopic {
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct AcknowledgePartition (used in versions 0). */
+/** Struct AcknowledgePartition (used in versions 1-2). */
 export interface AcknowledgePartition {
-  /** The partition index. (versions 0+) */
+  /** The partition index. (versions 0+; map key) */
   partitionIndex: number;
   /** Record batches to acknowledge. (versions 0+) */
   acknowledgementBatches: AcknowledgementBatch[];
@@ -41,13 +43,13 @@ export interface AcknowledgePartition {
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct AcknowledgementBatch (used in versions 0). */
+/** Struct AcknowledgementBatch (used in versions 1-2). */
 export interface AcknowledgementBatch {
   /** First offset of batch of records to acknowledge. (versions 0+) */
   firstOffset: bigint;
   /** Last offset (inclusive) of batch of records to acknowledge. (versions 0+) */
   lastOffset: bigint;
-  /** Array of acknowledge types - 0:Gap,1:Accept,2:Release,3:Reject. (versions 0+) */
+  /** Array of acknowledge types - 0:Gap,1:Accept,2:Release,3:Reject,4:Renew. (versions 0+) */
   acknowledgeTypes: number[];
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
@@ -58,6 +60,7 @@ export function defaultShareAcknowledgeRequest(): ShareAcknowledgeRequest {
     groupId: null,
     memberId: '',
     shareSessionEpoch: 0,
+    isRenewAck: false,
     topics: [],
   };
 }
@@ -66,6 +69,7 @@ export function isDefaultShareAcknowledgeRequest(m: ShareAcknowledgeRequest): bo
   return (m.groupId === null) &&
     (m.memberId === '') &&
     (m.shareSessionEpoch === 0) &&
+    (m.isRenewAck === false) &&
     (m.topics !== null && m.topics.length === 0) &&
     hasNoUnknownTags(m._unknownTaggedFields);
 }
@@ -74,6 +78,10 @@ function readShareAcknowledgeRequest(r: Reader, version: number): ShareAcknowled
   const f_groupId: string | null = r.compactNullableString();
   const f_memberId: string | null = r.compactNullableString();
   const f_shareSessionEpoch: number = r.int32();
+  let f_isRenewAck: boolean = false;
+  if (version >= 2) {
+    f_isRenewAck = r.bool();
+  }
   let f_topics: AcknowledgeTopic[];
   {
     const n = r.compactArrayLength();
@@ -86,6 +94,7 @@ function readShareAcknowledgeRequest(r: Reader, version: number): ShareAcknowled
     groupId: f_groupId,
     memberId: f_memberId,
     shareSessionEpoch: f_shareSessionEpoch,
+    isRenewAck: f_isRenewAck,
     topics: f_topics,
   };
   if (unknown !== undefined) m._unknownTaggedFields = unknown;
@@ -96,6 +105,11 @@ function writeShareAcknowledgeRequest(w: Writer, m: ShareAcknowledgeRequest, ver
   w.compactNullableString(m.groupId);
   w.compactNullableString(m.memberId);
   w.int32(m.shareSessionEpoch);
+  if (version >= 2) {
+    w.bool(m.isRenewAck);
+  } else {
+    if (!(m.isRenewAck === false)) throw unsupportedField('ShareAcknowledgeRequest', 'IsRenewAck', version);
+  }
   {
     const a = m.topics;
     w.uvarint(a.length + 1);
@@ -111,6 +125,9 @@ function sizeOfShareAcknowledgeRequestBody(m: ShareAcknowledgeRequest, version: 
   n += sizeOfCompactNullableString(m.groupId);
   n += sizeOfCompactNullableString(m.memberId);
   n += 4;
+  if (version >= 2) {
+    n += 1;
+  }
   {
     const a = m.topics;
     n += sizeOfUvarint(a.length + 1);
@@ -293,7 +310,7 @@ function sizeOfAcknowledgementBatch(m: AcknowledgementBatch, _version: number): 
 
 /** Decodes a ShareAcknowledgeRequest body (no header) of the given version. Throws ProtocolError on malformed input. */
 export function decodeShareAcknowledgeRequest(r: Reader, version: number): ShareAcknowledgeRequest {
-  checkVersion(79, version, 0, 0);
+  checkVersion(79, version, 1, 2);
   try {
     return readShareAcknowledgeRequest(r, version);
   } catch (e) {
@@ -303,12 +320,12 @@ export function decodeShareAcknowledgeRequest(r: Reader, version: number): Share
 
 /** Encodes a ShareAcknowledgeRequest body (no header) in the given version. */
 export function encodeShareAcknowledgeRequest(w: Writer, m: ShareAcknowledgeRequest, version: number): void {
-  checkVersion(79, version, 0, 0);
+  checkVersion(79, version, 1, 2);
   writeShareAcknowledgeRequest(w, m, version);
 }
 
 /** The exact number of bytes encodeShareAcknowledgeRequest writes for this message and version. */
 export function sizeOfShareAcknowledgeRequest(m: ShareAcknowledgeRequest, version: number): number {
-  checkVersion(79, version, 0, 0);
+  checkVersion(79, version, 1, 2);
   return sizeOfShareAcknowledgeRequestBody(m, version);
 }

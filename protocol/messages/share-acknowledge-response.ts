@@ -7,14 +7,16 @@ import type { Writer } from '../writer.js';
 import { sizeOfRawTaggedFields, sizeOfUvarint } from '../writer.js';
 import { ZERO_UUID, checkVersion, hasNoUnknownTags, sizeOfCompactNullableString, sizeOfCompactString } from '../generated-support.js';
 
-/** ShareAcknowledgeResponse, versions 0. */
+/** ShareAcknowledgeResponse, versions 1-2. */
 export interface ShareAcknowledgeResponse {
-  /** The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota. (versions 0+; ignorable) */
+  /** The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota. (versions 0+) */
   throttleTimeMs: number;
-  /** The top level response error code. (versions 0+; ignorable) */
+  /** The top level response error code. (versions 0+) */
   errorCode: number;
   /** The top-level error message, or null if there was no error. (versions 0+; nullable 0+; default "null") */
   errorMessage: string | null;
+  /** The time in milliseconds for which the acquired records are locked. (versions 2+; ignorable) */
+  acquisitionLockTimeoutMs: number;
   /** The response topics. (versions 0+) */
   responses: ShareAcknowledgeTopicResponse[];
   /** Endpoints for all current leaders enumerated in PartitionData with error NOT_LEADER_OR_FOLLOWER. (versions 0+) */
@@ -23,9 +25,9 @@ export interface ShareAcknowledgeResponse {
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct ShareAcknowledgeTopicResponse (used in versions 0). */
+/** Struct ShareAcknowledgeTopicResponse (used in versions 1-2). */
 export interface ShareAcknowledgeTopicResponse {
-  /** The unique topic ID. (versions 0+; ignorable; UUID as 22-char base64url) */
+  /** The unique topic ID. (versions 0+; map key; UUID as 22-char base64url) */
   topicId: string;
   /** The topic partitions. (versions 0+) */
   partitions: PartitionData[];
@@ -33,7 +35,7 @@ export interface ShareAcknowledgeTopicResponse {
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct PartitionData (used in versions 0). */
+/** Struct PartitionData (used in versions 1-2). */
 export interface PartitionData {
   /** The partition index. (versions 0+) */
   partitionIndex: number;
@@ -41,13 +43,13 @@ export interface PartitionData {
   errorCode: number;
   /** The error message, or null if there was no error. (versions 0+; nullable 0+; default "null") */
   errorMessage: string | null;
-  /** (versions 0+) */
+  /** The current leader of the partition. (versions 0+) */
   currentLeader: LeaderIdAndEpoch;
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct LeaderIdAndEpoch (used in versions 0). */
+/** Struct LeaderIdAndEpoch (used in versions 1-2). */
 export interface LeaderIdAndEpoch {
   /** The ID of the current leader or -1 if the leader is unknown. (versions 0+) */
   leaderId: number;
@@ -57,7 +59,7 @@ export interface LeaderIdAndEpoch {
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct NodeEndpoint (used in versions 0). */
+/** Struct NodeEndpoint (used in versions 1-2). */
 export interface NodeEndpoint {
   /** The ID of the associated node. (versions 0+; map key; entity brokerId) */
   nodeId: number;
@@ -76,6 +78,7 @@ export function defaultShareAcknowledgeResponse(): ShareAcknowledgeResponse {
     throttleTimeMs: 0,
     errorCode: 0,
     errorMessage: null,
+    acquisitionLockTimeoutMs: 0,
     responses: [],
     nodeEndpoints: [],
   };
@@ -85,6 +88,7 @@ export function isDefaultShareAcknowledgeResponse(m: ShareAcknowledgeResponse): 
   return (m.throttleTimeMs === 0) &&
     (m.errorCode === 0) &&
     (m.errorMessage === null) &&
+    (m.acquisitionLockTimeoutMs === 0) &&
     (m.responses !== null && m.responses.length === 0) &&
     (m.nodeEndpoints !== null && m.nodeEndpoints.length === 0) &&
     hasNoUnknownTags(m._unknownTaggedFields);
@@ -94,6 +98,10 @@ function readShareAcknowledgeResponse(r: Reader, version: number): ShareAcknowle
   const f_throttleTimeMs: number = r.int32();
   const f_errorCode: number = r.int16();
   const f_errorMessage: string | null = r.compactNullableString();
+  let f_acquisitionLockTimeoutMs: number = 0;
+  if (version >= 2) {
+    f_acquisitionLockTimeoutMs = r.int32();
+  }
   let f_responses: ShareAcknowledgeTopicResponse[];
   {
     const n = r.compactArrayLength();
@@ -113,6 +121,7 @@ function readShareAcknowledgeResponse(r: Reader, version: number): ShareAcknowle
     throttleTimeMs: f_throttleTimeMs,
     errorCode: f_errorCode,
     errorMessage: f_errorMessage,
+    acquisitionLockTimeoutMs: f_acquisitionLockTimeoutMs,
     responses: f_responses,
     nodeEndpoints: f_nodeEndpoints,
   };
@@ -124,6 +133,9 @@ function writeShareAcknowledgeResponse(w: Writer, m: ShareAcknowledgeResponse, v
   w.int32(m.throttleTimeMs);
   w.int16(m.errorCode);
   w.compactNullableString(m.errorMessage);
+  if (version >= 2) {
+    w.int32(m.acquisitionLockTimeoutMs);
+  }
   {
     const a = m.responses;
     w.uvarint(a.length + 1);
@@ -146,6 +158,9 @@ function sizeOfShareAcknowledgeResponseBody(m: ShareAcknowledgeResponse, version
   n += 4;
   n += 2;
   n += sizeOfCompactNullableString(m.errorMessage);
+  if (version >= 2) {
+    n += 4;
+  }
   {
     const a = m.responses;
     n += sizeOfUvarint(a.length + 1);
@@ -358,7 +373,7 @@ function sizeOfNodeEndpoint(m: NodeEndpoint, _version: number): number {
 
 /** Decodes a ShareAcknowledgeResponse body (no header) of the given version. Throws ProtocolError on malformed input. */
 export function decodeShareAcknowledgeResponse(r: Reader, version: number): ShareAcknowledgeResponse {
-  checkVersion(79, version, 0, 0);
+  checkVersion(79, version, 1, 2);
   try {
     return readShareAcknowledgeResponse(r, version);
   } catch (e) {
@@ -368,12 +383,12 @@ export function decodeShareAcknowledgeResponse(r: Reader, version: number): Shar
 
 /** Encodes a ShareAcknowledgeResponse body (no header) in the given version. */
 export function encodeShareAcknowledgeResponse(w: Writer, m: ShareAcknowledgeResponse, version: number): void {
-  checkVersion(79, version, 0, 0);
+  checkVersion(79, version, 1, 2);
   writeShareAcknowledgeResponse(w, m, version);
 }
 
 /** The exact number of bytes encodeShareAcknowledgeResponse writes for this message and version. */
 export function sizeOfShareAcknowledgeResponse(m: ShareAcknowledgeResponse, version: number): number {
-  checkVersion(79, version, 0, 0);
+  checkVersion(79, version, 1, 2);
   return sizeOfShareAcknowledgeResponseBody(m, version);
 }

@@ -5,9 +5,9 @@ import { annotateProtocolError } from '../errors.js';
 import type { Reader, TaggedField } from '../reader.js';
 import type { Writer } from '../writer.js';
 import { sizeOfRawTaggedFields, sizeOfUvarint } from '../writer.js';
-import { ZERO_UUID, checkVersion, hasNoUnknownTags, sizeOfCompactNullableString } from '../generated-support.js';
+import { ZERO_UUID, checkVersion, hasNoUnknownTags, sizeOfCompactNullableString, unsupportedField } from '../generated-support.js';
 
-/** ShareFetchRequest, versions 0. */
+/** ShareFetchRequest, versions 1-2. */
 export interface ShareFetchRequest {
   /** The group identifier. (versions 0+; nullable 0+; entity groupId; default "null") */
   groupId: string | null;
@@ -19,8 +19,16 @@ export interface ShareFetchRequest {
   maxWaitMs: number;
   /** The minimum bytes to accumulate in the response. (versions 0+) */
   minBytes: number;
-  /** The maximum bytes to fetch.  See KIP-74 for cases where this limit may not be honored. (versions 0+; default "0x7fffffff") */
+  /** The maximum bytes to fetch. See KIP-74 for cases where this limit may not be honored. (versions 0+; default "0x7fffffff") */
   maxBytes: number;
+  /** The maximum number of records to fetch. This limit can be exceeded for alignment of batch boundaries. (versions 1+) */
+  maxRecords: number;
+  /** The optimal number of records for batches of acquired records and acknowledgements. (versions 1+) */
+  batchSize: number;
+  /** The acquire mode to control the fetch behavior - 0:batch-optimized,1:record-limit. (versions 2+; ignorable; default "0") */
+  shareAcquireMode: number;
+  /** Whether Renew type acknowledgements present in AcknowledgementBatches. (versions 2+; default "false") */
+  isRenewAck: boolean;
   /** The topics to fetch. (versions 0+) */
   topics: FetchTopic[];
   /** The partitions to remove from this share session. (versions 0+) */
@@ -29,9 +37,9 @@ export interface ShareFetchRequest {
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct FetchTopic (used in versions 0). */
+/** Struct FetchTopic (used in versions 1-2). */
 export interface FetchTopic {
-  /** The unique topic ID. (versions 0+; UUID as 22-char base64url) */
+  /** The unique topic ID. (versions 0+; map key; UUID as 22-char base64url) */
   topicId: string;
   /** The partitions to fetch. (versions 0+) */
   partitions: FetchPartition[];
@@ -39,11 +47,11 @@ export interface FetchTopic {
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct FetchPartition (used in versions 0). */
+/** Struct FetchPartition (used in versions 1-2). */
 export interface FetchPartition {
-  /** The partition index. (versions 0+) */
+  /** The partition index. (versions 0+; map key) */
   partitionIndex: number;
-  /** The maximum bytes to fetch from this partition. 0 when only acknowledgement with no fetching is required. See KIP-74 for cases where this limit may not be honored. (versions 0+) */
+  /** The maximum bytes to fetch from this partition. 0 when only acknowledgement with no fetching is required. See KIP-74 for cases where this limit may not be honored. (versions 0) */
   partitionMaxBytes: number;
   /** Record batches to acknowledge. (versions 0+) */
   acknowledgementBatches: AcknowledgementBatch[];
@@ -51,19 +59,19 @@ export interface FetchPartition {
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct AcknowledgementBatch (used in versions 0). */
+/** Struct AcknowledgementBatch (used in versions 1-2). */
 export interface AcknowledgementBatch {
   /** First offset of batch of records to acknowledge. (versions 0+) */
   firstOffset: bigint;
   /** Last offset (inclusive) of batch of records to acknowledge. (versions 0+) */
   lastOffset: bigint;
-  /** Array of acknowledge types - 0:Gap,1:Accept,2:Release,3:Reject. (versions 0+) */
+  /** Array of acknowledge types - 0:Gap,1:Accept,2:Release,3:Reject,4:Renew. (versions 0+) */
   acknowledgeTypes: number[];
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct ForgottenTopic (used in versions 0). */
+/** Struct ForgottenTopic (used in versions 1-2). */
 export interface ForgottenTopic {
   /** The unique topic ID. (versions 0+; UUID as 22-char base64url) */
   topicId: string;
@@ -81,6 +89,10 @@ export function defaultShareFetchRequest(): ShareFetchRequest {
     maxWaitMs: 0,
     minBytes: 0,
     maxBytes: 2147483647,
+    maxRecords: 0,
+    batchSize: 0,
+    shareAcquireMode: 0,
+    isRenewAck: false,
     topics: [],
     forgottenTopicsData: [],
   };
@@ -93,6 +105,10 @@ export function isDefaultShareFetchRequest(m: ShareFetchRequest): boolean {
     (m.maxWaitMs === 0) &&
     (m.minBytes === 0) &&
     (m.maxBytes === 2147483647) &&
+    (m.maxRecords === 0) &&
+    (m.batchSize === 0) &&
+    (m.shareAcquireMode === 0) &&
+    (m.isRenewAck === false) &&
     (m.topics !== null && m.topics.length === 0) &&
     (m.forgottenTopicsData !== null && m.forgottenTopicsData.length === 0) &&
     hasNoUnknownTags(m._unknownTaggedFields);
@@ -105,6 +121,16 @@ function readShareFetchRequest(r: Reader, version: number): ShareFetchRequest {
   const f_maxWaitMs: number = r.int32();
   const f_minBytes: number = r.int32();
   const f_maxBytes: number = r.int32();
+  const f_maxRecords: number = r.int32();
+  const f_batchSize: number = r.int32();
+  let f_shareAcquireMode: number = 0;
+  if (version >= 2) {
+    f_shareAcquireMode = r.int8();
+  }
+  let f_isRenewAck: boolean = false;
+  if (version >= 2) {
+    f_isRenewAck = r.bool();
+  }
   let f_topics: FetchTopic[];
   {
     const n = r.compactArrayLength();
@@ -127,6 +153,10 @@ function readShareFetchRequest(r: Reader, version: number): ShareFetchRequest {
     maxWaitMs: f_maxWaitMs,
     minBytes: f_minBytes,
     maxBytes: f_maxBytes,
+    maxRecords: f_maxRecords,
+    batchSize: f_batchSize,
+    shareAcquireMode: f_shareAcquireMode,
+    isRenewAck: f_isRenewAck,
     topics: f_topics,
     forgottenTopicsData: f_forgottenTopicsData,
   };
@@ -141,6 +171,16 @@ function writeShareFetchRequest(w: Writer, m: ShareFetchRequest, version: number
   w.int32(m.maxWaitMs);
   w.int32(m.minBytes);
   w.int32(m.maxBytes);
+  w.int32(m.maxRecords);
+  w.int32(m.batchSize);
+  if (version >= 2) {
+    w.int8(m.shareAcquireMode);
+  }
+  if (version >= 2) {
+    w.bool(m.isRenewAck);
+  } else {
+    if (!(m.isRenewAck === false)) throw unsupportedField('ShareFetchRequest', 'IsRenewAck', version);
+  }
   {
     const a = m.topics;
     w.uvarint(a.length + 1);
@@ -166,6 +206,14 @@ function sizeOfShareFetchRequestBody(m: ShareFetchRequest, version: number): num
   n += 4;
   n += 4;
   n += 4;
+  n += 4;
+  n += 4;
+  if (version >= 2) {
+    n += 1;
+  }
+  if (version >= 2) {
+    n += 1;
+  }
   {
     const a = m.topics;
     n += sizeOfUvarint(a.length + 1);
@@ -252,7 +300,7 @@ export function isDefaultFetchPartition(m: FetchPartition): boolean {
 
 function readFetchPartition(r: Reader, version: number): FetchPartition {
   const f_partitionIndex: number = r.int32();
-  const f_partitionMaxBytes: number = r.int32();
+  const f_partitionMaxBytes: number = 0;
   let f_acknowledgementBatches: AcknowledgementBatch[];
   {
     const n = r.compactArrayLength();
@@ -272,7 +320,7 @@ function readFetchPartition(r: Reader, version: number): FetchPartition {
 
 function writeFetchPartition(w: Writer, m: FetchPartition, version: number): void {
   w.int32(m.partitionIndex);
-  w.int32(m.partitionMaxBytes);
+  if (!(m.partitionMaxBytes === 0)) throw unsupportedField('FetchPartition', 'PartitionMaxBytes', version);
   {
     const a = m.acknowledgementBatches;
     w.uvarint(a.length + 1);
@@ -285,7 +333,6 @@ function writeFetchPartition(w: Writer, m: FetchPartition, version: number): voi
 
 function sizeOfFetchPartition(m: FetchPartition, version: number): number {
   let n = 0;
-  n += 4;
   n += 4;
   {
     const a = m.acknowledgementBatches;
@@ -410,7 +457,7 @@ function sizeOfForgottenTopic(m: ForgottenTopic, _version: number): number {
 
 /** Decodes a ShareFetchRequest body (no header) of the given version. Throws ProtocolError on malformed input. */
 export function decodeShareFetchRequest(r: Reader, version: number): ShareFetchRequest {
-  checkVersion(78, version, 0, 0);
+  checkVersion(78, version, 1, 2);
   try {
     return readShareFetchRequest(r, version);
   } catch (e) {
@@ -420,12 +467,12 @@ export function decodeShareFetchRequest(r: Reader, version: number): ShareFetchR
 
 /** Encodes a ShareFetchRequest body (no header) in the given version. */
 export function encodeShareFetchRequest(w: Writer, m: ShareFetchRequest, version: number): void {
-  checkVersion(78, version, 0, 0);
+  checkVersion(78, version, 1, 2);
   writeShareFetchRequest(w, m, version);
 }
 
 /** The exact number of bytes encodeShareFetchRequest writes for this message and version. */
 export function sizeOfShareFetchRequest(m: ShareFetchRequest, version: number): number {
-  checkVersion(78, version, 0, 0);
+  checkVersion(78, version, 1, 2);
   return sizeOfShareFetchRequestBody(m, version);
 }

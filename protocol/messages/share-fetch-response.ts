@@ -5,9 +5,9 @@ import { annotateProtocolError } from '../errors.js';
 import type { Reader, TaggedField } from '../reader.js';
 import type { Writer } from '../writer.js';
 import { sizeOfRawTaggedFields, sizeOfUvarint } from '../writer.js';
-import { ZERO_UUID, checkVersion, hasNoUnknownTags, sizeOfCompactNullableBytes, sizeOfCompactNullableString, sizeOfCompactString } from '../generated-support.js';
+import { ZERO_UUID, checkVersion, hasNoUnknownTags, notNull, sizeOfCompactBytes, sizeOfCompactNullableString, sizeOfCompactString } from '../generated-support.js';
 
-/** ShareFetchResponse, versions 0. */
+/** ShareFetchResponse, versions 1-2. */
 export interface ShareFetchResponse {
   /** The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota. (versions 0+) */
   throttleTimeMs: number;
@@ -15,6 +15,8 @@ export interface ShareFetchResponse {
   errorCode: number;
   /** The top-level error message, or null if there was no error. (versions 0+; nullable 0+; default "null") */
   errorMessage: string | null;
+  /** The time in milliseconds for which the acquired records are locked. (versions 1+) */
+  acquisitionLockTimeoutMs: number;
   /** The response topics. (versions 0+) */
   responses: ShareFetchableTopicResponse[];
   /** Endpoints for all current leaders enumerated in PartitionData with error NOT_LEADER_OR_FOLLOWER. (versions 0+) */
@@ -23,9 +25,9 @@ export interface ShareFetchResponse {
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct ShareFetchableTopicResponse (used in versions 0). */
+/** Struct ShareFetchableTopicResponse (used in versions 1-2). */
 export interface ShareFetchableTopicResponse {
-  /** The unique topic ID. (versions 0+; UUID as 22-char base64url) */
+  /** The unique topic ID. (versions 0+; map key; UUID as 22-char base64url) */
   topicId: string;
   /** The topic partitions. (versions 0+) */
   partitions: PartitionData[];
@@ -33,7 +35,7 @@ export interface ShareFetchableTopicResponse {
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct PartitionData (used in versions 0). */
+/** Struct PartitionData (used in versions 1-2). */
 export interface PartitionData {
   /** The partition index. (versions 0+) */
   partitionIndex: number;
@@ -45,9 +47,9 @@ export interface PartitionData {
   acknowledgeErrorCode: number;
   /** The acknowledge error message, or null if there was no acknowledge error. (versions 0+; nullable 0+; default "null") */
   acknowledgeErrorMessage: string | null;
-  /** (versions 0+) */
+  /** The current leader of the partition. (versions 0+) */
   currentLeader: LeaderIdAndEpoch;
-  /** The record data. (versions 0+; nullable 0+) */
+  /** The record data. (versions 0+; nullable 0) */
   records: Buffer | null;
   /** The acquired records. (versions 0+) */
   acquiredRecords: AcquiredRecords[];
@@ -55,7 +57,7 @@ export interface PartitionData {
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct LeaderIdAndEpoch (used in versions 0). */
+/** Struct LeaderIdAndEpoch (used in versions 1-2). */
 export interface LeaderIdAndEpoch {
   /** The ID of the current leader or -1 if the leader is unknown. (versions 0+) */
   leaderId: number;
@@ -65,7 +67,7 @@ export interface LeaderIdAndEpoch {
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct AcquiredRecords (used in versions 0). */
+/** Struct AcquiredRecords (used in versions 1-2). */
 export interface AcquiredRecords {
   /** The earliest offset in this batch of acquired records. (versions 0+) */
   firstOffset: bigint;
@@ -77,7 +79,7 @@ export interface AcquiredRecords {
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct NodeEndpoint (used in versions 0). */
+/** Struct NodeEndpoint (used in versions 1-2). */
 export interface NodeEndpoint {
   /** The ID of the associated node. (versions 0+; map key; entity brokerId) */
   nodeId: number;
@@ -96,6 +98,7 @@ export function defaultShareFetchResponse(): ShareFetchResponse {
     throttleTimeMs: 0,
     errorCode: 0,
     errorMessage: null,
+    acquisitionLockTimeoutMs: 0,
     responses: [],
     nodeEndpoints: [],
   };
@@ -105,6 +108,7 @@ export function isDefaultShareFetchResponse(m: ShareFetchResponse): boolean {
   return (m.throttleTimeMs === 0) &&
     (m.errorCode === 0) &&
     (m.errorMessage === null) &&
+    (m.acquisitionLockTimeoutMs === 0) &&
     (m.responses !== null && m.responses.length === 0) &&
     (m.nodeEndpoints !== null && m.nodeEndpoints.length === 0) &&
     hasNoUnknownTags(m._unknownTaggedFields);
@@ -114,6 +118,7 @@ function readShareFetchResponse(r: Reader, version: number): ShareFetchResponse 
   const f_throttleTimeMs: number = r.int32();
   const f_errorCode: number = r.int16();
   const f_errorMessage: string | null = r.compactNullableString();
+  const f_acquisitionLockTimeoutMs: number = r.int32();
   let f_responses: ShareFetchableTopicResponse[];
   {
     const n = r.compactArrayLength();
@@ -133,6 +138,7 @@ function readShareFetchResponse(r: Reader, version: number): ShareFetchResponse 
     throttleTimeMs: f_throttleTimeMs,
     errorCode: f_errorCode,
     errorMessage: f_errorMessage,
+    acquisitionLockTimeoutMs: f_acquisitionLockTimeoutMs,
     responses: f_responses,
     nodeEndpoints: f_nodeEndpoints,
   };
@@ -144,6 +150,7 @@ function writeShareFetchResponse(w: Writer, m: ShareFetchResponse, version: numb
   w.int32(m.throttleTimeMs);
   w.int16(m.errorCode);
   w.compactNullableString(m.errorMessage);
+  w.int32(m.acquisitionLockTimeoutMs);
   {
     const a = m.responses;
     w.uvarint(a.length + 1);
@@ -166,6 +173,7 @@ function sizeOfShareFetchResponseBody(m: ShareFetchResponse, version: number): n
   n += 4;
   n += 2;
   n += sizeOfCompactNullableString(m.errorMessage);
+  n += 4;
   {
     const a = m.responses;
     n += sizeOfUvarint(a.length + 1);
@@ -267,7 +275,7 @@ function readPartitionData(r: Reader, version: number): PartitionData {
   const f_acknowledgeErrorCode: number = r.int16();
   const f_acknowledgeErrorMessage: string | null = r.compactNullableString();
   const f_currentLeader: LeaderIdAndEpoch = readLeaderIdAndEpoch(r, version);
-  const f_records: Buffer | null = r.compactNullableBytes();
+  const f_records: Buffer | null = r.compactBytes();
   let f_acquiredRecords: AcquiredRecords[];
   {
     const n = r.compactArrayLength();
@@ -297,7 +305,7 @@ function writePartitionData(w: Writer, m: PartitionData, version: number): void 
   w.int16(m.acknowledgeErrorCode);
   w.compactNullableString(m.acknowledgeErrorMessage);
   writeLeaderIdAndEpoch(w, m.currentLeader, version);
-  w.compactNullableBytes(m.records);
+  w.compactBytes(notNull(m.records, 'PartitionData.Records'));
   {
     const a = m.acquiredRecords;
     w.uvarint(a.length + 1);
@@ -316,7 +324,7 @@ function sizeOfPartitionData(m: PartitionData, version: number): number {
   n += 2;
   n += sizeOfCompactNullableString(m.acknowledgeErrorMessage);
   n += sizeOfLeaderIdAndEpoch(m.currentLeader, version);
-  n += sizeOfCompactNullableBytes(m.records);
+  n += sizeOfCompactBytes(notNull(m.records, 'PartitionData.Records'));
   {
     const a = m.acquiredRecords;
     n += sizeOfUvarint(a.length + 1);
@@ -463,7 +471,7 @@ function sizeOfNodeEndpoint(m: NodeEndpoint, _version: number): number {
 
 /** Decodes a ShareFetchResponse body (no header) of the given version. Throws ProtocolError on malformed input. */
 export function decodeShareFetchResponse(r: Reader, version: number): ShareFetchResponse {
-  checkVersion(78, version, 0, 0);
+  checkVersion(78, version, 1, 2);
   try {
     return readShareFetchResponse(r, version);
   } catch (e) {
@@ -473,12 +481,12 @@ export function decodeShareFetchResponse(r: Reader, version: number): ShareFetch
 
 /** Encodes a ShareFetchResponse body (no header) in the given version. */
 export function encodeShareFetchResponse(w: Writer, m: ShareFetchResponse, version: number): void {
-  checkVersion(78, version, 0, 0);
+  checkVersion(78, version, 1, 2);
   writeShareFetchResponse(w, m, version);
 }
 
 /** The exact number of bytes encodeShareFetchResponse writes for this message and version. */
 export function sizeOfShareFetchResponse(m: ShareFetchResponse, version: number): number {
-  checkVersion(78, version, 0, 0);
+  checkVersion(78, version, 1, 2);
   return sizeOfShareFetchResponseBody(m, version);
 }

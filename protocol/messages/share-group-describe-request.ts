@@ -7,9 +7,9 @@ import type { Writer } from '../writer.js';
 import { sizeOfRawTaggedFields, sizeOfUvarint } from '../writer.js';
 import { checkVersion, hasNoUnknownTags, sizeOfCompactString } from '../generated-support.js';
 
-/** ShareGroupDescribeRequest, versions 0. */
+/** ShareGroupDescribeRequest, versions 1. */
 export interface ShareGroupDescribeRequest {
-  /** The ids of the groups to describe (versions 0+; entity groupId) */
+  /** The ids of the groups to describe. (versions 0+; entity groupId) */
   groupIds: string[];
   /** Whether to include authorized operations. (versions 0+) */
   includeAuthorizedOperations: boolean;
@@ -74,7 +74,7 @@ function sizeOfShareGroupDescribeRequestBody(m: ShareGroupDescribeRequest, _vers
 
 /** Decodes a ShareGroupDescribeRequest body (no header) of the given version. Throws ProtocolError on malformed input. */
 export function decodeShareGroupDescribeRequest(r: Reader, version: number): ShareGroupDescribeRequest {
-  checkVersion(77, version, 0, 0);
+  checkVersion(77, version, 1, 1);
   try {
     return readShareGroupDescribeRequest(r, version);
   } catch (e) {
@@ -84,12 +84,12 @@ export function decodeShareGroupDescribeRequest(r: Reader, version: number): Sha
 
 /** Encodes a ShareGroupDescribeRequest body (no header) in the given version. */
 export function encodeShareGroupDescribeRequest(w: Writer, m: ShareGroupDescribeRequest, version: number): void {
-  checkVersion(77, version, 0, 0);
+  checkVersion(77, version, 1, 1);
   writeShareGroupDescribeRequest(w, m, version);
 }
 
 /** The exact number of bytes encodeShareGroupDescribeRequest writes for this message and version. */
 export function sizeOfShareGroupDescribeRequest(m: ShareGroupDescribeRequest, version: number): number {
-  checkVersion(77, version, 0, 0);
+  checkVersion(77, version, 1, 1);
   return sizeOfShareGroupDescribeRequestBody(m, version);
 }

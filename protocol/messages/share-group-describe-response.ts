@@ -7,7 +7,7 @@ import type { Writer } from '../writer.js';
 import { sizeOfRawTaggedFields, sizeOfUvarint } from '../writer.js';
 import { ZERO_UUID, checkVersion, hasNoUnknownTags, sizeOfCompactNullableString, sizeOfCompactString } from '../generated-support.js';
 
-/** ShareGroupDescribeResponse, versions 0. */
+/** ShareGroupDescribeResponse, versions 1. */
 export interface ShareGroupDescribeResponse {
   /** The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota. (versions 0+) */
   throttleTimeMs: number;
@@ -17,7 +17,7 @@ export interface ShareGroupDescribeResponse {
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct TopicPartitions (used in versions 0). */
+/** Struct TopicPartitions (used in versions 1). */
 export interface TopicPartitions {
   /** The topic ID. (versions 0+; UUID as 22-char base64url) */
   topicId: string;
@@ -29,7 +29,7 @@ export interface TopicPartitions {
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct Assignment (used in versions 0). */
+/** Struct Assignment (used in versions 1). */
 export interface Assignment {
   /** The assigned topic-partitions to the member. (versions 0+) */
   topicPartitions: TopicPartitions[];
@@ -37,7 +37,7 @@ export interface Assignment {
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct DescribedGroup (used in versions 0). */
+/** Struct DescribedGroup (used in versions 1). */
 export interface DescribedGroup {
   /** The describe error, or 0 if there was no error. (versions 0+) */
   errorCode: number;
@@ -61,7 +61,7 @@ export interface DescribedGroup {
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct Member (used in versions 0). */
+/** Struct Member (used in versions 1). */
 export interface Member {
   /** The member ID. (versions 0+) */
   memberId: string;
@@ -426,7 +426,7 @@ function sizeOfMember(m: Member, version: number): number {
 
 /** Decodes a ShareGroupDescribeResponse body (no header) of the given version. Throws ProtocolError on malformed input. */
 export function decodeShareGroupDescribeResponse(r: Reader, version: number): ShareGroupDescribeResponse {
-  checkVersion(77, version, 0, 0);
+  checkVersion(77, version, 1, 1);
   try {
     return readShareGroupDescribeResponse(r, version);
   } catch (e) {
@@ -436,12 +436,12 @@ export function decodeShareGroupDescribeResponse(r: Reader, version: number): Sh
 
 /** Encodes a ShareGroupDescribeResponse body (no header) in the given version. */
 export function encodeShareGroupDescribeResponse(w: Writer, m: ShareGroupDescribeResponse, version: number): void {
-  checkVersion(77, version, 0, 0);
+  checkVersion(77, version, 1, 1);
   writeShareGroupDescribeResponse(w, m, version);
 }
 
 /** The exact number of bytes encodeShareGroupDescribeResponse writes for this message and version. */
 export function sizeOfShareGroupDescribeResponse(m: ShareGroupDescribeResponse, version: number): number {
-  checkVersion(77, version, 0, 0);
+  checkVersion(77, version, 1, 1);
   return sizeOfShareGroupDescribeResponseBody(m, version);
 }

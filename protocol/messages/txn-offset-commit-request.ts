@@ -5,9 +5,9 @@ import { annotateProtocolError } from '../errors.js';
 import type { Reader, TaggedField } from '../reader.js';
 import type { Writer } from '../writer.js';
 import { sizeOfRawTaggedFields, sizeOfUvarint } from '../writer.js';
-import { checkVersion, hasNoUnknownTags, sizeOfCompactNullableString, sizeOfCompactString, sizeOfNullableString, sizeOfString, unsupportedField } from '../generated-support.js';
+import { ZERO_UUID, checkVersion, hasNoUnknownTags, sizeOfCompactNullableString, sizeOfCompactString, sizeOfNullableString, sizeOfString, unsupportedField } from '../generated-support.js';
 
-/** TxnOffsetCommitRequest, versions 0-4. */
+/** TxnOffsetCommitRequest, versions 0-6. */
 export interface TxnOffsetCommitRequest {
   /** The ID of the transaction. (versions 0+; entity transactionalId) */
   transactionalId: string;
@@ -17,8 +17,8 @@ export interface TxnOffsetCommitRequest {
   producerId: bigint;
   /** The current epoch associated with the producer ID. (versions 0+) */
   producerEpoch: number;
-  /** The generation of the consumer. (versions 3+; default "-1") */
-  generationId: number;
+  /** The generation of the group if using the classic group protocol or the member epoch if using the consumer protocol. (versions 3+; default "-1") */
+  generationIdOrMemberEpoch: number;
   /** The member ID assigned by the group coordinator. (versions 3+; default "") */
   memberId: string;
   /** The unique identifier of the consumer instance provided by end user. (versions 3+; nullable 3+; default "null") */
@@ -29,17 +29,19 @@ export interface TxnOffsetCommitRequest {
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct TxnOffsetCommitRequestTopic (used in versions 0-4). */
+/** Struct TxnOffsetCommitRequestTopic (used in versions 0-6). */
 export interface TxnOffsetCommitRequestTopic {
-  /** The topic name. (versions 0+; entity topicName) */
+  /** The topic name. (versions 0-5; ignorable; entity topicName) */
   name: string;
+  /** The topic ID. (versions 6+; ignorable; UUID as 22-char base64url) */
+  topicId: string;
   /** The partitions inside the topic that we want to commit offsets for. (versions 0+) */
   partitions: TxnOffsetCommitRequestPartition[];
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct TxnOffsetCommitRequestPartition (used in versions 0-4). */
+/** Struct TxnOffsetCommitRequestPartition (used in versions 0-6). */
 export interface TxnOffsetCommitRequestPartition {
   /** The index of the partition within the topic. (versions 0+) */
   partitionIndex: number;
@@ -59,7 +61,7 @@ export function defaultTxnOffsetCommitRequest(): TxnOffsetCommitRequest {
     groupId: '',
     producerId: 0n,
     producerEpoch: 0,
-    generationId: -1,
+    generationIdOrMemberEpoch: -1,
     memberId: '',
     groupInstanceId: null,
     topics: [],
@@ -71,7 +73,7 @@ export function isDefaultTxnOffsetCommitRequest(m: TxnOffsetCommitRequest): bool
     (m.groupId === '') &&
     (m.producerId === 0n) &&
     (m.producerEpoch === 0) &&
-    (m.generationId === -1) &&
+    (m.generationIdOrMemberEpoch === -1) &&
     (m.memberId === '') &&
     (m.groupInstanceId === null) &&
     (m.topics !== null && m.topics.length === 0) &&
@@ -83,9 +85,9 @@ function readTxnOffsetCommitRequest(r: Reader, version: number): TxnOffsetCommit
   const f_groupId: string = (version >= 3 ? r.compactString() : r.string());
   const f_producerId: bigint = r.int64();
   const f_producerEpoch: number = r.int16();
-  let f_generationId: number = -1;
+  let f_generationIdOrMemberEpoch: number = -1;
   if (version >= 3) {
-    f_generationId = r.int32();
+    f_generationIdOrMemberEpoch = r.int32();
   }
   let f_memberId: string = '';
   if (version >= 3) {
@@ -108,7 +110,7 @@ function readTxnOffsetCommitRequest(r: Reader, version: number): TxnOffsetCommit
     groupId: f_groupId,
     producerId: f_producerId,
     producerEpoch: f_producerEpoch,
-    generationId: f_generationId,
+    generationIdOrMemberEpoch: f_generationIdOrMemberEpoch,
     memberId: f_memberId,
     groupInstanceId: f_groupInstanceId,
     topics: f_topics,
@@ -131,9 +133,9 @@ function writeTxnOffsetCommitRequest(w: Writer, m: TxnOffsetCommitRequest, versi
   w.int64(m.producerId);
   w.int16(m.producerEpoch);
   if (version >= 3) {
-    w.int32(m.generationId);
+    w.int32(m.generationIdOrMemberEpoch);
   } else {
-    if (!(m.generationId === -1)) throw unsupportedField('TxnOffsetCommitRequest', 'GenerationId', version);
+    if (!(m.generationIdOrMemberEpoch === -1)) throw unsupportedField('TxnOffsetCommitRequest', 'GenerationIdOrMemberEpoch', version);
   }
   if (version >= 3) {
     w.compactString(m.memberId);
@@ -190,18 +192,27 @@ function sizeOfTxnOffsetCommitRequestBody(m: TxnOffsetCommitRequest, version: nu
 export function defaultTxnOffsetCommitRequestTopic(): TxnOffsetCommitRequestTopic {
   return {
     name: '',
+    topicId: ZERO_UUID,
     partitions: [],
   };
 }
 
 export function isDefaultTxnOffsetCommitRequestTopic(m: TxnOffsetCommitRequestTopic): boolean {
   return (m.name === '') &&
+    (m.topicId === ZERO_UUID) &&
     (m.partitions !== null && m.partitions.length === 0) &&
     hasNoUnknownTags(m._unknownTaggedFields);
 }
 
 function readTxnOffsetCommitRequestTopic(r: Reader, version: number): TxnOffsetCommitRequestTopic {
-  const f_name: string = (version >= 3 ? r.compactString() : r.string());
+  let f_name: string = '';
+  if (version <= 5) {
+    f_name = (version >= 3 ? r.compactString() : r.string());
+  }
+  let f_topicId: string = ZERO_UUID;
+  if (version >= 6) {
+    f_topicId = r.uuid();
+  }
   let f_partitions: TxnOffsetCommitRequestPartition[];
   {
     const n = (version >= 3 ? r.compactArrayLength() : r.arrayLength());
@@ -212,6 +223,7 @@ function readTxnOffsetCommitRequestTopic(r: Reader, version: number): TxnOffsetC
   const unknown = (version >= 3 ? r.rawTaggedFields() : undefined);
   const m: TxnOffsetCommitRequestTopic = {
     name: f_name,
+    topicId: f_topicId,
     partitions: f_partitions,
   };
   if (unknown !== undefined) m._unknownTaggedFields = unknown;
@@ -219,10 +231,15 @@ function readTxnOffsetCommitRequestTopic(r: Reader, version: number): TxnOffsetC
 }
 
 function writeTxnOffsetCommitRequestTopic(w: Writer, m: TxnOffsetCommitRequestTopic, version: number): void {
-  if (version >= 3) {
-    w.compactString(m.name);
-  } else {
-    w.string(m.name);
+  if (version <= 5) {
+    if (version >= 3) {
+      w.compactString(m.name);
+    } else {
+      w.string(m.name);
+    }
+  }
+  if (version >= 6) {
+    w.uuid(m.topicId);
   }
   {
     const a = m.partitions;
@@ -242,7 +259,12 @@ function writeTxnOffsetCommitRequestTopic(w: Writer, m: TxnOffsetCommitRequestTo
 
 function sizeOfTxnOffsetCommitRequestTopic(m: TxnOffsetCommitRequestTopic, version: number): number {
   let n = 0;
-  n += (version >= 3 ? sizeOfCompactString(m.name) : sizeOfString(m.name));
+  if (version <= 5) {
+    n += (version >= 3 ? sizeOfCompactString(m.name) : sizeOfString(m.name));
+  }
+  if (version >= 6) {
+    n += 16;
+  }
   {
     const a = m.partitions;
     n += (version >= 3 ? sizeOfUvarint(a.length + 1) : 4);
@@ -322,7 +344,7 @@ function sizeOfTxnOffsetCommitRequestPartition(m: TxnOffsetCommitRequestPartitio
 
 /** Decodes a TxnOffsetCommitRequest body (no header) of the given version. Throws ProtocolError on malformed input. */
 export function decodeTxnOffsetCommitRequest(r: Reader, version: number): TxnOffsetCommitRequest {
-  checkVersion(28, version, 0, 4);
+  checkVersion(28, version, 0, 6);
   try {
     return readTxnOffsetCommitRequest(r, version);
   } catch (e) {
@@ -332,12 +354,12 @@ export function decodeTxnOffsetCommitRequest(r: Reader, version: number): TxnOff
 
 /** Encodes a TxnOffsetCommitRequest body (no header) in the given version. */
 export function encodeTxnOffsetCommitRequest(w: Writer, m: TxnOffsetCommitRequest, version: number): void {
-  checkVersion(28, version, 0, 4);
+  checkVersion(28, version, 0, 6);
   writeTxnOffsetCommitRequest(w, m, version);
 }
 
 /** The exact number of bytes encodeTxnOffsetCommitRequest writes for this message and version. */
 export function sizeOfTxnOffsetCommitRequest(m: TxnOffsetCommitRequest, version: number): number {
-  checkVersion(28, version, 0, 4);
+  checkVersion(28, version, 0, 6);
   return sizeOfTxnOffsetCommitRequestBody(m, version);
 }

@@ -5,9 +5,9 @@ import { annotateProtocolError } from '../errors.js';
 import type { Reader, TaggedField } from '../reader.js';
 import type { Writer } from '../writer.js';
 import { sizeOfRawTaggedFields, sizeOfUvarint } from '../writer.js';
-import { checkVersion, hasNoUnknownTags, sizeOfCompactString, sizeOfString } from '../generated-support.js';
+import { ZERO_UUID, checkVersion, hasNoUnknownTags, sizeOfCompactString, sizeOfString } from '../generated-support.js';
 
-/** TxnOffsetCommitResponse, versions 0-4. */
+/** TxnOffsetCommitResponse, versions 0-6. */
 export interface TxnOffsetCommitResponse {
   /** The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota. (versions 0+) */
   throttleTimeMs: number;
@@ -17,17 +17,19 @@ export interface TxnOffsetCommitResponse {
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct TxnOffsetCommitResponseTopic (used in versions 0-4). */
+/** Struct TxnOffsetCommitResponseTopic (used in versions 0-6). */
 export interface TxnOffsetCommitResponseTopic {
-  /** The topic name. (versions 0+; entity topicName) */
+  /** The topic name. (versions 0-5; ignorable; entity topicName) */
   name: string;
+  /** The topic ID. (versions 6+; ignorable; UUID as 22-char base64url) */
+  topicId: string;
   /** The responses for each partition in the topic. (versions 0+) */
   partitions: TxnOffsetCommitResponsePartition[];
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct TxnOffsetCommitResponsePartition (used in versions 0-4). */
+/** Struct TxnOffsetCommitResponsePartition (used in versions 0-6). */
 export interface TxnOffsetCommitResponsePartition {
   /** The partition index. (versions 0+) */
   partitionIndex: number;
@@ -103,18 +105,27 @@ function sizeOfTxnOffsetCommitResponseBody(m: TxnOffsetCommitResponse, version: 
 export function defaultTxnOffsetCommitResponseTopic(): TxnOffsetCommitResponseTopic {
   return {
     name: '',
+    topicId: ZERO_UUID,
     partitions: [],
   };
 }
 
 export function isDefaultTxnOffsetCommitResponseTopic(m: TxnOffsetCommitResponseTopic): boolean {
   return (m.name === '') &&
+    (m.topicId === ZERO_UUID) &&
     (m.partitions !== null && m.partitions.length === 0) &&
     hasNoUnknownTags(m._unknownTaggedFields);
 }
 
 function readTxnOffsetCommitResponseTopic(r: Reader, version: number): TxnOffsetCommitResponseTopic {
-  const f_name: string = (version >= 3 ? r.compactString() : r.string());
+  let f_name: string = '';
+  if (version <= 5) {
+    f_name = (version >= 3 ? r.compactString() : r.string());
+  }
+  let f_topicId: string = ZERO_UUID;
+  if (version >= 6) {
+    f_topicId = r.uuid();
+  }
   let f_partitions: TxnOffsetCommitResponsePartition[];
   {
     const n = (version >= 3 ? r.compactArrayLength() : r.arrayLength());
@@ -125,6 +136,7 @@ function readTxnOffsetCommitResponseTopic(r: Reader, version: number): TxnOffset
   const unknown = (version >= 3 ? r.rawTaggedFields() : undefined);
   const m: TxnOffsetCommitResponseTopic = {
     name: f_name,
+    topicId: f_topicId,
     partitions: f_partitions,
   };
   if (unknown !== undefined) m._unknownTaggedFields = unknown;
@@ -132,10 +144,15 @@ function readTxnOffsetCommitResponseTopic(r: Reader, version: number): TxnOffset
 }
 
 function writeTxnOffsetCommitResponseTopic(w: Writer, m: TxnOffsetCommitResponseTopic, version: number): void {
-  if (version >= 3) {
-    w.compactString(m.name);
-  } else {
-    w.string(m.name);
+  if (version <= 5) {
+    if (version >= 3) {
+      w.compactString(m.name);
+    } else {
+      w.string(m.name);
+    }
+  }
+  if (version >= 6) {
+    w.uuid(m.topicId);
   }
   {
     const a = m.partitions;
@@ -155,7 +172,12 @@ function writeTxnOffsetCommitResponseTopic(w: Writer, m: TxnOffsetCommitResponse
 
 function sizeOfTxnOffsetCommitResponseTopic(m: TxnOffsetCommitResponseTopic, version: number): number {
   let n = 0;
-  n += (version >= 3 ? sizeOfCompactString(m.name) : sizeOfString(m.name));
+  if (version <= 5) {
+    n += (version >= 3 ? sizeOfCompactString(m.name) : sizeOfString(m.name));
+  }
+  if (version >= 6) {
+    n += 16;
+  }
   {
     const a = m.partitions;
     n += (version >= 3 ? sizeOfUvarint(a.length + 1) : 4);
@@ -212,7 +234,7 @@ function sizeOfTxnOffsetCommitResponsePartition(m: TxnOffsetCommitResponsePartit
 
 /** Decodes a TxnOffsetCommitResponse body (no header) of the given version. Throws ProtocolError on malformed input. */
 export function decodeTxnOffsetCommitResponse(r: Reader, version: number): TxnOffsetCommitResponse {
-  checkVersion(28, version, 0, 4);
+  checkVersion(28, version, 0, 6);
   try {
     return readTxnOffsetCommitResponse(r, version);
   } catch (e) {
@@ -222,12 +244,12 @@ export function decodeTxnOffsetCommitResponse(r: Reader, version: number): TxnOf
 
 /** Encodes a TxnOffsetCommitResponse body (no header) in the given version. */
 export function encodeTxnOffsetCommitResponse(w: Writer, m: TxnOffsetCommitResponse, version: number): void {
-  checkVersion(28, version, 0, 4);
+  checkVersion(28, version, 0, 6);
   writeTxnOffsetCommitResponse(w, m, version);
 }
 
 /** The exact number of bytes encodeTxnOffsetCommitResponse writes for this message and version. */
 export function sizeOfTxnOffsetCommitResponse(m: TxnOffsetCommitResponse, version: number): number {
-  checkVersion(28, version, 0, 4);
+  checkVersion(28, version, 0, 6);
   return sizeOfTxnOffsetCommitResponseBody(m, version);
 }

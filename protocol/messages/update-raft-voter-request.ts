@@ -9,17 +9,17 @@ import { ZERO_UUID, checkVersion, hasNoUnknownTags, sizeOfCompactNullableString,
 
 /** UpdateRaftVoterRequest, versions 0. */
 export interface UpdateRaftVoterRequest {
-  /** (versions 0+; nullable 0+) */
+  /** The cluster id. (versions 0+; nullable 0+) */
   clusterId: string | null;
-  /** The current leader epoch of the partition, -1 for unknown leader epoch (versions 0+) */
+  /** The current leader epoch of the partition, -1 for unknown leader epoch. (versions 0+) */
   currentLeaderEpoch: number;
-  /** The replica id of the voter getting updated in the topic partition (versions 0+) */
+  /** The replica id of the voter getting updated in the topic partition. (versions 0+) */
   voterId: number;
-  /** The directory id of the voter getting updated in the topic partition (versions 0+; UUID as 22-char base64url) */
+  /** The directory id of the voter getting updated in the topic partition. (versions 0+; UUID as 22-char base64url) */
   voterDirectoryId: string;
-  /** The endpoint that can be used to communicate with the leader (versions 0+) */
+  /** The endpoint that can be used to communicate with the leader. (versions 0+) */
   listeners: Listener[];
-  /** The range of versions of the protocol that the replica supports (versions 0+) */
+  /** The range of versions of the protocol that the replica supports. (versions 0+) */
   kRaftVersionFeature: KRaftVersionFeature;
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
@@ -27,11 +27,11 @@ export interface UpdateRaftVoterRequest {
 
 /** Struct Listener (used in versions 0). */
 export interface Listener {
-  /** The name of the endpoint (versions 0+; map key) */
+  /** The name of the endpoint. (versions 0+; map key) */
   name: string;
-  /** The hostname (versions 0+) */
+  /** The hostname. (versions 0+) */
   host: string;
-  /** The port (versions 0+) */
+  /** The port. (versions 0+) */
   port: number;
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
@@ -39,9 +39,9 @@ export interface Listener {
 
 /** Struct KRaftVersionFeature (used in versions 0). */
 export interface KRaftVersionFeature {
-  /** The minimum supported KRaft protocol version (versions 0+) */
+  /** The minimum supported KRaft protocol version. (versions 0+) */
   minSupportedVersion: number;
-  /** The maximum supported KRaft protocol version (versions 0+) */
+  /** The maximum supported KRaft protocol version. (versions 0+) */
   maxSupportedVersion: number;
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];

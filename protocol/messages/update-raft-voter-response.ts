@@ -11,9 +11,9 @@ import { checkVersion, hasNoUnknownTags, sizeOfCompactString, sizeOfUnknownTags,
 export interface UpdateRaftVoterResponse {
   /** The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota. (versions 0+) */
   throttleTimeMs: number;
-  /** The error code, or 0 if there was no error (versions 0+) */
+  /** The error code, or 0 if there was no error. (versions 0+) */
   errorCode: number;
-  /** (versions 0+; tag 0 in 0+) */
+  /** Details of the current Raft cluster leader. (versions 0+; tag 0 in 0+) */
   currentLeader: CurrentLeader;
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
@@ -21,13 +21,13 @@ export interface UpdateRaftVoterResponse {
 
 /** Struct CurrentLeader (used in versions 0). */
 export interface CurrentLeader {
-  /** The replica id of the current leader or -1 if the leader is unknown (versions 0+; entity brokerId; default "-1") */
+  /** The replica id of the current leader or -1 if the leader is unknown. (versions 0+; entity brokerId; default "-1") */
   leaderId: number;
-  /** The latest known leader epoch (versions 0+; default "-1") */
+  /** The latest known leader epoch. (versions 0+; default "-1") */
   leaderEpoch: number;
-  /** The node's hostname (versions 0+) */
+  /** The node's hostname. (versions 0+) */
   host: string;
-  /** The node's port (versions 0+) */
+  /** The node's port. (versions 0+) */
   port: number;
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];

@@ -5,46 +5,48 @@ import { annotateProtocolError } from '../errors.js';
 import type { Reader, TaggedField } from '../reader.js';
 import type { Writer } from '../writer.js';
 import { sizeOfRawTaggedFields, sizeOfUvarint } from '../writer.js';
-import { ZERO_UUID, checkVersion, hasNoUnknownTags, sizeOfCompactNullableString, sizeOfCompactString } from '../generated-support.js';
+import { ZERO_UUID, checkVersion, hasNoUnknownTags, sizeOfCompactNullableString, sizeOfCompactString, unsupportedField } from '../generated-support.js';
 
-/** VoteRequest, versions 0-1. */
+/** VoteRequest, versions 0-2. */
 export interface VoteRequest {
-  /** (versions 0+; nullable 0+; default "null") */
+  /** The cluster id. (versions 0+; nullable 0+; default "null") */
   clusterId: string | null;
-  /** The replica id of the voter receiving the request (versions 1+; ignorable; entity brokerId; default "-1") */
+  /** The replica id of the voter receiving the request. (versions 1+; ignorable; entity brokerId; default "-1") */
   voterId: number;
-  /** (versions 0+) */
+  /** The topic data. (versions 0+) */
   topics: TopicData[];
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct TopicData (used in versions 0-1). */
+/** Struct TopicData (used in versions 0-2). */
 export interface TopicData {
   /** The topic name. (versions 0+; entity topicName) */
   topicName: string;
-  /** (versions 0+) */
+  /** The partition data. (versions 0+) */
   partitions: PartitionData[];
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct PartitionData (used in versions 0-1). */
+/** Struct PartitionData (used in versions 0-2). */
 export interface PartitionData {
   /** The partition index. (versions 0+) */
   partitionIndex: number;
-  /** The bumped epoch of the candidate sending the request (versions 0+) */
-  candidateEpoch: number;
+  /** The epoch of the voter sending the request (versions 0+) */
+  replicaEpoch: number;
   /** The replica id of the voter sending the request (versions 0+; entity brokerId) */
-  candidateId: number;
+  replicaId: number;
   /** The directory id of the voter sending the request (versions 1+; ignorable; UUID as 22-char base64url) */
-  candidateDirectoryId: string;
-  /** The ID of the voter sending the request (versions 1+; ignorable; UUID as 22-char base64url) */
+  replicaDirectoryId: string;
+  /** The directory id of the voter receiving the request (versions 1+; ignorable; UUID as 22-char base64url) */
   voterDirectoryId: string;
-  /** The epoch of the last record written to the metadata log (versions 0+) */
+  /** The epoch of the last record written to the metadata log. (versions 0+) */
   lastOffsetEpoch: number;
-  /** The offset of the last record written to the metadata log (versions 0+) */
+  /** The log end offset of the metadata log of the voter sending the request. (versions 0+) */
   lastOffset: bigint;
+  /** Whether the request is a PreVote request (not persisted) or not. (versions 2+) */
+  preVote: boolean;
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
 }
@@ -175,33 +177,35 @@ function sizeOfTopicData(m: TopicData, version: number): number {
 export function defaultPartitionData(): PartitionData {
   return {
     partitionIndex: 0,
-    candidateEpoch: 0,
-    candidateId: 0,
-    candidateDirectoryId: ZERO_UUID,
+    replicaEpoch: 0,
+    replicaId: 0,
+    replicaDirectoryId: ZERO_UUID,
     voterDirectoryId: ZERO_UUID,
     lastOffsetEpoch: 0,
     lastOffset: 0n,
+    preVote: false,
   };
 }
 
 export function isDefaultPartitionData(m: PartitionData): boolean {
   return (m.partitionIndex === 0) &&
-    (m.candidateEpoch === 0) &&
-    (m.candidateId === 0) &&
-    (m.candidateDirectoryId === ZERO_UUID) &&
+    (m.replicaEpoch === 0) &&
+    (m.replicaId === 0) &&
+    (m.replicaDirectoryId === ZERO_UUID) &&
     (m.voterDirectoryId === ZERO_UUID) &&
     (m.lastOffsetEpoch === 0) &&
     (m.lastOffset === 0n) &&
+    (m.preVote === false) &&
     hasNoUnknownTags(m._unknownTaggedFields);
 }
 
 function readPartitionData(r: Reader, version: number): PartitionData {
   const f_partitionIndex: number = r.int32();
-  const f_candidateEpoch: number = r.int32();
-  const f_candidateId: number = r.int32();
-  let f_candidateDirectoryId: string = ZERO_UUID;
+  const f_replicaEpoch: number = r.int32();
+  const f_replicaId: number = r.int32();
+  let f_replicaDirectoryId: string = ZERO_UUID;
   if (version >= 1) {
-    f_candidateDirectoryId = r.uuid();
+    f_replicaDirectoryId = r.uuid();
   }
   let f_voterDirectoryId: string = ZERO_UUID;
   if (version >= 1) {
@@ -209,15 +213,20 @@ function readPartitionData(r: Reader, version: number): PartitionData {
   }
   const f_lastOffsetEpoch: number = r.int32();
   const f_lastOffset: bigint = r.int64();
+  let f_preVote: boolean = false;
+  if (version >= 2) {
+    f_preVote = r.bool();
+  }
   const unknown = r.rawTaggedFields();
   const m: PartitionData = {
     partitionIndex: f_partitionIndex,
-    candidateEpoch: f_candidateEpoch,
-    candidateId: f_candidateId,
-    candidateDirectoryId: f_candidateDirectoryId,
+    replicaEpoch: f_replicaEpoch,
+    replicaId: f_replicaId,
+    replicaDirectoryId: f_replicaDirectoryId,
     voterDirectoryId: f_voterDirectoryId,
     lastOffsetEpoch: f_lastOffsetEpoch,
     lastOffset: f_lastOffset,
+    preVote: f_preVote,
   };
   if (unknown !== undefined) m._unknownTaggedFields = unknown;
   return m;
@@ -225,16 +234,21 @@ function readPartitionData(r: Reader, version: number): PartitionData {
 
 function writePartitionData(w: Writer, m: PartitionData, version: number): void {
   w.int32(m.partitionIndex);
-  w.int32(m.candidateEpoch);
-  w.int32(m.candidateId);
+  w.int32(m.replicaEpoch);
+  w.int32(m.replicaId);
   if (version >= 1) {
-    w.uuid(m.candidateDirectoryId);
+    w.uuid(m.replicaDirectoryId);
   }
   if (version >= 1) {
     w.uuid(m.voterDirectoryId);
   }
   w.int32(m.lastOffsetEpoch);
   w.int64(m.lastOffset);
+  if (version >= 2) {
+    w.bool(m.preVote);
+  } else {
+    if (!(m.preVote === false)) throw unsupportedField('PartitionData', 'PreVote', version);
+  }
   w.rawTaggedFields(m._unknownTaggedFields);
 }
 
@@ -251,13 +265,16 @@ function sizeOfPartitionData(m: PartitionData, version: number): number {
   }
   n += 4;
   n += 8;
+  if (version >= 2) {
+    n += 1;
+  }
   n += sizeOfRawTaggedFields(m._unknownTaggedFields);
   return n;
 }
 
 /** Decodes a VoteRequest body (no header) of the given version. Throws ProtocolError on malformed input. */
 export function decodeVoteRequest(r: Reader, version: number): VoteRequest {
-  checkVersion(52, version, 0, 1);
+  checkVersion(52, version, 0, 2);
   try {
     return readVoteRequest(r, version);
   } catch (e) {
@@ -267,12 +284,12 @@ export function decodeVoteRequest(r: Reader, version: number): VoteRequest {
 
 /** Encodes a VoteRequest body (no header) in the given version. */
 export function encodeVoteRequest(w: Writer, m: VoteRequest, version: number): void {
-  checkVersion(52, version, 0, 1);
+  checkVersion(52, version, 0, 2);
   writeVoteRequest(w, m, version);
 }
 
 /** The exact number of bytes encodeVoteRequest writes for this message and version. */
 export function sizeOfVoteRequest(m: VoteRequest, version: number): number {
-  checkVersion(52, version, 0, 1);
+  checkVersion(52, version, 0, 2);
   return sizeOfVoteRequestBody(m, version);
 }

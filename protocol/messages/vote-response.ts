@@ -7,51 +7,51 @@ import type { Writer } from '../writer.js';
 import { sizeOfRawTaggedFields, sizeOfUvarint } from '../writer.js';
 import { checkVersion, hasNoUnknownTags, sizeOfCompactString, sizeOfUnknownTags, unsupportedField, writeUnknownTagsBefore } from '../generated-support.js';
 
-/** VoteResponse, versions 0-1. */
+/** VoteResponse, versions 0-2. */
 export interface VoteResponse {
   /** The top level error code. (versions 0+) */
   errorCode: number;
-  /** (versions 0+) */
+  /** The results for each topic. (versions 0+) */
   topics: TopicData[];
-  /** Endpoints for all current-leaders enumerated in PartitionData (versions 1+; tag 0 in 1+) */
+  /** Endpoints for all current-leaders enumerated in PartitionData. (versions 1+; tag 0 in 1+) */
   nodeEndpoints: NodeEndpoint[];
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct TopicData (used in versions 0-1). */
+/** Struct TopicData (used in versions 0-2). */
 export interface TopicData {
   /** The topic name. (versions 0+; entity topicName) */
   topicName: string;
-  /** (versions 0+) */
+  /** The results for each partition. (versions 0+) */
   partitions: PartitionData[];
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct PartitionData (used in versions 0-1). */
+/** Struct PartitionData (used in versions 0-2). */
 export interface PartitionData {
   /** The partition index. (versions 0+) */
   partitionIndex: number;
-  /** (versions 0+) */
+  /** The partition level error code. (versions 0+) */
   errorCode: number;
   /** The ID of the current leader or -1 if the leader is unknown. (versions 0+; entity brokerId) */
   leaderId: number;
-  /** The latest known leader epoch (versions 0+) */
+  /** The latest known leader epoch. (versions 0+) */
   leaderEpoch: number;
-  /** True if the vote was granted and false otherwise (versions 0+) */
+  /** True if the vote was granted and false otherwise. (versions 0+) */
   voteGranted: boolean;
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct NodeEndpoint (used in versions 1). */
+/** Struct NodeEndpoint (used in versions 1-2). */
 export interface NodeEndpoint {
-  /** The ID of the associated node (versions 1+; map key; entity brokerId) */
+  /** The ID of the associated node. (versions 1+; map key; entity brokerId) */
   nodeId: number;
-  /** The node's hostname (versions 1+) */
+  /** The node's hostname. (versions 1+) */
   host: string;
-  /** The node's port (versions 1+) */
+  /** The node's port. (versions 1+) */
   port: number;
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
@@ -332,7 +332,7 @@ function sizeOfNodeEndpoint(m: NodeEndpoint, _version: number): number {
 
 /** Decodes a VoteResponse body (no header) of the given version. Throws ProtocolError on malformed input. */
 export function decodeVoteResponse(r: Reader, version: number): VoteResponse {
-  checkVersion(52, version, 0, 1);
+  checkVersion(52, version, 0, 2);
   try {
     return readVoteResponse(r, version);
   } catch (e) {
@@ -342,12 +342,12 @@ export function decodeVoteResponse(r: Reader, version: number): VoteResponse {
 
 /** Encodes a VoteResponse body (no header) in the given version. */
 export function encodeVoteResponse(w: Writer, m: VoteResponse, version: number): void {
-  checkVersion(52, version, 0, 1);
+  checkVersion(52, version, 0, 2);
   writeVoteResponse(w, m, version);
 }
 
 /** The exact number of bytes encodeVoteResponse writes for this message and version. */
 export function sizeOfVoteResponse(m: VoteResponse, version: number): number {
-  checkVersion(52, version, 0, 1);
+  checkVersion(52, version, 0, 2);
   return sizeOfVoteResponseBody(m, version);
 }

@@ -7,7 +7,7 @@ import type { Writer } from '../writer.js';
 import { sizeOfRawTaggedFields, sizeOfUvarint } from '../writer.js';
 import { ZERO_UUID, checkVersion, hasNoUnknownTags, sizeOfCompactString } from '../generated-support.js';
 
-/** WriteShareGroupStateRequest, versions 0. */
+/** WriteShareGroupStateRequest, versions 0-1. */
 export interface WriteShareGroupStateRequest {
   /** The group identifier. (versions 0+) */
   groupId: string;
@@ -17,7 +17,7 @@ export interface WriteShareGroupStateRequest {
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct WriteStateData (used in versions 0). */
+/** Struct WriteStateData (used in versions 0-1). */
 export interface WriteStateData {
   /** The topic identifier. (versions 0+; UUID as 22-char base64url) */
   topicId: string;
@@ -27,29 +27,31 @@ export interface WriteStateData {
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct PartitionData (used in versions 0). */
+/** Struct PartitionData (used in versions 0-1). */
 export interface PartitionData {
   /** The partition index. (versions 0+) */
   partition: number;
-  /** The state epoch for this share-partition. (versions 0+) */
+  /** The state epoch of the share-partition. (versions 0+) */
   stateEpoch: number;
   /** The leader epoch of the share-partition. (versions 0+) */
   leaderEpoch: number;
   /** The share-partition start offset, or -1 if the start offset is not being written. (versions 0+) */
   startOffset: bigint;
-  /** (versions 0+) */
+  /** The number of offsets greater than or equal to share-partition start offset for which delivery has been completed. (versions 1+; ignorable; default "-1") */
+  deliveryCompleteCount: number;
+  /** The state batches for the share-partition. (versions 0+) */
   stateBatches: StateBatch[];
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct StateBatch (used in versions 0). */
+/** Struct StateBatch (used in versions 0-1). */
 export interface StateBatch {
-  /** The base offset of this state batch. (versions 0+) */
+  /** The first offset of this state batch. (versions 0+) */
   firstOffset: bigint;
   /** The last offset of this state batch. (versions 0+) */
   lastOffset: bigint;
-  /** The state - 0:Available,2:Acked,4:Archived (versions 0+) */
+  /** The delivery state - 0:Available,2:Acked,4:Archived. (versions 0+) */
   deliveryState: number;
   /** The delivery count. (versions 0+) */
   deliveryCount: number;
@@ -173,6 +175,7 @@ export function defaultPartitionData(): PartitionData {
     stateEpoch: 0,
     leaderEpoch: 0,
     startOffset: 0n,
+    deliveryCompleteCount: -1,
     stateBatches: [],
   };
 }
@@ -182,6 +185,7 @@ export function isDefaultPartitionData(m: PartitionData): boolean {
     (m.stateEpoch === 0) &&
     (m.leaderEpoch === 0) &&
     (m.startOffset === 0n) &&
+    (m.deliveryCompleteCount === -1) &&
     (m.stateBatches !== null && m.stateBatches.length === 0) &&
     hasNoUnknownTags(m._unknownTaggedFields);
 }
@@ -191,6 +195,10 @@ function readPartitionData(r: Reader, version: number): PartitionData {
   const f_stateEpoch: number = r.int32();
   const f_leaderEpoch: number = r.int32();
   const f_startOffset: bigint = r.int64();
+  let f_deliveryCompleteCount: number = -1;
+  if (version >= 1) {
+    f_deliveryCompleteCount = r.int32();
+  }
   let f_stateBatches: StateBatch[];
   {
     const n = r.compactArrayLength();
@@ -204,6 +212,7 @@ function readPartitionData(r: Reader, version: number): PartitionData {
     stateEpoch: f_stateEpoch,
     leaderEpoch: f_leaderEpoch,
     startOffset: f_startOffset,
+    deliveryCompleteCount: f_deliveryCompleteCount,
     stateBatches: f_stateBatches,
   };
   if (unknown !== undefined) m._unknownTaggedFields = unknown;
@@ -215,6 +224,9 @@ function writePartitionData(w: Writer, m: PartitionData, version: number): void 
   w.int32(m.stateEpoch);
   w.int32(m.leaderEpoch);
   w.int64(m.startOffset);
+  if (version >= 1) {
+    w.int32(m.deliveryCompleteCount);
+  }
   {
     const a = m.stateBatches;
     w.uvarint(a.length + 1);
@@ -231,6 +243,9 @@ function sizeOfPartitionData(m: PartitionData, version: number): number {
   n += 4;
   n += 4;
   n += 8;
+  if (version >= 1) {
+    n += 4;
+  }
   {
     const a = m.stateBatches;
     n += sizeOfUvarint(a.length + 1);
@@ -293,7 +308,7 @@ function sizeOfStateBatch(m: StateBatch, _version: number): number {
 
 /** Decodes a WriteShareGroupStateRequest body (no header) of the given version. Throws ProtocolError on malformed input. */
 export function decodeWriteShareGroupStateRequest(r: Reader, version: number): WriteShareGroupStateRequest {
-  checkVersion(85, version, 0, 0);
+  checkVersion(85, version, 0, 1);
   try {
     return readWriteShareGroupStateRequest(r, version);
   } catch (e) {
@@ -303,12 +318,12 @@ export function decodeWriteShareGroupStateRequest(r: Reader, version: number): W
 
 /** Encodes a WriteShareGroupStateRequest body (no header) in the given version. */
 export function encodeWriteShareGroupStateRequest(w: Writer, m: WriteShareGroupStateRequest, version: number): void {
-  checkVersion(85, version, 0, 0);
+  checkVersion(85, version, 0, 1);
   writeWriteShareGroupStateRequest(w, m, version);
 }
 
 /** The exact number of bytes encodeWriteShareGroupStateRequest writes for this message and version. */
 export function sizeOfWriteShareGroupStateRequest(m: WriteShareGroupStateRequest, version: number): number {
-  checkVersion(85, version, 0, 0);
+  checkVersion(85, version, 0, 1);
   return sizeOfWriteShareGroupStateRequestBody(m, version);
 }

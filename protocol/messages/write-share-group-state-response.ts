@@ -7,17 +7,17 @@ import type { Writer } from '../writer.js';
 import { sizeOfRawTaggedFields, sizeOfUvarint } from '../writer.js';
 import { ZERO_UUID, checkVersion, hasNoUnknownTags, sizeOfCompactNullableString } from '../generated-support.js';
 
-/** WriteShareGroupStateResponse, versions 0. */
+/** WriteShareGroupStateResponse, versions 0-1. */
 export interface WriteShareGroupStateResponse {
-  /** The write results (versions 0+) */
+  /** The write results. (versions 0+) */
   results: WriteStateResult[];
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct WriteStateResult (used in versions 0). */
+/** Struct WriteStateResult (used in versions 0-1). */
 export interface WriteStateResult {
-  /** The topic identifier (versions 0+; UUID as 22-char base64url) */
+  /** The topic identifier. (versions 0+; UUID as 22-char base64url) */
   topicId: string;
   /** The results for the partitions. (versions 0+) */
   partitions: PartitionResult[];
@@ -25,7 +25,7 @@ export interface WriteStateResult {
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct PartitionResult (used in versions 0). */
+/** Struct PartitionResult (used in versions 0-1). */
 export interface PartitionResult {
   /** The partition index. (versions 0+) */
   partition: number;
@@ -188,7 +188,7 @@ function sizeOfPartitionResult(m: PartitionResult, _version: number): number {
 
 /** Decodes a WriteShareGroupStateResponse body (no header) of the given version. Throws ProtocolError on malformed input. */
 export function decodeWriteShareGroupStateResponse(r: Reader, version: number): WriteShareGroupStateResponse {
-  checkVersion(85, version, 0, 0);
+  checkVersion(85, version, 0, 1);
   try {
     return readWriteShareGroupStateResponse(r, version);
   } catch (e) {
@@ -198,12 +198,12 @@ export function decodeWriteShareGroupStateResponse(r: Reader, version: number): 
 
 /** Encodes a WriteShareGroupStateResponse body (no header) in the given version. */
 export function encodeWriteShareGroupStateResponse(w: Writer, m: WriteShareGroupStateResponse, version: number): void {
-  checkVersion(85, version, 0, 0);
+  checkVersion(85, version, 0, 1);
   writeWriteShareGroupStateResponse(w, m, version);
 }
 
 /** The exact number of bytes encodeWriteShareGroupStateResponse writes for this message and version. */
 export function sizeOfWriteShareGroupStateResponse(m: WriteShareGroupStateResponse, version: number): number {
-  checkVersion(85, version, 0, 0);
+  checkVersion(85, version, 0, 1);
   return sizeOfWriteShareGroupStateResponseBody(m, version);
 }

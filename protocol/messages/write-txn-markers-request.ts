@@ -5,9 +5,9 @@ import { annotateProtocolError } from '../errors.js';
 import type { Reader, TaggedField } from '../reader.js';
 import type { Writer } from '../writer.js';
 import { sizeOfRawTaggedFields, sizeOfUvarint } from '../writer.js';
-import { checkVersion, hasNoUnknownTags, sizeOfCompactString, sizeOfString } from '../generated-support.js';
+import { checkVersion, hasNoUnknownTags, sizeOfCompactString } from '../generated-support.js';
 
-/** WriteTxnMarkersRequest, versions 0-1. */
+/** WriteTxnMarkersRequest, versions 1-2. */
 export interface WriteTxnMarkersRequest {
   /** The transaction markers to be written. (versions 0+) */
   markers: WritableTxnMarker[];
@@ -15,7 +15,7 @@ export interface WriteTxnMarkersRequest {
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct WritableTxnMarker (used in versions 0-1). */
+/** Struct WritableTxnMarker (used in versions 1-2). */
 export interface WritableTxnMarker {
   /** The current producer ID. (versions 0+; entity producerId) */
   producerId: bigint;
@@ -25,13 +25,15 @@ export interface WritableTxnMarker {
   transactionResult: boolean;
   /** Each topic that we want to write transaction marker(s) for. (versions 0+) */
   topics: WritableTxnMarkerTopic[];
-  /** Epoch associated with the transaction state partition hosted by this transaction coordinator (versions 0+) */
+  /** Epoch associated with the transaction state partition hosted by this transaction coordinator. (versions 0+) */
   coordinatorEpoch: number;
+  /** Transaction version of the marker. Ex: 0/1 = legacy (TV0/TV1), 2 = TV2 etc. (versions 2+; ignorable; default "0") */
+  transactionVersion: number;
   /** Tagged fields this codec does not know, kept raw so re-encoding is byte-exact. */
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct WritableTxnMarkerTopic (used in versions 0-1). */
+/** Struct WritableTxnMarkerTopic (used in versions 1-2). */
 export interface WritableTxnMarkerTopic {
   /** The topic name. (versions 0+; entity topicName) */
   name: string;
@@ -55,12 +57,12 @@ export function isDefaultWriteTxnMarkersRequest(m: WriteTxnMarkersRequest): bool
 function readWriteTxnMarkersRequest(r: Reader, version: number): WriteTxnMarkersRequest {
   let f_markers: WritableTxnMarker[];
   {
-    const n = (version >= 1 ? r.compactArrayLength() : r.arrayLength());
+    const n = r.compactArrayLength();
     const a: WritableTxnMarker[] = [];
     for (let i = 0; i < n; i++) a.push(readWritableTxnMarker(r, version));
     f_markers = a;
   }
-  const unknown = (version >= 1 ? r.rawTaggedFields() : undefined);
+  const unknown = r.rawTaggedFields();
   const m: WriteTxnMarkersRequest = {
     markers: f_markers,
   };
@@ -71,30 +73,22 @@ function readWriteTxnMarkersRequest(r: Reader, version: number): WriteTxnMarkers
 function writeWriteTxnMarkersRequest(w: Writer, m: WriteTxnMarkersRequest, version: number): void {
   {
     const a = m.markers;
-    if (version >= 1) {
-      w.uvarint(a.length + 1);
-    } else {
-      w.int32(a.length);
-    }
+    w.uvarint(a.length + 1);
     for (const e of a) {
       writeWritableTxnMarker(w, e, version);
     }
   }
-  if (version >= 1) {
-    w.rawTaggedFields(m._unknownTaggedFields);
-  }
+  w.rawTaggedFields(m._unknownTaggedFields);
 }
 
 function sizeOfWriteTxnMarkersRequestBody(m: WriteTxnMarkersRequest, version: number): number {
   let n = 0;
   {
     const a = m.markers;
-    n += (version >= 1 ? sizeOfUvarint(a.length + 1) : 4);
+    n += sizeOfUvarint(a.length + 1);
     for (const e of a) n += sizeOfWritableTxnMarker(e, version);
   }
-  if (version >= 1) {
-    n += sizeOfRawTaggedFields(m._unknownTaggedFields);
-  }
+  n += sizeOfRawTaggedFields(m._unknownTaggedFields);
   return n;
 }
 
@@ -105,6 +99,7 @@ export function defaultWritableTxnMarker(): WritableTxnMarker {
     transactionResult: false,
     topics: [],
     coordinatorEpoch: 0,
+    transactionVersion: 0,
   };
 }
 
@@ -114,6 +109,7 @@ export function isDefaultWritableTxnMarker(m: WritableTxnMarker): boolean {
     (m.transactionResult === false) &&
     (m.topics !== null && m.topics.length === 0) &&
     (m.coordinatorEpoch === 0) &&
+    (m.transactionVersion === 0) &&
     hasNoUnknownTags(m._unknownTaggedFields);
 }
 
@@ -123,19 +119,24 @@ function readWritableTxnMarker(r: Reader, version: number): WritableTxnMarker {
   const f_transactionResult: boolean = r.bool();
   let f_topics: WritableTxnMarkerTopic[];
   {
-    const n = (version >= 1 ? r.compactArrayLength() : r.arrayLength());
+    const n = r.compactArrayLength();
     const a: WritableTxnMarkerTopic[] = [];
     for (let i = 0; i < n; i++) a.push(readWritableTxnMarkerTopic(r, version));
     f_topics = a;
   }
   const f_coordinatorEpoch: number = r.int32();
-  const unknown = (version >= 1 ? r.rawTaggedFields() : undefined);
+  let f_transactionVersion: number = 0;
+  if (version >= 2) {
+    f_transactionVersion = r.int8();
+  }
+  const unknown = r.rawTaggedFields();
   const m: WritableTxnMarker = {
     producerId: f_producerId,
     producerEpoch: f_producerEpoch,
     transactionResult: f_transactionResult,
     topics: f_topics,
     coordinatorEpoch: f_coordinatorEpoch,
+    transactionVersion: f_transactionVersion,
   };
   if (unknown !== undefined) m._unknownTaggedFields = unknown;
   return m;
@@ -147,19 +148,16 @@ function writeWritableTxnMarker(w: Writer, m: WritableTxnMarker, version: number
   w.bool(m.transactionResult);
   {
     const a = m.topics;
-    if (version >= 1) {
-      w.uvarint(a.length + 1);
-    } else {
-      w.int32(a.length);
-    }
+    w.uvarint(a.length + 1);
     for (const e of a) {
       writeWritableTxnMarkerTopic(w, e, version);
     }
   }
   w.int32(m.coordinatorEpoch);
-  if (version >= 1) {
-    w.rawTaggedFields(m._unknownTaggedFields);
+  if (version >= 2) {
+    w.int8(m.transactionVersion);
   }
+  w.rawTaggedFields(m._unknownTaggedFields);
 }
 
 function sizeOfWritableTxnMarker(m: WritableTxnMarker, version: number): number {
@@ -169,13 +167,14 @@ function sizeOfWritableTxnMarker(m: WritableTxnMarker, version: number): number 
   n += 1;
   {
     const a = m.topics;
-    n += (version >= 1 ? sizeOfUvarint(a.length + 1) : 4);
+    n += sizeOfUvarint(a.length + 1);
     for (const e of a) n += sizeOfWritableTxnMarkerTopic(e, version);
   }
   n += 4;
-  if (version >= 1) {
-    n += sizeOfRawTaggedFields(m._unknownTaggedFields);
+  if (version >= 2) {
+    n += 1;
   }
+  n += sizeOfRawTaggedFields(m._unknownTaggedFields);
   return n;
 }
 
@@ -192,14 +191,14 @@ export function isDefaultWritableTxnMarkerTopic(m: WritableTxnMarkerTopic): bool
     hasNoUnknownTags(m._unknownTaggedFields);
 }
 
-function readWritableTxnMarkerTopic(r: Reader, version: number): WritableTxnMarkerTopic {
-  const f_name: string = (version >= 1 ? r.compactString() : r.string());
+function readWritableTxnMarkerTopic(r: Reader, _version: number): WritableTxnMarkerTopic {
+  const f_name: string = r.compactString();
   let f_partitionIndexes: number[];
   {
-    const n = (version >= 1 ? r.compactArrayLength() : r.arrayLength());
+    const n = r.compactArrayLength();
     f_partitionIndexes = r.int32Array(n);
   }
-  const unknown = (version >= 1 ? r.rawTaggedFields() : undefined);
+  const unknown = r.rawTaggedFields();
   const m: WritableTxnMarkerTopic = {
     name: f_name,
     partitionIndexes: f_partitionIndexes,
@@ -208,43 +207,31 @@ function readWritableTxnMarkerTopic(r: Reader, version: number): WritableTxnMark
   return m;
 }
 
-function writeWritableTxnMarkerTopic(w: Writer, m: WritableTxnMarkerTopic, version: number): void {
-  if (version >= 1) {
-    w.compactString(m.name);
-  } else {
-    w.string(m.name);
-  }
+function writeWritableTxnMarkerTopic(w: Writer, m: WritableTxnMarkerTopic, _version: number): void {
+  w.compactString(m.name);
   {
     const a = m.partitionIndexes;
-    if (version >= 1) {
-      w.uvarint(a.length + 1);
-    } else {
-      w.int32(a.length);
-    }
+    w.uvarint(a.length + 1);
     w.int32Array(a);
   }
-  if (version >= 1) {
-    w.rawTaggedFields(m._unknownTaggedFields);
-  }
+  w.rawTaggedFields(m._unknownTaggedFields);
 }
 
-function sizeOfWritableTxnMarkerTopic(m: WritableTxnMarkerTopic, version: number): number {
+function sizeOfWritableTxnMarkerTopic(m: WritableTxnMarkerTopic, _version: number): number {
   let n = 0;
-  n += (version >= 1 ? sizeOfCompactString(m.name) : sizeOfString(m.name));
+  n += sizeOfCompactString(m.name);
   {
     const a = m.partitionIndexes;
-    n += (version >= 1 ? sizeOfUvarint(a.length + 1) : 4);
+    n += sizeOfUvarint(a.length + 1);
     n += a.length * 4;
   }
-  if (version >= 1) {
-    n += sizeOfRawTaggedFields(m._unknownTaggedFields);
-  }
+  n += sizeOfRawTaggedFields(m._unknownTaggedFields);
   return n;
 }
 
 /** Decodes a WriteTxnMarkersRequest body (no header) of the given version. Throws ProtocolError on malformed input. */
 export function decodeWriteTxnMarkersRequest(r: Reader, version: number): WriteTxnMarkersRequest {
-  checkVersion(27, version, 0, 1);
+  checkVersion(27, version, 1, 2);
   try {
     return readWriteTxnMarkersRequest(r, version);
   } catch (e) {
@@ -254,12 +241,12 @@ export function decodeWriteTxnMarkersRequest(r: Reader, version: number): WriteT
 
 /** Encodes a WriteTxnMarkersRequest body (no header) in the given version. */
 export function encodeWriteTxnMarkersRequest(w: Writer, m: WriteTxnMarkersRequest, version: number): void {
-  checkVersion(27, version, 0, 1);
+  checkVersion(27, version, 1, 2);
   writeWriteTxnMarkersRequest(w, m, version);
 }
 
 /** The exact number of bytes encodeWriteTxnMarkersRequest writes for this message and version. */
 export function sizeOfWriteTxnMarkersRequest(m: WriteTxnMarkersRequest, version: number): number {
-  checkVersion(27, version, 0, 1);
+  checkVersion(27, version, 1, 2);
   return sizeOfWriteTxnMarkersRequestBody(m, version);
 }

@@ -5,9 +5,9 @@ import { annotateProtocolError } from '../errors.js';
 import type { Reader, TaggedField } from '../reader.js';
 import type { Writer } from '../writer.js';
 import { sizeOfRawTaggedFields, sizeOfUvarint } from '../writer.js';
-import { checkVersion, hasNoUnknownTags, sizeOfCompactString, sizeOfString } from '../generated-support.js';
+import { checkVersion, hasNoUnknownTags, sizeOfCompactString } from '../generated-support.js';
 
-/** WriteTxnMarkersResponse, versions 0-1. */
+/** WriteTxnMarkersResponse, versions 1-2. */
 export interface WriteTxnMarkersResponse {
   /** The results for writing makers. (versions 0+) */
   markers: WritableTxnMarkerResult[];
@@ -15,7 +15,7 @@ export interface WriteTxnMarkersResponse {
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct WritableTxnMarkerResult (used in versions 0-1). */
+/** Struct WritableTxnMarkerResult (used in versions 1-2). */
 export interface WritableTxnMarkerResult {
   /** The current producer ID in use by the transactional ID. (versions 0+; entity producerId) */
   producerId: bigint;
@@ -25,7 +25,7 @@ export interface WritableTxnMarkerResult {
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct WritableTxnMarkerTopicResult (used in versions 0-1). */
+/** Struct WritableTxnMarkerTopicResult (used in versions 1-2). */
 export interface WritableTxnMarkerTopicResult {
   /** The topic name. (versions 0+; entity topicName) */
   name: string;
@@ -35,7 +35,7 @@ export interface WritableTxnMarkerTopicResult {
   _unknownTaggedFields?: TaggedField[];
 }
 
-/** Struct WritableTxnMarkerPartitionResult (used in versions 0-1). */
+/** Struct WritableTxnMarkerPartitionResult (used in versions 1-2). */
 export interface WritableTxnMarkerPartitionResult {
   /** The partition index. (versions 0+) */
   partitionIndex: number;
@@ -59,12 +59,12 @@ export function isDefaultWriteTxnMarkersResponse(m: WriteTxnMarkersResponse): bo
 function readWriteTxnMarkersResponse(r: Reader, version: number): WriteTxnMarkersResponse {
   let f_markers: WritableTxnMarkerResult[];
   {
-    const n = (version >= 1 ? r.compactArrayLength() : r.arrayLength());
+    const n = r.compactArrayLength();
     const a: WritableTxnMarkerResult[] = [];
     for (let i = 0; i < n; i++) a.push(readWritableTxnMarkerResult(r, version));
     f_markers = a;
   }
-  const unknown = (version >= 1 ? r.rawTaggedFields() : undefined);
+  const unknown = r.rawTaggedFields();
   const m: WriteTxnMarkersResponse = {
     markers: f_markers,
   };
@@ -75,30 +75,22 @@ function readWriteTxnMarkersResponse(r: Reader, version: number): WriteTxnMarker
 function writeWriteTxnMarkersResponse(w: Writer, m: WriteTxnMarkersResponse, version: number): void {
   {
     const a = m.markers;
-    if (version >= 1) {
-      w.uvarint(a.length + 1);
-    } else {
-      w.int32(a.length);
-    }
+    w.uvarint(a.length + 1);
     for (const e of a) {
       writeWritableTxnMarkerResult(w, e, version);
     }
   }
-  if (version >= 1) {
-    w.rawTaggedFields(m._unknownTaggedFields);
-  }
+  w.rawTaggedFields(m._unknownTaggedFields);
 }
 
 function sizeOfWriteTxnMarkersResponseBody(m: WriteTxnMarkersResponse, version: number): number {
   let n = 0;
   {
     const a = m.markers;
-    n += (version >= 1 ? sizeOfUvarint(a.length + 1) : 4);
+    n += sizeOfUvarint(a.length + 1);
     for (const e of a) n += sizeOfWritableTxnMarkerResult(e, version);
   }
-  if (version >= 1) {
-    n += sizeOfRawTaggedFields(m._unknownTaggedFields);
-  }
+  n += sizeOfRawTaggedFields(m._unknownTaggedFields);
   return n;
 }
 
@@ -119,12 +111,12 @@ function readWritableTxnMarkerResult(r: Reader, version: number): WritableTxnMar
   const f_producerId: bigint = r.int64();
   let f_topics: WritableTxnMarkerTopicResult[];
   {
-    const n = (version >= 1 ? r.compactArrayLength() : r.arrayLength());
+    const n = r.compactArrayLength();
     const a: WritableTxnMarkerTopicResult[] = [];
     for (let i = 0; i < n; i++) a.push(readWritableTxnMarkerTopicResult(r, version));
     f_topics = a;
   }
-  const unknown = (version >= 1 ? r.rawTaggedFields() : undefined);
+  const unknown = r.rawTaggedFields();
   const m: WritableTxnMarkerResult = {
     producerId: f_producerId,
     topics: f_topics,
@@ -137,18 +129,12 @@ function writeWritableTxnMarkerResult(w: Writer, m: WritableTxnMarkerResult, ver
   w.int64(m.producerId);
   {
     const a = m.topics;
-    if (version >= 1) {
-      w.uvarint(a.length + 1);
-    } else {
-      w.int32(a.length);
-    }
+    w.uvarint(a.length + 1);
     for (const e of a) {
       writeWritableTxnMarkerTopicResult(w, e, version);
     }
   }
-  if (version >= 1) {
-    w.rawTaggedFields(m._unknownTaggedFields);
-  }
+  w.rawTaggedFields(m._unknownTaggedFields);
 }
 
 function sizeOfWritableTxnMarkerResult(m: WritableTxnMarkerResult, version: number): number {
@@ -156,12 +142,10 @@ function sizeOfWritableTxnMarkerResult(m: WritableTxnMarkerResult, version: numb
   n += 8;
   {
     const a = m.topics;
-    n += (version >= 1 ? sizeOfUvarint(a.length + 1) : 4);
+    n += sizeOfUvarint(a.length + 1);
     for (const e of a) n += sizeOfWritableTxnMarkerTopicResult(e, version);
   }
-  if (version >= 1) {
-    n += sizeOfRawTaggedFields(m._unknownTaggedFields);
-  }
+  n += sizeOfRawTaggedFields(m._unknownTaggedFields);
   return n;
 }
 
@@ -179,15 +163,15 @@ export function isDefaultWritableTxnMarkerTopicResult(m: WritableTxnMarkerTopicR
 }
 
 function readWritableTxnMarkerTopicResult(r: Reader, version: number): WritableTxnMarkerTopicResult {
-  const f_name: string = (version >= 1 ? r.compactString() : r.string());
+  const f_name: string = r.compactString();
   let f_partitions: WritableTxnMarkerPartitionResult[];
   {
-    const n = (version >= 1 ? r.compactArrayLength() : r.arrayLength());
+    const n = r.compactArrayLength();
     const a: WritableTxnMarkerPartitionResult[] = [];
     for (let i = 0; i < n; i++) a.push(readWritableTxnMarkerPartitionResult(r, version));
     f_partitions = a;
   }
-  const unknown = (version >= 1 ? r.rawTaggedFields() : undefined);
+  const unknown = r.rawTaggedFields();
   const m: WritableTxnMarkerTopicResult = {
     name: f_name,
     partitions: f_partitions,
@@ -197,38 +181,26 @@ function readWritableTxnMarkerTopicResult(r: Reader, version: number): WritableT
 }
 
 function writeWritableTxnMarkerTopicResult(w: Writer, m: WritableTxnMarkerTopicResult, version: number): void {
-  if (version >= 1) {
-    w.compactString(m.name);
-  } else {
-    w.string(m.name);
-  }
+  w.compactString(m.name);
   {
     const a = m.partitions;
-    if (version >= 1) {
-      w.uvarint(a.length + 1);
-    } else {
-      w.int32(a.length);
-    }
+    w.uvarint(a.length + 1);
     for (const e of a) {
       writeWritableTxnMarkerPartitionResult(w, e, version);
     }
   }
-  if (version >= 1) {
-    w.rawTaggedFields(m._unknownTaggedFields);
-  }
+  w.rawTaggedFields(m._unknownTaggedFields);
 }
 
 function sizeOfWritableTxnMarkerTopicResult(m: WritableTxnMarkerTopicResult, version: number): number {
   let n = 0;
-  n += (version >= 1 ? sizeOfCompactString(m.name) : sizeOfString(m.name));
+  n += sizeOfCompactString(m.name);
   {
     const a = m.partitions;
-    n += (version >= 1 ? sizeOfUvarint(a.length + 1) : 4);
+    n += sizeOfUvarint(a.length + 1);
     for (const e of a) n += sizeOfWritableTxnMarkerPartitionResult(e, version);
   }
-  if (version >= 1) {
-    n += sizeOfRawTaggedFields(m._unknownTaggedFields);
-  }
+  n += sizeOfRawTaggedFields(m._unknownTaggedFields);
   return n;
 }
 
@@ -245,10 +217,10 @@ export function isDefaultWritableTxnMarkerPartitionResult(m: WritableTxnMarkerPa
     hasNoUnknownTags(m._unknownTaggedFields);
 }
 
-function readWritableTxnMarkerPartitionResult(r: Reader, version: number): WritableTxnMarkerPartitionResult {
+function readWritableTxnMarkerPartitionResult(r: Reader, _version: number): WritableTxnMarkerPartitionResult {
   const f_partitionIndex: number = r.int32();
   const f_errorCode: number = r.int16();
-  const unknown = (version >= 1 ? r.rawTaggedFields() : undefined);
+  const unknown = r.rawTaggedFields();
   const m: WritableTxnMarkerPartitionResult = {
     partitionIndex: f_partitionIndex,
     errorCode: f_errorCode,
@@ -257,27 +229,23 @@ function readWritableTxnMarkerPartitionResult(r: Reader, version: number): Writa
   return m;
 }
 
-function writeWritableTxnMarkerPartitionResult(w: Writer, m: WritableTxnMarkerPartitionResult, version: number): void {
+function writeWritableTxnMarkerPartitionResult(w: Writer, m: WritableTxnMarkerPartitionResult, _version: number): void {
   w.int32(m.partitionIndex);
   w.int16(m.errorCode);
-  if (version >= 1) {
-    w.rawTaggedFields(m._unknownTaggedFields);
-  }
+  w.rawTaggedFields(m._unknownTaggedFields);
 }
 
-function sizeOfWritableTxnMarkerPartitionResult(m: WritableTxnMarkerPartitionResult, version: number): number {
+function sizeOfWritableTxnMarkerPartitionResult(m: WritableTxnMarkerPartitionResult, _version: number): number {
   let n = 0;
   n += 4;
   n += 2;
-  if (version >= 1) {
-    n += sizeOfRawTaggedFields(m._unknownTaggedFields);
-  }
+  n += sizeOfRawTaggedFields(m._unknownTaggedFields);
   return n;
 }
 
 /** Decodes a WriteTxnMarkersResponse body (no header) of the given version. Throws ProtocolError on malformed input. */
 export function decodeWriteTxnMarkersResponse(r: Reader, version: number): WriteTxnMarkersResponse {
-  checkVersion(27, version, 0, 1);
+  checkVersion(27, version, 1, 2);
   try {
     return readWriteTxnMarkersResponse(r, version);
   } catch (e) {
@@ -287,12 +255,12 @@ export function decodeWriteTxnMarkersResponse(r: Reader, version: number): Write
 
 /** Encodes a WriteTxnMarkersResponse body (no header) in the given version. */
 export function encodeWriteTxnMarkersResponse(w: Writer, m: WriteTxnMarkersResponse, version: number): void {
-  checkVersion(27, version, 0, 1);
+  checkVersion(27, version, 1, 2);
   writeWriteTxnMarkersResponse(w, m, version);
 }
 
 /** The exact number of bytes encodeWriteTxnMarkersResponse writes for this message and version. */
 export function sizeOfWriteTxnMarkersResponse(m: WriteTxnMarkersResponse, version: number): number {
-  checkVersion(27, version, 0, 1);
+  checkVersion(27, version, 1, 2);
   return sizeOfWriteTxnMarkersResponseBody(m, version);
 }

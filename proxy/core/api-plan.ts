@@ -123,7 +123,8 @@ export class ApiPlans {
     this.decoded = decoded;
     for (const [apiKey, codec] of apiCodecs) {
       const { min, max } = codec.validVersions;
-      const plan = (v: number): ApiPlan => planOf(apiKey, v, max, decoded.has(apiKey), rewrites, opts);
+      const plan = (v: number): ApiPlan =>
+        planOf(apiKey, v, codec.validVersions, decoded.has(apiKey), rewrites, opts);
       const versions: ApiPlan[] = [];
       for (let v = min; v <= max; v++) versions.push(plan(v));
       this.table[apiKey] = { min, max, versions, below: plan(min - 1), above: plan(max + 1) };
@@ -165,19 +166,33 @@ function isLegacySaslHandshake(apiKey: number, apiVersion: number): boolean {
 function planOf(
   apiKey: number,
   apiVersion: number,
-  codecMax: number,
+  codecRange: { readonly min: number; readonly max: number },
   decoded: boolean,
   rewrites: (apiKey: number, apiVersion: number) => boolean,
   opts: ApiPlanOptions,
 ): ApiPlan {
   const ext = opts.extension;
-  if (apiKey === ApiKey.ApiVersions && apiVersion > codecMax) {
-    return { kind: 'api-versions-unsupported', maxVersion: codecMax };
+  if (apiKey === ApiKey.ApiVersions && apiVersion > codecRange.max) {
+    return { kind: 'api-versions-unsupported', maxVersion: codecRange.max };
   }
   const intercepted = ext?.interceptsRequest?.(apiKey, apiVersion) ?? false;
   const observed = ext?.observesResponse?.(apiKey, apiVersion) ?? false;
   const coreRewrite = rewrites(apiKey, apiVersion);
-  if ((intercepted || observed || coreRewrite) && decoded && apiVersion > codecMax) return { kind: 'refuse' };
+  // Outside the codec's range nothing can be read. A version above it was never advertised; one
+  // below it is one Kafka 4 removed (KIP-896): a 4.x broker refuses it as well, and a 3.x broker's
+  // answer is passed on unless the extension would have to read it.
+  const above = apiVersion > codecRange.max;
+  const below = apiVersion < codecRange.min;
+  if (
+    decoded &&
+    (((intercepted || observed || coreRewrite) && above) || ((intercepted || observed) && below))
+  ) {
+    return { kind: 'refuse' };
+  }
+  // An API the extension answers itself is refused outside the range it advertises, as a broker
+  // closes the connection on a version it did not advertise.
+  const served = intercepted ? ext?.advertisedVersions?.(apiKey, undefined) : undefined;
+  if (served && (apiVersion > served.max || apiVersion < served.min)) return { kind: 'refuse' };
   const legacySasl = isLegacySaslHandshake(apiKey, apiVersion);
   let response: ResponseHandling = 'decode';
   if (!observed && !coreRewrite && !legacySasl) response = 'as-is';

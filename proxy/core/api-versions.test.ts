@@ -83,41 +83,6 @@ describe('ApiVersionsPolicy without an extension', () => {
   });
 });
 
-describe('Produce below v12 turns transactions v2 off', () => {
-  test('transaction.version is lowered to 1 when Produce is cut below 12', () => {
-    // The codec stops below 12, so the cut applies whenever a broker offers Produce 12+.
-    expect(max(ApiKey.Produce)).toBeLessThan(12);
-    const body = brokerSays(
-      [[ApiKey.Produce, 3, 13]],
-      [
-        { name: 'transaction.version', min: 0, max: 2 },
-        { name: 'group.version', min: 0, max: 1 },
-      ],
-    );
-    new ApiVersionsPolicy(null).apply(body);
-    expect(body.supportedFeatures).toEqual([
-      { name: 'transaction.version', minVersion: 0, maxVersion: 1 },
-      { name: 'group.version', minVersion: 0, maxVersion: 1 },
-    ]);
-    expect(body.finalizedFeatures).toEqual([
-      { name: 'transaction.version', minVersionLevel: 0, maxVersionLevel: 1 },
-      { name: 'group.version', minVersionLevel: 0, maxVersionLevel: 1 },
-    ]);
-  });
-
-  test('a finalized level of 2 alone is lowered with its minimum', () => {
-    const body = brokerSays([[ApiKey.Produce, 3, 13]], [{ name: 'transaction.version', min: 2, max: 2 }]);
-    new ApiVersionsPolicy(null).apply(body);
-    expect(body.finalizedFeatures[0]).toMatchObject({ minVersionLevel: 1, maxVersionLevel: 1 });
-  });
-
-  test('without Produce the features are not touched', () => {
-    const body = brokerSays([[ApiKey.Metadata, 0, 12]], [{ name: 'transaction.version', min: 0, max: 2 }]);
-    new ApiVersionsPolicy(null).apply(body);
-    expect(body.supportedFeatures[0]!.maxVersion).toBe(2);
-  });
-});
-
 describe('with an extension', () => {
   test("its API keys are cut to the codec's range; an API it serves gets the range it gives", () => {
     const seen: [number, VersionRange | undefined][] = [];
@@ -145,7 +110,7 @@ describe('with an extension', () => {
     expect(policy.decodableMax(ApiKey.JoinGroup)).toBe(max(ApiKey.JoinGroup));
   });
 
-  test('the offset service serves its APIs in every version the codec knows, OffsetCommit v0-1 included', () => {
+  test('the offset service serves the versions it reads, whatever the broker offers', () => {
     const service = new OffsetService({
       store: new MemoryStore(),
       guards: new GuardPolicy('fence'),
@@ -166,14 +131,15 @@ describe('with an extension', () => {
     ]);
     new ApiVersionsPolicy(service).apply(body);
     expect(advertised(body)).toEqual([
-      [ApiKey.OffsetCommit, 0, max(ApiKey.OffsetCommit)],
-      [ApiKey.OffsetFetch, 0, max(ApiKey.OffsetFetch)],
+      [ApiKey.OffsetCommit, 2, 9],
+      [ApiKey.OffsetFetch, 1, 9],
       [ApiKey.OffsetDelete, 0, max(ApiKey.OffsetDelete)],
       // Observed, not served: cut to what the codec reads.
       [ApiKey.JoinGroup, 0, max(ApiKey.JoinGroup)],
       // Without a store group index the group tools' answers are not read.
       [ApiKey.DescribeGroups, 0, 99],
     ]);
-    expect(codecRange(ApiKey.OffsetCommit)!.min).toBe(0);
+    // Kafka 4 dropped OffsetCommit v0-1 (KIP-896), and the codec with them.
+    expect(codecRange(ApiKey.OffsetCommit)!.min).toBe(2);
   });
 });

@@ -6,7 +6,7 @@
  * passes through as the broker says.
  */
 import type { ApiVersionsResponse } from '../../protocol/messages/api-versions-response.js';
-import { ApiKey, getApiCodec } from '../../protocol/messages/index.js';
+import { getApiCodec } from '../../protocol/messages/index.js';
 import { decodedApis } from './api-plan.js';
 import type { ProxyExtension, VersionRange } from './extension.js';
 
@@ -40,32 +40,6 @@ export class ApiVersionsPolicy {
       out.push({ ...entry, minVersion: range.min, maxVersion: range.max });
     }
     body.apiKeys = out;
-    const produce = out.find((e) => e.apiKey === ApiKey.Produce);
-    if (produce && produce.maxVersion < FIRST_PRODUCE_OF_TRANSACTIONS_V2) capTransactionVersion(body, 1);
-  }
-}
-
-/**
- * Produce v12 is what transactions v2 (KIP-890) need: with the `transaction.version` feature at 2 a
- * client stops sending AddPartitionsToTxn and lets Produce v12 add partitions implicitly. When the
- * proxy caps Produce below 12, a client that still saw transaction.version 2 would send v11 without
- * adding the partitions and its transaction fails (TransactionAbortableException). Lowering the
- * feature makes the client use the v1 protocol, which works with any Produce version.
- */
-const FIRST_PRODUCE_OF_TRANSACTIONS_V2 = 12;
-
-function capTransactionVersion(body: ApiVersionsResponse, level: number): void {
-  for (const f of body.finalizedFeatures ?? []) {
-    if (f.name === 'transaction.version' && f.maxVersionLevel > level) {
-      f.maxVersionLevel = level;
-      f.minVersionLevel = Math.min(f.minVersionLevel, level);
-    }
-  }
-  for (const f of body.supportedFeatures ?? []) {
-    if (f.name === 'transaction.version' && f.maxVersion > level) {
-      f.maxVersion = level;
-      f.minVersion = Math.min(f.minVersion, level);
-    }
   }
 }
 

@@ -17,6 +17,7 @@ import { answerIds } from '../../test/harness/frame-ids.js';
 import type { ConnectionBed } from '../../test/harness/connection-bed.js';
 import type { ProxyExtension, RequestDecision, RequestInfo } from './extension.js';
 import { CONNECTION_RESPONSE_BYTES } from './response-backlog.js';
+import { ZERO_UUID } from '../../protocol/generated-support.js';
 
 const ZERO_ID = '00000000-0000-0000-0000-000000000000';
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
@@ -634,7 +635,11 @@ describe.each([
           acks,
           timeoutMs: 1000,
           topicData: [
-            { name: 't', partitionData: [{ index: 0, records: Buffer.alloc(bytes, correlationId) }] },
+            {
+              name: 't',
+              topicId: ZERO_UUID,
+              partitionData: [{ index: 0, records: Buffer.alloc(bytes, correlationId) }],
+            },
           ],
         },
       );

@@ -21,6 +21,7 @@ import { produceResponseHasNodeEndpoints } from './produce-endpoints.js';
 import { produceResponses } from '../../test/harness/produce-responses.js';
 import { answerIds, requestIds } from '../../test/harness/frame-ids.js';
 import { connectWithReusedReads, readSocket, reuseAcceptedReads } from './reused-reads.js';
+import { ZERO_UUID } from '../../protocol/generated-support.js';
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
@@ -66,7 +67,13 @@ function produce(correlationId: number, version: number, acks: number, bytes: nu
       transactionalId: txn > 0 ? 'x'.repeat(txn) : null,
       acks,
       timeoutMs: 1000,
-      topicData: [{ name: 't', partitionData: [{ index: 0, records: Buffer.alloc(bytes, correlationId) }] }],
+      topicData: [
+        {
+          name: 't',
+          topicId: ZERO_UUID,
+          partitionData: [{ index: 0, records: Buffer.alloc(bytes, correlationId) }],
+        },
+      ],
     },
   );
 }

@@ -10,6 +10,7 @@ import { produceResponses as response } from '../../test/harness/produce-respons
 import { rewriteBrokerAddresses } from './address-rewrite.js';
 import { ApiPlans } from './api-plan.js';
 import { canWalkProduceResponse, produceResponseHasNodeEndpoints } from './produce-endpoints.js';
+import { ZERO_UUID } from '../../protocol/generated-support.js';
 
 /** The frame as the connection sees it: no size prefix. */
 const frameOf = (version: number, body: ProduceResponse): Buffer =>
@@ -67,6 +68,7 @@ describe('a ProxyConnection relaying Produce v11', () => {
     responses: [
       {
         name: 'orders',
+        topicId: ZERO_UUID,
         partitionResponses: [
           {
             index: 0,

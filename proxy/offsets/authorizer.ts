@@ -12,6 +12,7 @@
  * question, the request is refused with a retriable error.
  */
 import { ErrorCode } from '../../protocol/error-codes.js';
+import { ZERO_UUID } from '../../protocol/generated-support.js';
 import { ApiKey } from '../../protocol/messages/index.js';
 import { defaultOffsetCommitRequest } from '../../protocol/messages/offset-commit-request.js';
 import { defaultOffsetDeleteRequest } from '../../protocol/messages/offset-delete-request.js';
@@ -218,12 +219,12 @@ export class BrokerAuthorizer {
         retentionTimeMs: -1n,
         topics: probeTopics.map((name) => ({
           name,
+          topicId: ZERO_UUID,
           partitions: [
             {
               partitionIndex: PROBE_PARTITION,
               committedOffset: 0n,
               committedLeaderEpoch: -1,
-              commitTimestamp: -1n,
               committedMetadata: '',
             },
           ],

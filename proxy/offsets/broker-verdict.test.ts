@@ -51,6 +51,7 @@ function broker(opts: {
       const c = opts.classic ?? 'not found';
       return {
         errorCode: c === 'not found' ? ErrorCode.GROUP_ID_NOT_FOUND : ErrorCode.NONE,
+        errorMessage: null,
         groupId: group,
         groupState: c === 'not found' ? 'Dead' : c.state,
         protocolType: 'consumer',
@@ -85,6 +86,7 @@ function broker(opts: {
           clientHost: '',
           subscribedTopicNames: [],
           subscribedTopicRegex: null,
+          memberType: -1,
           assignment: {
             topicPartitions: holds ? [{ topicId: 'T', topicName: 't', partitions: holds }] : [],
           },

@@ -277,7 +277,7 @@ describe('MembershipRecorder', () => {
 describe('afterDeleteGroups', () => {
   const response = (...results: [string, number][]): DeleteGroupsResponse => ({
     throttleTimeMs: 0,
-    results: results.map(([groupId, errorCode]) => ({ groupId, errorCode })),
+    results: results.map(([groupId, errorCode]) => ({ groupId, errorCode, errorMessage: null })),
   });
 
   test('deleted or unknown at the broker: removed from the store, NONE when the store had it', async () => {

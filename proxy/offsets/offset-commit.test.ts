@@ -19,13 +19,13 @@ import type { CommitGuardMode } from './guard-policy.js';
 import { CAS_MISMATCH, CAS_TRANSACTIONAL } from './kafka-errors.js';
 import { commitAnonymous, handleOffsetCommit } from './offset-commit.js';
 import type { CommitDeps, CommitRefusal } from './offset-commit.js';
+import { ZERO_UUID } from '../../protocol/generated-support.js';
 
 interface Part {
   partition: number;
   offset?: bigint;
   metadata?: string | null;
   leaderEpoch?: number;
-  timestamp?: bigint;
 }
 
 function request(
@@ -43,13 +43,13 @@ function request(
     retentionTimeMs,
     topics: Object.entries(topics).map(([name, parts]) => ({
       name,
+      topicId: ZERO_UUID,
       partitions: parts.map((p) => ({
         ...defaultOffsetCommitRequestPartition(),
         partitionIndex: p.partition,
         committedOffset: p.offset ?? 1n,
         committedMetadata: p.metadata === undefined ? '' : p.metadata,
         committedLeaderEpoch: p.leaderEpoch ?? -1,
-        commitTimestamp: p.timestamp ?? -1n,
       })),
     })),
   };
@@ -408,11 +408,11 @@ describe('OffsetCommit: commit guards', () => {
 });
 
 describe('OffsetCommit: version rules of the stored fields', () => {
-  test('leader epoch from v6, v1 commit timestamp, v2-4 retention time', async () => {
+  test('leader epoch from v6, v2-4 retention time', async () => {
     const store = new MemoryStore();
     const { d } = deps(store);
-    const part = { partition: 0, offset: 7n, leaderEpoch: 4, timestamp: 555n, metadata: null };
-    for (const version of [0, 1, 2, 4, 5, 6, 9]) {
+    const part = { partition: 0, offset: 7n, leaderEpoch: 4, metadata: null };
+    for (const version of [2, 4, 5, 6, 9]) {
       const group = `g${version}`;
       await handleOffsetCommit(request(group, { t: [part] }, {}, 60_000n), version, d);
       const [stored] = await store.fetch(group, null);
@@ -423,21 +423,16 @@ describe('OffsetCommit: version rules of the stored fields', () => {
         leaderEpoch: version >= 6 ? 4 : -1,
         // A null metadata is stored as "".
         metadata: '',
-        commitTimestamp: version === 1 ? 555n : 1_000n,
+        commitTimestamp: 1_000n,
         expireTimestamp: version >= 2 && version <= 4 ? 61_000n : -1n,
       });
     }
   });
 
-  test('v1 without a commit timestamp, and v2-4 without a retention time, take the defaults', async () => {
+  test('v2-4 without a retention time take the defaults', async () => {
     const store = new MemoryStore();
     const { d } = deps(store);
-    await handleOffsetCommit(request('a', { t: [{ partition: 0 }] }), 1, d);
     await handleOffsetCommit(request('b', { t: [{ partition: 0 }] }, {}, -1n), 3, d);
-    expect((await store.fetch('a', null))[0]).toMatchObject({
-      commitTimestamp: 1_000n,
-      expireTimestamp: -1n,
-    });
     expect((await store.fetch('b', null))[0]).toMatchObject({
       commitTimestamp: 1_000n,
       expireTimestamp: -1n,
@@ -573,6 +568,7 @@ describe('OffsetCommit: a group that commits transactionally', () => {
     throttleTimeMs: 0,
     topics: req.topics.map((t) => ({
       name: t.name,
+      topicId: t.topicId,
       partitions: t.partitions.map((p) => ({ partitionIndex: p.partitionIndex, errorCode: code })),
     })),
   });

@@ -74,7 +74,7 @@ function responseWith(req: OffsetCommitRequest, codes: Int16Array): OffsetCommit
     for (let pi = 0; pi < topic.partitions.length; pi++) {
       partitions[pi] = { partitionIndex: topic.partitions[pi]!.partitionIndex, errorCode: codes[k++]! };
     }
-    topics[ti] = { name: topic.name, partitions };
+    topics[ti] = { name: topic.name, topicId: topic.topicId, partitions };
   }
   return { throttleTimeMs: 0, topics };
 }
@@ -177,7 +177,7 @@ export const handleOffsetCommit: OffsetHandler<
         offset: p.committedOffset,
         leaderEpoch: version >= 6 ? p.committedLeaderEpoch : -1,
         metadata,
-        commitTimestamp: version === 1 && p.commitTimestamp !== -1n ? p.commitTimestamp : now,
+        commitTimestamp: now,
         expireTimestamp,
       };
       if (expectedOffset !== undefined) write.expectedOffset = expectedOffset;

@@ -15,13 +15,18 @@ import type { Decision } from './authorizer.js';
 import { storeOffset } from '../../test/harness/stored-offsets.js';
 import { handleOffsetFetch } from './offset-fetch.js';
 import type { FetchDeps, FetchedGroup } from './offset-fetch.js';
+import { ZERO_UUID } from '../../protocol/generated-support.js';
 
 type Topics = Record<string, number[]> | null;
 
 const asTopics = (topics: Topics) =>
   topics === null
     ? null
-    : Object.entries(topics).map(([name, partitionIndexes]) => ({ name, partitionIndexes }));
+    : Object.entries(topics).map(([name, partitionIndexes]) => ({
+        name,
+        topicId: ZERO_UUID,
+        partitionIndexes,
+      }));
 
 /** A request of one group, in the shape of `version`. */
 function request(
@@ -52,7 +57,12 @@ function request(
 function only(res: OffsetFetchResponse, version: number): FetchedGroup {
   if (version >= 8) {
     expect(res.groups).toHaveLength(1);
-    return { errorCode: res.groups[0]!.errorCode, topics: res.groups[0]!.topics };
+    // Topic ids are v10's; below it they stay the zero id, left out to compare with older versions.
+    const topics = res.groups[0]!.topics.map(({ topicId, ...t }) => {
+      expect(topicId).toBe(ZERO_UUID);
+      return t;
+    });
+    return { errorCode: res.groups[0]!.errorCode, topics };
   }
   return { errorCode: res.errorCode, topics: res.topics };
 }
@@ -143,7 +153,7 @@ describe('OffsetFetch: what the store holds', () => {
         groupId,
         memberId: null,
         memberEpoch: -1,
-        topics: [{ name: 't', partitionIndexes: [0] }],
+        topics: [{ name: 't', topicId: ZERO_UUID, partitionIndexes: [0] }],
       })),
     };
     const res = await handleOffsetFetch(req, 8, { store });

@@ -7,6 +7,7 @@
  */
 import type { GroupState, PartitionOffset, TopicPartition } from '../../backends/store.js';
 import { ErrorCode } from '../../protocol/error-codes.js';
+import { ZERO_UUID } from '../../protocol/generated-support.js';
 import type { OffsetFetchRequest } from '../../protocol/messages/offset-fetch-request.js';
 import type {
   OffsetFetchResponse,
@@ -111,7 +112,10 @@ function groupResult(groupId: string, r: FetchedGroup, version: number): OffsetF
     groupId,
     errorCode: r.errorCode,
     // A group with an error comes back with no topics.
-    topics: r.errorCode === ErrorCode.NONE ? r.topics.map((t) => trimForVersion(t, version)) : [],
+    topics:
+      r.errorCode === ErrorCode.NONE
+        ? r.topics.map((t) => ({ ...trimForVersion(t, version), topicId: ZERO_UUID }))
+        : [],
   };
 }
 

@@ -26,6 +26,7 @@ import { GuardPolicy } from './guard-policy.js';
 import type { CommitRefusal } from './offset-commit.js';
 import { OffsetService } from './service.js';
 import type { AnyRequest } from '../../protocol/messages/index.js';
+import { ZERO_UUID } from '../../protocol/generated-support.js';
 
 /** Answers every question with `decide`, and records what was asked. */
 class FakeAuthorizer extends BrokerAuthorizer {
@@ -82,6 +83,7 @@ const commitReq = (group: string, topics: Record<string, number[]>, offset = 5n)
   groupId: group,
   topics: Object.entries(topics).map(([name, parts]) => ({
     name,
+    topicId: ZERO_UUID,
     partitions: parts.map((partitionIndex) => ({
       ...defaultOffsetCommitRequestPartition(),
       partitionIndex,

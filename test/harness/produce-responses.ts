@@ -2,6 +2,7 @@
 // fields: for the tests of the two Produce walks (proxy/core/produce-endpoints.ts, native/relay.c).
 import fc from 'fast-check';
 import type { ProduceResponse } from '../../protocol/messages/produce-response.js';
+import { ZERO_UUID } from '../../protocol/generated-support.js';
 
 const text = fc.string({ unit: 'grapheme', maxLength: 12 });
 const tagged = fc.option(
@@ -21,6 +22,7 @@ export const produceResponses: fc.Arbitrary<ProduceResponse> = fc
     responses: fc.array(
       fc.record({
         name: text,
+        topicId: fc.constant(ZERO_UUID),
         partitionResponses: fc.array(
           fc.record({
             index: fc.integer({ min: -1, max: 1000 }),

@@ -6,7 +6,9 @@ import tls from 'node:tls';
 import { FrameSplitter } from '../../protocol/frame-splitter.js';
 import { decodeResponseFrame, encodeRequestFrame } from '../../protocol/frames.js';
 import { ApiKey } from '../../protocol/messages/index.js';
+import { defaultApiVersionsRequest } from '../../protocol/messages/api-versions-request.js';
 import type { MetadataResponse } from '../../protocol/messages/metadata-response.js';
+import { ZERO_UUID } from '../../protocol/generated-support.js';
 
 export interface RawClientOptions {
   tls?: tls.ConnectionOptions;
@@ -150,7 +152,7 @@ export function apiVersionsRequest(version: number, correlationId: number): Buff
   }
   return encodeRequestFrame(
     { apiKey: ApiKey.ApiVersions, apiVersion: version, correlationId, clientId: 'raw-test' },
-    { clientSoftwareName: 'raw-test', clientSoftwareVersion: '1.0' },
+    { ...defaultApiVersionsRequest(), clientSoftwareName: 'raw-test', clientSoftwareVersion: '1.0' },
   );
 }
 
@@ -242,7 +244,9 @@ export function produceRequest(
       transactionalId: null,
       acks,
       timeoutMs: 10_000,
-      topicData: [{ name: topic, partitionData: [{ index: 0, records: recordBatch(value) }] }],
+      topicData: [
+        { name: topic, topicId: ZERO_UUID, partitionData: [{ index: 0, records: recordBatch(value) }] },
+      ],
     },
   );
 }

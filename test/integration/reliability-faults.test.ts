@@ -271,6 +271,7 @@ describe('a client that sends Fetch requests and never reads', () => {
                     lastFetchedEpoch: -1,
                     logStartOffset: -1n,
                     partitionMaxBytes: 1024 * 1024,
+                    highWatermark: -1n,
                     replicaDirectoryId: 'AAAAAAAAAAAAAAAAAAAAAA',
                   },
                 ],

@@ -57,6 +57,7 @@ import type { ProxyProcess } from '../harness/proxy.js';
 import { RawClient, metadataRequest, splitHostPort } from '../harness/raw-client.js';
 import { commitBody, fetchOnce, memoryOf, sleep } from './commit-checker.js';
 import { MARK_COMPACT } from './gc-trace.js';
+import { ZERO_UUID } from '../../protocol/generated-support.js';
 
 export type LoadStore = 'embedded' | 'redis' | 'memory';
 
@@ -476,7 +477,13 @@ class LoadConnection {
                 groupId: group,
                 memberId: null,
                 memberEpoch: -1,
-                topics: [{ name: s.topic, partitionIndexes: Array.from({ length: P }, (_, p) => p) }],
+                topics: [
+                  {
+                    name: s.topic,
+                    topicId: ZERO_UUID,
+                    partitionIndexes: Array.from({ length: P }, (_, p) => p),
+                  },
+                ],
               },
             ],
           },

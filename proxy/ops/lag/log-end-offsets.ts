@@ -81,12 +81,11 @@ export async function fetchLogEndOffsets(
             partitionIndex,
             currentLeaderEpoch: -1,
             timestamp: LATEST_TIMESTAMP,
-            maxNumOffsets: 1,
           })),
         })),
       };
       try {
-        const { version, body: response } = await cluster.request<ListOffsetsResponse>(
+        const { body: response } = await cluster.request<ListOffsetsResponse>(
           leader,
           ApiKey.ListOffsets,
           body,
@@ -94,8 +93,7 @@ export async function fetchLogEndOffsets(
         for (const t of response.topics) {
           for (const p of t.partitions) {
             const key = partitionKey(t.name, p.partitionIndex);
-            // v0 answers in oldStyleOffsets; v1+ in offset.
-            const offset = version === 0 ? p.oldStyleOffsets[0] : p.offset;
+            const offset = p.offset;
             if (p.errorCode !== 0 || offset === undefined || offset < 0n) {
               result.missing.push({
                 topic: t.name,
