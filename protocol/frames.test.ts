@@ -166,6 +166,19 @@ describe('hand-built flexible frames', () => {
     expect(frame.subarray(4).equals(apiVersionsV3Response)).toBe(true);
   });
 
+  it("an ApiVersions request above the broker's is answered in v0 with UNSUPPORTED_VERSION, and read so", () => {
+    // What a Kafka 3.9 broker sends back to a v5 request: a v0 body listing its own range.
+    const v0Refusal = annotated(`
+      00000007             # correlation id
+      0023                 # error code 35, UNSUPPORTED_VERSION
+      00000001             # ApiKeys: 1 entry (int32 count, v0)
+      0012 0000 0004       # ApiVersions 0..4`);
+    const d = decodeResponseFrame(v0Refusal, ApiKey.ApiVersions, 5);
+    expect(d.header).toEqual({ correlationId: 7 });
+    expect(d.body.errorCode).toBe(35);
+    expect(d.body.apiKeys).toEqual([{ apiKey: 18, minVersion: 0, maxVersion: 4 }]);
+  });
+
   it('known and unknown tagged fields interleave in tag order and re-encode byte-exact', () => {
     const frame = annotated(`
       00000001                # correlation id (header v0)

@@ -4,6 +4,7 @@
  * a few fixed-position fields without decoding anything else.
  */
 import { ProtocolError, annotateProtocolError } from './errors.js';
+import { ErrorCode } from './error-codes.js';
 import {
   decodeRequestHeader,
   decodeResponseHeader,
@@ -134,17 +135,31 @@ export function decodeResponseFrame<K extends number>(
   frame: Buffer,
   apiKey: K,
   apiVersion: number,
-): { header: ResponseHeader; body: ResponseBody<K> } {
+): { header: ResponseHeader; body: ResponseBody<K>; bodyVersion: number } {
   const codec = codecFor(apiKey, apiVersion);
   try {
     const r = new Reader(frame);
     const header = decodeResponseHeader(r, responseHeaderVersion(apiKey, apiVersion));
-    const body = codec.decodeResponse(r, apiVersion) as ResponseBody<K>;
+    const bodyVersion = apiVersionsAnsweredAsV0(frame, apiKey, r.offset) ? 0 : apiVersion;
+    const body = codec.decodeResponse(r, bodyVersion) as ResponseBody<K>;
     r.expectEnd();
-    return { header, body };
+    return { header, body, bodyVersion };
   } catch (e) {
     throw annotateProtocolError(e, apiKey, apiVersion);
   }
+}
+
+/**
+ * A broker answers an ApiVersions request of a version it does not support with a v0 body carrying
+ * UNSUPPORTED_VERSION and its own ranges, so the client can retry lower (KIP-511); Kafka's clients
+ * read such an answer as v0 whatever they asked. The error code leads the body in every version.
+ */
+function apiVersionsAnsweredAsV0(frame: Buffer, apiKey: number, bodyAt: number): boolean {
+  return (
+    apiKey === ApiKey.ApiVersions &&
+    frame.length >= bodyAt + 2 &&
+    frame.readInt16BE(bodyAt) === ErrorCode.UNSUPPORTED_VERSION
+  );
 }
 
 /** [int32 size][response header][body], in one exactly-sized buffer, ready for the socket. */

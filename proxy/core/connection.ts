@@ -493,7 +493,7 @@ export class ProxyConnection
     info: RequestInfo | null,
     request: unknown,
   ): Promise<Buffer[]> {
-    const { body } = decodeResponseFrame(frame, p.apiKey, p.apiVersion);
+    const { body, bodyVersion } = decodeResponseFrame(frame, p.apiKey, p.apiVersion);
     let response: unknown = body;
     let changed = false;
     if (plan.legacySasl) {
@@ -516,7 +516,7 @@ export class ProxyConnection
       }
     }
     if (!changed) return withSize(frame);
-    return [encodeResponseFrame(p.apiKey, p.apiVersion, p.correlationId, response)];
+    return [encodeResponseFrame(p.apiKey, bodyVersion, p.correlationId, response)];
   }
 
   /**

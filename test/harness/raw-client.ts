@@ -5,7 +5,7 @@ import net from 'node:net';
 import tls from 'node:tls';
 import { FrameSplitter } from '../../protocol/frame-splitter.js';
 import { decodeResponseFrame, encodeRequestFrame } from '../../protocol/frames.js';
-import { ApiKey } from '../../protocol/messages/index.js';
+import { ApiKey, getApiCodec } from '../../protocol/messages/index.js';
 import { defaultApiVersionsRequest } from '../../protocol/messages/api-versions-request.js';
 import type { MetadataResponse } from '../../protocol/messages/metadata-response.js';
 import { ZERO_UUID } from '../../protocol/generated-support.js';
@@ -140,7 +140,7 @@ export function metadataRequest(version: number, correlationId: number): Buffer 
 }
 
 export function apiVersionsRequest(version: number, correlationId: number): Buffer {
-  if (version > 4) {
+  if (version > getApiCodec(ApiKey.ApiVersions)!.validVersions.max) {
     // Newer than any codec: hand-build a v3+-style header (flexible: client id + empty tagged fields)
     // and a body of two empty compact strings + no tags, as a future client would send.
     const body = Buffer.from([0x0a, ...Buffer.from('raw-test'), 0x00, 0x01, 0x01, 0x00]);
