@@ -883,7 +883,8 @@ export function usage(): string {
   lines.push(
     '',
     'Exit codes: 0 stopped by SIGTERM/SIGINT, 1 shutdown deadline passed or failed, 2 bad configuration',
-    '(one line naming the option), 70 unexpected internal error.',
+    '(one line naming the option), 70 unexpected internal error; a second SIGTERM/SIGINT ends the process',
+    'by that signal. SIGHUP reads the --config file and the client TLS files again (docs/deploy.md#signals).',
   );
   return lines.join('\n');
 }
