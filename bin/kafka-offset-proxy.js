@@ -1,6 +1,11 @@
 #!/usr/bin/env node
 // Thin launcher: the compiled CLI lives in dist/ (built by `npm ci` through the prepare script).
 
+// Node.js opens its inspector (a debugger port, full control of the process: the store password,
+// the admin token) on SIGUSR1 unless the process listens for it. Listening replaces that trigger,
+// so this comes first, before anything is loaded; the proxy logs the signal (proxy/signals.ts).
+process.on('SIGUSR1', () => {});
+
 // Under npm (`npx kafka-offset-proxy`, `npm exec`, an npm script), npm runs this file through
 // `sh -c`: a SIGTERM or SIGINT sent to npm is passed to that shell, which dies without passing it
 // on, and the proxy would keep running as an orphan. So when started by npm, the parent going

@@ -12,6 +12,10 @@ import type { ProxyConfig } from './config.js';
 import type { OpsHttpServer } from './ops/http/http-server.js';
 import type { LagCollector } from './ops/lag/lag-collector.js';
 import { createLogger, defaultLogFormat } from './logger.js';
+import type { LevelSetting } from './logger.js';
+import { ConfigReloader } from './reload.js';
+import { exitProcess, handleSignals } from './signals.js';
+import type { SignalActions } from './signals.js';
 import { RefusalLog } from './offsets/refusal-log.js';
 import { createOffsetService, openOffsetStore, storeEndpoints } from './offsets/setup.js';
 import { StoreHealth } from './offsets/store-health.js';
@@ -49,13 +53,20 @@ export async function main(argv: string[]): Promise<void> {
     }
     throw err;
   }
+  // The environment as the start read it: SIGHUP reads the configuration again with it.
+  const envAtStart = { ...process.env };
+  const logLevel: LevelSetting = { level: config.logLevel };
   const log = createLogger(
-    config.logLevel,
+    logLevel,
     { service: 'kafka-offset-proxy' },
     undefined,
     config.logFormat ?? defaultLogFormat(),
   );
   log.info('starting', startupSummary(config));
+  // From here on no signal ends the process unannounced (proxy/signals.ts); stop and reload are
+  // filled in once there is something to drain and to reload.
+  const signalActions: SignalActions = {};
+  handleSignals(log, signalActions);
   for (const w of notes.warnings) log.warn(w.event, w.fields);
   const options = proxyOptions(config, log);
   // Metrics are collected only when something can scrape them (--http). Without it, neither
@@ -147,13 +158,9 @@ export async function main(argv: string[]): Promise<void> {
   let http: OpsHttpServer | null = null;
   // Handled before clients can connect (the bootstrap listener opens early in proxy.start): a signal
   // during the rest of the start (broker listeners, the HTTP endpoint, the lag collector) shuts
-  // down as gracefully as later, not by the signal's default action.
+  // down as gracefully as later. A second signal is proxy/signals.ts's: it ends the process at once.
   let stopping = false;
   const shutdown = (signal: string): void => {
-    if (stopping) {
-      log.warn('second signal: exiting now', { signal });
-      process.exit(1);
-    }
     stopping = true;
     const deadlineMs = config.shutdownTimeoutMs;
     log.info('shutting down', { signal, deadlineMs });
@@ -162,7 +169,7 @@ export async function main(argv: string[]): Promise<void> {
     // broker that never answers. Acknowledged commits are in the store already.
     setTimeout(() => {
       log.error('shutdown deadline passed: exiting', { pending, deadlineMs });
-      process.exit(1);
+      exitProcess(1);
     }, deadlineMs);
     dataLoss.stop();
     proxy
@@ -177,15 +184,14 @@ export async function main(argv: string[]): Promise<void> {
         return offsets.close();
       })
       .then(
-        () => process.exit(0),
+        () => exitProcess(0),
         (err: unknown) => {
           log.error('shutdown failed', { error: err });
-          process.exit(1);
+          exitProcess(1);
         },
       );
   };
-  process.on('SIGTERM', () => shutdown('SIGTERM'));
-  process.on('SIGINT', () => shutdown('SIGINT'));
+  signalActions.stop = shutdown;
   try {
     await proxy.start();
   } catch (err) {
@@ -255,6 +261,14 @@ export async function main(argv: string[]): Promise<void> {
     lag?.start();
     log.info('http listening', { host: bound.host, port: bound.port, token: config.httpToken !== undefined });
   }
+  const reloader = new ConfigReloader(config, {
+    argv,
+    env: envAtStart,
+    logLevel,
+    setHttpToken: http === null ? null : (token) => http?.setToken(token),
+    replaceClientTls: config.clientTls ? (tls) => proxy.replaceClientTls(tls) : null,
+  });
+  signalActions.reload = () => reloader.reload();
 }
 
 /** The line a listener that cannot be bound at start is reported with; `shown` is its option's value. */

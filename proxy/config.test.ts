@@ -77,10 +77,12 @@ describe('defaults', () => {
 
   test("every default is accepted by its own option's validation", () => {
     // Giving each default explicitly changes nothing: a default outside its range would fail here.
-    const argv = [...BOOT];
+    // With --http: the lag and metrics options have no effect without it, and are refused alone.
+    const base = [...BOOT, '--http', '127.0.0.1:9464'];
+    const argv = [...base];
     for (const o of OPTIONS) if (o.default !== undefined) argv.push(`--${o.name}=${o.default}`);
     const explicit = loadConfig(argv, {});
-    const { given: _a, ...withDefaults } = loadConfig(BOOT, {});
+    const { given: _a, ...withDefaults } = loadConfig(base, {});
     const { given: _b, ...withExplicit } = explicit;
     expect(withExplicit).toEqual(withDefaults);
   });
@@ -114,6 +116,7 @@ describe('precedence: flags, then the environment, then the file', () => {
         'bootstrap-server: [a:1, b:2]',
         'broker-port: {1: 29092, 2: 29093}',
         'lag-groups-exclude: [tmp-*, test]',
+        'http: 127.0.0.1:9464',
         'mirror-commits: true',
       ].join('\n'),
     );
@@ -167,6 +170,8 @@ describe('flags', () => {
         '0=29000',
         '--lag-groups-include',
         'app-*',
+        '--http',
+        '127.0.0.1:9464',
       ],
       {},
     );

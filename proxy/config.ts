@@ -22,6 +22,10 @@ import type { SaslCredentials, SaslMechanism } from './client/sasl-client.js';
 import type { CommitGuardMode, GroupOverride } from './offsets/guard-policy.js';
 import { parseGroupModes } from './offsets/group-modes.js';
 import type { GroupModeOverride } from './offsets/group-modes.js';
+import { environmentProblem } from './config/env-strict.js';
+import { nearestName } from './config/nearest-name.js';
+import { unmetNeed } from './config/option-needs.js';
+import { emptyStorePassword } from './config/store-password.js';
 
 export class ConfigError extends Error {
   /** `shown` is the value as it may be printed: callers pass *** or a redacted URL for secrets. */
@@ -400,6 +404,20 @@ export interface ProxyConfig {
 
 const byName = new Map(OPTIONS.map((o) => [o.name, o]));
 
+/** Options whose value is or holds a secret: an empty one is refused, not taken as unset. */
+function holdsSecret(o: OptionSpec): boolean {
+  return o.kind === 'secret' || o.kind === 'store';
+}
+
+/** " (did you mean --http-token?)"-style hint for a misspelt option name, or ''. */
+function didYouMean(given: string, prefix = ''): string {
+  const guess = nearestName(
+    given,
+    OPTIONS.filter((o) => o.name !== 'config' || prefix === '--').map((o) => o.name),
+  );
+  return guess === undefined ? '' : `; did you mean ${prefix}${guess}?`;
+}
+
 export function envName(option: string): string {
   return 'KOP_' + option.toUpperCase().replace(/-/g, '_');
 }
@@ -461,7 +479,11 @@ export function collectRaw(argv: readonly string[], env: NodeJS.ProcessEnv): Map
     const spec = byName.get(name);
     // Only the flag is shown: the value of a misspelt --http-tokn=... may be a secret.
     if (!spec)
-      throw new ConfigError(name, arg.slice(0, eq < 0 ? undefined : eq), 'unknown option (see --help)');
+      throw new ConfigError(
+        name,
+        arg.slice(0, eq < 0 ? undefined : eq),
+        `unknown option (see --help)${didYouMean(name, '--')}`,
+      );
     let value: string | undefined;
     if (eq >= 0) value = arg.slice(eq + 1);
     else if (spec.kind === 'bool' && (argv[i + 1] === undefined || argv[i + 1]!.startsWith('--')))
@@ -471,6 +493,18 @@ export function collectRaw(argv: readonly string[], env: NodeJS.ProcessEnv): Map
       throw new ConfigError(name, null, `missing value: expected ${allowedForm(spec)}`);
     flags.set(name, value);
   }
+
+  const envProblem = environmentProblem(
+    env,
+    new Set(OPTIONS.map((o) => envName(o.name))),
+    new Set(OPTIONS.filter(holdsSecret).map((o) => envName(o.name))),
+    (variable) =>
+      nearestName(
+        variable,
+        OPTIONS.map((o) => envName(o.name)),
+      ),
+  );
+  if (envProblem !== undefined) throw new ConfigError(envProblem.variable, envProblem.shown, envProblem.why);
 
   const merged = new Map<string, string>();
   const file = flags.get('config') ?? env[envName('config')];
@@ -515,9 +549,12 @@ function readYaml(file: string): Map<string, string> {
       throw new ConfigError(
         k,
         '(not shown)',
-        `unknown key in ${file} (the keys are the option names of --help)`,
+        `unknown key in ${file} (the keys are the option names of --help)${didYouMean(k)}`,
       );
-    if (Array.isArray(v)) out.set(k, v.map(String).join(','));
+    // `http-token:` with nothing after it is YAML's null: an empty value, which each option's
+    // check refuses, not the text "null" (that would have been a token).
+    if (v === null) out.set(k, '');
+    else if (Array.isArray(v)) out.set(k, v.map(String).join(','));
     else if (v !== null && typeof v === 'object') {
       out.set(
         k,
@@ -721,6 +758,9 @@ export function loadConfig(argv: readonly string[], env: NodeJS.ProcessEnv = pro
   const dataDir = text('data-dir')!;
   const storeTarget =
     value('store', (t) => {
+      // An empty URL would be the default embedded store: a Secret or variable that came out
+      // empty must not silently switch the offsets to a local directory.
+      if (t.trim() === '') throw new Error('empty');
       try {
         return parseStoreUrl(t, dataDir);
       } catch (err) {
@@ -750,10 +790,13 @@ export function loadConfig(argv: readonly string[], env: NodeJS.ProcessEnv = pro
       return parsed;
     }) ?? [];
 
+  const storePasswordProblem = emptyStorePassword(storeTarget);
+  if (storePasswordProblem !== undefined) fail('store', get('store'), storePasswordProblem);
+
   const lagInclude = value('lag-groups-include', parsePatterns) ?? [];
   const lagExclude = value('lag-groups-exclude', parsePatterns) ?? [];
 
-  return {
+  const config: ProxyConfig = {
     bootstrapServers,
     listen,
     advertisedHost: value('advertised-host', (t) => {
@@ -806,6 +849,9 @@ export function loadConfig(argv: readonly string[], env: NodeJS.ProcessEnv = pro
     clusterSasl: clusterSasl(),
     given: raw,
   };
+  const unmet = unmetNeed(config);
+  if (unmet !== undefined) fail(unmet.option, get(unmet.option), unmet.why);
+  return config;
 }
 
 /** The option's help with its accepted values or range and its default, as --help and the docs show it. */
@@ -837,7 +883,8 @@ export function usage(): string {
   lines.push(
     '',
     'Exit codes: 0 stopped by SIGTERM/SIGINT, 1 shutdown deadline passed or failed, 2 bad configuration',
-    '(one line naming the option), 70 unexpected internal error.',
+    '(one line naming the option), 70 unexpected internal error; a second SIGTERM/SIGINT ends the process',
+    'by that signal. SIGHUP reads the --config file and the client TLS files again (docs/deploy.md#signals).',
   );
   return lines.join('\n');
 }

@@ -20,15 +20,23 @@ export function defaultLogFormat(stream: { isTTY?: boolean } = process.stderr): 
   return stream.isTTY ? 'text' : 'json';
 }
 
+/**
+ * A level that can change while the process runs (SIGHUP reloads --log-level): the logger made
+ * with it and all its children read it at each line.
+ */
+export interface LevelSetting {
+  level: LogLevel;
+}
+
 export function createLogger(
-  level: LogLevel = 'info',
+  level: LogLevel | LevelSetting = 'info',
   base: Record<string, unknown> = {},
   sink: (line: string) => void = (line) => process.stderr.write(line + '\n'),
   format: LogFormat = 'json',
 ): Logger {
-  const min = rank[level];
+  const setting = typeof level === 'string' ? { level } : level;
   const emit = (lvl: LogLevel, event: string, fields?: Record<string, unknown>): void => {
-    if (rank[lvl] < min) return;
+    if (rank[lvl] < rank[setting.level]) return;
     const time = new Date().toISOString();
     sink(
       format === 'json'
@@ -41,7 +49,7 @@ export function createLogger(
     info: (e, f) => emit('info', e, f),
     warn: (e, f) => emit('warn', e, f),
     error: (e, f) => emit('error', e, f),
-    child: (fields) => createLogger(level, { ...base, ...fields }, sink, format),
+    child: (fields) => createLogger(setting, { ...base, ...fields }, sink, format),
   };
 }
 

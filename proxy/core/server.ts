@@ -157,9 +157,12 @@ export class KafkaProxy {
   private stopping = false;
   private listenPort: number;
   private advertisedHost: string;
+  /** Client TLS of new listeners; replaceClientTls swaps it (certificate rotation). */
+  private clientTls: ClientTls | null;
 
   constructor(private readonly opts: ProxyOptions) {
     this.log = opts.log ?? silentLogger;
+    this.clientTls = opts.clientTls ?? null;
     this.observer = opts.observer ?? noopObserver;
     this.listenPort = opts.listen.port;
     this.advertisedHost = opts.advertisedHost ?? defaultAdvertisedHost(opts.listen.host);
@@ -403,9 +406,21 @@ export class KafkaProxy {
     this.bindRetry.unref();
   }
 
+  /**
+   * New certificate, key and CA for client TLS (a rotated certificate): connections accepted from
+   * now on, on every listener and on those opened later, use them; established ones keep theirs.
+   * Whether client certificates are required is fixed by the listener: it needs a restart.
+   */
+  replaceClientTls(next: ClientTls): void {
+    if (this.clientTls === null) throw new Error('the listeners serve plaintext: client TLS needs a restart');
+    this.clientTls = { ...next, requireClientCert: this.clientTls.requireClientCert };
+    const context = { key: next.key, cert: next.cert, ...(next.ca ? { ca: next.ca } : {}) };
+    for (const server of this.servers.values()) (server as tls.Server).setSecureContext(context);
+  }
+
   private createServer(nodeId: number | null): net.Server {
     const onSocket = (socket: net.Socket): void => this.accept(socket, nodeId);
-    const clientTls = this.opts.clientTls;
+    const clientTls = this.clientTls;
     if (clientTls) {
       return tls.createServer(
         {

@@ -106,8 +106,15 @@ function commands(body: string): string[] {
     .filter((l) => l !== '' && !l.startsWith('#'));
 }
 
-function runCli(args: string[], cwd: string): Promise<{ code: number | null; output: string }> {
-  const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('KOP_')));
+function runCli(
+  args: string[],
+  cwd: string,
+  extraEnv: NodeJS.ProcessEnv = {},
+): Promise<{ code: number | null; output: string }> {
+  const env = {
+    ...Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('KOP_'))),
+    ...extraEnv,
+  };
   return new Promise((resolve) => {
     const child = spawn(process.execPath, [CLI_BIN, ...args], {
       cwd,
@@ -170,11 +177,17 @@ describe('documentation examples', () => {
                 else expected.push(next);
               }
               const tokens = words(command);
+              // Leading NAME=value words are the command's environment, as in a shell.
+              const env: NodeJS.ProcessEnv = {};
+              while (tokens.length > 0 && /^[A-Z_][A-Z0-9_]*=/.test(tokens[0]!)) {
+                const [k, ...v] = tokens.shift()!.split('=');
+                env[k!] = v.join('=');
+              }
               if (tokens[0] !== 'kafka-offset-proxy') {
                 problems.push(`${where}: console examples run kafka-offset-proxy only: ${command}`);
                 continue;
               }
-              const r = await runCli(tokens.slice(1), cwd);
+              const r = await runCli(tokens.slice(1), cwd, env);
               if (r.code !== code || r.output.trimEnd() !== expected.join('\n')) {
                 problems.push(
                   `${where}: $ ${command}\n  wanted (exit ${code}):\n${expected.join('\n')}\n  got (exit ${r.code}):\n${r.output.trimEnd()}`,

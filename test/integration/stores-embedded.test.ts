@@ -21,7 +21,7 @@ const PARTITIONS = 10;
 /** A child that commits offsets 1, 2, 3... to PARTITIONS partitions and prints each acknowledgement. */
 const CHILD = `
 const { EmbeddedStore } = await import(${JSON.stringify(resolve('backends/embedded-store.ts'))});
-const store = new EmbeddedStore({ dataDir: process.env.KOP_DIR });
+const store = new EmbeddedStore({ dataDir: process.env.KOP_TEST_EMBEDDED_DIR });
 for (let i = 1n; ; i++) {
   const writes = [];
   for (let p = 0; p < ${PARTITIONS}; p++) writes.push({ topic: 't', partition: p, offset: i, leaderEpoch: 1, metadata: 'm'.repeat(100), commitTimestamp: 1n, expireTimestamp: -1n });
@@ -36,7 +36,7 @@ describe('embedded store', () => {
     const dir = join(root, 'crash');
     for (const killAfter of [5, 40, 200]) {
       const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', CHILD], {
-        env: { ...process.env, KOP_DIR: dir },
+        env: { ...process.env, KOP_TEST_EMBEDDED_DIR: dir },
         stdio: ['ignore', 'pipe', 'pipe'],
       });
       let stderr = '';

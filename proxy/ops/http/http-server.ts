@@ -81,11 +81,11 @@ export class OpsHttpServer {
   private readonly routes: Route[] = [];
   private readonly server: http.Server;
   private readonly log: Logger;
-  private readonly token: Buffer | undefined;
+  private token: Buffer | undefined;
 
   constructor(private readonly opts: OpsHttpServerOptions = {}) {
     this.log = opts.log ?? silentLogger;
-    this.token = opts.token === undefined ? undefined : Buffer.from(opts.token, 'utf8');
+    this.setToken(opts.token);
     this.server = http.createServer((req, res) => {
       this.handle(req, res).catch((err: unknown) => {
         this.log.error('http handler failed', { path: pathOf(req), error: err });
@@ -174,6 +174,11 @@ export class OpsHttpServer {
         ? { status: 405, json: { error: 'method not allowed' } }
         : { status: 404, json: { error: 'not found' } },
     );
+  }
+
+  /** Replaces the bearer token (SIGHUP reload); requests from now on are checked against it. */
+  setToken(token: string | undefined): void {
+    this.token = token === undefined ? undefined : Buffer.from(token, 'utf8');
   }
 
   private authorized(req: IncomingMessage): boolean {
