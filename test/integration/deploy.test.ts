@@ -80,7 +80,7 @@ describe.concurrent('deployment artefacts against a 3-broker cluster', () => {
   let cluster: KafkaCluster;
   let redis: RedisServer;
   const redisPassword = `pw-${randomBytes(6).toString('hex')}`;
-  const httpToken = `token-${randomBytes(6).toString('hex')}`;
+  const httpToken = randomBytes(18).toString('hex');
   const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'kop-deploy-'));
 
   beforeAll(async () => {
