@@ -122,7 +122,7 @@ export const OPTIONS: readonly OptionSpec[] = [
   {
     name: 'http-token',
     kind: 'secret',
-    form: `at least ${MIN_TOKEN_BYTES} printable ASCII characters without spaces, not a placeholder`,
+    form: `printable ASCII without spaces, at least ${MIN_TOKEN_BYTES} bytes, not a placeholder`,
     help: `Bearer token of the HTTP endpoint: required by /metrics and /admin (/healthz and /readyz stay open). Without it, the admin routes that change offsets (PUT, DELETE) are refused with 403. At least ${MIN_TOKEN_BYTES} printable ASCII characters, no spaces; placeholders ("change-me", "demo-token", ...) are refused. Never logged.`,
   },
   {
