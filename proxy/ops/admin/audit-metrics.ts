@@ -7,6 +7,18 @@ import { Counter } from 'prom-client';
 import type { Registry } from 'prom-client';
 import type { AdminRoute, AuditResult, CountChange } from './audit.js';
 
+/** What the HTTP API can count (import and dry runs are the CLI's, which has no metrics). */
+const HTTP_ROUTES: readonly AdminRoute[] = ['set', 'delete', 'delete_group'];
+const HTTP_RESULTS: readonly AuditResult[] = [
+  'ok',
+  'refused',
+  'bad_input',
+  'unavailable',
+  'failed',
+  'unauthorized',
+  'forbidden',
+];
+
 export function adminChangesCounter(registry: Registry): CountChange {
   const counter = new Counter({
     name: 'kop_admin_changes_total',
@@ -14,5 +26,7 @@ export function adminChangesCounter(registry: Registry): CountChange {
     labelNames: ['route', 'result'] as const,
     registers: [registry],
   });
+  // Exported as 0 from the start (docs/metrics.md), so an alert on refused attempts works at once.
+  for (const route of HTTP_ROUTES) for (const result of HTTP_RESULTS) counter.inc({ route, result }, 0);
   return (route: AdminRoute, result: AuditResult) => counter.inc({ route, result });
 }
