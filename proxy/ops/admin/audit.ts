@@ -67,7 +67,9 @@ export class AdminAudit {
    * A GroupNotEmptyError refuses the groups it names only (an import writes the others).
    */
   async audited<T>(store: OffsetStore, changes: AdminChange[], apply: () => Promise<T>): Promise<T> {
-    const before = await Promise.all(changes.map((c) => storedBefore(store, c)));
+    // One group after the other: an import may name thousands, which must not all hit the store at once.
+    const before: Before[] = [];
+    for (const c of changes) before.push(await storedBefore(store, c));
     try {
       const value = await apply();
       changes.forEach((c, i) => this.write(c, before[i]!, c.dryRun ? 'dry_run' : 'ok'));
