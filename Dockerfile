@@ -1,8 +1,9 @@
 # kafka-offset-proxy: multi-stage build on node:20-slim, runs as the unprivileged `node` user.
 #
 #   docker build -t kafka-offset-proxy .
-#   docker run --rm -p 19092-19100:19092-19100 -p 9464:9464 \
-#     -e KOP_BOOTSTRAP_SERVER=kafka:9092 -e KOP_ADVERTISED_HOST=localhost kafka-offset-proxy
+#   docker run --rm -p 19092-19100:19092-19100 -p 127.0.0.1:9464:9464 \
+#     -e KOP_BOOTSTRAP_SERVER=kafka:9092 -e KOP_ADVERTISED_HOST=localhost \
+#     -e KOP_HTTP_TOKEN="$(openssl rand -hex 24)" kafka-offset-proxy
 #
 # Every option is also an environment variable (docs/configuration.md).
 
@@ -26,6 +27,9 @@ RUN npm ci --no-audit --no-fund \
  && npm cache clean --force
 
 FROM node:20-slim
+# KOP_HTTP is on for the HEALTHCHECK; without KOP_HTTP_TOKEN its admin API refuses every offset
+# change (403). Give one (at least 16 bytes, no placeholder) to change offsets over HTTP:
+#   docker run -e KOP_HTTP_TOKEN="$(openssl rand -hex 24)" ...
 ENV NODE_ENV=production \
     KOP_LISTEN=0.0.0.0:19092 \
     KOP_HTTP=0.0.0.0:9464 \

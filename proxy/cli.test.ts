@@ -53,7 +53,7 @@ describe('startup log', () => {
     const config = loadConfig(
       ['--bootstrap-server', 'k:9092', '--http', '127.0.0.1:9464', '--lag-groups-exclude', 'tmp-*,test'],
       {
-        KOP_HTTP_TOKEN: 'tok-very-secret',
+        KOP_HTTP_TOKEN: 'tok-very-secret-4f9a27',
         KOP_STORE: 'redis://:hunter2@r:6379?wait=1',
         KOP_CLUSTER_SASL_MECHANISM: 'PLAIN',
         KOP_CLUSTER_SASL_USERNAME: 'proxy',
@@ -62,7 +62,8 @@ describe('startup log', () => {
     );
     const summary = startupSummary(config);
     const text = JSON.stringify(summary);
-    for (const secret of ['tok-very-secret', 'hunter2', 'sasl-secret']) expect(text).not.toContain(secret);
+    for (const secret of ['tok-very-secret-4f9a27', 'hunter2', 'sasl-secret'])
+      expect(text).not.toContain(secret);
     expect(summary).toMatchObject({
       version: expect.stringMatching(/^\d+\.\d+\.\d+/),
       offsetStore: 'redis r:6379',

@@ -201,13 +201,21 @@ export async function main(argv: string[]): Promise<void> {
   if (stopping) return;
 
   if (config.http && metrics) {
-    const [{ LagCollector }, { OpsHttpServer }, { registerOpsRoutes }, { registerOffsetsAdminRoutes }] =
-      await Promise.all([
-        import('./ops/lag/lag-collector.js'),
-        import('./ops/http/http-server.js'),
-        import('./ops/http/ops-routes.js'),
-        import('./ops/admin/http-routes.js'),
-      ]);
+    const [
+      { LagCollector },
+      { OpsHttpServer },
+      { registerOpsRoutes },
+      { auditDenied, registerOffsetsAdminRoutes },
+      { AdminAudit },
+      { adminChangesCounter },
+    ] = await Promise.all([
+      import('./ops/lag/lag-collector.js'),
+      import('./ops/http/http-server.js'),
+      import('./ops/http/ops-routes.js'),
+      import('./ops/admin/http-routes.js'),
+      import('./ops/admin/audit.js'),
+      import('./ops/admin/audit-metrics.js'),
+    ]);
     if (stopping) return;
     if (config.lag.intervalMs > 0) {
       lag = new LagCollector({
@@ -228,7 +236,12 @@ export async function main(argv: string[]): Promise<void> {
         maxGroups: config.lag.maxGroups,
       });
     }
-    http = new OpsHttpServer({ token: config.httpToken, log: log.child({ component: 'http' }) });
+    const audit = new AdminAudit(log.child({ component: 'audit' }), adminChangesCounter(metrics.registry));
+    http = new OpsHttpServer({
+      token: config.httpToken,
+      log: log.child({ component: 'http' }),
+      onDenied: auditDenied(audit),
+    });
     registerOpsRoutes(http, {
       registry: metrics.registry,
       log: log.child({ component: 'readiness' }),
@@ -247,7 +260,10 @@ export async function main(argv: string[]): Promise<void> {
         ...(dataLoss.active ? { storeData: () => dataLoss.check() } : {}),
       },
     });
-    registerOffsetsAdminRoutes(http, store, { groupIsEmptyAtBroker: (g) => offsets.lookups.groupIsEmpty(g) });
+    registerOffsetsAdminRoutes(http, store, {
+      groupIsEmptyAtBroker: (g) => offsets.lookups.groupIsEmpty(g),
+      audit,
+    });
     let bound: HostPort;
     try {
       bound = await http.listen(config.http);
@@ -259,7 +275,13 @@ export async function main(argv: string[]): Promise<void> {
     }
     if (stopping) return;
     lag?.start();
-    log.info('http listening', { host: bound.host, port: bound.port, token: config.httpToken !== undefined });
+    log.info('http listening', {
+      host: bound.host,
+      port: bound.port,
+      token: config.httpToken !== undefined,
+      // What an operator must know at a glance: can offsets be changed over HTTP at all.
+      adminWrites: config.httpToken !== undefined ? 'token required' : 'disabled (no --http-token)',
+    });
   }
   const reloader = new ConfigReloader(config, {
     argv,

@@ -298,6 +298,28 @@ describe('validation errors name the option, the value and the accepted form', (
     expect(err.message).not.toContain('s3cret');
   });
 
+  test.each([
+    ['short', 'short-7f3a', /shorter than 16 bytes/],
+    ['a placeholder (flag)', 'change-me-change-me', /placeholder/],
+    ['a placeholder (environment)', 'demo-token-demo-token', /placeholder/],
+    ['a placeholder (file)', 'your-secret-token-here', /placeholder/],
+    ['empty (flag)', '', /empty/],
+  ])('an admin token that is %s is refused, without showing it', (how, token, why) => {
+    const err = how.includes('environment')
+      ? refusal([], { KOP_BOOTSTRAP_SERVER: 'k:1', KOP_HTTP_TOKEN: token })
+      : how.includes('file')
+        ? refusal([...BOOT, '--config', yamlFile(`http-token: ${token}\n`)])
+        : refusal([...BOOT, `--http-token=${token}`]);
+    expect(err.key).toBe('http-token');
+    expect(err.message).toMatch(why);
+    expect(err.message).toContain('"***"');
+    if (token !== '') expect(err.message).not.toContain(token);
+  });
+
+  test('a random admin token of 16 bytes or more is taken', () => {
+    expect(loadConfig([...BOOT, '--http-token', '3b9f0c7e1a2d4f68'], {}).httpToken).toBe('3b9f0c7e1a2d4f68');
+  });
+
   test('secrets and store passwords are not shown in errors', () => {
     const token = refusal([...BOOT, '--http-token', 'has space']);
     expect(token.key).toBe('http-token');

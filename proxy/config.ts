@@ -26,6 +26,7 @@ import { environmentProblem } from './config/env-strict.js';
 import { nearestName } from './config/nearest-name.js';
 import { unmetNeed } from './config/option-needs.js';
 import { emptyStorePassword } from './config/store-password.js';
+import { MIN_TOKEN_BYTES, tokenProblem } from './ops/http/token-policy.js';
 
 export class ConfigError extends Error {
   /** `shown` is the value as it may be printed: callers pass *** or a redacted URL for secrets. */
@@ -125,8 +126,8 @@ export const OPTIONS: readonly OptionSpec[] = [
   {
     name: 'http-token',
     kind: 'secret',
-    form: 'printable ASCII without spaces',
-    help: 'Bearer token required by /metrics and the admin routes of the HTTP endpoint (/healthz and /readyz stay open). Printable ASCII, no spaces. Never logged.',
+    form: `printable ASCII without spaces, at least ${MIN_TOKEN_BYTES} bytes, not a placeholder`,
+    help: `Bearer token of the HTTP endpoint: required by /metrics and /admin (/healthz and /readyz stay open). Without it, the admin routes that change offsets (PUT, DELETE) are refused with 403. At least ${MIN_TOKEN_BYTES} printable ASCII characters, no spaces; placeholders ("change-me", "demo-token", ...) are refused. Never logged.`,
   },
   {
     name: 'lag-interval-ms',
@@ -698,9 +699,10 @@ export function loadConfig(argv: readonly string[], env: NodeJS.ProcessEnv = pro
       fail('broker-port', get('broker-port'), `node ${node}'s port ${port} is the --listen port`);
   }
 
+  // Length and placeholders too: a guessable token would guard offset changes in name only.
   const token = value('http-token', (t) => {
-    if (t === '') throw new Error('empty');
-    if (!/^[\x21-\x7e]+$/.test(t)) throw new Error('a space, control or non-ASCII character');
+    const problem = tokenProblem(t);
+    if (problem !== null) throw new Error(problem);
     return t;
   });
 

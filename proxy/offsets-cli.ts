@@ -13,23 +13,28 @@
  * live members, as Kafka's tools are (checked with the broker when --bootstrap-server is given),
  * unless --force. Exit codes: 0 done, 2 bad input, 3 conflict or unknown group, 4 store or
  * cluster unavailable. Export and import show their progress on stderr when they take more than
- * a second.
+ * a second. Every set, delete and import into the store (dry runs too) writes its audit lines
+ * (ops/admin/audit.ts) to stderr as JSON.
  */
 import { readFileSync, writeFileSync } from 'node:fs';
+import { userInfo } from 'node:os';
 import { StoreCorruptError, StoreUnavailableError } from '../backends/errors.js';
 import { describeStoreTarget, openStoreTarget, parseStoreUrl } from '../backends/open-store.js';
 import type { OffsetStore } from '../backends/store.js';
 import { BrokerMap, parseHostPortList } from './core/broker-map.js';
 import { ClusterClient } from './client/cluster-client.js';
 import { ConfigError, MAX_TIMER_MS } from './config.js';
-import { silentLogger } from './logger.js';
+import { createLogger, silentLogger } from './logger.js';
 import { BrokerLookups } from './offsets/broker-lookups.js';
 import { storeEndpoints } from './offsets/setup.js';
 import { StoreHealth } from './offsets/store-health.js';
 import { checkDataDir } from './startup-checks.js';
+import { AdminAudit } from './ops/admin/audit.js';
+import type { AdminActor, AdminChange } from './ops/admin/audit.js';
 import type { AdminGuard } from './ops/admin/offsets-admin.js';
 import {
   AdminError,
+  byGroup,
   deleteOffsets,
   exportFromCluster,
   exportFromStore,
@@ -162,6 +167,18 @@ function integer(name: string, text: string | undefined, min: bigint, max = 9223
 
 const EXIT = { 'bad-input': 2, conflict: 3, unavailable: 4 } as const;
 
+/** The audit of the CLI's changes: JSON lines on stderr, whatever the terminal (they are records). */
+function cliAudit(): { audit: AdminAudit; actor: AdminActor } {
+  const log = createLogger('info', { service: 'kafka-offset-proxy', component: 'audit' }, undefined, 'json');
+  let user: string | undefined;
+  try {
+    user = userInfo().username;
+  } catch {
+    user = undefined; // no passwd entry for this uid (some containers)
+  }
+  return { audit: new AdminAudit(log), actor: { remote: null, who: 'cli', ...(user ? { user } : {}) } };
+}
+
 /** Prints a dry run's plan on stdout; the exit code a real run would have had. */
 function printPlan(plan: Plan): number {
   process.stdout.write(formatPlan(plan).join('\n') + '\n');
@@ -289,6 +306,13 @@ export async function offsetsMain(argv: string[], env: NodeJS.ProcessEnv = proce
     };
     const force = args.has('force');
     const dryRun = args.has('dry-run');
+    const { audit, actor } = cliAudit();
+    const change = (c: Pick<AdminChange, 'route' | 'group' | 'targets'>): AdminChange => ({
+      ...c,
+      actor,
+      force,
+      dryRun,
+    });
     for (const [on, name] of [
       [force, 'force'],
       [dryRun, 'dry-run'],
@@ -334,7 +358,17 @@ export async function offsetsMain(argv: string[], env: NodeJS.ProcessEnv = proce
       case 'import': {
         const file = one('file');
         const lines = parseLines(file ? readFileSync(file, 'utf8') : readFileSync(0, 'utf8'));
-        if (dryRun) return printPlan(await planImport(await openTheStore(), lines, guard()));
+        const changes = [...byGroup(lines)].map(([group, ls]) =>
+          change({
+            route: 'import',
+            group,
+            targets: ls.map((l) => ({ topic: l.topic, partition: l.partition, to: BigInt(l.offset) })),
+          }),
+        );
+        if (dryRun) {
+          const s = await openTheStore();
+          return printPlan(await audit.audited(s, changes, () => planImport(s, lines, guard())));
+        }
         const progress = new Progress('offsets imported');
         const onProgress = (d: number, t: number) => progress.update(d, t);
         let n: number;
@@ -342,7 +376,10 @@ export async function offsetsMain(argv: string[], env: NodeJS.ProcessEnv = proce
           n =
             side('to') === 'cluster'
               ? await importToCluster(clusterSide().lookups, lines, onProgress)
-              : await importToStore(await openTheStore(), lines, guard(), onProgress);
+              : await (async () => {
+                  const s = await openTheStore();
+                  return audit.audited(s, changes, () => importToStore(s, lines, guard(), onProgress));
+                })();
         } finally {
           progress.end();
         }
@@ -377,8 +414,10 @@ export async function offsetsMain(argv: string[], env: NodeJS.ProcessEnv = proce
           ...(expectedText !== undefined ? { expected: integer('expected', expectedText, -1n) } : {}),
           ...(metadata !== undefined ? { metadata } : {}),
         };
-        if (dryRun) return printPlan(await planSet(await openTheStore(), request, guard()));
-        await setOffset(await openTheStore(), request, guard());
+        const s = await openTheStore();
+        const changes = [change({ route: 'set', group, targets: [{ topic, partition, to: offset }] })];
+        if (dryRun) return printPlan(await audit.audited(s, changes, () => planSet(s, request, guard())));
+        await audit.audited(s, changes, () => setOffset(s, request, guard()));
         console.error(`set ${group} ${topic}-${partition} to ${offset}`);
         return 0;
       }
@@ -396,8 +435,17 @@ export async function offsetsMain(argv: string[], env: NodeJS.ProcessEnv = proce
           topic === undefined
             ? undefined
             : [{ topic, partition: Number(integer('partition', partitionText, 0n, 2147483647n)) }];
-        if (dryRun) return printPlan(await planDelete(await openTheStore(), group, partitions, guard()));
-        await deleteOffsets(await openTheStore(), group, partitions, guard());
+        const s = await openTheStore();
+        const changes = [
+          change({
+            route: partitions ? 'delete' : 'delete_group',
+            group,
+            ...(partitions ? { targets: partitions.map((p) => ({ ...p, to: null })) } : {}),
+          }),
+        ];
+        if (dryRun)
+          return printPlan(await audit.audited(s, changes, () => planDelete(s, group, partitions, guard())));
+        await audit.audited(s, changes, () => deleteOffsets(s, group, partitions, guard()));
         console.error(partitions ? `deleted ${group} ${topic}-${partitionText}` : `deleted group ${group}`);
         return 0;
       }

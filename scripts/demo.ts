@@ -9,6 +9,7 @@
  * Every process started here dies with this one (the bed starts them with pdeathsig).
  */
 
+import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -20,7 +21,7 @@ import { startRedis } from '../test/bed/redis.js';
 import { freePortRange } from '../test/harness/proxy.js';
 
 const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-const TOKEN = 'demo-token';
+const TOKEN = randomBytes(18).toString('hex');
 const TOPIC = 'demo-orders';
 const GROUP = 'demo-billing';
 

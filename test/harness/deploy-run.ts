@@ -73,6 +73,12 @@ export interface DeployedProxy {
   launch: MappedLaunch;
   /** GET on the HTTP endpoint, with the bearer token when given. */
   get(urlPath: string, token?: string): Promise<{ status: number; body: string }>;
+  /** Any method on the HTTP endpoint, with a JSON body and the bearer token when given. */
+  call(
+    method: string,
+    urlPath: string,
+    opts?: { token?: string | undefined; body?: unknown },
+  ): Promise<{ status: number; body: string }>;
   /** SIGTERM, and the exit status. */
   stop(): Promise<ExitStatus>;
   log(): string;
@@ -95,13 +101,23 @@ export async function startDeployed(
     cwd: opts.cwd,
     env: { PATH: process.env['PATH'] ?? '/usr/bin:/bin', ...launch.env },
   });
-  const get = async (urlPath: string, token?: string) => {
+  const call = async (
+    method: string,
+    urlPath: string,
+    opts: { token?: string | undefined; body?: unknown } = {},
+  ) => {
     const res = await fetch(`${launch.httpBase}${urlPath}`, {
-      headers: token === undefined ? {} : { authorization: `Bearer ${token}` },
+      method,
+      headers: {
+        ...(opts.token === undefined ? {} : { authorization: `Bearer ${opts.token}` }),
+        ...(opts.body === undefined ? {} : { 'content-type': 'application/json' }),
+      },
+      ...(opts.body === undefined ? {} : { body: JSON.stringify(opts.body) }),
       signal: AbortSignal.timeout(10_000),
     });
     return { status: res.status, body: await res.text() };
   };
+  const get = (urlPath: string, token?: string) => call('GET', urlPath, { token });
   await waitUntil(
     `${name} to answer ${opts.readinessPath} with 200`,
     async () => (await get(opts.readinessPath)).status === 200,
@@ -115,6 +131,7 @@ export async function startDeployed(
     proc,
     launch,
     get,
+    call,
     stop: async () => {
       await proc.stop({ timeoutMs: 20_000 });
       return proc.exitStatus!;

@@ -23,6 +23,8 @@ import { ensureBuilt } from '../harness/proxy.js';
 
 const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const RECORDS = 20;
+/** The admin routes' writes need a token (route-guard.ts). */
+const TOKEN = 'fencing-7d2c91e4b05a3f68';
 
 function cli(args: string[]): Promise<{ code: number; stderr: string }> {
   return new Promise((resolve) => {
@@ -68,7 +70,7 @@ describe('admin writes to a running group', () => {
     store = new EmbeddedStore({ dataDir: dir });
     proxy = await startOffsetProxy(brokerBootstrap, store);
     // As the proxy's CLI serves the routes: with the proxy's own broker lookups.
-    http = new OpsHttpServer();
+    http = new OpsHttpServer({ token: TOKEN });
     registerOffsetsAdminRoutes(http, store, {
       groupIsEmptyAtBroker: (g) => proxy.offsets.lookups.groupIsEmpty(g),
     });
@@ -156,7 +158,7 @@ describe('admin writes to a running group', () => {
     const put = async (body: Record<string, unknown>) => {
       const res = await fetch(`${base}/admin/groups/${group}/offsets/${topic}/0`, {
         method: 'PUT',
-        headers: { 'content-type': 'application/json' },
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${TOKEN}` },
         body: JSON.stringify(body),
       });
       return { status: res.status, json: (await res.json()) as Record<string, unknown> };
@@ -203,6 +205,7 @@ describe('admin writes to a running group', () => {
     const other = await ghostGroup();
     const res = await fetch(`${base}/admin/groups/${other}/offsets/t/0`, {
       method: 'PUT',
+      headers: { authorization: `Bearer ${TOKEN}` },
       body: JSON.stringify({ offset: '4' }),
     });
     expect(res.status).toBe(200);

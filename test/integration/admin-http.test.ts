@@ -1,5 +1,6 @@
 // The admin HTTP API for offsets on the real CLI: read a group's offsets, set one with an expected
 // value (compare-and-set), delete; behind the bearer token; the same semantics as the offsets CLI.
+import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, inject, test } from 'vitest';
 import { freePort } from '../bed/ports.js';
 import { createTopics, kafkajsClient } from '../bed/clients/kafkajs.js';
@@ -7,7 +8,7 @@ import { expectExactlyRecords, uniqueName } from '../bed/clients/scenarios.js';
 import { ensureBuilt, spawnProxy } from '../harness/proxy.js';
 import type { ProxyProcess } from '../harness/proxy.js';
 
-const TOKEN = 'admin-secret-token';
+const TOKEN = randomBytes(18).toString('hex');
 
 describe('admin HTTP API for offsets', () => {
   const kafka = inject('kafkaBootstrap');

@@ -4,7 +4,9 @@
 // artefact gives the process (the image's ENTRYPOINT and ENV plus the rendered container, or
 // ExecStart plus EnvironmentFile), moved onto the bed's addresses, against one 3-broker cluster;
 // kafkajs produces, consumes and commits through it, the probes answer, the proxy announces the
-// brokers on the ports the Service (or the firewall plan) exposes, and SIGTERM stops it with 0.
+// brokers on the ports the Service (or the firewall plan) exposes, an offset change over HTTP is
+// refused without the token (401, or 403 where the artefact ships none) and taken with it, and
+// SIGTERM stops it with 0.
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -80,7 +82,7 @@ describe.concurrent('deployment artefacts against a 3-broker cluster', () => {
   let cluster: KafkaCluster;
   let redis: RedisServer;
   const redisPassword = `pw-${randomBytes(6).toString('hex')}`;
-  const httpToken = `token-${randomBytes(6).toString('hex')}`;
+  const httpToken = randomBytes(18).toString('hex');
   const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'kop-deploy-'));
 
   beforeAll(async () => {
@@ -125,12 +127,31 @@ describe.concurrent('deployment artefacts against a 3-broker cluster', () => {
     }
   }
 
-  async function storedOffsets(proxy: DeployedProxy, group: string, token?: string) {
+  async function storedOffsets(proxy: DeployedProxy, group: string, token?: string): Promise<Stored> {
     const r = await proxy.get(`/admin/groups/${encodeURIComponent(group)}/offsets`, token);
     expect(r.status, r.body).toBe(200);
     return (JSON.parse(r.body).offsets as { topic: string; partition: number; offset: string }[])
       .map((o) => ({ topic: o.topic, partition: o.partition, offset: Number(o.offset) }))
       .sort((a, b) => a.partition - b.partition);
+  }
+
+  type Stored = { topic: string; partition: number; offset: number }[];
+
+  /**
+   * Admin writes: refused without the token (401; 403 where none is configured) with the store
+   * unchanged, and taken with it (the same offset written again, so the group's place stays) and
+   * audited.
+   */
+  async function expectWritesGuarded(proxy: DeployedProxy, group: string, stored: Stored, token?: string) {
+    const o = stored[0]!;
+    const route = `/admin/groups/${encodeURIComponent(group)}/offsets/${o.topic}/${o.partition}`;
+    const anonymous = await proxy.call('PUT', route, { body: { offset: '0', force: true } });
+    expect(anonymous.status, anonymous.body).toBe(token === undefined ? 403 : 401);
+    expect(await storedOffsets(proxy, group, token)).toEqual(stored);
+    if (token === undefined) return;
+    const ok = await proxy.call('PUT', route, { token, body: { offset: String(o.offset), force: true } });
+    expect(ok.status, ok.body).toBe(200);
+    expect(proxy.log()).toMatch(/"event":"admin change".*"result":"ok","who":"http-token"/);
   }
 
   test('deploy/kubernetes: two instances on one Redis, any instance serving any group', async () => {
@@ -189,6 +210,7 @@ describe.concurrent('deployment artefacts against a 3-broker cluster', () => {
       );
       const more = await kafkajsClient.consume({ bootstrap: b!.launch.bootstrap }, { topic, group, max: 20 });
       expectExactlyRecords(more.records, RECORDS + 10, RECORDS + 30);
+      await expectWritesGuarded(b!, group, await storedOffsets(b!, group, httpToken), httpToken);
     } finally {
       const statuses = await Promise.all([a!.stop(), b!.stop()]);
       expect(statuses.map((s) => s.code)).toEqual([0, 0]);
@@ -202,6 +224,9 @@ describe.concurrent('deployment artefacts against a 3-broker cluster', () => {
     const pod = podLaunch(objects, {});
     const config = proxyConfig([], pod.env);
     expect(config.store).toBeUndefined();
+    // No token in the values: the chart generated one into its Secret.
+    const token = pod.env['KOP_HTTP_TOKEN'];
+    expect(token?.length).toBeGreaterThanOrEqual(32);
     const dataDir = path.join(scratch, 'embedded-volume');
     const launch = await mapToBed(onBed(pod.command), pod.env, {
       addresses: { [values.kafka.bootstrapServers[0]]: cluster.bootstrap },
@@ -224,15 +249,16 @@ describe.concurrent('deployment artefacts against a 3-broker cluster', () => {
         },
       );
       group = report.group;
-      committed = await storedOffsets(proxy, group);
+      committed = await storedOffsets(proxy, group, token);
       expect(committed.reduce((sum, c) => sum + c.offset, 0)).toBe(RECORDS + 10);
+      await expectWritesGuarded(proxy, group, committed, token);
     } finally {
       expect((await proxy.stop()).code).toBe(0);
     }
     // The pod is replaced (Recreate): the new one opens the same volume.
     proxy = await startDeployed('embedded-again', launch, { cwd: REPO, readinessPath: pod.probes.readiness });
     try {
-      expect(await storedOffsets(proxy, group)).toEqual(committed);
+      expect(await storedOffsets(proxy, group, token)).toEqual(committed);
     } finally {
       expect((await proxy.stop()).code).toBe(0);
     }
@@ -269,7 +295,7 @@ describe.concurrent('deployment artefacts against a 3-broker cluster', () => {
           count: RECORDS,
         },
       );
-      expect(await storedOffsets(proxy, group)).toEqual(
+      expect(await storedOffsets(proxy, group, pod.env['KOP_HTTP_TOKEN'])).toEqual(
         await fetchCommittedOffsets({ bootstrap: launch.bootstrap }, group, topic),
       );
     } finally {
@@ -314,9 +340,11 @@ describe.concurrent('deployment artefacts against a 3-broker cluster', () => {
           count: RECORDS,
         },
       );
-      expect(await storedOffsets(proxy, group, env['KOP_HTTP_TOKEN'])).toEqual(
-        await fetchCommittedOffsets({ bootstrap: launch.bootstrap }, group, topic),
-      );
+      const stored = await storedOffsets(proxy, group, env['KOP_HTTP_TOKEN']);
+      expect(stored).toEqual(await fetchCommittedOffsets({ bootstrap: launch.bootstrap }, group, topic));
+      // The environment file ships no token: writes are refused until the operator sets one.
+      expect(env['KOP_HTTP_TOKEN']).toBeUndefined();
+      await expectWritesGuarded(proxy, group, stored);
       expect(
         fs.readdirSync(dataDir).length,
         'the embedded store wrote into the state directory',

@@ -245,6 +245,20 @@ describe('invalid configuration', () => {
     },
     {
       option: 'http-token',
+      why: 'a placeholder',
+      args: () => [...k, '--http-token', 'change-me-change-me'],
+      secret: 'change-me-change-me',
+      allowed: /a placeholder, not a secret/,
+    },
+    {
+      option: 'http-token',
+      why: 'too short',
+      args: () => [...k, '--http-token', 'tok-s3cret'],
+      secret: 'tok-s3cret',
+      allowed: /shorter than 16 bytes/,
+    },
+    {
+      option: 'http-token',
       why: 'empty',
       args: () => [...k, '--http-token='],
       allowed: /empty; expected printable ASCII/,

@@ -14,7 +14,7 @@ import type { ManagedProcess } from '../bed/process.js';
 import { ensureBuilt, spawnProxy } from '../harness/proxy.js';
 import type { ProxyProcess } from '../harness/proxy.js';
 
-const TOKEN = 'ops-test-token';
+const TOKEN = 'ops-scrape-4e1d9b7c02a8';
 
 interface PromSample {
   metric: Record<string, string>;

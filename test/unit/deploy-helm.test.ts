@@ -13,6 +13,7 @@ import { parseRedisUrl } from '../../backends/redis-url.js';
 import { OPTIONS } from '../../proxy/config.js';
 import type { OpsHttpServer } from '../../proxy/ops/http/http-server.js';
 import { registerOpsRoutes } from '../../proxy/ops/http/ops-routes.js';
+import { tokenProblem } from '../../proxy/ops/http/token-policy.js';
 import {
   brokerPort,
   CHART_DIR,
@@ -38,6 +39,8 @@ import type { K8sObject, SecretValues } from '../harness/deploy.js';
 /* eslint-disable @typescript-eslint/no-explicit-any -- rendered manifests are untyped YAML */
 
 const NAMESPACE = 'kafka';
+/** The token an operator's own Secret holds (what `openssl rand -hex 24` gives). */
+const OPERATOR_TOKEN = '5d41402abc4b2a76b9719d911017c592aa1f0e3b9c2d7e84';
 const WILDCARD = ['0.0.0.0', '::'];
 
 /** The routes of the proxy's HTTP endpoint, as proxy/ops/http/ops-routes.ts registers them. */
@@ -61,10 +64,12 @@ function secretsFor(container: any, objects: K8sObject[]): SecretValues {
   for (const e of container.env ?? []) {
     const ref = e.valueFrom?.secretKeyRef;
     if (ref && !(ref.name in rendered)) {
-      // A store URL must be one the proxy accepts: it is checked at start.
+      // A store URL must be one the proxy accepts, and an admin token random: both are checked at start.
       const value = /url/i.test(ref.key)
         ? `redis://secret-${ref.name}-${ref.key}:6379`
-        : `secret-${ref.name}-${ref.key}`;
+        : e.name === 'KOP_HTTP_TOKEN'
+          ? OPERATOR_TOKEN
+          : `secret-${ref.name}-${ref.key}`;
       secrets[ref.name] = { ...secrets[ref.name], [ref.key]: value };
     }
   }
@@ -179,6 +184,25 @@ describe.each(valuesExamples())('chart with $name', ({ file }) => {
     expect(httpService['spec'].ports).toEqual([
       { name: 'http', port: config.http!.port, targetPort: 'http', protocol: 'TCP' },
     ]);
+  });
+
+  test('the admin token: from a Secret of the values, or generated into the chart Secret, and taken by the proxy', () => {
+    const objects = render();
+    const container = onlyObject(objects, 'Deployment')['spec'].template.spec.containers[0];
+    const ref = container.env.find((e: any) => e.name === 'KOP_HTTP_TOKEN')?.valueFrom?.secretKeyRef;
+    expect(ref, 'KOP_HTTP_TOKEN always comes from a Secret').toBeDefined();
+    const env = { ...dockerImage().env, ...containerEnvironment(container, secretsFor(container, objects)) };
+    const config = proxyConfig(container.args ?? [], env);
+    expect(config.httpToken).toBeDefined();
+    if (values.http?.existingSecret) {
+      expect(ref).toEqual({ name: values.http.existingSecret, key: values.http.tokenKey ?? 'token' });
+    } else {
+      const secret = renderedSecrets(objects)[ref.name];
+      expect(secret, `the chart renders Secret ${ref.name}`).toBeDefined();
+      const token = secret![ref.key]!;
+      expect(token).toMatch(values.http?.token ? /./ : /^[A-Za-z0-9]{32,}$/);
+      expect(tokenProblem(token)).toBeNull();
+    }
   });
 
   test('liveness is GET /healthz, readiness GET /readyz, both open routes of the HTTP port', () => {
@@ -382,11 +406,39 @@ describe('chart', () => {
     },
     { name: 'a node id past the port range', set: ['brokers.nodeIds={70000}'], message: /outside 1-65535/ },
     {
+      name: 'an admin token too short for the proxy',
+      set: ['http.token=change-me'],
+      message: /http.token is shorter than 16 characters/,
+    },
+    {
       name: 'a chart-managed option in extraOptions',
       set: ['extraOptions.store=memory://'],
       message: /own value/,
     },
   ];
+  test('generates a new random token on each install, and takes a given one as it is', () => {
+    const embedded = valuesExamples().find((e) => e.name === 'examples/embedded.yaml')!.file;
+    const tokenOf = (set: string[] = []) => {
+      const secrets = renderedSecrets(parseObjects(renderChart([embedded], { set })));
+      return secrets['kop-kafka-offset-proxy-secrets']?.['http-token'];
+    };
+    const [a, b] = [tokenOf(), tokenOf()];
+    expect(a).toMatch(/^[A-Za-z0-9]{32}$/);
+    expect(b).toMatch(/^[A-Za-z0-9]{32}$/);
+    expect(a).not.toBe(b);
+    expect(tokenOf([`http.token=${OPERATOR_TOKEN}`])).toBe(OPERATOR_TOKEN);
+    // A Secret of the operator's own: the chart renders none for the token.
+    expect(tokenOf(['http.existingSecret=mine'])).toBeUndefined();
+  });
+
+  test('keeps the generated token across upgrades: it reads it back from the Secret (lookup)', () => {
+    const helpers = fs.readFileSync(path.join(CHART_DIR, 'templates/_helpers.tpl'), 'utf8');
+    // helm template cannot reach a cluster, so the lookup branch is checked as text.
+    expect(helpers).toMatch(/lookup "v1" "Secret" \.Release\.Namespace \(include "kop\.secretName" \.\)/);
+    expect(helpers).toMatch(/\$kept \| b64dec/);
+    expect(helpers).toMatch(/randAlphaNum 32/);
+  });
+
   test.each(refusals)('refuses $name with a message', ({ set, message }) => {
     const embedded = valuesExamples().find((e) => e.name === 'examples/embedded.yaml')!.file;
     const r = helm(templateArgs([embedded], { set }));

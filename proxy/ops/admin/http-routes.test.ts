@@ -6,6 +6,9 @@ import type { AdminRoutesOptions } from './http-routes.js';
 import { registerOffsetsAdminRoutes } from './http-routes.js';
 import { getOffsets, setOffset } from './offsets-admin.js';
 
+const TOKEN = 'routes-test-9b3e71c4d2a8';
+const auth = { authorization: `Bearer ${TOKEN}` };
+
 const servers: OpsHttpServer[] = [];
 afterEach(async () => {
   await Promise.all(servers.splice(0).map((s) => s.close()));
@@ -16,7 +19,7 @@ async function start(options: AdminRoutesOptions = {}) {
   const store = new MemoryStore();
   await setOffset(store, { group: 'g', topic: 't', partition: 0, offset: 10n });
   await store.updateGroup('g', { kind: 'joined', generationId: 1, memberId: 'm', groupInstanceId: null });
-  const server = new OpsHttpServer();
+  const server = new OpsHttpServer({ token: TOKEN });
   servers.push(server);
   registerOffsetsAdminRoutes(server, store, options);
   const { port } = await server.listen({ host: '127.0.0.1', port: 0 });
@@ -24,8 +27,8 @@ async function start(options: AdminRoutesOptions = {}) {
     const res = await fetch(`http://127.0.0.1:${port}${path}`, {
       method,
       ...(body !== undefined
-        ? { body: JSON.stringify(body), headers: { 'content-type': 'application/json' } }
-        : {}),
+        ? { body: JSON.stringify(body), headers: { 'content-type': 'application/json', ...auth } }
+        : { headers: auth }),
     });
     const text = await res.text();
     return { status: res.status, json: text ? (JSON.parse(text) as Record<string, unknown>) : null };

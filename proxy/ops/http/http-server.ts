@@ -2,16 +2,16 @@
  * The operations HTTP endpoint (`--http host:port`, separate from the Kafka listener):
  * /healthz, /readyz, /metrics, and routes other modules register (offsets admin).
  *
- * Routes are protected by the bearer token (`--http-token`) unless registered `public`; only the
- * probes are public, because orchestrators call them without credentials and they reveal nothing.
+ * Who may call what is route-guard.ts's decision: the probes are public; writes need the bearer
+ * token (`--http-token`) and are refused while none is configured; reads need it when one is set.
  * The token is compared in constant time and never logged.
  */
-import { timingSafeEqual } from 'node:crypto';
 import http from 'node:http';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from '../../common/log.js';
 import { silentLogger } from '../../common/log.js';
+import { guardRoute, routeAccess } from './route-guard.js';
 
 /** Where the endpoint listens (a port of 0: any free port). */
 export interface ListenAddress {
@@ -32,6 +32,10 @@ export interface HttpRequest {
   /** The body parsed as JSON (undefined when empty); a body that is not JSON answers 400. */
   json(): Promise<unknown>;
   raw: IncomingMessage;
+  /** The caller's address and port ("10.0.0.7:53122"), for audit lines. */
+  remote: string;
+  /** The name of the token the caller presented (route-guard.ts), null on routes served without one. */
+  credential: string | null;
 }
 
 export interface HttpResponse {
@@ -49,6 +53,18 @@ export type RouteHandler = (req: HttpRequest) => Promise<HttpResponse> | HttpRes
 export interface RouteOptions {
   /** Served without the bearer token (health probes only). Default false. */
   public?: boolean;
+  /** A name for the route, passed to `onDenied` (e.g. the admin audit's route name). */
+  name?: string;
+}
+
+/** A request the route guard refused (401 or 403), for the audit trail. */
+export interface DeniedRequest {
+  /** The route's `name` option. */
+  route: string;
+  method: HttpMethod;
+  params: Record<string, string>;
+  remote: string;
+  status: number;
 }
 
 /** Throw from a handler to answer with this status and `{ error: message }`. */
@@ -63,11 +79,13 @@ export class HttpError extends Error {
 }
 
 export interface OpsHttpServerOptions {
-  /** Bearer token for non-public routes; undefined = no authentication. */
+  /** Bearer token for non-public routes; undefined: reads are open and writes refused (route-guard.ts). */
   token?: string | undefined;
   log?: Logger;
   /** Largest request body json() accepts. Default 1 MiB. */
   maxBodyBytes?: number;
+  /** Called for each refused request of a route registered with a `name`. */
+  onDenied?: (denied: DeniedRequest) => void;
 }
 
 interface Route {
@@ -75,6 +93,7 @@ interface Route {
   segments: string[];
   handler: RouteHandler;
   public: boolean;
+  name: string | undefined;
 }
 
 export class OpsHttpServer {
@@ -85,7 +104,7 @@ export class OpsHttpServer {
 
   constructor(private readonly opts: OpsHttpServerOptions = {}) {
     this.log = opts.log ?? silentLogger;
-    this.setToken(opts.token);
+    this.token = opts.token === undefined ? undefined : Buffer.from(opts.token, 'utf8');
     this.server = http.createServer((req, res) => {
       this.handle(req, res).catch((err: unknown) => {
         this.log.error('http handler failed', { path: pathOf(req), error: err });
@@ -109,7 +128,7 @@ export class OpsHttpServer {
     const segments = splitPath(path);
     const clash = this.routes.find((r) => r.method === method && r.segments.join('/') === segments.join('/'));
     if (clash) throw new Error(`route already registered: ${method} ${path}`);
-    this.routes.push({ method, segments, handler, public: options.public ?? false });
+    this.routes.push({ method, segments, handler, public: options.public ?? false, name: options.name });
   }
 
   async listen(address: ListenAddress): Promise<ListenAddress> {
@@ -141,12 +160,22 @@ export class OpsHttpServer {
       if (!params) continue;
       pathMatched = true;
       if (route.method !== req.method && !(route.method === 'GET' && req.method === 'HEAD')) continue;
-      if (!route.public && !this.authorized(req)) {
-        send(res, {
-          status: 401,
-          json: { error: 'missing or wrong bearer token' },
-          headers: { 'WWW-Authenticate': 'Bearer realm="kafka-offset-proxy"' },
-        });
+      const decision = guardRoute(
+        routeAccess(route.method, route.public),
+        this.token,
+        req.headers.authorization,
+      );
+      if (!decision.allowed) {
+        if (route.name !== undefined) {
+          this.opts.onDenied?.({
+            route: route.name,
+            method: route.method,
+            params,
+            remote: remoteOf(req),
+            status: decision.response.status,
+          });
+        }
+        send(res, decision.response, req.method === 'HEAD');
         return;
       }
       const request: HttpRequest = {
@@ -157,6 +186,8 @@ export class OpsHttpServer {
         headers: req.headers,
         json: () => readJson(req, this.opts.maxBodyBytes ?? 1024 * 1024),
         raw: req,
+        remote: remoteOf(req),
+        credential: decision.credential,
       };
       let response: HttpResponse;
       try {
@@ -180,15 +211,12 @@ export class OpsHttpServer {
   setToken(token: string | undefined): void {
     this.token = token === undefined ? undefined : Buffer.from(token, 'utf8');
   }
+}
 
-  private authorized(req: IncomingMessage): boolean {
-    if (this.token === undefined) return true;
-    const header = req.headers.authorization ?? '';
-    const m = /^Bearer\s+(.+)$/i.exec(header);
-    if (!m) return false;
-    const given = Buffer.from(m[1]!.trim(), 'utf8');
-    return given.length === this.token.length && timingSafeEqual(given, this.token);
-  }
+function remoteOf(req: IncomingMessage): string {
+  const { remoteAddress, remotePort } = req.socket;
+  if (remoteAddress === undefined) return 'unknown';
+  return remoteAddress.includes(':') ? `[${remoteAddress}]:${remotePort}` : `${remoteAddress}:${remotePort}`;
 }
 
 function splitPath(path: string): string[] {

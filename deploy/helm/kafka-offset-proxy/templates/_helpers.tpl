@@ -110,14 +110,29 @@ Broker N is on listener.port + 1 + N unless brokers.ports maps it (the rule of p
 {{- join "," $pairs }}
 {{- end }}
 
-{{/* The Secret and key of the HTTP token (a secretKeyRef's fields), or nothing. */}}
+{{/* The Secret and key of the HTTP token (a secretKeyRef's fields): there always is one. */}}
 {{- define "kop.httpTokenRef" -}}
 {{- if .Values.http.existingSecret }}
 name: {{ .Values.http.existingSecret }}
 key: {{ .Values.http.tokenKey }}
-{{- else if .Values.http.token }}
+{{- else }}
 name: {{ include "kop.secretName" . }}
 key: http-token
+{{- end }}
+{{- end }}
+
+{{/*
+The HTTP token the chart generates when none is given (http.token, http.existingSecret), or nothing:
+the one its Secret already holds (so an upgrade keeps it; `lookup` answers nothing under helm
+template), else 32 random letters and digits. Without it the admin API could not change offsets
+(the proxy refuses writes without a token) and /metrics would be open.
+*/}}
+{{- define "kop.generatedHttpToken" -}}
+{{- if not (or .Values.http.token .Values.http.existingSecret) }}
+{{- $existing := lookup "v1" "Secret" .Release.Namespace (include "kop.secretName" .) }}
+{{- $kept := "" }}
+{{- if $existing }}{{ $kept = index ($existing.data | default dict) "http-token" | default "" }}{{ end }}
+{{- if $kept }}{{ $kept | b64dec }}{{ else }}{{ randAlphaNum 32 }}{{ end }}
 {{- end }}
 {{- end }}
 
