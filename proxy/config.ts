@@ -11,7 +11,8 @@ import { readFileSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import type { parse as ParseYaml } from 'yaml';
-import { parseStoreUrl, STORE_URL_FORMS } from '../backends/open-store.js';
+import { DEFAULT_DATA_DIR, parseStoreUrl, STORE_URL_FORMS } from '../backends/open-store.js';
+import { DEFAULT_STORE_TIMEOUT_MS } from '../backends/store.js';
 import type { StoreTarget } from '../backends/open-store.js';
 import { redactUrl } from '../backends/redact-url.js';
 import type { HostPort } from './core/broker-map.js';
@@ -109,7 +110,7 @@ export const OPTIONS: readonly OptionSpec[] = [
   {
     name: 'data-dir',
     kind: 'dir',
-    default: './kafka-offset-proxy-data',
+    default: DEFAULT_DATA_DIR,
     help: 'Directory of the embedded store: created if missing; must be writable, on a real file system.',
   },
   {
@@ -268,7 +269,7 @@ export const OPTIONS: readonly OptionSpec[] = [
   {
     name: 'store-timeout-ms',
     kind: 'int',
-    default: '5000',
+    default: String(DEFAULT_STORE_TIMEOUT_MS),
     min: 1,
     max: MAX_TIMER_MS,
     unit: 'ms',
