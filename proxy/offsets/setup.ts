@@ -49,6 +49,8 @@ export async function openOffsetStore(
   const { openStoreTarget } = await import('../../backends/open-store.js');
   return openStoreTarget(config.storeTarget, {
     operationTimeoutMs: config.storeTimeoutMs,
+    // One proxy per embedded data directory: a second one is refused naming the first.
+    holder: 'proxy',
     ...(log
       ? { notice: (message: string, fields: Record<string, unknown>) => log.info(message, fields) }
       : {}),
