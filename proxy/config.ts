@@ -598,7 +598,16 @@ function parsePatterns(text: string): string[] {
   return parts;
 }
 
-export function loadConfig(argv: readonly string[], env: NodeJS.ProcessEnv = process.env): ProxyConfig {
+export interface LoadOptions {
+  /** The offsets CLI needs the cluster for some actions only: without it, bootstrapServers is []. */
+  bootstrapOptional?: boolean;
+}
+
+export function loadConfig(
+  argv: readonly string[],
+  env: NodeJS.ProcessEnv = process.env,
+  opts: LoadOptions = {},
+): ProxyConfig {
   const raw = collectRaw(argv, env);
   const get = (name: string): string | undefined => raw.get(name) ?? byName.get(name)?.default;
   const fail = (name: string, text: string | undefined, why: string): never => {
@@ -648,7 +657,7 @@ export function loadConfig(argv: readonly string[], env: NodeJS.ProcessEnv = pro
     if (parts.some((p) => p === '')) throw new Error('an empty entry');
     return parts.map((p) => parseHostPortStrict(p, 1));
   });
-  if (!bootstrapServers)
+  if (!bootstrapServers && !opts.bootstrapOptional)
     throw new ConfigError(
       'bootstrap-server',
       null,
@@ -755,7 +764,7 @@ export function loadConfig(argv: readonly string[], env: NodeJS.ProcessEnv = pro
   const lagExclude = value('lag-groups-exclude', parsePatterns) ?? [];
 
   return {
-    bootstrapServers,
+    bootstrapServers: bootstrapServers ?? [],
     listen,
     advertisedHost: value('advertised-host', (t) => {
       if (!isHost(t)) throw new Error('not a host name or IP address');

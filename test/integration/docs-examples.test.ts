@@ -121,7 +121,8 @@ function runCli(args: string[], cwd: string): Promise<{ code: number | null; out
     // one write of a whole line.
     const progress = /^\d+\/\d+ .+ \(\d+%\)\n/gm;
     child.stderr.on('data', (d: Buffer) => (output += d.toString().replace(progress, '')));
-    child.on('close', (code) => resolve({ code, output }));
+    // The docs run their sessions in /home/ops: the CLI names the store's directory it opened.
+    child.on('close', (code) => resolve({ code, output: output.split(cwd).join('/home/ops') }));
   });
 }
 
