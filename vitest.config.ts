@@ -8,6 +8,8 @@ export default defineConfig({
       {
         test: {
           name: 'unit',
+          // Fails the run when a test leaves a scratch directory behind (test/harness/scratch.ts).
+          globalSetup: ['test/bed/scratch-check.ts'],
           // Behaviour, not speed: CPU-bound property tests must pass on a loaded machine as well.
           testTimeout: 60_000,
           include: [
@@ -22,7 +24,7 @@ export default defineConfig({
         test: {
           name: 'integration',
           include: ['test/integration/**/*.test.ts'],
-          globalSetup: ['test/bed/global-setup.ts'],
+          globalSetup: ['test/bed/scratch-check.ts', 'test/bed/global-setup.ts'],
           testTimeout: 120_000,
           hookTimeout: 240_000,
           // Brokers are heavy on a 2-core machine: integration files run one at a time, in one forked

@@ -66,6 +66,7 @@ import type {
   PartitionOffset,
   TopicPartition,
 } from './store.js';
+import { DEFAULT_STORE_TIMEOUT_MS } from './store.js';
 
 /**
  * An offsets-v2 value: [topic, offset, leader epoch, metadata, commit timestamp, expire timestamp].
@@ -109,6 +110,8 @@ export interface EmbeddedStoreOptions {
   sweepBatch?: number;
   /** Told what an opening migration from layout 1 copied (not called when nothing was migrated). */
   onMigrated?: (report: MigrationReport) => void;
+  /** Called once the environment is closed: the data directory's hold is released then. */
+  onClosed?: () => Promise<void>;
 }
 
 /** Opens (creating if needed) the layout-2 databases of an LMDB environment. */
@@ -169,12 +172,14 @@ export class EmbeddedStore implements OffsetStore {
   private readonly sweeper: NodeJS.Timeout;
   private sweeping = false;
   private closed = false;
+  private readonly onClosed: (() => Promise<void>) | undefined;
 
   constructor(opts: EmbeddedStoreOptions) {
-    this.timeoutMs = opts.operationTimeoutMs ?? 5000;
+    this.timeoutMs = opts.operationTimeoutMs ?? DEFAULT_STORE_TIMEOUT_MS;
     this.dataDir = opts.dataDir;
     this.requestTtlMs = opts.requestTtlMs ?? 60_000;
     this.sweepBatch = opts.sweepBatch ?? 5_000;
+    this.onClosed = opts.onClosed;
     // maxDbs: layout 2's five databases, and layout 1's four while a migration runs.
     const root = open({
       path: opts.dataDir,
@@ -459,7 +464,11 @@ export class EmbeddedStore implements OffsetStore {
     this.closed = true;
     clearInterval(this.sweeper);
     await this.ready.catch(() => undefined);
-    await this.db.root.close();
+    try {
+      await this.db.root.close();
+    } finally {
+      await this.onClosed?.();
+    }
   }
 
   /**

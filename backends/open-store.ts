@@ -16,6 +16,7 @@
  */
 import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, rmSync, writeSync } from 'node:fs';
 import path from 'node:path';
+import { holdDataDir } from './data-dir-holder.js';
 import { redactUrl } from './redact-url.js';
 import { parseRedisUrl } from './redis-url.js';
 import type { RedisTarget } from './redis-url.js';
@@ -30,6 +31,12 @@ export interface OpenStoreOptions {
   operationTimeoutMs?: number;
   /** Told of what opening did beyond connecting (the embedded store migrating an older layout). */
   notice?: (message: string, fields: Record<string, unknown>) => void;
+  /**
+   * The embedded store only: hold its data directory as this writer ("proxy", "offsets set") while
+   * the store is open, and refuse with DataDirHeldError when another process holds it
+   * (data-dir-holder.ts). Readers leave it unset.
+   */
+  holder?: string;
 }
 
 /** What a store URL names, parsed and checked. `url` is the text to open it with. */
@@ -115,7 +122,7 @@ export async function openStoreTarget(
   const common = timeout === undefined ? {} : { operationTimeoutMs: timeout };
   switch (target.kind) {
     case 'embedded':
-      return openEmbedded(target.dir, common, opts.notice);
+      return openEmbedded(target.dir, common, opts);
     case 'memory': {
       const { MemoryStore } = await import('./memory-store.js');
       return new MemoryStore();
@@ -194,9 +201,11 @@ function prepareDataDir(dir: string): void {
 async function openEmbedded(
   dir: string,
   common: { operationTimeoutMs?: number },
-  notice: OpenStoreOptions['notice'],
+  { notice, holder }: OpenStoreOptions,
 ): Promise<OffsetStore> {
   prepareDataDir(dir);
+  // Held before LMDB opens it: a second writer never migrates or sweeps beside the first.
+  const hold = holder === undefined ? undefined : await holdDataDir(dir, holder);
   const { EmbeddedStore } = await import('./embedded-store.js');
   const store = new EmbeddedStore({
     dataDir: dir,
@@ -204,6 +213,7 @@ async function openEmbedded(
     ...(notice
       ? { onMigrated: (report) => notice('embedded store migrated to layout 2', { dataDir: dir, ...report }) }
       : {}),
+    ...(hold ? { onClosed: () => hold.release() } : {}),
   });
   try {
     // The directory is readable (and migrated) before the proxy serves from it.

@@ -40,6 +40,7 @@ import type {
   PartitionOffset,
   TopicPartition,
 } from './store.js';
+import { DEFAULT_STORE_TIMEOUT_MS } from './store.js';
 
 interface ScriptClient {
   kopCommit(...args: (string | number | Buffer)[]): Promise<string>;
@@ -117,7 +118,7 @@ export class RedisStore implements OffsetStore {
 
   constructor(url: string, opts: RedisStoreOptions = {}) {
     this.target = parseRedisUrl(url);
-    this.timeoutMs = opts.operationTimeoutMs ?? 5000;
+    this.timeoutMs = opts.operationTimeoutMs ?? DEFAULT_STORE_TIMEOUT_MS;
     const t = this.target;
     const common: RedisOptions = {
       username: t.username,

@@ -46,6 +46,7 @@ import type {
   PartitionOffset,
   TopicPartition,
 } from './store.js';
+import { DEFAULT_STORE_TIMEOUT_MS } from './store.js';
 
 export { parseZooKeeperUrl } from './zookeeper-url.js';
 
@@ -190,7 +191,7 @@ export class ZooKeeperStore implements OffsetStore {
     this.connectString = connectString;
     this.digest = digest;
     this.root = chroot;
-    this.timeoutMs = opts.operationTimeoutMs ?? 5000;
+    this.timeoutMs = opts.operationTimeoutMs ?? DEFAULT_STORE_TIMEOUT_MS;
     this.sessionTimeoutMs = opts.sessionTimeoutMs ?? 10_000;
     this.requestTtlMs = opts.requestTtlMs ?? 120_000;
     this.maxMultiBytes = opts.maxMultiBytes ?? maxMultiBytes ?? DEFAULT_MAX_MULTI_BYTES;

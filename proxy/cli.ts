@@ -21,6 +21,7 @@ import { createOffsetService, openOffsetStore, storeEndpoints } from './offsets/
 import { StoreHealth } from './offsets/store-health.js';
 import { bindProblem, KafkaProxy, ListenError } from './core/server.js';
 import { loadNativeRelay } from './core/native-relay.js';
+import { readBrokerTls } from './broker-tls.js';
 import { checkStartup } from './startup-checks.js';
 import type { StartupNotes } from './startup-checks.js';
 import { productVersion } from './common/version.js';
@@ -348,14 +349,7 @@ export function proxyOptions(
           requireClientCert: config.clientTls.requireCert,
         }
       : null,
-    brokerTls: config.brokerTls
-      ? {
-          ca: read(config.brokerTls.ca),
-          cert: read(config.brokerTls.cert),
-          key: read(config.brokerTls.key),
-          rejectUnauthorized: !config.brokerTls.insecure,
-        }
-      : null,
+    brokerTls: readBrokerTls(config.brokerTls),
     log,
   };
 }

@@ -11,7 +11,8 @@ import { readFileSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import type { parse as ParseYaml } from 'yaml';
-import { parseStoreUrl, STORE_URL_FORMS } from '../backends/open-store.js';
+import { DEFAULT_DATA_DIR, parseStoreUrl, STORE_URL_FORMS } from '../backends/open-store.js';
+import { DEFAULT_STORE_TIMEOUT_MS } from '../backends/store.js';
 import type { StoreTarget } from '../backends/open-store.js';
 import { redactUrl } from '../backends/redact-url.js';
 import type { HostPort } from './core/broker-map.js';
@@ -114,7 +115,7 @@ export const OPTIONS: readonly OptionSpec[] = [
   {
     name: 'data-dir',
     kind: 'dir',
-    default: './kafka-offset-proxy-data',
+    default: DEFAULT_DATA_DIR,
     help: 'Directory of the embedded store: created if missing; must be writable, on a real file system.',
   },
   {
@@ -273,7 +274,7 @@ export const OPTIONS: readonly OptionSpec[] = [
   {
     name: 'store-timeout-ms',
     kind: 'int',
-    default: '5000',
+    default: String(DEFAULT_STORE_TIMEOUT_MS),
     min: 1,
     max: MAX_TIMER_MS,
     unit: 'ms',
@@ -635,7 +636,16 @@ function parsePatterns(text: string): string[] {
   return parts;
 }
 
-export function loadConfig(argv: readonly string[], env: NodeJS.ProcessEnv = process.env): ProxyConfig {
+export interface LoadOptions {
+  /** The offsets CLI needs the cluster for some actions only: without it, bootstrapServers is []. */
+  bootstrapOptional?: boolean;
+}
+
+export function loadConfig(
+  argv: readonly string[],
+  env: NodeJS.ProcessEnv = process.env,
+  opts: LoadOptions = {},
+): ProxyConfig {
   const raw = collectRaw(argv, env);
   const get = (name: string): string | undefined => raw.get(name) ?? byName.get(name)?.default;
   const fail = (name: string, text: string | undefined, why: string): never => {
@@ -685,7 +695,7 @@ export function loadConfig(argv: readonly string[], env: NodeJS.ProcessEnv = pro
     if (parts.some((p) => p === '')) throw new Error('an empty entry');
     return parts.map((p) => parseHostPortStrict(p, 1));
   });
-  if (!bootstrapServers)
+  if (!bootstrapServers && !opts.bootstrapOptional)
     throw new ConfigError(
       'bootstrap-server',
       null,
@@ -799,7 +809,7 @@ export function loadConfig(argv: readonly string[], env: NodeJS.ProcessEnv = pro
   const lagExclude = value('lag-groups-exclude', parsePatterns) ?? [];
 
   const config: ProxyConfig = {
-    bootstrapServers,
+    bootstrapServers: bootstrapServers ?? [],
     listen,
     advertisedHost: value('advertised-host', (t) => {
       if (!isHost(t)) throw new Error('not a host name or IP address');

@@ -1,6 +1,6 @@
 // The `offsets` CLI on a group with live members: exit 3 naming the group and --force, --force
 // to override; in-process, on an embedded store in a temporary directory.
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
@@ -98,14 +98,20 @@ describe('offsets CLI and live members', () => {
   });
 });
 
+/** What the CLI writes to stdout, from now until the mocks are restored. */
+function captureStdout(): string[] {
+  const out: string[] = [];
+  vi.spyOn(process.stdout, 'write').mockImplementation((chunk: string | Uint8Array) => {
+    out.push(String(chunk));
+    return true;
+  });
+  return out;
+}
+
 describe('offsets CLI: listing, dry runs, unknown groups, per-action help', () => {
   let stdout: string[];
   beforeEach(() => {
-    stdout = [];
-    vi.spyOn(process.stdout, 'write').mockImplementation((chunk: string | Uint8Array) => {
-      stdout.push(String(chunk));
-      return true;
-    });
+    stdout = captureStdout();
     vi.spyOn(console, 'log').mockImplementation((...args: unknown[]) => {
       stdout.push(args.join(' ') + '\n');
     });
@@ -255,9 +261,87 @@ describe('offsets CLI: listing, dry runs, unknown groups, per-action help', () =
   });
 
   it('a data directory on /proc is refused at once (exit 2), not spun on', async () => {
-    expect(await offsetsMain(['get', '--data-dir', '/proc/kop-data', '--group', 'g'], {})).toBe(2);
+    expect(
+      await offsetsMain(
+        [...setArgs('1').slice(0, 1), ...setArgs('1').slice(3), '--data-dir', '/proc/kop-data'],
+        {},
+      ),
+    ).toBe(2);
     expect(stderr.join('\n')).toMatch(
       /--data-dir="\/proc\/kop-data": \/proc is on proc, a kernel file system/,
     );
+  });
+});
+
+describe('offsets CLI: reads never create a store; every command names its store', () => {
+  beforeEach(() => {
+    captureStdout();
+  });
+
+  it('groups, get, export and dry runs on a directory without a store: exit 3 naming it, nothing created', async () => {
+    const missing = path.join(dir, 'not-here');
+    const reads = [
+      ['groups'],
+      ['get', '--group', 'g'],
+      ['export'],
+      ['set', '--group', 'g', '--topic', 't', '--partition', '0', '--offset', '1', '--dry-run'],
+      ['delete', '--group', 'g', '--dry-run'],
+    ];
+    for (const read of reads) {
+      stderr.length = 0;
+      expect(await offsetsMain([...read, '--data-dir', missing], {}), read[0]).toBe(3);
+      expect(stderr.join('\n'), read[0]).toContain(`no embedded store in ${missing}`);
+    }
+    // The default directory is relative to the working directory: not created there either.
+    const cwd = process.cwd();
+    process.chdir(dir);
+    try {
+      expect(await offsetsMain(['get', '--group', 'g'], {})).toBe(3);
+      expect(stderr.join('\n')).toContain(
+        `no embedded store in ${path.join(dir, 'kafka-offset-proxy-data')}`,
+      );
+    } finally {
+      process.chdir(cwd);
+    }
+    expect(existsSync(missing)).toBe(false);
+    expect(existsSync(path.join(dir, 'kafka-offset-proxy-data'))).toBe(false);
+  });
+
+  it('each command says on stderr which store it opened; KOP_DATA_DIR is read as by the proxy', async () => {
+    await runningGroup();
+    expect(await offsetsMain(['groups'], { KOP_DATA_DIR: dir })).toBe(0);
+    expect(stderr).toEqual([`store: embedded ${dir}`]);
+    stderr.length = 0;
+    expect(await offsetsMain(['get', '--group', 'g', '--store', `embedded:${dir}`], {})).toBe(0);
+    expect(stderr).toEqual([`store: embedded ${dir}`]);
+  });
+
+  it('export --group of a group the store does not have: exit 3, nothing written', async () => {
+    await runningGroup();
+    const file = path.join(dir, 'out.jsonl');
+    expect(
+      await offsetsMain(['export', '--data-dir', dir, '--group', 'g', '--group', 'typo', '--file', file], {}),
+    ).toBe(3);
+    expect(stderr.join('\n')).toContain('the store has no group "typo"; nothing exported');
+    expect(existsSync(file)).toBe(false);
+    expect(await offsetsMain(['export', '--data-dir', dir, '--group', 'g', '--file', file], {})).toBe(0);
+    expect(existsSync(file)).toBe(true);
+  });
+
+  it("the proxy's options and checks: a bad value, a proxy-only option, SASL without a mechanism", async () => {
+    const cases: [string[], NodeJS.ProcessEnv, RegExp][] = [
+      [['--store-timeout-ms', '0'], {}, /store-timeout-ms="0": out of range/],
+      [[], { KOP_STORE_TIMEOUT_MS: 'soon' }, /store-timeout-ms="soon": not a whole number/],
+      [['--listen', '127.0.0.1:1'], {}, /--listen is an option of the proxy that offsets does not use/],
+      [[], { KOP_CLUSTER_SASL_USERNAME: 'u' }, /cluster-sasl-username="u": needs cluster-sasl-mechanism/],
+      [['--broker-tls-ca', '/nonexistent.pem'], {}, /broker-tls-ca=.*needs broker-tls true/],
+      [['--broker-tls', '--broker-tls-ca', path.join(dir, 'none.pem')], {}, /broker-tls-ca=.*cannot read/],
+      [['--data-dir', dir, '--store', 'embedded:/elsewhere'], {}, /give the directory once/],
+    ];
+    for (const [args, env, message] of cases) {
+      stderr.length = 0;
+      expect(await offsetsMain(['groups', ...args], env), args.join(' ')).toBe(2);
+      expect(stderr.join('\n')).toMatch(message);
+    }
   });
 });

@@ -8,27 +8,32 @@
  *   set     --group G --topic T --partition P --offset O [--expected E] [--metadata M] [--force] [--dry-run]
  *   delete  --group G [--topic T --partition P] [--force] [--dry-run]
  *
- * The store is chosen as for the proxy (--store URL, --data-dir, or the KOP_* environment);
- * cluster transfers need --bootstrap-server. Writes to the store are refused while the group has
- * live members, as Kafka's tools are (checked with the broker when --bootstrap-server is given),
- * unless --force. Exit codes: 0 done, 2 bad input, 3 conflict or unknown group, 4 store or
- * cluster unavailable. Export and import show their progress on stderr when they take more than
- * a second. Every set, delete and import into the store (dry runs too) writes its audit lines
- * (ops/admin/audit.ts) to stderr as JSON.
+ * The store and the cluster are given by the proxy's own options (SHARED_OPTIONS: flags, KOP_*
+ * variables, a --config file, the same defaults and checks, through loadConfig), so the CLI
+ * reaches a TLS or SASL cluster as the proxy does. Reads (groups, get, export, dry runs) never
+ * create a store; writes hold an embedded directory against a running proxy (data-dir-holder.ts).
+ * Writes to the store are refused while the group has live members, as Kafka's tools are
+ * (checked with the broker when --bootstrap-server is given), unless --force. Exit codes: 0 done,
+ * 2 bad input, 3 conflict, unknown group or no store, 4 store or cluster unavailable. Export and
+ * import show their progress on stderr when they take more than a second. Every set, delete and
+ * import into the store (dry runs too) writes its audit lines (ops/admin/audit.ts) to stderr as JSON.
  */
-import { readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { userInfo } from 'node:os';
+import path from 'node:path';
+import { DataDirHeldError } from '../backends/data-dir-holder.js';
 import { StoreCorruptError, StoreUnavailableError } from '../backends/errors.js';
-import { describeStoreTarget, openStoreTarget, parseStoreUrl } from '../backends/open-store.js';
+import { describeStoreTarget, openStoreTarget } from '../backends/open-store.js';
 import type { OffsetStore } from '../backends/store.js';
-import { BrokerMap, parseHostPortList } from './core/broker-map.js';
-import { ClusterClient } from './client/cluster-client.js';
-import { ConfigError, MAX_TIMER_MS } from './config.js';
+import { readBrokerTls } from './broker-tls.js';
+import type { ClusterClient } from './client/cluster-client.js';
+import { ConfigError, describeOption, envName, loadConfig, MAX_TIMER_MS, OPTIONS } from './config.js';
+import type { ProxyConfig } from './config.js';
 import { createLogger, silentLogger } from './logger.js';
 import { BrokerLookups } from './offsets/broker-lookups.js';
-import { storeEndpoints } from './offsets/setup.js';
+import { createClusterClient, storeEndpoints } from './offsets/setup.js';
 import { StoreHealth } from './offsets/store-health.js';
-import { checkDataDir } from './startup-checks.js';
+import { checkDataDir, checkTlsFiles } from './startup-checks.js';
 import { AdminAudit } from './ops/admin/audit.js';
 import type { AdminActor, AdminChange } from './ops/admin/audit.js';
 import type { AdminGuard } from './ops/admin/offsets-admin.js';
@@ -51,12 +56,45 @@ import { formatPlan, planDelete, planImport, planSet } from './ops/admin/offsets
 import type { Plan } from './ops/admin/offsets-plan.js';
 import { Progress } from './ops/admin/progress.js';
 
-const STORE_HELP = `Store: --store URL (default: the embedded store in --data-dir, default ./kafka-offset-proxy-data),
-       --store-timeout-ms N (default 5000); environment KOP_STORE, KOP_DATA_DIR.`;
+/** The proxy's own options the CLI takes (flags, KOP_* variables, --config file), one table for both. */
+export const SHARED_OPTIONS = [
+  'config',
+  'store',
+  'data-dir',
+  'store-timeout-ms',
+  'bootstrap-server',
+  'request-timeout-ms',
+  'broker-tls',
+  'broker-tls-ca',
+  'broker-tls-cert',
+  'broker-tls-key',
+  'broker-tls-insecure',
+  'cluster-sasl-mechanism',
+  'cluster-sasl-username',
+  'cluster-sasl-password',
+] as const;
+
+function optionHelp(names: readonly string[]): string {
+  return names
+    .map((name) => {
+      const o = OPTIONS.find((spec) => spec.name === name)!;
+      const def = o.default !== undefined ? ` (default ${o.default})` : '';
+      return `  --${o.name.padEnd(24)} ${envName(o.name).padEnd(28)} ${describeOption(o)}${def}`;
+    })
+    .join('\n');
+}
+
+const STORE_HELP = `Store and cluster: the proxy's own options, as flags, KOP_* variables or keys of --config FILE
+(flags win over the environment, which wins over the file):
+${optionHelp(SHARED_OPTIONS)}
+groups, get, export and dry runs only read: they never create a store (an embedded store's
+directory must hold one: exit 3 otherwise). Every command names the store it opened on stderr.`;
 const LIVE_HELP = `Refused while the group has live members (consumers running), as Kafka's tools refuse it; with
 --bootstrap-server (or KOP_BOOTSTRAP_SERVER) the broker is asked first whether they are still alive.
 --force writes anyway: the running consumers keep their positions and commit over it.
---dry-run prints what would change (and what would be refused) and writes nothing.`;
+--dry-run prints what would change (and what would be refused) and writes nothing.
+An embedded store is written by one process at a time: while a proxy runs on the directory, a
+write is refused (exit 3) naming it; change offsets through its admin API then (docs/admin.md).`;
 
 /** Each action's usage, printed by `offsets <action> --help`. */
 const ACTIONS = {
@@ -67,7 +105,9 @@ ${STORE_HELP}`,
   export: `Usage: kafka-offset-proxy offsets export [--from store|cluster] [--group G]... [--file F]
 Writes JSON lines (one per partition, sorted by group, topic, partition) to stdout or F.
 --from cluster reads the groups' offsets from the cluster's coordinators (all groups unless named),
-which needs --bootstrap-server. Progress on stderr when it takes more than a second.
+which needs --bootstrap-server. A named group the store does not have (--from cluster: with no
+committed offset) is exit code 3, and nothing is written. Progress on stderr when it takes more
+than a second.
 ${STORE_HELP}`,
   import: `Usage: kafka-offset-proxy offsets import [--to store|cluster] [--file F] [--force] [--dry-run]
 Reads JSON lines from F or stdin; each group is written all or nothing. --to cluster commits them at
@@ -106,15 +146,12 @@ tools refuse them; with --bootstrap-server the broker is asked first whether the
 --force writes anyway: the running consumers keep their positions and commit over it.
 --dry-run prints what would change and writes nothing.
 ${STORE_HELP}
-Cluster: --bootstrap-server host:port,... (environment KOP_BOOTSTRAP_SERVER)
-Exit codes: 0 done, 2 bad input, 3 conflict (compare-and-set mismatch, group with live members) or
-            unknown group (get), 4 store or cluster unavailable.`;
+Exit codes: 0 done, 2 bad input, 3 conflict (compare-and-set mismatch, group with live members, an
+            embedded store held by a running proxy), unknown group (get, export --group) or no
+            store where a read looks, 4 store or cluster unavailable.`;
 
+/** The CLI's own flags, which say what to do (the store and the cluster are SHARED_OPTIONS). */
 const FLAGS = new Set([
-  'store',
-  'data-dir',
-  'store-timeout-ms',
-  'bootstrap-server',
   'group',
   'topic',
   'partition',
@@ -136,22 +173,44 @@ const ACTION_SWITCHES: Record<Action, readonly string[]> = {
   set: ['force', 'dry-run'],
   delete: ['force', 'dry-run'],
 };
+const SHARED = new Set<string>(SHARED_OPTIONS);
 
-function parseArgs(argv: string[]): Map<string, string[]> {
-  const out = new Map<string, string[]>();
+/**
+ * Splits the command line into the CLI's own flags and the proxy's options, which are handed on
+ * as `--name=value` to the proxy's own parser (loadConfig), so both read them alike.
+ */
+function parseArgs(argv: string[]): { args: Map<string, string[]>; proxyArgv: string[] } {
+  const args = new Map<string, string[]>();
+  const proxyArgv: string[] = [];
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]!;
-    const m = /^--([a-z-]+)(?:=(.*))?$/.exec(arg);
+    const m = /^--([a-z-]+)(?:=(.*))?$/s.exec(arg);
     if (m && SWITCHES.has(m[1]!) && m[2] === undefined) {
-      out.set(m[1]!, ['true']);
+      args.set(m[1]!, ['true']);
       continue;
     }
-    if (!m || !FLAGS.has(m[1]!)) throw new AdminError(`unknown argument ${JSON.stringify(arg)}`, 'bad-input');
+    const name = m?.[1];
+    if (name !== undefined && SHARED.has(name)) {
+      const spec = OPTIONS.find((o) => o.name === name)!;
+      const next = argv[i + 1];
+      // A boolean flag may stand alone, as for the proxy.
+      const alone = spec.kind === 'bool' && (next === undefined || next.startsWith('--'));
+      const value = m![2] ?? (alone ? 'true' : argv[++i]);
+      if (value === undefined) throw new AdminError(`--${name} needs a value`, 'bad-input');
+      proxyArgv.push(`--${name}=${value}`);
+      continue;
+    }
+    if (name !== undefined && OPTIONS.some((o) => o.name === name))
+      throw new AdminError(
+        `--${name} is an option of the proxy that offsets does not use (see offsets --help)`,
+        'bad-input',
+      );
+    if (!m || !FLAGS.has(name!)) throw new AdminError(`unknown argument ${JSON.stringify(arg)}`, 'bad-input');
     const value = m[2] ?? argv[++i];
-    if (value === undefined) throw new AdminError(`--${m[1]} needs a value`, 'bad-input');
-    out.set(m[1]!, [...(out.get(m[1]!) ?? []), value]);
+    if (value === undefined) throw new AdminError(`--${name} needs a value`, 'bad-input');
+    args.set(name!, [...(args.get(name!) ?? []), value]);
   }
-  return out;
+  return { args, proxyArgv };
 }
 
 function integer(name: string, text: string | undefined, min: bigint, max = 9223372036854775807n): bigint {
@@ -211,7 +270,11 @@ function formatGroups(
  * Checks an offsets command line without running it: the action, the flags, and which switches
  * the action takes. Throws AdminError('bad-input') naming what is wrong.
  */
-export function parseOffsetsCommand(argv: string[]): { action: Action; args: Map<string, string[]> } {
+export function parseOffsetsCommand(argv: string[]): {
+  action: Action;
+  args: Map<string, string[]>;
+  proxyArgv: string[];
+} {
   const [action, ...rest] = argv;
   if (action === undefined || !Object.hasOwn(ACTIONS, action)) {
     throw new AdminError(
@@ -219,15 +282,36 @@ export function parseOffsetsCommand(argv: string[]): { action: Action; args: Map
       'bad-input',
     );
   }
-  const args = parseArgs(rest);
+  const { args, proxyArgv } = parseArgs(rest);
   for (const sw of SWITCHES) {
     if (args.has(sw) && !ACTION_SWITCHES[action as Action].includes(sw)) {
       const where = sw === 'json' ? 'groups' : 'set, delete and import into the store';
       throw new AdminError(`--${sw} applies to ${where} only`, 'bad-input');
     }
   }
-  return { action: action as Action, args };
+  return { action: action as Action, args, proxyArgv };
 }
+
+/** The store or the cluster holds nothing of what was asked: exit code 3. */
+class NotFound extends Error {}
+
+/**
+ * The proxy's configuration from the CLI's share of it: the same table, defaults, environment
+ * and checks (a TLS file that cannot be read is refused before anything connects).
+ */
+function loadSharedConfig(proxyArgv: string[], env: NodeJS.ProcessEnv): ProxyConfig {
+  try {
+    const config = loadConfig(proxyArgv, env, { bootstrapOptional: true });
+    checkTlsFiles(config);
+    return config;
+  } catch (err) {
+    if (err instanceof ConfigError) throw new AdminError(err.message, 'bad-input');
+    throw err;
+  }
+}
+
+/** Where an embedded store keeps its data; a read never opens a directory without it. */
+const EMBEDDED_DATA_FILE = 'data.mdb';
 
 export async function offsetsMain(argv: string[], env: NodeJS.ProcessEnv = process.env): Promise<number> {
   const [action, ...rest] = argv;
@@ -243,7 +327,8 @@ export async function offsetsMain(argv: string[], env: NodeJS.ProcessEnv = proce
   let cluster: ClusterClient | null = null;
   let brokerAsked = false;
   try {
-    const { args } = parseOffsetsCommand(argv);
+    const { args, proxyArgv } = parseOffsetsCommand(argv);
+    const config = loadSharedConfig(proxyArgv, env);
     const one = (name: string): string | undefined => args.get(name)?.at(-1);
     const required = (name: string): string => {
       const v = one(name);
@@ -256,53 +341,17 @@ export async function offsetsMain(argv: string[], env: NodeJS.ProcessEnv = proce
         throw new AdminError(`--${name}=${JSON.stringify(v)}: expected store or cluster`, 'bad-input');
       return v;
     };
-    const bootstrap = one('bootstrap-server') ?? env['KOP_BOOTSTRAP_SERVER'];
+    const bootstrap = config.bootstrapServers;
     const clusterSide = (): { cluster: ClusterClient; lookups: BrokerLookups } => {
-      if (!bootstrap)
+      if (bootstrap.length === 0)
         throw new AdminError('--bootstrap-server is required for cluster transfers', 'bad-input');
-      let servers;
-      try {
-        servers = parseHostPortList(bootstrap);
-      } catch (err) {
-        throw new AdminError(
-          `--bootstrap-server=${JSON.stringify(bootstrap)}: ${(err as Error).message}`,
-          'bad-input',
-        );
+      if (cluster === null) {
+        cluster = createClusterClient(config, readBrokerTls(config.brokerTls), silentLogger);
+        const sasl = config.clusterSasl ? `, SASL ${config.clusterSasl.mechanism}` : '';
+        const tls = config.brokerTls ? ', TLS' : '';
+        console.error(`cluster: ${bootstrap.map((b) => `${b.host}:${b.port}`).join(',')}${tls}${sasl}`);
       }
-      cluster = new ClusterClient({ bootstrapServers: servers, brokers: new BrokerMap(0) });
       return { cluster, lookups: new BrokerLookups(cluster) };
-    };
-    const timeoutText = one('store-timeout-ms');
-    const openTheStore = async (): Promise<OffsetStore> => {
-      const dataDirGiven = one('data-dir') ?? env['KOP_DATA_DIR'];
-      const url = one('store') ?? env['KOP_STORE'];
-      let target;
-      try {
-        target = parseStoreUrl(url, dataDirGiven ?? './kafka-offset-proxy-data');
-      } catch (err) {
-        throw new AdminError(`--store: ${(err as Error).message}`, 'bad-input');
-      }
-      const operationTimeoutMs =
-        timeoutText === undefined
-          ? 5000
-          : Number(integer('store-timeout-ms', timeoutText, 1n, BigInt(MAX_TIMER_MS)));
-      if (target.kind === 'embedded') {
-        try {
-          await checkDataDir(target.dir, url !== undefined && url.trim() !== '' ? 'store' : 'data-dir');
-        } catch (err) {
-          if (err instanceof ConfigError)
-            throw new AdminError(err.message.replace(/^invalid configuration: /, '--'), 'bad-input');
-          throw err;
-        }
-      }
-      // Failures name the store's target ("connection refused to h:p"), not the client library's text.
-      store = new StoreHealth(await openStoreTarget(target, { operationTimeoutMs }), {
-        target: describeStoreTarget(target),
-        endpoints: storeEndpoints(target),
-        log: silentLogger,
-        pingIntervalMs: MAX_TIMER_MS,
-      });
-      return store;
     };
     const force = args.has('force');
     const dryRun = args.has('dry-run');
@@ -313,6 +362,54 @@ export async function offsetsMain(argv: string[], env: NodeJS.ProcessEnv = proce
       force,
       dryRun,
     });
+    /**
+     * Opens the configured store: a read (groups, get, export, a dry run) never creates one, and a
+     * write holds an embedded directory against a running proxy. Names the store on stderr.
+     */
+    const openTheStore = async (): Promise<OffsetStore> => {
+      const target = config.storeTarget;
+      const writes = !dryRun && (action === 'set' || action === 'delete' || action === 'import');
+      if (target.kind === 'embedded') {
+        const dir = path.resolve(target.dir);
+        if (!writes && !existsSync(path.join(dir, EMBEDDED_DATA_FILE))) {
+          throw new NotFound(
+            `no embedded store in ${dir} (no ${EMBEDDED_DATA_FILE} there): give the proxy's --data-dir or --store`,
+          );
+        }
+        if (writes) {
+          try {
+            await checkDataDir(target.dir, config.given.has('store') ? 'store' : 'data-dir');
+          } catch (err) {
+            if (err instanceof ConfigError)
+              throw new AdminError(err.message.replace(/^invalid configuration: /, '--'), 'bad-input');
+            throw err;
+          }
+        }
+      }
+      let opened: OffsetStore;
+      try {
+        opened = await openStoreTarget(target, {
+          operationTimeoutMs: config.storeTimeoutMs,
+          ...(writes ? { holder: `offsets ${action}` } : {}),
+        });
+      } catch (err) {
+        if (err instanceof DataDirHeldError)
+          throw new AdminError(
+            `${err.message}; stop it first, or change offsets through its admin API (docs/admin.md)`,
+            'conflict',
+          );
+        throw err;
+      }
+      // Failures name the store's target ("connection refused to h:p"), not the client library's text.
+      store = new StoreHealth(opened, {
+        target: describeStoreTarget(target),
+        endpoints: storeEndpoints(target),
+        log: silentLogger,
+        pingIntervalMs: MAX_TIMER_MS,
+      });
+      console.error(`store: ${target.kind} ${describeStoreTarget(target)}`);
+      return store;
+    };
     for (const [on, name] of [
       [force, 'force'],
       [dryRun, 'dry-run'],
@@ -323,7 +420,7 @@ export async function offsetsMain(argv: string[], env: NodeJS.ProcessEnv = proce
     /** Live members refuse a write unless --force; the broker, when given, is asked before a refusal. */
     const guard = (): AdminGuard => {
       if (force) return { force };
-      if (!bootstrap) return {};
+      if (bootstrap.length === 0) return {};
       const { lookups } = clusterSide();
       brokerAsked = true;
       return { groupIsEmptyAtBroker: (g) => lookups.groupIsEmpty(g) };
@@ -331,24 +428,36 @@ export async function offsetsMain(argv: string[], env: NodeJS.ProcessEnv = proce
 
     switch (action as Action) {
       case 'groups': {
+        const s = await openTheStore();
         const progress = new Progress('groups read');
-        const groups = await groupSummaries(await openTheStore(), (d, t) => progress.update(d, t));
+        const groups = await groupSummaries(s, (d, t) => progress.update(d, t));
         progress.end();
         process.stdout.write(formatGroups(groups, args.has('json')));
         return 0;
       }
       case 'export': {
         const groups = args.get('group');
+        const fromCluster = side('from') === 'cluster';
+        const source = fromCluster ? clusterSide() : await openTheStore();
         const progress = new Progress('groups exported');
         const onProgress = (d: number, t: number) => progress.update(d, t);
         const lines =
-          side('from') === 'cluster'
-            ? await (() => {
-                const c = clusterSide();
-                return exportFromCluster(c.cluster, c.lookups, groups, onProgress);
-              })()
-            : await exportFromStore(await openTheStore(), groups, onProgress);
+          'lookups' in source
+            ? await exportFromCluster(source.cluster, source.lookups, groups, onProgress)
+            : await exportFromStore(source, groups, onProgress);
         progress.end();
+        // A named group that is not there is a typo until shown otherwise: nothing is written.
+        const missing: string[] = [];
+        for (const g of new Set(groups ?? [])) {
+          if (lines.some((l) => l.group === g)) continue;
+          if ('lookups' in source || (await source.getGroup(g)) === null) missing.push(g);
+        }
+        if (missing.length > 0) {
+          const where = fromCluster ? 'the cluster has no committed offset of' : 'the store has no';
+          throw new NotFound(
+            `${where} group ${missing.map((g) => JSON.stringify(g)).join(', ')}; nothing exported`,
+          );
+        }
         const file = one('file');
         if (file) writeFileSync(file, formatLines(lines));
         else process.stdout.write(formatLines(lines));
@@ -392,10 +501,8 @@ export async function offsetsMain(argv: string[], env: NodeJS.ProcessEnv = proce
         const all = await getOffsets(s, group);
         const topic = one('topic');
         const lines = topic === undefined ? all : all.filter((l) => l.topic === topic);
-        if (all.length === 0 && (await s.getGroup(group)) === null) {
-          console.error(`kafka-offset-proxy offsets get: the store has no group ${JSON.stringify(group)}`);
-          return EXIT.conflict;
-        }
+        if (all.length === 0 && (await s.getGroup(group)) === null)
+          throw new NotFound(`the store has no group ${JSON.stringify(group)}`);
         process.stdout.write(formatLines(lines));
         return 0;
       }
@@ -459,6 +566,10 @@ export async function offsetsMain(argv: string[], env: NodeJS.ProcessEnv = proce
       console.error(
         `kafka-offset-proxy offsets ${action}: ${err.message}${unchecked}. Stop the consumers first, or use --force`,
       );
+      return EXIT.conflict;
+    }
+    if (err instanceof NotFound) {
+      console.error(`kafka-offset-proxy offsets ${action}: ${err.message}`);
       return EXIT.conflict;
     }
     if (err instanceof AdminError) {

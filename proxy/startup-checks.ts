@@ -100,7 +100,7 @@ function readable(option: string, file: string): Buffer {
 }
 
 /** TLS files: readable, PEM, and a certificate that matches its key (what createSecureContext checks). */
-export function checkTlsFiles(config: ProxyConfig): void {
+export function checkTlsFiles(config: Pick<ProxyConfig, 'clientTls' | 'brokerTls'>): void {
   const pem = (
     option: string,
     file: string | undefined,

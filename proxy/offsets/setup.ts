@@ -49,6 +49,8 @@ export async function openOffsetStore(
   const { openStoreTarget } = await import('../../backends/open-store.js');
   return openStoreTarget(config.storeTarget, {
     operationTimeoutMs: config.storeTimeoutMs,
+    // One proxy per embedded data directory: a second one is refused naming the first.
+    holder: 'proxy',
     ...(log
       ? { notice: (message: string, fields: Record<string, unknown>) => log.info(message, fields) }
       : {}),
@@ -66,14 +68,16 @@ export function storeEndpoints(target: StoreTarget): { host: string; port: numbe
   return [];
 }
 
-export function createOffsetService(
-  config: OffsetServiceConfig,
-  store: OffsetStore,
+/**
+ * The proxy's own client of the cluster (TLS, SASL, deadline as configured); the offsets CLI
+ * reaches the cluster through the same one.
+ */
+export function createClusterClient(
+  config: Pick<OffsetServiceConfig, 'bootstrapServers' | 'requestTimeoutMs' | 'clusterSasl'>,
   brokerTls: UpstreamTls | null,
   log: Logger,
-  metrics?: OffsetServiceMetrics,
-): OffsetServiceHandle {
-  const cluster = new ClusterClient({
+): ClusterClient {
+  return new ClusterClient({
     bootstrapServers: config.bootstrapServers,
     brokers: new BrokerMap(0),
     tls: brokerTls,
@@ -81,6 +85,16 @@ export function createOffsetService(
     sasl: config.clusterSasl ?? null,
     log: log.child({ component: 'cluster-client' }),
   });
+}
+
+export function createOffsetService(
+  config: OffsetServiceConfig,
+  store: OffsetStore,
+  brokerTls: UpstreamTls | null,
+  log: Logger,
+  metrics?: OffsetServiceMetrics,
+): OffsetServiceHandle {
+  const cluster = createClusterClient(config, brokerTls, log);
   const lookups = new BrokerLookups(cluster);
   const service = new OffsetService({
     store,

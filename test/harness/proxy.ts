@@ -2,15 +2,14 @@
 // bootstrap port whose broker ports (port + 1 + node id) are free too.
 import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
 import net from 'node:net';
-import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { discoverBrokersAt } from '../../proxy/client/upstream-request.js';
 import { parseHostPortList } from '../../proxy/core/broker-map.js';
 import { RELAY_DEFAULTS } from '../../proxy/core/defaults.js';
 import { randomFixedPort } from '../bed/ports.js';
+import { removeScratch, scratchDir } from './scratch.js';
 import type { ProxyExtension } from '../../proxy/core/extension.js';
 import { createLogger } from '../../proxy/logger.js';
 import { KafkaProxy } from '../../proxy/core/server.js';
@@ -70,6 +69,8 @@ export interface ProxyProcess {
   child: ChildProcess;
   bootstrap: string;
   port: number;
+  /** The data directory made for it (when the test gave none): removed when the proxy exits. */
+  dataDir: string | undefined;
   output(): string;
   /** Sends SIGTERM and resolves with the exit code. */
   stop(signal?: NodeJS.Signals): Promise<number | null>;
@@ -85,22 +86,28 @@ export async function spawnProxy(
   bin = path.join(repo, 'bin/kafka-offset-proxy.js'),
 ): Promise<ProxyProcess> {
   const port = await freePortRange();
-  // The embedded store's default directory is relative to the working directory: a test gets its own.
+  // The embedded store's default directory is relative to the working directory: a test gets its
+  // own, which goes with the proxy (it is the proxy's alone: the test never learns its path).
   const dataDir =
     args.includes('--data-dir') ||
     args.some((a) => a.startsWith('embedded:')) ||
     env['KOP_DATA_DIR'] !== undefined
-      ? []
-      : ['--data-dir', mkdtempSync(path.join(os.tmpdir(), 'kop-cli-data-'))];
+      ? undefined
+      : scratchDir('kop-cli-data');
   const child = spawn(
     process.execPath,
-    [...nodeArgs, bin, '--listen', `127.0.0.1:${port}`, ...dataDir, ...args],
+    [...nodeArgs, bin, '--listen', `127.0.0.1:${port}`, ...(dataDir ? ['--data-dir', dataDir] : []), ...args],
     { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] },
   );
   let out = '';
   child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
   child.stderr!.on('data', (d: Buffer) => (out += d.toString()));
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  const exited = new Promise<number | null>((resolve) =>
+    child.once('exit', (code) => {
+      if (dataDir !== undefined) removeScratch(dataDir);
+      resolve(code);
+    }),
+  );
   const deadline = Date.now() + 20_000;
   while (!out.includes('"listening"')) {
     if (child.exitCode !== null) throw new Error(`proxy exited with ${child.exitCode}:\n${out}`);
@@ -114,6 +121,7 @@ export async function spawnProxy(
     child,
     bootstrap: `127.0.0.1:${port}`,
     port,
+    dataDir,
     output: () => out,
     stop: async (signal = 'SIGTERM') => {
       if (child.exitCode === null) child.kill(signal);

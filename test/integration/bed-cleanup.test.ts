@@ -1,9 +1,14 @@
-// No process left behind: components started by a Node process die with it, however it ends.
+// Nothing left behind: components started by a Node process die with it, however it ends, and
+// the scratch directories of the tests (a proxy's data directory) go with them.
 import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, inject, it } from 'vitest';
 import { isAlive, reapLeftovers } from '../bed/process.js';
+import scratchCheck from '../bed/scratch-check.js';
+import { ensureBuilt, spawnProxy } from '../harness/proxy.js';
+import { SCRATCH_RUN_ENV, scratchDir } from '../harness/scratch.js';
 
 const FIXTURE = fileURLToPath(new URL('../bed/fixtures/hold-components.ts', import.meta.url));
 
@@ -90,5 +95,32 @@ describe('bed: no process left behind', () => {
     const reaped = reapLeftovers();
     expect([...reaped].sort()).toEqual([...pids].sort());
     expect(await allGone(pids, 10_000)).toEqual([]);
+  });
+});
+
+describe('bed: no scratch directory left behind', () => {
+  it("a proxy's own data directory is removed when it stops, and when it is SIGKILLed", async () => {
+    await ensureBuilt();
+    for (const signal of ['SIGTERM', 'SIGKILL'] as const) {
+      const proxy = await spawnProxy(['--bootstrap-server', inject('kafkaBootstrap')]);
+      expect(proxy.dataDir).toMatch(/kop-cli-data-run/);
+      expect(existsSync(proxy.dataDir!)).toBe(true);
+      await proxy.stop(signal);
+      expect(existsSync(proxy.dataDir!), signal).toBe(false);
+    }
+  });
+
+  it('the end of a run fails naming a scratch directory that was left (and removes it)', () => {
+    const run = process.env[SCRATCH_RUN_ENV];
+    process.env[SCRATCH_RUN_ENV] = `check${process.pid}`;
+    try {
+      const teardown = scratchCheck();
+      const left = scratchDir('kop-cli-data');
+      expect(() => teardown()).toThrow(/left 1 scratch directories .*kop-cli-data-runcheck/);
+      expect(existsSync(left)).toBe(false);
+      expect(() => teardown()).not.toThrow();
+    } finally {
+      process.env[SCRATCH_RUN_ENV] = run;
+    }
   });
 });

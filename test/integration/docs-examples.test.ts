@@ -137,7 +137,8 @@ function runCli(
     // not repeated in its sessions; proxy/ops/admin/audit.test.ts checks them.
     const audit = /^\{"time":"[^"]+","level":"\w+","event":"admin change".*\}\n/gm;
     child.stderr.on('data', (d: Buffer) => (output += d.toString().replace(progress, '').replace(audit, '')));
-    child.on('close', (code) => resolve({ code, output }));
+    // The docs run their sessions in /home/ops: the CLI names the store's directory it opened.
+    child.on('close', (code) => resolve({ code, output: output.split(cwd).join('/home/ops') }));
   });
 }
 
