@@ -9,7 +9,8 @@
  * So the first operation that fails with StoreUnavailableError (unreachable, timed out, or a
  * write the store refused: disk or map full, read-only, wrong server) opens the circuit, as does
  * the health watcher finding the store down (`trip`). While it is open every operation but `ping`
- * is refused at once with StoreUnavailableError, which the handlers answer with the broker's
+ * is refused at once with StoreUnavailableError (reads excepted once a probe's ping succeeded: a
+ * full disk still serves OffsetFetch), which the handlers answer with the broker's
  * retriable COORDINATOR_NOT_AVAILABLE, and nothing is sent to the store: a refused commit can
  * never apply later. A probe runs every `probeIntervalMs`: a ping and then a write (a lease no
  * one else takes), because a store that reads but cannot write answers pings. The first probe
@@ -27,6 +28,9 @@ export const PROBE_INTERVAL_MS = 1000;
 /** The lease the probe writes: its own name, so it never holds a lease anything else takes. */
 export const PROBE_LEASE = 'kop-store-write-probe';
 
+/** Operations that only read: served while the store answers pings but refuses writes (disk full). */
+const READS: ReadonlySet<StoreOperation> = new Set(['fetch', 'list_groups', 'get_group', 'ping']);
+
 export interface StoreCircuitOptions {
   log: Logger;
   probeIntervalMs?: number;
@@ -40,6 +44,8 @@ export class StoreCircuit extends StoreDecorator {
   /** Date.now() when the circuit opened; null while it is closed. */
   private openedAt: number | null = null;
   private why = '';
+  /** While open: the last probe's ping succeeded, so reads are let through (only writes fail). */
+  private readsOk = false;
   private probeTimer: NodeJS.Timeout | null = null;
   private closed = false;
   private readonly probeIntervalMs: number;
@@ -63,10 +69,13 @@ export class StoreCircuit extends StoreDecorator {
   }
 
   /** Opens the circuit (or updates its reason): the store was found failing, here or by a probe. */
-  trip(why: string): void {
+  trip(why: string, readsFailed = true): void {
     if (this.closed) return;
     this.why = why;
+    if (readsFailed) this.readsOk = false;
     if (this.openedAt !== null) return;
+    // Reads are let through once the first probe's ping, sent at once, has succeeded.
+    this.readsOk = false;
     this.openedAt = Date.now();
     this.opts.log.warn('offset store failing: offset requests answered at once', {
       store: this.kind,
@@ -77,12 +86,12 @@ export class StoreCircuit extends StoreDecorator {
       probeIntervalMs: this.probeIntervalMs,
     });
     this.opts.onChange?.(true);
-    this.scheduleProbe();
+    this.scheduleProbe(0);
   }
 
-  private scheduleProbe(): void {
+  private scheduleProbe(delayMs = this.probeIntervalMs): void {
     if (this.closed || this.probeTimer !== null) return;
-    this.probeTimer = setTimeout(() => void this.probe(), this.probeIntervalMs);
+    this.probeTimer = setTimeout(() => void this.probe(), delayMs);
     this.probeTimer.unref();
   }
 
@@ -90,6 +99,7 @@ export class StoreCircuit extends StoreDecorator {
   private async probe(): Promise<void> {
     try {
       await this.inner.ping();
+      this.readsOk = true;
       await this.inner.lease(PROBE_LEASE, this.opts.probeHolder, this.probeIntervalMs);
     } catch (err) {
       this.probeTimer = null;
@@ -108,13 +118,13 @@ export class StoreCircuit extends StoreDecorator {
   }
 
   protected around<T>(op: StoreOperation, run: () => Promise<T>): Promise<T> {
-    if (this.openedAt !== null && op !== 'ping') {
+    if (this.openedAt !== null && op !== 'ping' && !(this.readsOk && READS.has(op))) {
       return Promise.reject(
         new StoreUnavailableError(`${this.kind} store: ${op}: not tried, the store is failing: ${this.why}`),
       );
     }
     return run().catch((err: unknown) => {
-      if (err instanceof StoreUnavailableError) this.trip(err.message);
+      if (err instanceof StoreUnavailableError) this.trip(err.message, READS.has(op));
       throw err;
     });
   }
