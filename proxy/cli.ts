@@ -12,6 +12,7 @@ import type { ProxyConfig } from './config.js';
 import type { OpsHttpServer } from './ops/http/http-server.js';
 import type { LagCollector } from './ops/lag/lag-collector.js';
 import { createLogger, defaultLogFormat } from './logger.js';
+import { routeConsoleToLog } from './console-to-log.js';
 import { RefusalLog } from './offsets/refusal-log.js';
 import { createOffsetService, openOffsetStore, storeEndpoints } from './offsets/setup.js';
 import { StoreCircuit } from './offsets/store-circuit.js';
@@ -56,6 +57,8 @@ export async function main(argv: string[]): Promise<void> {
     undefined,
     config.logFormat ?? defaultLogFormat(),
   );
+  // From here on, what libraries print with console.error/warn is a JSON line of the log too.
+  routeConsoleToLog(log.child({ component: 'library' }));
   log.info('starting', startupSummary(config));
   for (const w of notes.warnings) log.warn(w.event, w.fields);
   const options = proxyOptions(config, log);
