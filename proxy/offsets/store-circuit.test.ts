@@ -94,8 +94,8 @@ describe('StoreCircuit', () => {
     expect((refused as Error).message).toBe(
       'memory store: commit: not tried, the store is failing: redis store: commit: no answer within 2000 ms',
     );
-    // COORDINATOR_NOT_AVAILABLE, as a broker answers when its offsets log cannot be written.
-    expect(storeFailureCode(refused)).toBe(15);
+    // COORDINATOR_LOAD_IN_PROGRESS: retriable, and the client keeps its coordinator (and heartbeats).
+    expect(storeFailureCode(refused)).toBe(14);
     await expect(circuit.fetch('g', null)).rejects.toBeInstanceOf(StoreUnavailableError);
     expect(inner.calls).toBe(before);
 

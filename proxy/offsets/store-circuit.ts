@@ -11,7 +11,7 @@
  * the health watcher finding the store down (`trip`). While it is open every operation but `ping`
  * is refused at once with StoreUnavailableError (reads excepted once a probe's ping succeeded: a
  * full disk still serves OffsetFetch), which the handlers answer with the broker's
- * retriable COORDINATOR_NOT_AVAILABLE, and nothing is sent to the store: a refused commit can
+ * retriable COORDINATOR_LOAD_IN_PROGRESS (kafka-errors.ts), and nothing is sent to the store: a refused commit can
  * never apply later. A probe runs every `probeIntervalMs`: a ping and then a write (a lease no
  * one else takes), because a store that reads but cannot write answers pings. The first probe
  * that succeeds closes the circuit. While open, `problem` names the failure; readiness reports it.
@@ -30,6 +30,9 @@ export const PROBE_LEASE = 'kop-store-write-probe';
 
 /** Operations that only read: served while the store answers pings but refuses writes (disk full). */
 const READS: ReadonlySet<StoreOperation> = new Set(['fetch', 'list_groups', 'get_group', 'ping']);
+
+/** The refusal of an open circuit: nothing was sent to the store. */
+export class StoreFailingFastError extends StoreUnavailableError {}
 
 export interface StoreCircuitOptions {
   log: Logger;
@@ -81,7 +84,7 @@ export class StoreCircuit extends StoreDecorator {
       store: this.kind,
       error: why,
       effect:
-        'OffsetCommit, OffsetFetch and OffsetDelete are answered COORDINATOR_NOT_AVAILABLE (retriable) ' +
+        'OffsetCommit, OffsetFetch and OffsetDelete are answered COORDINATOR_LOAD_IN_PROGRESS (retriable) ' +
         'without waiting for the store, until a probe reads and writes it again',
       probeIntervalMs: this.probeIntervalMs,
     });
@@ -120,7 +123,7 @@ export class StoreCircuit extends StoreDecorator {
   protected around<T>(op: StoreOperation, run: () => Promise<T>): Promise<T> {
     if (this.openedAt !== null && op !== 'ping' && !(this.readsOk && READS.has(op))) {
       return Promise.reject(
-        new StoreUnavailableError(`${this.kind} store: ${op}: not tried, the store is failing: ${this.why}`),
+        new StoreFailingFastError(`${this.kind} store: ${op}: not tried, the store is failing: ${this.why}`),
       );
     }
     return run().catch((err: unknown) => {

@@ -78,7 +78,7 @@ export function createProxyMetrics(opts: ProxyMetricsOptions = {}): ProxyMetrics
   });
   new Gauge({
     name: 'kop_store_circuit_open',
-    help: 'Whether store-served requests (OffsetCommit, OffsetFetch, OffsetDelete) are answered COORDINATOR_NOT_AVAILABLE at once because the store failed (1), until a probe reads and writes it again (0).',
+    help: 'Whether store-served requests (OffsetCommit, OffsetFetch, OffsetDelete) are answered COORDINATOR_LOAD_IN_PROGRESS at once because the store failed (1), until a probe reads and writes it again (0).',
     registers: [registry],
     collect() {
       this.set(store?.circuitOpen ? 1 : 0);
