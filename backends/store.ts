@@ -16,7 +16,7 @@
  * Deadline of one store operation unless the caller gives one (--store-timeout-ms): the one
  * default the proxy's option table, the offsets CLI and every backend share.
  */
-export const DEFAULT_STORE_TIMEOUT_MS = 5000;
+export const DEFAULT_STORE_TIMEOUT_MS = 1500;
 
 /** One committed partition offset, as a broker keeps it. */
 export interface StoredOffset {

@@ -16,8 +16,10 @@ import type { LevelSetting } from './logger.js';
 import { ConfigReloader } from './reload.js';
 import { exitProcess, handleSignals } from './signals.js';
 import type { SignalActions } from './signals.js';
+import { routeConsoleToLog } from './console-to-log.js';
 import { RefusalLog } from './offsets/refusal-log.js';
 import { createOffsetService, openOffsetStore, storeEndpoints } from './offsets/setup.js';
+import { StoreCircuit } from './offsets/store-circuit.js';
 import { StoreHealth } from './offsets/store-health.js';
 import { bindProblem, KafkaProxy, ListenError } from './core/server.js';
 import { loadNativeRelay } from './core/native-relay.js';
@@ -63,6 +65,8 @@ export async function main(argv: string[]): Promise<void> {
     undefined,
     config.logFormat ?? defaultLogFormat(),
   );
+  // From here on, what libraries print with console.error/warn is a JSON line of the log too.
+  routeConsoleToLog(log.child({ component: 'library' }));
   log.info('starting', startupSummary(config));
   // From here on no signal ends the process unannounced (proxy/signals.ts); stop and reload are
   // filled in once there is something to drain and to reload.
@@ -86,8 +90,8 @@ export async function main(argv: string[]): Promise<void> {
   } catch (err) {
     // The checks passed, yet the store refused (an LMDB file of another format, say).
     const shown = shownValue(storeOption, config.given.get(storeOption) ?? config.dataDir);
-    console.error(
-      `kafka-offset-proxy: ${new ConfigError(storeOption, shown, `cannot open the store: ${(err as Error).message}`).message}`,
+    process.stderr.write(
+      `kafka-offset-proxy: ${new ConfigError(storeOption, shown, `cannot open the store: ${(err as Error).message}`).message}\n`,
     );
     process.exit(2);
   }
@@ -101,15 +105,31 @@ export async function main(argv: string[]): Promise<void> {
     log.error('uncaught exception', { error: err, stack: err instanceof Error ? err.stack : undefined });
     process.exit(70);
   });
+  let circuit: StoreCircuit | null = null;
   const health = new StoreHealth(rawStore, {
     target: describeStoreTarget(config.storeTarget),
     endpoints: storeEndpoints(config.storeTarget),
     log: log.child({ component: 'store' }),
+    onDown: (why) => circuit?.trip(why),
   });
+  // Once the store fails, offset requests are answered at once instead of each waiting for its
+  // deadline (heartbeat answers queue behind them on the client's connection).
+  circuit = new StoreCircuit(health, {
+    log: log.child({ component: 'store' }),
+    probeHolder: `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`,
+  });
+  const failing = circuit;
   // Logs "offset store open", or that it does not answer; does not hold the start up.
   void health.check();
-  metrics?.watchStore(health);
-  const store = metrics ? metrics.measureStore(health) : health;
+  metrics?.watchStore({
+    get up() {
+      return health.up;
+    },
+    get circuitOpen() {
+      return failing.isOpen;
+    },
+  });
+  const store = metrics ? metrics.measureStore(circuit) : circuit;
   const dataLoss = new DataLossWatch({
     store: rawStore,
     log: log.child({ component: 'store' }),
@@ -120,7 +140,7 @@ export async function main(argv: string[]): Promise<void> {
   const refusals = new RefusalLog(
     metrics?.offsets,
     log.child({ component: 'offsets' }),
-    () => health.problem,
+    () => health.problem ?? failing.problem,
   );
   const offsets = createOffsetService(config, store, options.brokerTls ?? null, log, refusals);
 
@@ -129,7 +149,7 @@ export async function main(argv: string[]): Promise<void> {
   /** A listener that cannot be bound at start: one line naming the option, exit code 2. */
   const cannotBind = async (line: string): Promise<never> => {
     log.error('cannot start', { error: line });
-    console.error(`kafka-offset-proxy: ${line}`);
+    process.stderr.write(`kafka-offset-proxy: ${line}\n`);
     await Promise.race([
       offsets.close().catch(() => undefined),
       new Promise((r) => setTimeout(r, 1000).unref()),
@@ -247,7 +267,12 @@ export async function main(argv: string[]): Promise<void> {
       registry: metrics.registry,
       log: log.child({ component: 'readiness' }),
       readiness: {
-        store: () => store.ping(),
+        // A store that fails writes still answers pings: the circuit's reason says so.
+        store: async () => {
+          const problem = failing.problem;
+          if (problem !== null) throw new Error(problem);
+          await store.ping();
+        },
         broker: async () => {
           await offsets.cluster.metadata([]);
         },

@@ -58,7 +58,7 @@ describe('defaults', () => {
       brokerTls: undefined,
       logLevel: 'info',
       logFormat: undefined,
-      storeTimeoutMs: 5000,
+      storeTimeoutMs: 1500,
       commitGuard: 'fence',
       commitGuardGroups: [],
       unknownTopics: 'reject',

@@ -278,7 +278,10 @@ export const OPTIONS: readonly OptionSpec[] = [
     min: 1,
     max: MAX_TIMER_MS,
     unit: 'ms',
-    help: 'Deadline of one offset store operation; a commit that misses it is answered with a retriable error.',
+    help:
+      'Deadline of one offset store operation; a commit that misses it is answered with a retriable error, and ' +
+      'offset requests are then answered at once until the store answers a probe again. Keep it well under the ' +
+      "clients' heartbeat interval (3 s by default): their heartbeat answers wait behind their commits.",
   },
   {
     name: 'commit-guard',

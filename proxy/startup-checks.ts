@@ -8,6 +8,7 @@ import { constants as fsConstants, mkdirSync, readFileSync, statfsSync, statSync
 import { open, unlink } from 'node:fs/promises';
 import path from 'node:path';
 import tls from 'node:tls';
+import { redactUrl } from '../backends/redact-url.js';
 import { ConfigError, fileProblem } from './config.js';
 import type { ProxyConfig } from './config.js';
 import { loadNativeRelay } from './core/native-relay.js';
@@ -67,7 +68,21 @@ export async function checkStartup(config: ProxyConfig): Promise<StartupNotes> {
       });
     }
   }
+  await checkRedisKind(config);
   return notes;
+}
+
+/**
+ * A Redis URL whose scheme does not match the server (redis+cluster:// at a standalone server, a
+ * sentinel URL at a plain one, ...): refused with the server's own answer. Servers that do not
+ * answer pass: the proxy may start before its store.
+ */
+async function checkRedisKind(config: ProxyConfig): Promise<void> {
+  const target = config.storeTarget;
+  if (target.kind !== 'redis') return;
+  const { redisKindProblem } = await import('../backends/redis-kind.js');
+  const problem = await redisKindProblem(target.redis, Math.min(config.storeTimeoutMs, 5000));
+  if (problem !== null) throw new ConfigError('store', redactUrl(target.url), problem);
 }
 
 /** --native-relay on: the addon must load, and the connections must be plain TCP for it to be used. */

@@ -1,6 +1,7 @@
 /** The Kafka error codes the offset service answers with (see docs/errors.md). */
 import { StoreCorruptError, StoreUnavailableError } from '../../backends/errors.js';
 import { ErrorCode } from '../../protocol/error-codes.js';
+import { StoreFailingFastError } from './store-circuit.js';
 
 /**
  * A compare-and-set that did not match. Kafka has no code for it; INVALID_COMMIT_OFFSET_SIZE is
@@ -21,6 +22,9 @@ export const MAX_METADATA_LENGTH = 4096;
 
 /** The code a client gets when the store failed: retriable, so clients retry by themselves. */
 export function storeFailureCode(err: unknown): number {
+  // Not COORDINATOR_NOT_AVAILABLE: clients drop the coordinator on it and stop heartbeating
+  // until they found it again; the open circuit answers every commit, so they would starve.
+  if (err instanceof StoreFailingFastError) return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS;
   if (err instanceof StoreUnavailableError) {
     return err.timedOut ? ErrorCode.REQUEST_TIMED_OUT : ErrorCode.COORDINATOR_NOT_AVAILABLE;
   }

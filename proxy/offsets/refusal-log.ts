@@ -25,7 +25,7 @@ const MEANING: Record<CommitRefusal, string> = {
     "a compare-and-set on a group that commits transactionally (its offsets are the broker's, which has no compare-and-set): INVALID_TXN_STATE",
   unknown_topic: 'a topic or partition the cluster does not have (--unknown-topics reject)',
   too_large: 'metadata over 4096 characters',
-  store_down: 'the offset store did not answer',
+  store_down: 'the offset store failed (unreachable, too slow, or refusing writes: storeError says which)',
   unauthorized: "the cluster's ACLs do not allow the client's principal",
 };
 

@@ -26,6 +26,8 @@ export interface StoreHealthOptions {
   endpoints?: readonly Endpoint[];
   log: Logger;
   pingIntervalMs?: number;
+  /** Told, with the reason, whenever a ping finds the store not answering (the circuit opens). */
+  onDown?: (why: string) => void;
 }
 
 export class StoreHealth extends StoreDecorator {
@@ -89,6 +91,7 @@ export class StoreHealth extends StoreDecorator {
   private async failed(err: unknown): Promise<void> {
     if (this.closed || !(err instanceof StoreUnavailableError)) return;
     this.why = await this.reason(err);
+    this.opts.onDown?.(`${this.kind} store: ping: ${this.why}`);
     if (this.state === false) return;
     const first = this.state === null;
     this.state = false;

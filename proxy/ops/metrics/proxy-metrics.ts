@@ -24,9 +24,11 @@ export interface ProxyMetricsOptions {
   build?: { version: string; store: string };
 }
 
-/** What kop_store_up reads at scrape time (StoreHealth has it). */
+/** What kop_store_up (StoreHealth) and kop_store_circuit_open (StoreCircuit) read at scrape time. */
 export interface StoreState {
   readonly up: boolean;
+  /** True while store-served requests are refused at once (proxy/offsets/store-circuit.ts). */
+  readonly circuitOpen?: boolean;
 }
 
 /** State of the core read at scrape time (`KafkaProxy` has these getters). */
@@ -72,6 +74,14 @@ export function createProxyMetrics(opts: ProxyMetricsOptions = {}): ProxyMetrics
     registers: [registry],
     collect() {
       this.set(store?.up ? 1 : 0);
+    },
+  });
+  new Gauge({
+    name: 'kop_store_circuit_open',
+    help: 'Whether store-served requests (OffsetCommit, OffsetFetch, OffsetDelete) are answered COORDINATOR_LOAD_IN_PROGRESS at once because the store failed (1), until a probe reads and writes it again (0).',
+    registers: [registry],
+    collect() {
+      this.set(store?.circuitOpen ? 1 : 0);
     },
   });
   const build = opts.build ?? { version: productVersion(), store: '' };
