@@ -13,7 +13,7 @@ afterAll(() => rmSync(root, { recursive: true, force: true }));
 
 const CHILD = `
 const { holdDataDir } = await import(${JSON.stringify(resolve('backends/data-dir-holder.ts'))});
-await holdDataDir(process.env.KOP_DIR, 'test holder');
+await holdDataDir(process.env.KOP_TEST_EMBEDDED_DIR, 'test holder');
 process.stdout.write('held\\n');
 setInterval(() => undefined, 60_000);
 `;
@@ -27,7 +27,7 @@ afterEach(() => {
 /** A child process holding `dir`; resolves once it does. */
 async function childHolding(dir: string): Promise<ChildProcess> {
   child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', CHILD], {
-    env: { ...process.env, KOP_DIR: dir },
+    env: { ...process.env, KOP_TEST_EMBEDDED_DIR: dir },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let err = '';

@@ -317,7 +317,8 @@ describe('validation errors name the option, the value and the accepted form', (
   });
 
   test('a random admin token of 16 bytes or more is taken', () => {
-    expect(loadConfig([...BOOT, '--http-token', '3b9f0c7e1a2d4f68'], {}).httpToken).toBe('3b9f0c7e1a2d4f68');
+    const argv = [...BOOT, '--http', '127.0.0.1:0', '--http-token', '3b9f0c7e1a2d4f68'];
+    expect(loadConfig(argv, {}).httpToken).toBe('3b9f0c7e1a2d4f68');
   });
 
   test('secrets and store passwords are not shown in errors', () => {
