@@ -9,7 +9,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 import { bedCacheDir } from '../kafka.js';
-import { assertSucceeded, jsonLines, runProgram, tail } from './run.js';
+import { assertSucceeded, jsonLines, runProgram, tail, type RunResult } from './run.js';
 import {
   DEFAULT_CONSUME_TIMEOUT_MS,
   sortCommitted,
@@ -23,7 +23,21 @@ import {
   type ProduceResult,
 } from './types.js';
 
-const DRIVER_SOURCE = fileURLToPath(new URL('../java/Driver.java', import.meta.url));
+const javaSource = (name: string): string => fileURLToPath(new URL(`../java/${name}`, import.meta.url));
+
+/** A program of test/bed/java: its main class (which has a `warmup` command) and its sources. */
+export interface JavaProgram {
+  main: string;
+  sources: string[];
+}
+
+/** Driver.java: builds against every Kafka version the bed runs. */
+export const DRIVER: JavaProgram = { main: 'Driver', sources: [javaSource('Driver.java')] };
+/** ShareDriver.java: KafkaShareConsumer, Kafka 4.x clients only; it borrows Driver's helpers. */
+export const SHARE_DRIVER: JavaProgram = {
+  main: 'ShareDriver',
+  sources: [javaSource('Driver.java'), javaSource('ShareDriver.java')],
+};
 /** The bed's cache outside the repository (KOP_CACHE_DIR, default ~/.cache/kafka-offset-proxy). */
 export const BED_CLIENT_CACHE = bedCacheDir();
 const CACHE_ROOT = path.join(BED_CLIENT_CACHE, 'java-driver');
@@ -67,20 +81,21 @@ const compiled = new Map<string, Promise<CompiledDriver>>();
  * classpath, cached across runs) and records a class-data-sharing archive of the client's classes,
  * which halves the CPU time of every later JVM start: tests start dozens of them on 2 cores.
  */
-export function compileDriver(bedClasspath: string): Promise<CompiledDriver> {
+export function compileDriver(bedClasspath: string, program: JavaProgram = DRIVER): Promise<CompiledDriver> {
   const classpath = clientClasspath(bedClasspath);
-  const source = fs.readFileSync(DRIVER_SOURCE);
-  const hash = createHash('sha256').update(source).update('\0').update(classpath).digest('hex').slice(0, 16);
+  const digest = createHash('sha256').update(program.main);
+  for (const source of program.sources) digest.update('\0').update(fs.readFileSync(source));
+  const hash = digest.update('\0').update(classpath).digest('hex').slice(0, 16);
   let pending = compiled.get(hash);
   if (!pending) {
-    pending = compileInto(path.join(CACHE_ROOT, hash), classpath);
+    pending = compileInto(path.join(CACHE_ROOT, hash), classpath, program);
     compiled.set(hash, pending);
     pending.catch(() => compiled.delete(hash));
   }
   return pending;
 }
 
-async function compileInto(dir: string, classpath: string): Promise<CompiledDriver> {
+async function compileInto(dir: string, classpath: string, program: JavaProgram): Promise<CompiledDriver> {
   const jar = path.join(dir, 'driver.jar');
   if (!fs.existsSync(jar)) {
     // Build in a private directory and rename it into place: another test process compiling the
@@ -89,10 +104,14 @@ async function compileInto(dir: string, classpath: string): Promise<CompiledDriv
     const scratch = fs.mkdtempSync(path.join(CACHE_ROOT, 'tmp-'));
     try {
       const classes = path.join(scratch, 'classes');
-      const javac = await runProgram('javac', ['-nowarn', '-d', classes, '-cp', classpath, DRIVER_SOURCE], {
-        timeoutMs: 120_000,
-      });
-      assertSucceeded('javac Driver.java', javac);
+      const javac = await runProgram(
+        'javac',
+        ['-nowarn', '-d', classes, '-cp', classpath, ...program.sources],
+        {
+          timeoutMs: 120_000,
+        },
+      );
+      assertSucceeded(`javac ${program.main}.java`, javac);
       // A jar, not a directory: class-data sharing only archives classes loaded from jars.
       assertSucceeded(
         'jar',
@@ -110,12 +129,12 @@ async function compileInto(dir: string, classpath: string): Promise<CompiledDriv
     }
   }
   pruneStaleBuilds(dir);
-  return { jar, cdsFlags: await cdsArchive(dir, [jar, classpath].join(path.delimiter)) };
+  return { jar, cdsFlags: await cdsArchive(dir, [jar, classpath].join(path.delimiter), program.main) };
 }
 
 const WEEK_MS = 7 * 24 * 3600_000;
 
-/** Every edit of Driver.java makes a new build directory; drop those unused for a week. */
+/** Every edit of a driver's sources makes a new build directory; drop those unused for a week. */
 function pruneStaleBuilds(current: string): void {
   for (const entry of fs.readdirSync(CACHE_ROOT)) {
     const dir = path.join(CACHE_ROOT, entry);
@@ -134,13 +153,13 @@ function pruneStaleBuilds(current: string): void {
 }
 
 /** Records (once) the archive at its final path: it is only valid for the exact classpath it was made with. */
-async function cdsArchive(dir: string, classpath: string): Promise<string[]> {
+async function cdsArchive(dir: string, classpath: string, main: string): Promise<string[]> {
   const archive = path.join(dir, 'driver.jsa');
   if (!fs.existsSync(archive)) {
     const scratch = path.join(dir, `driver-${process.pid}.tmp.jsa`);
     const result = await runProgram(
       'java',
-      [...FAST_JVM_FLAGS, `-XX:ArchiveClassesAtExit=${scratch}`, '-cp', classpath, 'Driver', 'warmup'],
+      [...FAST_JVM_FLAGS, `-XX:ArchiveClassesAtExit=${scratch}`, '-cp', classpath, main, 'warmup'],
       { timeoutMs: 60_000 },
     );
     if (result.code !== 0 || !fs.existsSync(scratch)) {
@@ -241,10 +260,50 @@ function committedFrom(lines: Record<string, unknown>[]): CommittedOffset[] {
   return sortCommitted((line?.['offsets'] as CommittedOffset[] | undefined) ?? []);
 }
 
-function single(lines: Record<string, unknown>[], type: string, what: string): Record<string, unknown> {
+export function single(
+  lines: Record<string, unknown>[],
+  type: string,
+  what: string,
+): Record<string, unknown> {
   const line = lines.find((l) => l['type'] === type);
   if (!line) throw new Error(`${what}: the driver printed no "${type}" line`);
   return line;
+}
+
+/** Runs one program of test/bed/java with raw arguments (plus the target's). */
+export type ProgramRun = (
+  target: ClientTarget,
+  args: string[],
+  timeoutMs?: number,
+) => Promise<{ lines: Record<string, unknown>[]; result: RunResult }>;
+
+/**
+ * Compiles `program` against the client jars of `bedClasspath` (once) and returns a runner of it.
+ * The runner throws when the program reports an error line; its exit status is the caller's to judge.
+ */
+export async function programRunner(bedClasspath: string, program: JavaProgram): Promise<ProgramRun> {
+  const driver = await compileDriver(bedClasspath, program);
+  const classpath = [driver.jar, clientClasspath(bedClasspath)].join(path.delimiter);
+  return async (target, args, timeoutMs = 60_000) => {
+    const argv = [
+      ...FAST_JVM_FLAGS,
+      ...driver.cdsFlags,
+      '-cp',
+      classpath,
+      program.main,
+      ...args,
+      ...targetArgs(target),
+    ];
+    const result = await runProgram('java', argv, { timeoutMs });
+    const lines = jsonLines(result.stdout);
+    const error = lines.find((l) => l['type'] === 'error');
+    if (error) {
+      throw new Error(
+        `Java ${program.main} ${args.slice(0, 2).join(' ')}: ${String(error['error'])}: ${String(error['message'])}\n${tail(result.stderr, 15)}`,
+      );
+    }
+    return { lines, result };
+  };
 }
 
 /**
@@ -255,8 +314,7 @@ export async function javaClient(
   bedClasspath: string,
   opts: { name?: string; protocol?: GroupProtocol } = {},
 ): Promise<JavaClient> {
-  const driver = await compileDriver(bedClasspath);
-  const classpath = [driver.jar, clientClasspath(bedClasspath)].join(path.delimiter);
+  const runDriver = await programRunner(bedClasspath, DRIVER);
   const defaultProtocol = opts.protocol ?? 'classic';
 
   const run = async (
@@ -264,23 +322,7 @@ export async function javaClient(
     args: string[],
     timeoutMs = 60_000,
   ): Promise<Record<string, unknown>[]> => {
-    const argv = [
-      ...FAST_JVM_FLAGS,
-      ...driver.cdsFlags,
-      '-cp',
-      classpath,
-      'Driver',
-      ...args,
-      ...targetArgs(target),
-    ];
-    const result = await runProgram('java', argv, { timeoutMs });
-    const lines = jsonLines(result.stdout);
-    const error = lines.find((l) => l['type'] === 'error');
-    if (error) {
-      throw new Error(
-        `Java driver ${args.slice(0, 2).join(' ')}: ${String(error['error'])}: ${String(error['message'])}\n${tail(result.stderr, 15)}`,
-      );
-    }
+    const { lines, result } = await runDriver(target, args, timeoutMs);
     assertSucceeded(`Java driver ${args.slice(0, 2).join(' ')}`, result);
     return lines;
   };

@@ -22,6 +22,10 @@ const MAIN_CLASSES = {
   ],
   producerPerformance: ['org.apache.kafka.tools.ProducerPerformance', 'kafka.tools.ProducerPerformance'],
   consumerPerformance: ['org.apache.kafka.tools.ConsumerPerformance', 'kafka.tools.ConsumerPerformance'],
+  // Share groups (KIP-932): Kafka 4.x only.
+  shareGroupCommand: ['org.apache.kafka.tools.consumer.group.ShareGroupCommand'],
+  consoleShareConsumer: ['org.apache.kafka.tools.consumer.ConsoleShareConsumer'],
+  brokerApiVersions: ['org.apache.kafka.tools.BrokerApiVersionsCommand'],
 } as const;
 
 export type KafkaTool = keyof typeof MAIN_CLASSES;
@@ -132,6 +136,26 @@ async function runTool(
     if (configFile) fs.rmSync(path.dirname(configFile), { recursive: true, force: true });
     fs.rmSync(scratchArchive, { force: true });
   }
+}
+
+/**
+ * Runs `tool` with `args` and, with SASL, `--command-config <file>` (or the option named by
+ * `configOption`); resolves with its output once it exited with status 0.
+ */
+export function kafkaTool(
+  classpath: string,
+  tool: KafkaTool,
+  target: ClientTarget,
+  args: string[],
+  opts: { configOption?: string; timeoutMs?: number } = {},
+): Promise<RunResult> {
+  return runTool(
+    classpath,
+    tool,
+    target,
+    (config) => [...args, ...(config ? [opts.configOption ?? '--command-config', config] : [])],
+    opts.timeoutMs,
+  );
 }
 
 // ---- ConsumerGroupCommand ----------------------------------------------------------------------
