@@ -11,7 +11,7 @@ import { createTopics } from '../bed/clients/kafkajs.js';
 import { uniqueName } from '../bed/clients/scenarios.js';
 import { DEFAULT_TIMING, expectSameAnswers, scriptArb } from '../harness/guard-differential.js';
 import type { Env, Protocol } from '../harness/guard-differential.js';
-import { GUARD_REGRESSIONS, GUARD_REGRESSIONS_LEGACY } from '../harness/guard-regressions.js';
+import { GUARD_REGRESSIONS } from '../harness/guard-regressions.js';
 import { startGuardTargets } from '../harness/guard-targets.js';
 import type { GuardTargets } from '../harness/guard-targets.js';
 
@@ -41,7 +41,7 @@ describe('commit guard vs the broker, differentially', () => {
     await bed?.stop();
   });
 
-  for (const { title, script } of [...GUARD_REGRESSIONS, ...GUARD_REGRESSIONS_LEGACY]) {
+  for (const { title, script } of GUARD_REGRESSIONS) {
     test(title, async () => {
       await expectSameAnswers(bed.targets, script, env, 'named');
     });

@@ -25,7 +25,7 @@ import { startZooKeeper } from '../bed/zookeeper.js';
 import type { ZooKeeperServer } from '../bed/zookeeper.js';
 import { DEFAULT_TIMING, expectSameAnswers, scriptArb } from '../harness/guard-differential.js';
 import type { Env, Protocol, Target } from '../harness/guard-differential.js';
-import { GUARD_REGRESSIONS, GUARD_REGRESSIONS_LEGACY } from '../harness/guard-regressions.js';
+import { GUARD_REGRESSIONS } from '../harness/guard-regressions.js';
 import { startGuardTargets } from '../harness/guard-targets.js';
 import type { GuardTargets } from '../harness/guard-targets.js';
 
@@ -91,7 +91,7 @@ function parseArgs(argv: string[]): Options {
 /** The named scripts; false when one differs (its report is printed). */
 async function runNamed(targets: Target[], env: Env, protocols: Protocol[]): Promise<boolean> {
   let ok = true;
-  for (const { title, script } of [...GUARD_REGRESSIONS, ...GUARD_REGRESSIONS_LEGACY]) {
+  for (const { title, script } of GUARD_REGRESSIONS) {
     if (!protocols.includes(script.protocol)) continue;
     const t0 = Date.now();
     try {
