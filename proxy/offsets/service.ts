@@ -133,8 +133,9 @@ export class OffsetService implements ProxyExtension {
             brokerVerdict: (g: string, id: CommitIdentity, ps: readonly CommittedPartition[]) =>
               this.commitVerdict(lookups, g, id, ps),
             committerFresh: (g: string, id: CommitIdentity) => this.committerFresh(g, id),
+            // Below v9 a streams member's commit is UNSUPPORTED_VERSION: the broker's verdict says so.
             vouchedOutsideRecord: (g: string, id: CommitIdentity) =>
-              this.streams.fresh(g, id.memberId, id.generationIdOrMemberEpoch),
+              id.requestVersion >= 9 && this.streams.fresh(g, id.memberId, id.generationIdOrMemberEpoch),
           }
         : {}),
       onRefused: (g, reason, n) => this.opts.metrics?.commitRefused(g, reason, n),
