@@ -55,6 +55,22 @@ const partitionKey = (topicId: string, partition: number): string => `${topicId}
 /** The member epoch of a static member's temporary leave. */
 const STATIC_LEAVE = -2;
 
+/**
+ * What a heartbeat answer says of a member's assignment, in the form ConsumerGroupHeartbeat gives
+ * it. StreamsGroupHeartbeat answers are read the same way (streams-groups.ts), with a subtopology
+ * id in place of the topic id: a streams member holds active tasks, not partitions.
+ */
+export type HeartbeatAsked = Pick<
+  ConsumerGroupHeartbeatRequest,
+  'groupId' | 'memberId' | 'memberEpoch' | 'instanceId'
+>;
+export interface HeartbeatAnswered {
+  errorCode: number;
+  memberId: string | null;
+  memberEpoch: number;
+  assignment: { topicPartitions: readonly { topicId: string; partitions: readonly number[] }[] } | null;
+}
+
 export class AssignmentEpochs {
   private readonly members = new Map<string, MemberRecord>();
   /** Instances (`group\0instanceId`) whose static member left with -2, seen here. */
@@ -74,8 +90,16 @@ export class AssignmentEpochs {
     return m.complete ? m.epoch : 0;
   }
 
+  /**
+   * Whether the member held the partition (assigned, or being revoked) when its last answer was
+   * seen here; false when nothing is known of it.
+   */
+  holds(group: string, memberId: string, topicId: string, partition: number): boolean {
+    return this.members.get(key(group, memberId))?.held.has(partitionKey(topicId, partition)) ?? false;
+  }
+
   /** Takes a ConsumerGroupHeartbeat answer (before the client sees it). */
-  observe(request: ConsumerGroupHeartbeatRequest, response: ConsumerGroupHeartbeatResponse): void {
+  observe(request: HeartbeatAsked, response: HeartbeatAnswered): void {
     const memberId = response.memberId ?? request.memberId;
     const k = key(request.groupId, memberId);
     if (response.errorCode !== ErrorCode.NONE) {

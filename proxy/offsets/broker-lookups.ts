@@ -16,8 +16,13 @@ import { defaultConsumerGroupDescribeRequest } from '../../protocol/messages/con
 import type { ConsumerGroupDescribeResponse } from '../../protocol/messages/consumer-group-describe-response.js';
 import { defaultHeartbeatRequest } from '../../protocol/messages/heartbeat-request.js';
 import type { HeartbeatResponse } from '../../protocol/messages/heartbeat-response.js';
+import { defaultListGroupsRequest } from '../../protocol/messages/list-groups-request.js';
+import type { ListGroupsResponse } from '../../protocol/messages/list-groups-response.js';
+import { defaultStreamsGroupDescribeRequest } from '../../protocol/messages/streams-group-describe-request.js';
+import { defaultDescribedGroup } from '../../protocol/messages/streams-group-describe-response.js';
+import type { StreamsGroupDescribeResponse } from '../../protocol/messages/streams-group-describe-response.js';
 import { ClusterRequestError } from '../client/cluster-client.js';
-import type { ClusterClient } from '../client/cluster-client.js';
+import type { BodyFor, ClusterClient } from '../client/cluster-client.js';
 import type { FetchedGroup } from './offset-fetch.js';
 
 const RETRY_COORDINATOR = new Set<number>([
@@ -47,6 +52,13 @@ function groupTopics(partitions: TopicPartition[]): { name: string; partitionInd
   }
   return [...byTopic.entries()].map(([name, partitionIndexes]) => ({ name, partitionIndexes }));
 }
+
+/** Group types the commit guard knows; ListGroups naming another defers the group to the broker. */
+const KNOWN_GROUP_TYPES: ReadonlySet<string> = new Set(['classic', 'consumer', 'streams', 'share']);
+
+/** Whether the broker lacks the API altogether (as opposed to not answering). */
+const lacksApi = (err: unknown): boolean =>
+  err instanceof ClusterRequestError && /does not support|no common version/.test(err.message);
 
 /** DescribeLogDirs v5 came with Kafka 4.3, as assignment epochs did (KIP-1251). */
 const FIRST_DESCRIBE_LOG_DIRS_OF_ASSIGNMENT_EPOCHS = 5;
@@ -185,8 +197,7 @@ export class BrokerLookups {
     } catch (err) {
       // Only "this broker has no ConsumerGroupDescribe" means no KIP-848 groups; a connection
       // failure is not an answer.
-      if (err instanceof ClusterRequestError && /does not support|no common version/.test(err.message))
-        return { result: true, retry: false };
+      if (lacksApi(err)) return { result: true, retry: false };
       throw err;
     }
     const { body } = await this.cluster.request<ConsumerGroupDescribeResponse>(
@@ -328,21 +339,66 @@ export class BrokerLookups {
   async describeConsumerGroup(
     group: string,
   ): Promise<ConsumerGroupDescribeResponse['groups'][number] | null> {
+    return this.describeModernGroup<ConsumerGroupDescribeResponse['groups'][number]>(
+      group,
+      ApiKey.ConsumerGroupDescribe,
+      { ...defaultConsumerGroupDescribeRequest(), groupIds: [group] },
+      { ...NO_CONSUMER_GROUP, groupId: group },
+    );
+  }
+
+  /**
+   * The group as StreamsGroupDescribe sees it (streams groups, KIP-1071), or null when the
+   * coordinator did not answer for it; a broker without the API has no such groups, which is
+   * answered as GROUP_ID_NOT_FOUND.
+   */
+  async describeStreamsGroup(group: string): Promise<StreamsGroupDescribeResponse['groups'][number] | null> {
+    return this.describeModernGroup<StreamsGroupDescribeResponse['groups'][number]>(
+      group,
+      ApiKey.StreamsGroupDescribe,
+      { ...defaultStreamsGroupDescribeRequest(), groupIds: [group] },
+      { ...defaultDescribedGroup(), errorCode: ErrorCode.GROUP_ID_NOT_FOUND, groupId: group },
+    );
+  }
+
+  /** One group's description by a describe API of its own kind; `notFound` where the broker lacks the API. */
+  private describeModernGroup<G extends { errorCode: number }>(
+    group: string,
+    apiKey: number,
+    request: BodyFor,
+    notFound: G,
+  ): Promise<G | null> {
     return this.atCoordinator(group, async (nodeId) => {
       try {
-        await this.cluster.versionFor(nodeId, ApiKey.ConsumerGroupDescribe);
+        await this.cluster.versionFor(nodeId, apiKey);
       } catch (err) {
-        if (err instanceof ClusterRequestError && /does not support|no common version/.test(err.message))
-          return { result: { ...NO_CONSUMER_GROUP, groupId: group }, retry: false };
+        if (lacksApi(err)) return { result: notFound, retry: false };
         throw err;
       }
-      const { body } = await this.cluster.request<ConsumerGroupDescribeResponse>(
-        nodeId,
-        ApiKey.ConsumerGroupDescribe,
-        { ...defaultConsumerGroupDescribeRequest(), groupIds: [group] },
-      );
+      const { body } = await this.cluster.request<{ groups: G[] }>(nodeId, apiKey, request);
       const g = body.groups[0] ?? null;
       return { result: g, retry: g === null || RETRY_COORDINATOR.has(g.errorCode) };
+    });
+  }
+
+  /**
+   * The type the group's coordinator lists the group under (ListGroups v5+), when it is none the
+   * commit guard knows; null for a known type, an unlisted group, or a broker too old to say
+   * (it has none but classic and consumer groups). Asked only for groups no describe found.
+   */
+  async unknownGroupType(group: string): Promise<string | null> {
+    return this.atCoordinator(group, async (nodeId) => {
+      const range = await this.cluster.brokerRange(nodeId, ApiKey.ListGroups);
+      if (range === undefined || range.max < 5) return { result: null, retry: false };
+      const { body } = await this.cluster.request<ListGroupsResponse>(
+        nodeId,
+        ApiKey.ListGroups,
+        defaultListGroupsRequest(),
+        5,
+      );
+      if (RETRY_COORDINATOR.has(body.errorCode)) return { result: null, retry: true };
+      const type = body.groups.find((g) => g.groupId === group)?.groupType.toLowerCase();
+      return { result: type !== undefined && !KNOWN_GROUP_TYPES.has(type) ? type : null, retry: false };
     });
   }
 

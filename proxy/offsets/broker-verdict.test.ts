@@ -187,6 +187,41 @@ describe('commitVerdict: what the broker would answer a commit', () => {
     });
   });
 
+  it('a streams group is judged by its own coordinator: first when seen as one, else after classic and KIP-848', async () => {
+    const streamsVerdict = { code: ErrorCode.STALE_MEMBER_EPOCH, updates: [] };
+    const seen = broker({});
+    const v = await commitVerdict(seen, 'g', id(3, 'm'), {
+      ...known(),
+      streamsSeen: true,
+      streams: async () => streamsVerdict,
+    });
+    expect(v).toEqual(streamsVerdict);
+    expect(seen.asked).toEqual([]);
+    const unseen = broker({});
+    const asked: string[] = [];
+    const w = await commitVerdict(unseen, 'g', id(3, 'm'), {
+      ...known(),
+      streams: async () => {
+        asked.push(...unseen.asked);
+        return { code: null, updates: [] };
+      },
+    });
+    expect(w.code).toBeNull();
+    expect(asked).toContain('ConsumerGroupDescribe');
+  });
+
+  it('a group of a type the guard does not know is never refused: deferred to the broker', async () => {
+    const b = broker({});
+    const v = await commitVerdict(b, 'g', id(3, 'm'), {
+      ...known(),
+      streams: async () => null,
+      unknownType: async () => 'future',
+    });
+    expect(v).toEqual({ code: null, updates: [], deferredType: 'future' });
+    const none = await commitVerdict(b, 'g', id(3, 'm'), { ...known(), unknownType: async () => null });
+    expect(none.code).toBe(ErrorCode.GROUP_ID_NOT_FOUND);
+  });
+
   it('a group the broker does not have: GROUP_ID_NOT_FOUND from v9, ILLEGAL_GENERATION below, UNKNOWN_MEMBER_ID when the store holds its offsets', async () => {
     const b = broker({});
     expect((await commitVerdict(b, 'g', id(3, 'm', null, 9), known())).code).toBe(

@@ -19,6 +19,8 @@
  *   (assignment-epochs.ts gives a floor, which refuses only what the broker refuses). Kafka
  *   before 4.3 compares the epochs exactly.
  * - generation/epoch < 0: the group must be empty (DescribeGroups, ConsumerGroupDescribe).
+ * - streams groups: StreamsGroupDescribe (streams-verdict.ts), first for a group seen as one.
+ * - a group of a type none of these know (ListGroups names it): the broker's to fence, accepted.
  * - a group the broker does not have exists here if the store holds offsets for it (the broker
  *   would have kept it for them); otherwise GROUP_ID_NOT_FOUND (v9+, from KIP-848's group
  *   coordinator) or ILLEGAL_GENERATION (older versions, and the classic coordinator of Kafka 3.x).
@@ -60,6 +62,8 @@ export interface Verdict {
   confirmed?: { rebalancing: boolean };
   /** The group commits transactionally: the commit is the broker's to take (not asked here). */
   transactional?: true;
+  /** The broker lists the group under this type, which the guard does not know: not fenced. */
+  deferredType?: string;
 }
 
 /** What the proxy itself knows of the group. */
@@ -72,6 +76,19 @@ export interface KnownGroup {
    * (assignment-epochs.ts); absent: 0, nothing known.
    */
   assignmentFloor?(memberId: string, topicId: string, partition: number): number;
+  /**
+   * The streams coordinator's answer (streams-verdict.ts), or null when the broker has no streams
+   * group of that id. Asked first when `streamsSeen`, after the classic and KIP-848 checks
+   * otherwise.
+   */
+  streams?(): Promise<Verdict | null>;
+  /** This instance saw the broker answer a StreamsGroupHeartbeat of the group. */
+  streamsSeen?: boolean;
+  /**
+   * The type the broker lists the group under (ListGroups) when it is none the guard knows (a
+   * future group type), or null. Asked only for a group no known coordinator check found.
+   */
+  unknownType?(): Promise<string | null>;
 }
 
 /** A partition a commit writes (those refused before the coordinator's check are not among them). */
@@ -104,6 +121,10 @@ export async function commitVerdict(
   known: KnownGroup,
   partitions: readonly CommittedPartition[],
 ): Promise<Verdict> {
+  if (known.streamsSeen && known.streams) {
+    const v = await known.streams();
+    if (v) return v;
+  }
   const consumerFirst = known.state?.protocol === 'consumer';
   if (consumerFirst) {
     const v = await consumerVerdict(q, group, id, known, partitions);
@@ -115,6 +136,13 @@ export async function commitVerdict(
     const v = await consumerVerdict(q, group, id, known, partitions);
     if (v) return v;
   }
+  if (!known.streamsSeen && known.streams) {
+    const v = await known.streams();
+    if (v) return v;
+  }
+  // A group of a type the guard does not know is the broker's to fence: never refused here.
+  const type = known.unknownType ? await known.unknownType() : null;
+  if (type !== null) return { code: null, updates: [], deferredType: type };
   // A group the broker does not have.
   const exists = await known.hasOffsets();
   if (id.generationIdOrMemberEpoch < 0) return accept([]);
@@ -265,8 +293,8 @@ async function judgeMember(
 }
 
 /**
- * The broker's answer to an OffsetFetch v9 naming a member: only KIP-848 groups check it
- * (UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH); NONE otherwise. The epoch must be the member's
+ * The broker's answer to an OffsetFetch v9 naming a member: only KIP-848 and streams groups check
+ * it (UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH); NONE otherwise. The epoch must be the member's
  * current one, in every Kafka version: assignment epochs relax commits only.
  */
 export async function fetchVerdict(
@@ -274,9 +302,11 @@ export async function fetchVerdict(
   group: string,
   memberId: string | null,
   memberEpoch: number,
+  notConsumer?: () => Promise<Verdict | null>,
 ): Promise<Verdict> {
   const d = await describeConsumer(q, group);
-  if (d === null) return accept([]);
+  // Not a KIP-848 group: a streams group's members are checked too (streams-verdict.ts).
+  if (d === null) return (await notConsumer?.()) ?? accept([]);
   if (memberId === null && memberEpoch < 0) return accept([]);
   return judgeMember(d, memberId, memberEpoch, null);
 }

@@ -17,6 +17,8 @@ export const OBSERVED_APIS: ReadonlySet<number> = new Set([
   ApiKey.Heartbeat,
   ApiKey.LeaveGroup,
   ApiKey.ConsumerGroupHeartbeat,
+  // Read into memory only (streams-groups.ts): the store's record has no streams groups.
+  ApiKey.StreamsGroupHeartbeat,
   ApiKey.TxnOffsetCommit,
   ApiKey.DeleteGroups,
 ]);

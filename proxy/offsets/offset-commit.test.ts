@@ -461,6 +461,28 @@ describe('OffsetCommit: the broker decides what the store cannot', () => {
     expect(await store.fetch('g', null)).toEqual([]);
   });
 
+  test("a member vouched for outside the store's record (a streams member) is written unfenced, the broker not asked", async () => {
+    const store = new MemoryStore(); // no record of the group at all
+    let asked = 0;
+    const { d, seen } = deps(store, 'fence', {
+      committerFresh: () => false,
+      vouchedOutsideRecord: (_g, id) => id.memberId === 'm1',
+      brokerVerdict: async (): Promise<Verdict> => {
+        asked++;
+        return { code: ErrorCode.STALE_MEMBER_EPOCH, updates: [] };
+      },
+    });
+    const res = await handleOffsetCommit(request('g', { t: [{ partition: 0, offset: 5n }] }, member), 9, d);
+    expect(codes(res)).toEqual([ErrorCode.NONE]);
+    expect(asked).toBe(0);
+    expect(seen.accepted).toEqual([1]);
+    expect((await store.fetch('g', null)).map((o) => o.offset)).toEqual([5n]);
+    const other = { generationIdOrMemberEpoch: 3, memberId: 'm2' };
+    const refused = await handleOffsetCommit(request('g', { t: [{ partition: 0 }] }, other), 9, d);
+    expect(codes(refused)).toEqual([ErrorCode.STALE_MEMBER_EPOCH]);
+    expect(asked).toBe(1);
+  });
+
   test("the broker's acceptance writes without the store's fence", async () => {
     const store = new MemoryStore();
     await classicGroup(store, 'g');

@@ -53,6 +53,12 @@ export interface CommitDeps extends HandlerDeps {
    */
   committerFresh?: (group: string, identity: CommitIdentity) => boolean;
   /**
+   * Whether the committer is a member of a group the store's record does not model (a streams
+   * group) that this instance just saw the broker vouch for (streams-groups.ts): its commit is
+   * written without the store's fence. Absent: never.
+   */
+  vouchedOutsideRecord?: (group: string, identity: CommitIdentity) => boolean;
+  /**
    * The request sent to the broker as the client sent it, on the client's connection, and the
    * broker's answer: for a group that commits transactionally, whose offsets the broker holds
    * (CommitOutcome 'transactional'). Absent (unit tests): COORDINATOR_NOT_AVAILABLE.
@@ -311,6 +317,8 @@ async function commitFenced(
     ...(identity ? { identity } : { deferIfTransactional: true }),
   };
   if (identity === undefined || !deps.brokerVerdict) return deps.store.commit(request);
+  if (deps.vouchedOutsideRecord?.(group, identity))
+    return deps.store.commit({ group, writes, requestId: request.requestId, deferIfTransactional: true });
   let unanswered = false;
   if (deps.committerFresh && !deps.committerFresh(group, identity)) {
     const verdict = await askBroker(deps.brokerVerdict, group, identity, writes);
@@ -337,6 +345,7 @@ async function checkFenced(
   if (identity === undefined) return { status: 'ok' };
   const state = await deps.store.getGroup(group);
   if (state?.transactional) return { status: 'transactional' };
+  if (deps.vouchedOutsideRecord?.(group, identity)) return { status: 'ok' };
   const refusal = checkCommit(state, identity);
   const fresh = deps.committerFresh?.(group, identity) ?? true;
   if ((refusal === null && fresh) || !deps.brokerVerdict) {

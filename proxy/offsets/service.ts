@@ -1,7 +1,8 @@
 /**
  * The offset service: the proxy extension that answers OffsetCommit, OffsetFetch and OffsetDelete
  * from the offset store, and watches the group APIs the broker still answers (JoinGroup,
- * SyncGroup, Heartbeat, LeaveGroup, ConsumerGroupHeartbeat, TxnOffsetCommit, DeleteGroups).
+ * SyncGroup, Heartbeat, LeaveGroup, ConsumerGroupHeartbeat, StreamsGroupHeartbeat, TxnOffsetCommit,
+ * DeleteGroups).
  */
 import type { CommitIdentity, OffsetStore, OffsetWrite } from '../../backends/store.js';
 import { ErrorCode } from '../../protocol/error-codes.js';
@@ -24,6 +25,8 @@ import type { Authorize } from './offset-handler.js';
 import type { BrokerLookups } from './broker-lookups.js';
 import { AssignmentEpochs, takesOverStaticLeave } from './assignment-epochs.js';
 import { commitVerdict, fetchVerdict } from './broker-verdict.js';
+import { StreamsGroups } from './streams-groups.js';
+import { streamsCommitVerdict, streamsFetchVerdict } from './streams-verdict.js';
 import type { CommittedPartition, Verdict } from './broker-verdict.js';
 import { MemberLiveness } from './liveness.js';
 import type { GuardPolicy } from './guard-policy.js';
@@ -36,6 +39,8 @@ import { handleOffsetCommit } from './offset-commit.js';
 import type { CommitDeps, CommitRefusal } from './offset-commit.js';
 import { handleOffsetFetch } from './offset-fetch.js';
 import { handleOffsetDelete } from './offset-delete.js';
+
+type SeenTaskQuery<R = boolean> = (memberId: string, subtopologyId: string, partition: number) => R;
 
 /** A commit without any member identity: assign() consumers and admin tools. */
 const isAnonymous = (id: CommitIdentity): boolean =>
@@ -66,6 +71,8 @@ export interface OffsetServiceOptions {
   groups?: StoreGroupIndex;
   /** What this instance saw of members' standing (tests pass one with a fake clock). */
   liveness?: MemberLiveness;
+  /** What this instance saw of streams groups (tests pass one with a fake clock). */
+  streams?: StreamsGroups;
 }
 
 /** Group tools' APIs whose answers are completed with the store's groups (group-views.ts). */
@@ -93,6 +100,9 @@ export class OffsetService implements ProxyExtension {
   private readonly views: GroupViews | null;
   private readonly liveness: MemberLiveness;
   private readonly assignmentEpochs = new AssignmentEpochs();
+  private readonly streams: StreamsGroups;
+  /** Groups of a type the guard does not know, already logged (once per group). */
+  private readonly deferredLogged = new Set<string>();
 
   /** What every commit needs, built once (not per request: commits are the hot path). */
   private readonly commitDeps: CommitDeps;
@@ -112,6 +122,7 @@ export class OffsetService implements ProxyExtension {
       : null;
     this.apiKeys = new Set([...ANSWERED, ...OBSERVED_APIS, ...(this.views ? GROUP_VIEW_APIS : [])]);
     this.liveness = opts.liveness ?? new MemberLiveness();
+    this.streams = opts.streams ?? new StreamsGroups();
     const { store, lookups } = opts;
     this.unknownTopics = new GroupModes(opts.unknownTopics, opts.unknownTopicsGroups ?? []);
     this.commitDeps = {
@@ -122,6 +133,9 @@ export class OffsetService implements ProxyExtension {
             brokerVerdict: (g: string, id: CommitIdentity, ps: readonly CommittedPartition[]) =>
               this.commitVerdict(lookups, g, id, ps),
             committerFresh: (g: string, id: CommitIdentity) => this.committerFresh(g, id),
+            // Below v9 a streams member's commit is UNSUPPORTED_VERSION: the broker's verdict says so.
+            vouchedOutsideRecord: (g: string, id: CommitIdentity) =>
+              id.requestVersion >= 9 && this.streams.fresh(g, id.memberId, id.generationIdOrMemberEpoch),
           }
         : {}),
       onRefused: (g, reason, n) => this.opts.metrics?.commitRefused(g, reason, n),
@@ -151,8 +165,12 @@ export class OffsetService implements ProxyExtension {
       hasOffsets: async () => (await store.fetch(group, null)).length > 0,
       assignmentFloor: (memberId: string, topicId: string, partition: number) =>
         this.assignmentEpochs.floor(group, memberId, topicId, partition),
+      streamsSeen: this.streams.isStreamsGroup(group),
+      streams: () => streamsCommitVerdict(lookups, group, id, partitions, this.seenTasks(group)),
+      unknownType: () => lookups.unknownGroupType(group),
     };
     const verdict = await commitVerdict(lookups, group, id, known, partitions);
+    if (verdict.deferredType !== undefined) this.deferred(group, verdict.deferredType);
     if (verdict.confirmed)
       this.liveness.classicConfirmed(
         group,
@@ -163,8 +181,28 @@ export class OffsetService implements ProxyExtension {
     return verdict;
   }
 
+  /** What this instance saw of a streams group's tasks, for an older epoch's commit. */
+  private seenTasks(group: string): { holdsTask: SeenTaskQuery; taskFloor: SeenTaskQuery<number> } {
+    return {
+      holdsTask: (m, s, p) => this.streams.holdsTask(group, m, s, p),
+      taskFloor: (m, s, p) => this.streams.taskFloor(group, m, s, p),
+    };
+  }
+
+  /** A group the broker lists under a type the guard does not know: its commits go unfenced. */
+  private deferred(group: string, type: string): void {
+    if (this.deferredLogged.has(group)) return;
+    if (this.deferredLogged.size > 10_000) this.deferredLogged.clear();
+    this.deferredLogged.add(group);
+    this.opts.log.warn('group type unknown to the commit guard: its commits are not fenced', {
+      group,
+      type,
+    });
+  }
+
   private committerFresh(group: string, id: CommitIdentity): boolean {
-    if (isAnonymous(id)) return !this.liveness.isUncertain(group);
+    // The store's record has no streams members: an anonymous commit is the broker's to judge.
+    if (isAnonymous(id)) return !this.liveness.isUncertain(group) && !this.streams.isStreamsGroup(group);
     const gen = id.generationIdOrMemberEpoch;
     return (
       this.liveness.classicFresh(group, id.memberId, gen) ||
@@ -233,8 +271,9 @@ export class OffsetService implements ProxyExtension {
             ? {
                 fetchFromBroker: (g, tps, stable) => lookups.fetchOffsets(g, tps, stable),
                 memberFresh: (g: string, m: string | null, e: number) =>
-                  m !== null && this.liveness.consumerFresh(g, m, e),
-                memberVerdict: (g: string, m: string | null, e: number) => fetchVerdict(lookups, g, m, e),
+                  m !== null && (this.liveness.consumerFresh(g, m, e) || this.streams.fresh(g, m, e)),
+                memberVerdict: (g: string, m: string | null, e: number) =>
+                  fetchVerdict(lookups, g, m, e, () => streamsFetchVerdict(lookups, g, m, e)),
               }
             : {}),
         });
@@ -362,6 +401,7 @@ export class OffsetService implements ProxyExtension {
         const res = exchange.response;
         for (const r of res.results) {
           this.liveness.forget(r.groupId);
+          this.streams.forget(r.groupId);
           // Only a group the broker deleted: a refused deletion (NON_EMPTY_GROUP) changes nothing.
           if (r.errorCode === ErrorCode.NONE) this.assignmentEpochs.forget(r.groupId);
         }
@@ -380,6 +420,11 @@ export class OffsetService implements ProxyExtension {
     }
     // In memory first: it holds even when the store cannot take the update.
     this.liveness.observe(info.apiVersion, exchange);
+    if (exchange.apiKey === ApiKey.StreamsGroupHeartbeat) {
+      // Streams groups are not in the store's record (streams-groups.ts): nothing to write.
+      this.streams.observe(exchange.request, exchange.response);
+      return undefined;
+    }
     if (exchange.apiKey === ApiKey.ConsumerGroupHeartbeat) {
       await this.staticTakeoverSeenElsewhere(exchange.request, exchange.response);
       this.assignmentEpochs.observe(exchange.request, exchange.response);
