@@ -192,6 +192,25 @@ describe('DescribeGroups', () => {
     ]);
   });
 
+  test('v6: GROUP_ID_NOT_FOUND with offsets here is Empty with no error; a KIP-848 group keeps it', async () => {
+    const { views: v } = await views();
+    const notFound = (id: string) => ({
+      ...described(id, 'Dead', 69),
+      errorMessage: `Group ${id} not found.`,
+    });
+    const res = await v.describeGroups(info(6), defaultDescribeGroupsRequest(), {
+      ...defaultDescribeGroupsResponse(),
+      groups: [notFound('classic'), notFound('kip848'), notFound('unknown')],
+    });
+    expect(
+      res!.groups.map((g) => [g.groupId, g.errorCode, g.errorMessage, g.groupState, g.protocolType]),
+    ).toEqual([
+      ['classic', 0, null, 'Empty', 'consumer'],
+      ['kip848', 69, 'Group kip848 not found.', 'Dead', ''],
+      ['unknown', 69, 'Group unknown not found.', 'Dead', ''],
+    ]);
+  });
+
   test("nothing to change: the broker's answer stands as it is", async () => {
     const { views: v } = await views();
     const res: DescribeGroupsResponse = {

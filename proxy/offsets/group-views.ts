@@ -80,7 +80,10 @@ export class GroupViews {
     return { ...res, groups: [...res.groups, ...added] };
   }
 
-  /** DescribeGroups: a classic or simple group the broker calls Dead is Empty when its offsets are here. */
+  /**
+   * DescribeGroups: a classic or simple group the broker does not know (Dead, or GROUP_ID_NOT_FOUND
+   * from v6) is Empty when its offsets are here.
+   */
   async describeGroups(
     _info: RequestInfo,
     _req: DescribeGroupsRequest,
@@ -89,10 +92,12 @@ export class GroupViews {
     let changed = false;
     const groups = [];
     for (const g of res.groups) {
-      const stored =
-        g.errorCode === ErrorCode.NONE && g.groupState === 'Dead'
-          ? await this.index.get(g.groupId)
-          : undefined;
+      // Up to v5 a broker describes a group it does not know as Dead; from v6 (KIP-1043) it
+      // answers GROUP_ID_NOT_FOUND.
+      const unknown =
+        (g.errorCode === ErrorCode.NONE && g.groupState === 'Dead') ||
+        g.errorCode === ErrorCode.GROUP_ID_NOT_FOUND;
+      const stored = unknown ? await this.index.get(g.groupId) : undefined;
       // A KIP-848 group is Dead to DescribeGroups on a broker too, offsets or not.
       if (stored === undefined || stored.protocol === 'consumer') {
         groups.push(g);
@@ -101,6 +106,8 @@ export class GroupViews {
       changed = true;
       groups.push({
         ...g,
+        errorCode: ErrorCode.NONE,
+        errorMessage: null,
         groupState: 'Empty',
         protocolType: protocolTypeOf(stored),
         protocolData: '',
