@@ -25,6 +25,7 @@ import type { Logger } from '../common/log.js';
 import { silentLogger } from '../common/log.js';
 import { authenticate } from './sasl-client.js';
 import type { SaslCredentials } from './sasl-client.js';
+import { ownMaxVersion } from './own-versions.js';
 import { connectUpstream } from '../core/upstream-socket.js';
 import { PROXY_CLIENT_ID, RELAY_DEFAULTS } from '../core/defaults.js';
 import type { UpstreamTls } from '../core/upstream-socket.js';
@@ -66,12 +67,20 @@ class BrokerChannel {
     return this.versions.get(apiKey);
   }
 
-  /** The version to use for `apiKey`: the highest the broker and the codec both know. */
+  /**
+   * The version to use for `apiKey`: the highest the broker and the codec both know, within what
+   * the proxy's own requests are written for (own-versions.ts).
+   */
   versionFor(apiKey: number, atMost?: number): number {
     const broker = this.versions.get(apiKey);
     const codec = getApiCodec(apiKey)?.validVersions;
     if (!broker || !codec) throw new ClusterRequestError(`the broker does not support api ${apiKey}`);
-    const max = Math.min(broker.max, codec.max, atMost ?? Number.MAX_SAFE_INTEGER);
+    const max = Math.min(
+      broker.max,
+      codec.max,
+      ownMaxVersion(apiKey) ?? Number.MAX_SAFE_INTEGER,
+      atMost ?? Number.MAX_SAFE_INTEGER,
+    );
     if (max < Math.max(broker.min, codec.min))
       throw new ClusterRequestError(`no common version for api ${apiKey}`);
     return max;

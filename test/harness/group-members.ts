@@ -108,7 +108,6 @@ function committedTopic(topic: string, partitions: number[], offset: bigint, met
       partitionIndex: p,
       committedOffset: offset,
       committedLeaderEpoch: -1,
-      commitTimestamp: -1n, // OffsetCommit v1 only
       committedMetadata: metadata,
     })),
   };
