@@ -5,6 +5,7 @@ import { loadConfig } from '../../proxy/config.js';
 import { createLogger, silentLogger } from '../../proxy/logger.js';
 import { createOffsetService } from '../../proxy/offsets/setup.js';
 import type { OffsetServiceHandle } from '../../proxy/offsets/setup.js';
+import type { OffsetServiceMetrics } from '../../proxy/offsets/service.js';
 import type { OffsetStore } from '../../backends/store.js';
 import { startProxy } from './proxy.js';
 import type { RunningProxy } from './proxy.js';
@@ -16,16 +17,18 @@ export interface OffsetProxy extends RunningProxy {
 
 /**
  * `flags` are the CLI's options (e.g. ['--commit-guard', 'cas']); the store is given directly so a
- * test can read it. The store is not closed by stop(): the test owns it.
+ * test can read it. The store is not closed by stop(): the test owns it. `metrics` sees every commit
+ * the offset service accepts or refuses, as the proxy's /metrics counters do.
  */
 export async function startOffsetProxy(
   brokerBootstrap: string,
   store: OffsetStore,
   flags: string[] = [],
+  metrics?: OffsetServiceMetrics,
 ): Promise<OffsetProxy> {
   const config: ProxyConfig = loadConfig(['--bootstrap-server', brokerBootstrap, ...flags], {});
   const log = process.env['KOP_TEST_LOG'] ? createLogger('debug') : silentLogger;
-  const offsets = createOffsetService(config, store, null, log);
+  const offsets = createOffsetService(config, store, null, log, metrics);
   const running = await startProxy(brokerBootstrap, {
     bootstrapServers: parseHostPortList(brokerBootstrap),
     extension: offsets.service,

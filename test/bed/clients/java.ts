@@ -29,6 +29,8 @@ const javaSource = (name: string): string => fileURLToPath(new URL(`../java/${na
 export interface JavaProgram {
   main: string;
   sources: string[];
+  /** Jars it needs beyond the client's (file names matched), e.g. kafka-streams and its own dependencies. */
+  moreJars?: RegExp;
 }
 
 /** Driver.java: builds against every Kafka version the bed runs. */
@@ -37,6 +39,13 @@ export const DRIVER: JavaProgram = { main: 'Driver', sources: [javaSource('Drive
 export const SHARE_DRIVER: JavaProgram = {
   main: 'ShareDriver',
   sources: [javaSource('Driver.java'), javaSource('ShareDriver.java')],
+};
+/** StreamsDriver.java: a Kafka Streams word-count app; it borrows Driver's helpers. */
+export const STREAMS_DRIVER: JavaProgram = {
+  main: 'StreamsDriver',
+  sources: [javaSource('Driver.java'), javaSource('StreamsDriver.java')],
+  // kafka-streams' runtime dependencies beyond the client's (its pom's compile scope).
+  moreJars: /^(kafka-streams|rocksdbjni|jackson-annotations|jackson-databind|jackson-core)-[0-9]/,
 };
 /** The bed's cache outside the repository (KOP_CACHE_DIR, default ~/.cache/kafka-offset-proxy). */
 export const BED_CLIENT_CACHE = bedCacheDir();
@@ -59,8 +68,9 @@ export const FAST_JVM_FLAGS = [
 // also leaves out its logging binding, so nothing but the driver's JSON reaches stdout.
 const CLIENT_JAR = /^(kafka-clients|slf4j-api|lz4-java|lz4|snappy-java|zstd-jni)-[0-9]/;
 
-export function clientClasspath(bedClasspath: string): string {
-  const jars = bedClasspath.split(path.delimiter).filter((jar) => CLIENT_JAR.test(path.basename(jar)));
+export function clientClasspath(bedClasspath: string, moreJars?: RegExp): string {
+  const wanted = (name: string) => CLIENT_JAR.test(name) || (moreJars?.test(name) ?? false);
+  const jars = bedClasspath.split(path.delimiter).filter((jar) => wanted(path.basename(jar)));
   if (!jars.some((jar) => path.basename(jar).startsWith('kafka-clients-'))) {
     throw new Error(`no kafka-clients jar in the classpath: ${bedClasspath.slice(0, 300)}`);
   }
@@ -82,7 +92,7 @@ const compiled = new Map<string, Promise<CompiledDriver>>();
  * which halves the CPU time of every later JVM start: tests start dozens of them on 2 cores.
  */
 export function compileDriver(bedClasspath: string, program: JavaProgram = DRIVER): Promise<CompiledDriver> {
-  const classpath = clientClasspath(bedClasspath);
+  const classpath = clientClasspath(bedClasspath, program.moreJars);
   const digest = createHash('sha256').update(program.main);
   for (const source of program.sources) digest.update('\0').update(fs.readFileSync(source));
   const hash = digest.update('\0').update(classpath).digest('hex').slice(0, 16);
@@ -283,7 +293,7 @@ export type ProgramRun = (
  */
 export async function programRunner(bedClasspath: string, program: JavaProgram): Promise<ProgramRun> {
   const driver = await compileDriver(bedClasspath, program);
-  const classpath = [driver.jar, clientClasspath(bedClasspath)].join(path.delimiter);
+  const classpath = [driver.jar, clientClasspath(bedClasspath, program.moreJars)].join(path.delimiter);
   return async (target, args, timeoutMs = 60_000) => {
     const argv = [
       ...FAST_JVM_FLAGS,

@@ -55,8 +55,7 @@ public final class Driver {
   private Driver() {}
 
   public static void main(String[] argv) {
-    int status = 0;
-    try {
+    runCommand(() -> {
       if (argv.length == 0) throw new IllegalArgumentException("missing command");
       String command = argv[0];
       int rest = 1;
@@ -79,6 +78,21 @@ public final class Driver {
         case "admin describe-group" -> describeGroup(args);
         default -> throw new IllegalArgumentException("unknown command: " + command);
       }
+    });
+  }
+
+  interface Command {
+    void run() throws Exception;
+  }
+
+  /**
+   * Runs a program's command and exits: 0, or 1 after an `error` line (and the stack trace on
+   * stderr). Every program of the bed ends this way.
+   */
+  static void runCommand(Command command) {
+    int status = 0;
+    try {
+      command.run();
     } catch (Throwable e) {
       emit(new Json().put("type", "error").put("error", e.getClass().getName()).put("message", String.valueOf(e.getMessage())));
       e.printStackTrace(System.err);

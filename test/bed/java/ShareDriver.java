@@ -42,8 +42,7 @@ public final class ShareDriver {
   private ShareDriver() {}
 
   public static void main(String[] argv) {
-    int status = 0;
-    try {
+    Driver.runCommand(() -> {
       if (argv.length == 0) throw new IllegalArgumentException("missing command");
       Driver.Args args = Driver.Args.parse(argv, 1);
       switch (argv[0]) {
@@ -52,13 +51,7 @@ public final class ShareDriver {
         case "warmup" -> warmup();
         default -> throw new IllegalArgumentException("unknown command: " + argv[0]);
       }
-    } catch (Throwable e) {
-      Driver.emit(new Driver.Json().put("type", "error").put("error", e.getClass().getName()).put("message", String.valueOf(e.getMessage())));
-      e.printStackTrace(System.err);
-      status = 1;
-    }
-    System.out.flush();
-    System.exit(status);
+    });
   }
 
   static Properties shareProps(Driver.Args args, String ackMode) {
