@@ -2,6 +2,7 @@
 // of them, and fast-check garbage frames. Everything is deterministic given fast-check's seed.
 import fc from 'fast-check';
 import { encodeRequestFrame } from '../../protocol/frames.js';
+import { ZERO_UUID } from '../../protocol/generated-support.js';
 import { ApiKey, getApiCodec } from '../../protocol/messages/index.js';
 import { defaultApiVersionsRequest } from '../../protocol/messages/api-versions-request.js';
 import { defaultDeleteGroupsRequest } from '../../protocol/messages/delete-groups-request.js';
@@ -29,7 +30,7 @@ function bodyFor(apiKey: number, v: number, topic: string, group: string): unkno
     case ApiKey.Metadata:
       return {
         ...defaultMetadataRequest(),
-        topics: [{ topicId: 'AAAAAAAAAAAAAAAAAAAAAA', name: topic }],
+        topics: [{ topicId: ZERO_UUID, name: topic }],
       };
     case ApiKey.ApiVersions:
       return { ...defaultApiVersionsRequest(), clientSoftwareName: 'fuzz', clientSoftwareVersion: '1.0' };
@@ -111,7 +112,10 @@ function bodyFor(apiKey: number, v: number, topic: string, group: string): unkno
         ...defaultProduceRequest(),
         acks: 1,
         timeoutMs: 5_000,
-        topicData: [{ name: topic, partitionData: [{ index: 0, records: recordBatch('fuzz') }] }],
+        // Produce v13 names the topic by id only: the zero id is answered UNKNOWN_TOPIC_ID.
+        topicData: [
+          { name: topic, topicId: ZERO_UUID, partitionData: [{ index: 0, records: recordBatch('fuzz') }] },
+        ],
       };
     default:
       throw new Error(`no seed body for api ${apiKey}`);
