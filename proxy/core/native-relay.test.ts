@@ -22,6 +22,7 @@ import { produceResponses } from '../../test/harness/produce-responses.js';
 import { answerIds, requestIds } from '../../test/harness/frame-ids.js';
 import { connectWithReusedReads, readSocket, reuseAcceptedReads } from './reused-reads.js';
 import { ZERO_UUID } from '../../protocol/generated-support.js';
+import { loadTestingRelay } from '../../test/harness/native-testing-addon.js';
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
@@ -33,8 +34,8 @@ async function until(cond: () => boolean, what: string, ms = 10_000): Promise<vo
   }
 }
 
-const { binding, why } = loadNativeRelay();
-if (binding === null) throw new Error(`the native relay addon is ${why}: run npm run build`);
+// The test build (with the Produce walks' entry points), or the sanitizer build (KOP_RELAY_ADDON).
+const binding = loadTestingRelay();
 
 const plans = new ApiPlans({ extension: null, streamFetch: true });
 
@@ -164,7 +165,7 @@ async function start(
     maxFrameSize?: number;
   } = {},
 ): Promise<Bed> {
-  const relay = new NativeRelay(binding!, {
+  const relay = new NativeRelay(binding, {
     plans,
     maxFrameSize: opts.maxFrameSize ?? 1 << 24,
     maxInFlight: opts.maxInFlight ?? 100,
@@ -702,9 +703,9 @@ describe("the addon's Produce walks decide as the JavaScript ones", () => {
             },
           ).subarray(4);
           const flexible = flexibleVersions.includes(version);
-          expect(binding!.produceAcks(frame, version, flexible)).toBe(peekProduceAcks(frame));
+          expect(binding.produceAcks(frame, version, flexible)).toBe(peekProduceAcks(frame));
           for (let cut = 8; cut < frame.length; cut += Math.max(1, Math.floor(frame.length / 40))) {
-            const got = binding!.produceAcks(frame.subarray(0, cut), version, flexible);
+            const got = binding.produceAcks(frame.subarray(0, cut), version, flexible);
             let js: number | 'short';
             try {
               js = peekProduceAcks(frame.subarray(0, cut));
@@ -723,18 +724,18 @@ describe("the addon's Produce walks decide as the JavaScript ones", () => {
     fc.assert(
       fc.property(fc.constantFrom(10, 11), produceResponses, fc.nat(), (version, body, cut) => {
         const frame = encodeResponseFrame(ApiKey.Produce, version, 1, body).subarray(4);
-        expect(binding!.produceAnswerUnchanged(frame)).toBe(!produceResponseHasNodeEndpoints(frame, version));
+        expect(binding.produceAnswerUnchanged(frame)).toBe(!produceResponseHasNodeEndpoints(frame, version));
         // Whatever JavaScript refuses, the addon hands to it.
-        expect(binding!.produceAnswerUnchanged(frame.subarray(0, cut % frame.length))).toBe(false);
-        expect(binding!.produceAnswerUnchanged(Buffer.concat([frame, Buffer.from([0])]))).toBe(false);
+        expect(binding.produceAnswerUnchanged(frame.subarray(0, cut % frame.length))).toBe(false);
+        expect(binding.produceAnswerUnchanged(Buffer.concat([frame, Buffer.from([0])]))).toBe(false);
       }),
       { numRuns: 500, seed: 10 },
     );
   });
 
   test('every plan the table gives the addon is one the connection passes on unread', () => {
-    for (let api = 0; api < binding!.maxApi; api++) {
-      for (let v = 0; v < binding!.maxVersion; v++) {
+    for (let api = 0; api < binding.maxApi; api++) {
+      for (let v = 0; v < binding.maxVersion; v++) {
         const plan = plans.of(api, v);
         const bits = nativePlan(plan, api, v);
         if (bits === 0) continue;
@@ -746,5 +747,51 @@ describe("the addon's Produce walks decide as the JavaScript ones", () => {
     expect(nativePlan(plans.of(ApiKey.Produce, 9), ApiKey.Produce, 9)).toBe(1 | 4 | 8);
     expect(nativePlan(plans.of(ApiKey.Produce, 10), ApiKey.Produce, 10)).toBe(2 | 4 | 8);
     expect(nativePlan(plans.of(ApiKey.Produce, 8), ApiKey.Produce, 8)).toBe(1 | 4);
+  });
+});
+
+describe('the boundary', () => {
+  test('an object the addon did not make, or made as the other kind, is refused, not used', async () => {
+    const relay = new NativeRelay(binding, {
+      plans,
+      maxFrameSize: 1 << 20,
+      maxInFlight: 10,
+      observer: noopObserver,
+    });
+    const context = (relay as unknown as { context: object }).context;
+    const notOurs = [{}, Buffer.alloc(64), new Float64Array(8)];
+    for (const wrong of notOurs) {
+      expect(() => binding.attach(wrong, 1, 0, 1, new Float64Array(0))).toThrow(TypeError);
+      expect(() => binding.handBack(wrong)).toThrow(TypeError);
+      expect(() => binding.close(wrong)).toThrow(TypeError);
+      expect(() => binding.status(wrong)).toThrow(TypeError);
+      expect(() => binding.dispose(wrong)).toThrow(TypeError);
+    }
+    // A context where a pair belongs.
+    expect(() => binding.status(context)).toThrow(/native relay pair expected/);
+    expect(() => binding.handBack(context)).toThrow(TypeError);
+    relay.stop();
+    // Disposed: it takes no more pairs (their ends could not be reported).
+    expect(() => binding.attach(context, 1, 0, 1, new Float64Array(0))).toThrow(/disposed/);
+  });
+
+  test('the production build has no test-only entry points', () => {
+    const { binding: production, why } = loadNativeRelay();
+    if (production === null) throw new Error(`the native relay addon is ${why}: run npm run build`);
+    expect(Object.getOwnPropertyNames(production).sort()).toEqual([
+      'attach',
+      'close',
+      'createContext',
+      'dispose',
+      'handBack',
+      'maxApi',
+      'maxVersion',
+      'statsHeader',
+      'statsSamples',
+      'status',
+    ]);
+    expect(Object.getOwnPropertyNames(binding)).toEqual(
+      expect.arrayContaining(['produceAcks', 'produceAnswerUnchanged']),
+    );
   });
 });
