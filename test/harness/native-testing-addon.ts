@@ -1,6 +1,6 @@
 // The test build of the native relay addon (scripts/build-native.mjs --testing): the production
 // addon plus the entry points only the tests use, which `npm run build` leaves out. It is built
-// here when missing or older than relay.c, so a test always runs the source it sits beside.
+// here when missing or older than its sources, so a test always runs the source it sits beside.
 // KOP_RELAY_ADDON names another build to load instead (the sanitizer build, scripts/native-asan.mjs).
 import { execFileSync } from 'node:child_process';
 import { existsSync, statSync } from 'node:fs';
@@ -21,8 +21,9 @@ export function loadTestingRelay(): RelayTestingBinding {
   const chosen = process.env['KOP_RELAY_ADDON'];
   const file = chosen ?? path.join(repo, 'build/native/testing/kop-relay.node');
   if (chosen === undefined) {
-    const source = path.join(repo, 'proxy/core/native/relay.c');
-    if (!existsSync(file) || statSync(file).mtimeMs < statSync(source).mtimeMs) {
+    const sources = ['relay.c', 'frames.h'].map((f) => path.join(repo, 'proxy/core/native', f));
+    const newest = Math.max(...sources.map((f) => statSync(f).mtimeMs));
+    if (!existsSync(file) || statSync(file).mtimeMs < newest) {
       execFileSync(
         process.execPath,
         [path.join(repo, 'scripts/build-native.mjs'), '--testing', '--require'],
