@@ -4,6 +4,7 @@
 // back at a frame boundary with nothing lost or repeated; backpressure holds both ways; the
 // addon's Produce walks decide as the JavaScript ones do. The addon must be built (npm run build).
 import net from 'node:net';
+import { Worker } from 'node:worker_threads';
 import fc from 'fast-check';
 import { afterEach, describe, expect, test } from 'vitest';
 import { encodeRequestFrame, encodeResponseFrame, peekProduceAcks } from '../../protocol/frames.js';
@@ -22,7 +23,7 @@ import { produceResponses } from '../../test/harness/produce-responses.js';
 import { answerIds, requestIds } from '../../test/harness/frame-ids.js';
 import { connectWithReusedReads, readSocket, reuseAcceptedReads } from './reused-reads.js';
 import { ZERO_UUID } from '../../protocol/generated-support.js';
-import { loadTestingRelay } from '../../test/harness/native-testing-addon.js';
+import { loadTestingRelay, testingRelayFile } from '../../test/harness/native-testing-addon.js';
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
@@ -775,6 +776,49 @@ describe('the boundary', () => {
     expect(() => binding.attach(context, 1, 0, 1, new Float64Array(0))).toThrow(/disposed/);
   });
 
+  test('a handback the addon cannot build ends the pair, reported once; JavaScript closes it', async () => {
+    bed = await start();
+    binding.failNextHandback((bed.relay as unknown as { context: object }).context);
+    bed.client.write(opaque(1, 10));
+    await until(() => bed!.brokerGot().length === opaque(1, 10).length, 'the request at the broker');
+    bed.pair().handBack();
+    await until(() => bed!.ends.length === 1, 'the end');
+    expect(bed.ends[0]!.end).toBe('native relay failed');
+    expect(bed.handbacks).toEqual([]);
+    await sleep(50);
+    expect(bed.ends).toHaveLength(1);
+  });
+
+  test('an environment torn down with a pair relaying: its handles are closed, nothing crashes', async () => {
+    // A worker thread attaches a pair and is terminated: Node closes its loop, which must have no
+    // handle of the addon left open (without the cleanup hook this is a segmentation fault).
+    const code = `
+      const { workerData, parentPort } = require('node:worker_threads');
+      const net = require('node:net');
+      const b = require(workerData.addon);
+      const stats = new Float64Array(b.statsHeader + 3 * b.statsSamples);
+      const none = () => undefined;
+      const ctx = b.createContext(new Uint8Array(b.maxApi * b.maxVersion), 1 << 20, 10,
+        performance.now(), none, none, none, stats, 65536);
+      let client;
+      const server = net.createServer({ pauseOnConnect: true }, (accepted) => {
+        globalThis.kept = [b.attach(ctx, 1, accepted._handle.fd, client._handle.fd, new Float64Array(0)), accepted];
+        parentPort.postMessage('attached');
+      });
+      server.listen(0, '127.0.0.1', () => {
+        client = net.connect(server.address().port, '127.0.0.1');
+        client.pause();
+      });`;
+    const worker = new Worker(code, { eval: true, workerData: { addon: testingRelayFile() } });
+    const exited = new Promise<number>((resolve) => worker.once('exit', resolve));
+    await new Promise<void>((resolve, reject) => {
+      worker.once('message', () => resolve());
+      worker.once('error', reject);
+    });
+    await worker.terminate();
+    expect(await exited).toBe(1); // terminated, not crashed (this process would be gone)
+  });
+
   test('the production build has no test-only entry points', () => {
     const { binding: production, why } = loadNativeRelay();
     if (production === null) throw new Error(`the native relay addon is ${why}: run npm run build`);
@@ -791,7 +835,7 @@ describe('the boundary', () => {
       'status',
     ]);
     expect(Object.getOwnPropertyNames(binding)).toEqual(
-      expect.arrayContaining(['produceAcks', 'produceAnswerUnchanged']),
+      expect.arrayContaining(['failNextHandback', 'produceAcks', 'produceAnswerUnchanged']),
     );
   });
 });

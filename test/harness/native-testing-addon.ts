@@ -13,13 +13,20 @@ import type { RelayBinding } from '../../proxy/core/native-relay.js';
 export interface RelayTestingBinding extends RelayBinding {
   produceAnswerUnchanged(payload: Buffer): boolean;
   produceAcks(payload: Buffer, apiVersion: number, flexible: boolean): number;
+  /** The context's next handback fails as a Node-API call would (it ends the pair instead). */
+  failNextHandback(context: object): void;
 }
 
 const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 
+/** The file of the test build loadTestingRelay loads (for a worker thread to load it too). */
+export function testingRelayFile(): string {
+  return process.env['KOP_RELAY_ADDON'] ?? path.join(repo, 'build/native/testing/kop-relay.node');
+}
+
 export function loadTestingRelay(): RelayTestingBinding {
   const chosen = process.env['KOP_RELAY_ADDON'];
-  const file = chosen ?? path.join(repo, 'build/native/testing/kop-relay.node');
+  const file = testingRelayFile();
   if (chosen === undefined) {
     const sources = ['relay.c', 'frames.h'].map((f) => path.join(repo, 'proxy/core/native', f));
     const newest = Math.max(...sources.map((f) => statSync(f).mtimeMs));

@@ -80,6 +80,9 @@ typedef struct context {
   /* Registered while the context lives: closes its pairs' handles when the environment goes. */
   napi_async_cleanup_hook_handle cleanup;
   int env_gone; /* the environment is being torn down: no Node-API call any more */
+#ifdef KOP_RELAY_TESTING
+  int fail_next_handback; /* failNextHandback: the next handback fails as a Node-API call would */
+#endif
   /* Where every pair of this context reads: reads are handled one at a time on its loop. */
   uint8_t read_buffer[READ_BYTES];
 } context_t;
@@ -443,6 +446,18 @@ static napi_status pending_array(napi_env env, const pair_t *p, napi_value *out)
   return napi_create_typedarray(env, napi_float64_array, n * 5, ab, 0, out);
 }
 
+/* A Node-API failure injected by the tests (failNextHandback); never in the production build. */
+static int injected_failure(context_t *ctx) {
+#ifdef KOP_RELAY_TESTING
+  if (ctx->fail_next_handback) {
+    ctx->fail_next_handback = 0;
+    return 1;
+  }
+#endif
+  (void)ctx;
+  return 0;
+}
+
 /* Everything is at a boundary and written: JavaScript takes the pair over. */
 static void maybe_handed_back(pair_t *p) {
   if (p->state != HANDING_BACK) return;
@@ -462,7 +477,7 @@ static void maybe_handed_back(pair_t *p) {
   }
   napi_value argv[4];
   /* Without any of these the pair cannot go back whole: it ends instead (CLOSED_NATIVE_FAILED). */
-  if (napi_create_int32(env, p->id, &argv[0]) != napi_ok ||
+  if (injected_failure(ctx) || napi_create_int32(env, p->id, &argv[0]) != napi_ok ||
       buffer_or_undefined(env, p->client.left, p->client.left_len, &argv[1]) != napi_ok ||
       buffer_or_undefined(env, p->broker.left, p->broker.left_len, &argv[2]) != napi_ok ||
       pending_array(env, p, &argv[3]) != napi_ok) {
@@ -1150,7 +1165,8 @@ static napi_value status(napi_env env, napi_callback_info info) {
  * Only in the test build (scripts/build-native.mjs --testing, -DKOP_RELAY_TESTING), for the tests
  * that hold these against the JavaScript walkers (produce-endpoints.ts, frames.ts
  * peekProduceAcks): produceAnswerUnchanged(payload) -> boolean,
- * produceAcks(payload, version, flexible) -> acks, -2 (more bytes needed) or -3 (unreadable).
+ * produceAcks(payload, version, flexible) -> acks, -2 (more bytes needed) or -3 (unreadable);
+ * and failNextHandback, for the path a Node-API failure takes.
  */
 static napi_value test_produce_answer_unchanged(napi_env env, napi_callback_info info) {
   size_t argc = 1;
@@ -1178,6 +1194,16 @@ static napi_value test_produce_acks(napi_env env, napi_callback_info info) {
   CHECK(napi_create_int32(env, produce_acks(data, len, (int16_t)version, flexible), &out));
   return out;
 }
+
+/* failNextHandback(context): the next handback of the context fails as a Node-API call would. */
+static napi_value test_fail_next_handback(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1];
+  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  context_t *ctx = argc < 1 ? NULL : tagged(env, argv[0], &CONTEXT_TAG, "a native relay context expected");
+  if (ctx != NULL) ctx->fail_next_handback = 1;
+  return NULL;
+}
 #endif
 
 /* The module's exports; a failure here fails the require() with the exception thrown. */
@@ -1192,6 +1218,7 @@ static napi_value init(napi_env env, napi_value exports) {
 #ifdef KOP_RELAY_TESTING
       {"produceAnswerUnchanged", NULL, test_produce_answer_unchanged, NULL, NULL, NULL, napi_default, NULL},
       {"produceAcks", NULL, test_produce_acks, NULL, NULL, NULL, napi_default, NULL},
+      {"failNextHandback", NULL, test_fail_next_handback, NULL, NULL, NULL, napi_default, NULL},
 #endif
   };
   CHECK(napi_define_properties(env, exports, sizeof props / sizeof props[0], props));
