@@ -5,16 +5,35 @@
 // the proxy then relays in JavaScript alone (--native-relay auto), unless --require is given
 // (CI), which makes it exit 1.
 //
-//   node scripts/build-native.mjs [--require]
+//   node scripts/build-native.mjs [--require] [--testing] [--sanitize]
+//
+// --testing builds the test build instead, build/native/testing/kop-relay.node: the same addon with
+// the entry points only the tests use (-DKOP_RELAY_TESTING), which the production build leaves out.
+// --sanitize (with --testing) builds it with AddressSanitizer and UndefinedBehaviorSanitizer into
+// build/native/asan/kop-relay.node (scripts/native-asan.mjs runs the tests against it).
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync, renameSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const source = path.join(repo, 'proxy/core/native/relay.c');
-const out = path.join(repo, 'dist/native/kop-relay.node');
 const required = process.argv.includes('--require');
+const testing = process.argv.includes('--testing') || process.argv.includes('--sanitize');
+const sanitize = process.argv.includes('--sanitize');
+const out = sanitize
+  ? path.join(repo, 'build/native/asan/kop-relay.node')
+  : testing
+    ? path.join(repo, 'build/native/testing/kop-relay.node')
+    : path.join(repo, 'dist/native/kop-relay.node');
+
+/** AddressSanitizer and UndefinedBehaviorSanitizer, any undefined behaviour fatal. */
+const SANITIZE_FLAGS = [
+  '-fsanitize=address,undefined',
+  '-fno-sanitize-recover=undefined',
+  '-fno-omit-frame-pointer',
+  '-g',
+];
 
 /** Where this Node's headers are: beside its binary (official builds, Debian's and NodeSource's packages). */
 function nodeIncludeDir() {
@@ -38,11 +57,15 @@ const include = nodeIncludeDir();
 if (include === undefined) fail(`no Node headers (node_api.h, uv.h) beside ${process.execPath}`);
 const cc = process.env.CC || 'cc';
 mkdirSync(path.dirname(out), { recursive: true });
+// Written beside and renamed: test files that build it at once each see a whole file.
+const partial = `${out}.${process.pid}.tmp`;
 try {
   execFileSync(
     cc,
     [
-      '-O2',
+      sanitize ? '-O1' : '-O2',
+      ...(sanitize ? SANITIZE_FLAGS : []),
+      ...(testing ? ['-DKOP_RELAY_TESTING'] : []),
       '-std=c11',
       '-D_GNU_SOURCE',
       '-Wall',
@@ -53,11 +76,12 @@ try {
       '-fvisibility=hidden',
       `-I${include}`,
       '-o',
-      out,
+      partial,
       source,
     ],
     { stdio: ['ignore', 'inherit', 'inherit'] },
   );
+  renameSync(partial, out);
 } catch (err) {
   const { code, status } = /** @type {{ code?: string, status?: number }} */ (err);
   fail(`${cc} failed (${code ?? `exit code ${status}`})`);

@@ -22,6 +22,7 @@ describe('closeLogLevel', () => {
       'bad response from broker',
       'response handling failed',
       'extension failed',
+      'native relay failed',
     ];
     for (const reason of debug) expect(closeLogLevel(reason), reason).toBe('debug');
     for (const reason of warn) expect(closeLogLevel(reason), reason).toBe('warn');

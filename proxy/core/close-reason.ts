@@ -22,6 +22,8 @@ export type CloseReason =
   | 'request handling failed'
   | 'bad response from broker'
   | 'response handling failed'
+  // The native relay could not hand the pair back whole (native-relay.ts).
+  | 'native relay failed'
   | 'extension failed';
 
 /** A broker connection's end, as BrokerLink reports it. */
@@ -46,6 +48,7 @@ const LOG_LEVEL: Readonly<Record<CloseReason, 'debug' | 'warn'>> = {
   'request handling failed': 'warn',
   'bad response from broker': 'warn',
   'response handling failed': 'warn',
+  'native relay failed': 'warn',
   'extension failed': 'warn',
 };
 

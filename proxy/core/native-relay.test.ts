@@ -4,6 +4,7 @@
 // back at a frame boundary with nothing lost or repeated; backpressure holds both ways; the
 // addon's Produce walks decide as the JavaScript ones do. The addon must be built (npm run build).
 import net from 'node:net';
+import { Worker } from 'node:worker_threads';
 import fc from 'fast-check';
 import { afterEach, describe, expect, test } from 'vitest';
 import { encodeRequestFrame, encodeResponseFrame, peekProduceAcks } from '../../protocol/frames.js';
@@ -22,6 +23,7 @@ import { produceResponses } from '../../test/harness/produce-responses.js';
 import { answerIds, requestIds } from '../../test/harness/frame-ids.js';
 import { connectWithReusedReads, readSocket, reuseAcceptedReads } from './reused-reads.js';
 import { ZERO_UUID } from '../../protocol/generated-support.js';
+import { loadTestingRelay, testingRelayFile } from '../../test/harness/native-testing-addon.js';
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
@@ -33,8 +35,8 @@ async function until(cond: () => boolean, what: string, ms = 10_000): Promise<vo
   }
 }
 
-const { binding, why } = loadNativeRelay();
-if (binding === null) throw new Error(`the native relay addon is ${why}: run npm run build`);
+// The test build (with the Produce walks' entry points), or the sanitizer build (KOP_RELAY_ADDON).
+const binding = loadTestingRelay();
 
 const plans = new ApiPlans({ extension: null, streamFetch: true });
 
@@ -164,7 +166,7 @@ async function start(
     maxFrameSize?: number;
   } = {},
 ): Promise<Bed> {
-  const relay = new NativeRelay(binding!, {
+  const relay = new NativeRelay(binding, {
     plans,
     maxFrameSize: opts.maxFrameSize ?? 1 << 24,
     maxInFlight: opts.maxInFlight ?? 100,
@@ -702,9 +704,9 @@ describe("the addon's Produce walks decide as the JavaScript ones", () => {
             },
           ).subarray(4);
           const flexible = flexibleVersions.includes(version);
-          expect(binding!.produceAcks(frame, version, flexible)).toBe(peekProduceAcks(frame));
+          expect(binding.produceAcks(frame, version, flexible)).toBe(peekProduceAcks(frame));
           for (let cut = 8; cut < frame.length; cut += Math.max(1, Math.floor(frame.length / 40))) {
-            const got = binding!.produceAcks(frame.subarray(0, cut), version, flexible);
+            const got = binding.produceAcks(frame.subarray(0, cut), version, flexible);
             let js: number | 'short';
             try {
               js = peekProduceAcks(frame.subarray(0, cut));
@@ -723,18 +725,18 @@ describe("the addon's Produce walks decide as the JavaScript ones", () => {
     fc.assert(
       fc.property(fc.constantFrom(10, 11), produceResponses, fc.nat(), (version, body, cut) => {
         const frame = encodeResponseFrame(ApiKey.Produce, version, 1, body).subarray(4);
-        expect(binding!.produceAnswerUnchanged(frame)).toBe(!produceResponseHasNodeEndpoints(frame, version));
+        expect(binding.produceAnswerUnchanged(frame)).toBe(!produceResponseHasNodeEndpoints(frame, version));
         // Whatever JavaScript refuses, the addon hands to it.
-        expect(binding!.produceAnswerUnchanged(frame.subarray(0, cut % frame.length))).toBe(false);
-        expect(binding!.produceAnswerUnchanged(Buffer.concat([frame, Buffer.from([0])]))).toBe(false);
+        expect(binding.produceAnswerUnchanged(frame.subarray(0, cut % frame.length))).toBe(false);
+        expect(binding.produceAnswerUnchanged(Buffer.concat([frame, Buffer.from([0])]))).toBe(false);
       }),
       { numRuns: 500, seed: 10 },
     );
   });
 
   test('every plan the table gives the addon is one the connection passes on unread', () => {
-    for (let api = 0; api < binding!.maxApi; api++) {
-      for (let v = 0; v < binding!.maxVersion; v++) {
+    for (let api = 0; api < binding.maxApi; api++) {
+      for (let v = 0; v < binding.maxVersion; v++) {
         const plan = plans.of(api, v);
         const bits = nativePlan(plan, api, v);
         if (bits === 0) continue;
@@ -746,5 +748,94 @@ describe("the addon's Produce walks decide as the JavaScript ones", () => {
     expect(nativePlan(plans.of(ApiKey.Produce, 9), ApiKey.Produce, 9)).toBe(1 | 4 | 8);
     expect(nativePlan(plans.of(ApiKey.Produce, 10), ApiKey.Produce, 10)).toBe(2 | 4 | 8);
     expect(nativePlan(plans.of(ApiKey.Produce, 8), ApiKey.Produce, 8)).toBe(1 | 4);
+  });
+});
+
+describe('the boundary', () => {
+  test('an object the addon did not make, or made as the other kind, is refused, not used', async () => {
+    const relay = new NativeRelay(binding, {
+      plans,
+      maxFrameSize: 1 << 20,
+      maxInFlight: 10,
+      observer: noopObserver,
+    });
+    const context = (relay as unknown as { context: object }).context;
+    const notOurs = [{}, Buffer.alloc(64), new Float64Array(8)];
+    for (const wrong of notOurs) {
+      expect(() => binding.attach(wrong, 1, 0, 1, new Float64Array(0))).toThrow(TypeError);
+      expect(() => binding.handBack(wrong)).toThrow(TypeError);
+      expect(() => binding.close(wrong)).toThrow(TypeError);
+      expect(() => binding.status(wrong)).toThrow(TypeError);
+      expect(() => binding.dispose(wrong)).toThrow(TypeError);
+    }
+    // A context where a pair belongs.
+    expect(() => binding.status(context)).toThrow(/native relay pair expected/);
+    expect(() => binding.handBack(context)).toThrow(TypeError);
+    relay.stop();
+    // Disposed: it takes no more pairs (their ends could not be reported).
+    expect(() => binding.attach(context, 1, 0, 1, new Float64Array(0))).toThrow(/disposed/);
+  });
+
+  test('a handback the addon cannot build ends the pair, reported once; JavaScript closes it', async () => {
+    bed = await start();
+    binding.failNextHandback((bed.relay as unknown as { context: object }).context);
+    bed.client.write(opaque(1, 10));
+    await until(() => bed!.brokerGot().length === opaque(1, 10).length, 'the request at the broker');
+    bed.pair().handBack();
+    await until(() => bed!.ends.length === 1, 'the end');
+    expect(bed.ends[0]!.end).toBe('native relay failed');
+    expect(bed.handbacks).toEqual([]);
+    await sleep(50);
+    expect(bed.ends).toHaveLength(1);
+  });
+
+  test('an environment torn down with a pair relaying: its handles are closed, nothing crashes', async () => {
+    // A worker thread attaches a pair and is terminated: Node closes its loop, which must have no
+    // handle of the addon left open (without the cleanup hook this is a segmentation fault).
+    const code = `
+      const { workerData, parentPort } = require('node:worker_threads');
+      const net = require('node:net');
+      const b = require(workerData.addon);
+      const stats = new Float64Array(b.statsHeader + 3 * b.statsSamples);
+      const none = () => undefined;
+      const ctx = b.createContext(new Uint8Array(b.maxApi * b.maxVersion), 1 << 20, 10,
+        performance.now(), none, none, none, stats, 65536);
+      let client;
+      const server = net.createServer({ pauseOnConnect: true }, (accepted) => {
+        globalThis.kept = [b.attach(ctx, 1, accepted._handle.fd, client._handle.fd, new Float64Array(0)), accepted];
+        parentPort.postMessage('attached');
+      });
+      server.listen(0, '127.0.0.1', () => {
+        client = net.connect(server.address().port, '127.0.0.1');
+        client.pause();
+      });`;
+    const worker = new Worker(code, { eval: true, workerData: { addon: testingRelayFile() } });
+    const exited = new Promise<number>((resolve) => worker.once('exit', resolve));
+    await new Promise<void>((resolve, reject) => {
+      worker.once('message', () => resolve());
+      worker.once('error', reject);
+    });
+    await worker.terminate();
+    expect(await exited).toBe(1); // terminated, not crashed (this process would be gone)
+  });
+
+  test('the production build has no test-only entry points', () => {
+    const { binding: production, why } = loadNativeRelay();
+    if (production === null) throw new Error(`the native relay addon is ${why}: run npm run build`);
+    expect(Object.getOwnPropertyNames(production).sort()).toEqual([
+      'attach',
+      'close',
+      'createContext',
+      'dispose',
+      'handBack',
+      'maxApi',
+      'maxVersion',
+      'statsHeader',
+      'statsSamples',
+      'status',
+    ]);
+    expect(Object.getOwnPropertyNames(binding)).toEqual(
+      expect.arrayContaining(['failNextHandback', 'produceAcks', 'produceAnswerUnchanged']),
+    );
   });
 });

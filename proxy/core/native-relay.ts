@@ -51,9 +51,6 @@ export interface RelayBinding {
   close(pair: object): void;
   dispose(context: object): void;
   status(pair: object): [idleMs: number, awaiting: number, unsentToClient: number];
-  /** For the tests: the addon's Produce walks (native/relay.c). */
-  produceAnswerUnchanged(payload: Buffer): boolean;
-  produceAcks(payload: Buffer, apiVersion: number, flexible: boolean): number;
 }
 
 /** Plan bits, as native/relay.c reads them. */
@@ -62,9 +59,20 @@ const PLAN_WALK = 2;
 const PLAN_ACKS = 4;
 const PLAN_FLEXIBLE = 8;
 
-/** What the native path reports when it stops on its own (native/relay.c). */
-export type NativeEnd = 'client ended' | 'client error' | 'broker ended' | 'broker error';
-const ENDS: readonly NativeEnd[] = ['client ended', 'client error', 'broker ended', 'broker error'];
+/**
+ * What the native path reports when it stops on its own (native/relay.c, CLOSED_*, in order).
+ * 'native relay failed': a Node-API call failed where the pair was to be handed back, so it could
+ * not go back whole; the connection closes.
+ */
+export type NativeEnd =
+  'client ended' | 'client error' | 'broker ended' | 'broker error' | 'native relay failed';
+const ENDS: readonly NativeEnd[] = [
+  'client ended',
+  'client error',
+  'broker ended',
+  'broker error',
+  'native relay failed',
+];
 
 /** A request handed over or back, awaiting the broker's answer. */
 export interface NativePending {

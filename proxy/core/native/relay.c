@@ -37,28 +37,20 @@
 #include <string.h>
 #include <unistd.h>
 
-/* ---- plan table (built by JavaScript, see native-relay.ts) --------------------------------- */
+#include "frames.h"
 
-#define MAX_API 128
-#define MAX_VERSION 32
-/* Low two bits: who handles the frame. */
-#define PLAN_JS 0        /* JavaScript reads it: hand the pair back */
-#define PLAN_AS_IS 1     /* relayed, its answer as the broker wrote it */
-#define PLAN_WALK 2      /* relayed, its answer walked for Produce NodeEndpoints */
-#define PLAN_KIND 3
-#define PLAN_ACKS 4      /* Produce: acks=0 gets no answer */
-#define PLAN_FLEXIBLE 8  /* request header v2 (tagged fields after the client id) */
-
-/* Bytes of a request frame's start the relay looks at to classify it (header and Produce acks). */
-#define HEAD_MAX 512
 /* One read; a read buffer shared by every pair (reads are handled one at a time). */
 #define READ_BYTES (256 * 1024)
 /* Samples of answered requests kept for JavaScript's metrics before it is asked to take them. */
 #define STATS_SAMPLES 4096
 #define STATS_HEADER 8
 
-/* Reason codes reported to JavaScript when the relay stops on its own. */
-enum { CLOSED_CLIENT_ENDED = 1, CLOSED_CLIENT_ERROR, CLOSED_BROKER_ENDED, CLOSED_BROKER_ERROR };
+/*
+ * Reason codes reported to JavaScript when the relay stops on its own (native-relay.ts ENDS).
+ * CLOSED_NATIVE_FAILED: a Node-API call failed in a libuv callback (no memory for the handback's
+ * buffers, say): the pair cannot be handed back whole, so it ends and JavaScript closes it.
+ */
+enum { CLOSED_CLIENT_ENDED = 1, CLOSED_CLIENT_ERROR, CLOSED_BROKER_ENDED, CLOSED_BROKER_ERROR, CLOSED_NATIVE_FAILED };
 
 typedef struct context {
   napi_env env;
@@ -82,17 +74,18 @@ typedef struct context {
   int pairs; /* pairs not yet freed; the context outlives them */
   int released;
   int disposed; /* the callbacks are let go (dispose): nothing is reported any more */
+  /* Every pair not yet freed (a list through pair_t.next), for the environment's teardown. */
+  struct pair *first;
+  int open_handles; /* uv handles of its pairs not closed yet */
+  /* Registered while the context lives: closes its pairs' handles when the environment goes. */
+  napi_async_cleanup_hook_handle cleanup;
+  int env_gone; /* the environment is being torn down: no Node-API call any more */
+#ifdef KOP_RELAY_TESTING
+  int fail_next_handback; /* failNextHandback: the next handback fails as a Node-API call would */
+#endif
   /* Where every pair of this context reads: reads are handled one at a time on its loop. */
   uint8_t read_buffer[READ_BYTES];
 } context_t;
-
-typedef struct pending {
-  int32_t correlation_id;
-  int16_t api_key;
-  int16_t api_version;
-  uint8_t plan;
-  double started_ms;
-} pending_t;
 
 struct pair;
 
@@ -116,6 +109,7 @@ enum { ENGAGED, HANDING_BACK, DONE };
 typedef struct pair {
   side_t client, broker;
   context_t *ctx;
+  struct pair *prev, *next; /* in ctx->first */
   int32_t id;
   int state;
   /* Handles not closed yet, plus one while JavaScript holds the pair. */
@@ -142,138 +136,12 @@ typedef struct pair {
 
 static double now_ms(const context_t *ctx) { return (double)uv_hrtime() / 1e6 + ctx->clock_offset_ms; }
 
-static int32_t be32(const uint8_t *p) {
-  return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3]);
-}
-static int16_t be16(const uint8_t *p) { return (int16_t)(((uint16_t)p[0] << 8) | p[1]); }
-
 static void context_unref(context_t *ctx);
 static void pair_unref(pair_t *p);
 static void update_reading(pair_t *p);
 static void maybe_handed_back(pair_t *p);
 static void start_handback(pair_t *p);
 static void stop_with(pair_t *p, int reason, int uv_err);
-
-/* ---- byte parsing with bounds (every length checked against the bytes there are) ----------- */
-
-typedef struct {
-  const uint8_t *p;
-  size_t len, off;
-  int short_; /* ran past the end: more bytes needed */
-  int bad;    /* malformed whatever follows */
-} cursor_t;
-
-static int need(cursor_t *c, size_t n) {
-  if (c->short_ || c->bad) return 0;
-  if (c->len - c->off < n) {
-    c->short_ = 1;
-    return 0;
-  }
-  return 1;
-}
-static void skip(cursor_t *c, uint64_t n) {
-  if (c->short_ || c->bad) return;
-  if (n > c->len - c->off) {
-    c->short_ = 1;
-    return;
-  }
-  c->off += (size_t)n;
-}
-static int16_t read16(cursor_t *c) {
-  if (!need(c, 2)) return 0;
-  int16_t v = be16(c->p + c->off);
-  c->off += 2;
-  return v;
-}
-static uint64_t uvarint(cursor_t *c) {
-  uint64_t v = 0;
-  for (int shift = 0; shift <= 28; shift += 7) {
-    if (!need(c, 1)) return 0;
-    uint8_t b = c->p[c->off++];
-    v |= (uint64_t)(b & 0x7f) << shift;
-    if (!(b & 0x80)) return v;
-  }
-  c->bad = 1; /* longer than an int32's varint */
-  return 0;
-}
-static void skip_tagged_fields(cursor_t *c) {
-  uint64_t n = uvarint(c);
-  for (uint64_t i = 0; i < n && !c->short_ && !c->bad; i++) {
-    uvarint(c);
-    skip(c, uvarint(c));
-  }
-}
-static void skip_compact_string(cursor_t *c) {
-  uint64_t n = uvarint(c);
-  if (n > 0) skip(c, n - 1);
-}
-
-/*
- * A Produce request's acks, from its payload's first `len` bytes (after the size prefix): >= -1,
- * or -2 when more bytes are needed, -3 when the bytes are not a Produce request this can read.
- * Produce v3+ has a transactional id before acks; v9+ is flexible (compact strings, tagged header).
- */
-static int produce_acks(const uint8_t *payload, size_t len, int16_t version, int flexible) {
-  cursor_t c = {payload, len, 8, 0, 0};
-  int16_t id_len = read16(&c); /* client id: int16-length nullable string in every header */
-  if (id_len < -1) return -3;
-  if (id_len > 0) skip(&c, (uint64_t)id_len);
-  if (flexible) skip_tagged_fields(&c);
-  if (version >= 3) {
-    if (flexible) {
-      skip_compact_string(&c);
-    } else {
-      int16_t n = read16(&c);
-      if (n < -1) return -3;
-      if (n > 0) skip(&c, (uint64_t)n);
-    }
-  }
-  int16_t acks = read16(&c);
-  if (c.bad) return -3;
-  if (c.short_) return -2;
-  return acks;
-}
-
-/*
- * Whether a Produce v10+ answer (payload after the size prefix) may go to the client as written:
- * 1 when it has no NodeEndpoints (tag 0 of the top-level tagged fields), 0 when it has them or
- * its bytes are not what the walk expects (JavaScript then decodes it, and refuses it if need be).
- * The same walk as proxy/core/produce-endpoints.ts.
- */
-static int produce_answer_unchanged(const uint8_t *payload, size_t len) {
-  cursor_t c = {payload, len, 4, 0, 0}; /* correlation id */
-  if (len < 4) return 0;
-  skip_tagged_fields(&c); /* response header v1 */
-  uint64_t topics = uvarint(&c);
-  if (topics > 0) topics--;
-  for (uint64_t t = 0; t < topics && !c.short_ && !c.bad; t++) {
-    skip_compact_string(&c);
-    uint64_t partitions = uvarint(&c);
-    if (partitions > 0) partitions--;
-    for (uint64_t i = 0; i < partitions && !c.short_ && !c.bad; i++) {
-      skip(&c, 4 + 2 + 8 + 8 + 8);
-      uint64_t errors = uvarint(&c);
-      if (errors > 0) errors--;
-      for (uint64_t e = 0; e < errors && !c.short_ && !c.bad; e++) {
-        skip(&c, 4);
-        skip_compact_string(&c);
-        skip_tagged_fields(&c);
-      }
-      skip_compact_string(&c);
-      skip_tagged_fields(&c);
-    }
-    skip_tagged_fields(&c);
-  }
-  skip(&c, 4); /* throttle_time_ms */
-  uint64_t tags = uvarint(&c);
-  int found = 0;
-  for (uint64_t i = 0; i < tags && !c.short_ && !c.bad; i++) {
-    if (uvarint(&c) == 0) found = 1;
-    skip(&c, uvarint(&c));
-  }
-  if (c.short_ || c.bad || c.off != len) return 0;
-  return !found;
-}
 
 /* ---- the queue of requests awaiting answers -------------------------------------------------- */
 
@@ -302,21 +170,46 @@ static void pend_pop(pair_t *p) {
 
 /* ---- statistics for JavaScript's metrics ------------------------------------------------------ */
 
-static void call_js(context_t *ctx, napi_ref fn_ref, size_t argc, napi_value *argv) {
+/*
+ * A JavaScript callback threw: the exception goes to process 'uncaughtException', as one thrown by
+ * any I/O callback would (nothing here can handle it). Nothing more can be done if that fails.
+ */
+static void rethrow_pending(napi_env env) {
+  bool pending = false;
+  napi_value err;
+  if (napi_is_exception_pending(env, &pending) == napi_ok && pending &&
+      napi_get_and_clear_last_exception(env, &err) == napi_ok)
+    (void)napi_fatal_exception(env, err);
+}
+
+/*
+ * THE RULE FOR CALLING JAVASCRIPT. This file calls JavaScript from libuv callbacks, often in the
+ * middle of a read (client_read, broker_read) whose loop goes on with the pair afterwards. What
+ * JavaScript runs then (the callback, and through node::MakeCallback every tick and microtask
+ * queued before it) may call handBack, close or status on any pair, dispose the context, or
+ * attach new pairs. So:
+ *   - A callback scope (JS_CALLBACK: ticks and microtasks run after it, as after any I/O callback)
+ *     is entered only for a pair already DONE, its sides closing: whatever JavaScript does to it
+ *     then is a no-op, and the pair's memory is held until its handles are closed, which happens
+ *     on a later turn of the loop, after the read that called returns. The read's loop checks
+ *     the pair's state, or returns, after every step that may have stopped it.
+ *   - A pair still relaying calls JavaScript only as a plain call (JS_PLAIN: the statistics are
+ *     taken, answered()): no tick or microtask runs in it, and the callback (flushStats) reads the
+ *     statistics array and touches no pair.
+ *   - Nothing is called once the context is disposed or the environment is being torn down.
+ * call_js is the only place that calls JavaScript; it refuses anything else.
+ */
+enum js_call { JS_PLAIN, JS_CALLBACK };
+
+static void call_js(context_t *ctx, const pair_t *p, enum js_call how, napi_ref fn_ref, size_t argc, napi_value *argv) {
   napi_env env = ctx->env;
   napi_value fn, global, result;
+  if (how == JS_CALLBACK && (p == NULL || p->state != DONE)) abort(); /* a bug here, not a runtime condition */
   if (ctx->disposed || napi_get_reference_value(env, fn_ref, &fn) != napi_ok || fn == NULL) return;
-  napi_get_global(env, &global);
-  /* Through node::MakeCallback: microtasks and ticks run after it, as after any I/O callback. */
-  if (napi_make_callback(env, ctx->async, global, fn, argc, argv, &result) != napi_ok) {
-    bool pending = false;
-    napi_is_exception_pending(env, &pending);
-    if (pending) {
-      napi_value err;
-      napi_get_and_clear_last_exception(env, &err);
-      napi_fatal_exception(env, err);
-    }
-  }
+  if (napi_get_global(env, &global) != napi_ok) return;
+  napi_status st = how == JS_CALLBACK ? napi_make_callback(env, ctx->async, global, fn, argc, argv, &result)
+                                      : napi_call_function(env, global, fn, argc, argv, &result);
+  if (st != napi_ok) rethrow_pending(env);
 }
 
 static void count_bytes(context_t *ctx, int slot, double n) {
@@ -329,24 +222,12 @@ static void answered(pair_t *p, const pending_t *e) {
   double *s = ctx->stats;
   size_t i = (size_t)s[0];
   if (i >= STATS_SAMPLES) {
-    /*
-     * A plain call, not a callback scope: no microtask may run in the middle of a read, where
-     * it could close this pair under the loop that is relaying it.
-     */
+    /* The pair is relaying, mid-read: a plain call (see call_js). */
     napi_env env = ctx->env;
     napi_handle_scope scope;
-    napi_value fn, global, result;
-    napi_open_handle_scope(env, &scope);
-    if (napi_get_reference_value(env, ctx->on_stats, &fn) == napi_ok && fn != NULL) {
-      napi_get_global(env, &global);
-      if (napi_call_function(env, global, fn, 0, NULL, &result) != napi_ok) {
-        napi_value err;
-        bool pending = false;
-        napi_is_exception_pending(env, &pending);
-        if (pending && napi_get_and_clear_last_exception(env, &err) == napi_ok) napi_fatal_exception(env, err);
-      }
-    }
-    napi_close_handle_scope(env, scope);
+    if (napi_open_handle_scope(env, &scope) != napi_ok) return; /* the sample is lost */
+    call_js(ctx, p, JS_PLAIN, ctx->on_stats, 0, NULL);
+    (void)napi_close_handle_scope(env, scope);
     i = (size_t)s[0];
     if (i >= STATS_SAMPLES) return; /* not taken: the sample is lost, not the answer */
   }
@@ -518,7 +399,14 @@ static void start_handback(pair_t *p) {
   maybe_handed_back(p);
 }
 
-static void on_handle_closed(uv_handle_t *h) { pair_unref(((side_t *)h)->pair); }
+static void cleanup_done(context_t *ctx);
+
+static void on_handle_closed(uv_handle_t *h) {
+  pair_t *p = ((side_t *)h)->pair;
+  context_t *ctx = p->ctx;
+  if (--ctx->open_handles == 0 && ctx->env_gone) cleanup_done(ctx);
+  pair_unref(p);
+}
 
 static void close_sides(pair_t *p) {
   side_t *sides[2] = {&p->client, &p->broker};
@@ -531,34 +419,21 @@ static void close_sides(pair_t *p) {
   }
 }
 
-static napi_value buffer_or_undefined(napi_env env, const uint8_t *bytes, size_t len) {
-  napi_value v;
-  if (len == 0) {
-    napi_get_undefined(env, &v);
-    return v;
-  }
+/* A copy of `bytes` for JavaScript (undefined when there are none); napi_ok or the failure. */
+static napi_status buffer_or_undefined(napi_env env, const uint8_t *bytes, size_t len, napi_value *v) {
+  if (len == 0) return napi_get_undefined(env, v);
   void *data;
-  napi_create_buffer_copy(env, len, bytes, &data, &v);
-  return v;
+  return napi_create_buffer_copy(env, len, bytes, &data, v);
 }
 
-/* Everything is at a boundary and written: JavaScript takes the pair over. */
-static void maybe_handed_back(pair_t *p) {
-  if (p->state != HANDING_BACK) return;
-  if (!p->client.stopped || !p->broker.stopped || p->client.queued || p->broker.queued) return;
-  p->state = DONE;
-  context_t *ctx = p->ctx;
-  napi_env env = ctx->env;
-  napi_handle_scope scope;
-  napi_open_handle_scope(env, &scope);
-  napi_value argv[4];
-  napi_create_int32(env, p->id, &argv[0]);
-  argv[1] = buffer_or_undefined(env, p->client.left, p->client.left_len);
-  argv[2] = buffer_or_undefined(env, p->broker.left, p->broker.left_len);
+/* The requests awaiting their answers as a Float64Array of 5 numbers each, oldest first. */
+static napi_status pending_array(napi_env env, const pair_t *p, napi_value *out) {
   napi_value ab;
-  void *data;
+  void *data = NULL;
   size_t n = p->pend_count;
-  napi_create_arraybuffer(env, n * 5 * sizeof(double), &data, &ab);
+  napi_status st = napi_create_arraybuffer(env, n * 5 * sizeof(double), &data, &ab);
+  if (st != napi_ok) return st;
+  if (n > 0 && data == NULL) return napi_generic_failure;
   double *d = data;
   for (size_t i = 0; i < n; i++) {
     const pending_t *e = &p->pend[(p->pend_first + i) % p->pend_cap];
@@ -568,12 +443,54 @@ static void maybe_handed_back(pair_t *p) {
     d[5 * i + 3] = e->plan;
     d[5 * i + 4] = e->started_ms;
   }
-  napi_create_typedarray(env, napi_float64_array, n * 5, ab, 0, &argv[3]);
+  return napi_create_typedarray(env, napi_float64_array, n * 5, ab, 0, out);
+}
+
+/* A Node-API failure injected by the tests (failNextHandback); never in the production build. */
+static int injected_failure(context_t *ctx) {
+#ifdef KOP_RELAY_TESTING
+  if (ctx->fail_next_handback) {
+    ctx->fail_next_handback = 0;
+    return 1;
+  }
+#endif
+  (void)ctx;
+  return 0;
+}
+
+/* Everything is at a boundary and written: JavaScript takes the pair over. */
+static void maybe_handed_back(pair_t *p) {
+  if (p->state != HANDING_BACK) return;
+  if (!p->client.stopped || !p->broker.stopped || p->client.queued || p->broker.queued) return;
+  context_t *ctx = p->ctx;
+  if (ctx->disposed) {
+    /* Nobody to hand it to (dispose, or the environment is going away). */
+    p->state = DONE;
+    close_sides(p);
+    return;
+  }
+  napi_env env = ctx->env;
+  napi_handle_scope scope;
+  if (napi_open_handle_scope(env, &scope) != napi_ok) {
+    stop_with(p, CLOSED_NATIVE_FAILED, 0);
+    return;
+  }
+  napi_value argv[4];
+  /* Without any of these the pair cannot go back whole: it ends instead (CLOSED_NATIVE_FAILED). */
+  if (injected_failure(ctx) || napi_create_int32(env, p->id, &argv[0]) != napi_ok ||
+      buffer_or_undefined(env, p->client.left, p->client.left_len, &argv[1]) != napi_ok ||
+      buffer_or_undefined(env, p->broker.left, p->broker.left_len, &argv[2]) != napi_ok ||
+      pending_array(env, p, &argv[3]) != napi_ok) {
+    (void)napi_close_handle_scope(env, scope);
+    stop_with(p, CLOSED_NATIVE_FAILED, 0);
+    return;
+  }
+  p->state = DONE;
   p->pend_count = 0;
   /* The duplicates close first: JavaScript reads the sockets again as soon as it is called. */
   close_sides(p);
-  call_js(ctx, ctx->on_handback, 4, argv);
-  napi_close_handle_scope(env, scope);
+  call_js(ctx, p, JS_CALLBACK, ctx->on_handback, 4, argv);
+  (void)napi_close_handle_scope(env, scope);
 }
 
 /* The relay stops for good (an end or an error of a socket): JavaScript closes the connection. */
@@ -582,16 +499,24 @@ static void stop_with(pair_t *p, int reason, int uv_err) {
   p->state = DONE;
   close_sides(p);
   context_t *ctx = p->ctx;
+  if (ctx->disposed) return;
   napi_env env = ctx->env;
   napi_handle_scope scope;
-  napi_open_handle_scope(env, &scope);
+  /*
+   * Should any of these fail, JavaScript is not told, and nothing better is possible: the report
+   * itself is what failed. The pair is closed here all the same. Node-API fails here only when
+   * the environment can no longer run JavaScript (it is being torn down).
+   */
+  if (napi_open_handle_scope(env, &scope) != napi_ok) return;
   napi_value argv[3];
-  napi_create_int32(env, p->id, &argv[0]);
-  napi_create_int32(env, reason, &argv[1]);
-  if (uv_err < 0 && uv_err != UV_EOF) napi_create_string_utf8(env, uv_err_name(uv_err), NAPI_AUTO_LENGTH, &argv[2]);
-  else napi_get_undefined(env, &argv[2]);
-  call_js(ctx, ctx->on_closed, 3, argv);
-  napi_close_handle_scope(env, scope);
+  napi_status st = napi_create_int32(env, p->id, &argv[0]);
+  if (st == napi_ok) st = napi_create_int32(env, reason, &argv[1]);
+  if (st == napi_ok) {
+    if (uv_err < 0 && uv_err != UV_EOF) st = napi_create_string_utf8(env, uv_err_name(uv_err), NAPI_AUTO_LENGTH, &argv[2]);
+    else st = napi_get_undefined(env, &argv[2]);
+  }
+  if (st == napi_ok) call_js(ctx, p, JS_CALLBACK, ctx->on_closed, 3, argv);
+  (void)napi_close_handle_scope(env, scope);
 }
 
 /* ---- flow -------------------------------------------------------------------------------------- */
@@ -629,35 +554,8 @@ static void update_reading(pair_t *p) {
 
 /* ---- client -> broker -------------------------------------------------------------------------- */
 
-enum { HEAD_MORE = -1, HEAD_JS = -2 };
-
-/*
- * Classifies the request frame starting at `h` (size prefix included, `len` bytes of it known):
- * HEAD_MORE to see more of it, HEAD_JS when JavaScript must have it, else its whole length, with
- * `*e` its pending entry (plan 0 when it gets no answer).
- */
 static int64_t classify(pair_t *p, const uint8_t *h, size_t len, pending_t *e) {
-  if (len < 4) return HEAD_MORE;
-  int32_t size = be32(h);
-  if (size < 8 || size > p->ctx->max_frame_size) return HEAD_JS;
-  int64_t total = 4 + (int64_t)size;
-  if (len < 12) return HEAD_MORE;
-  int16_t api = be16(h + 4), version = be16(h + 6);
-  if (api < 0 || api >= MAX_API || version < 0 || version >= MAX_VERSION) return HEAD_JS;
-  uint8_t plan = p->ctx->plans[api * MAX_VERSION + version];
-  if ((plan & PLAN_KIND) == PLAN_JS) return HEAD_JS;
-  e->correlation_id = be32(h + 8);
-  e->api_key = api;
-  e->api_version = version;
-  e->plan = plan;
-  if (plan & PLAN_ACKS) {
-    size_t known = len < (size_t)total ? len : (size_t)total;
-    int acks = produce_acks(h + 4, known - 4, version, (plan & PLAN_FLEXIBLE) != 0);
-    if (acks == -2) return known >= HEAD_MAX || known == (size_t)total ? HEAD_JS : HEAD_MORE;
-    if (acks == -3) return HEAD_JS;
-    if (acks == 0) e->plan = 0;
-  }
-  return total;
+  return classify_request(p->ctx->plans, p->ctx->max_frame_size, h, len, e);
 }
 
 /* Takes a classified frame: its answer awaited (unless it gets none), its bytes passed on. */
@@ -917,6 +815,9 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
 static void pair_unref(pair_t *p) {
   if (--p->refs > 0) return;
   context_t *ctx = p->ctx;
+  if (p->prev) p->prev->next = p->next;
+  else ctx->first = p->next;
+  if (p->next) p->next->prev = p->prev;
   free(p->pend);
   free(p->client.left);
   free(p->broker.left);
@@ -930,17 +831,45 @@ static void let_go_of_js(context_t *ctx) {
   if (ctx->disposed) return;
   ctx->disposed = 1;
   napi_env env = ctx->env;
-  napi_delete_reference(env, ctx->on_handback);
-  napi_delete_reference(env, ctx->on_closed);
-  napi_delete_reference(env, ctx->on_stats);
-  napi_delete_reference(env, ctx->stats_ref);
-  napi_async_destroy(env, ctx->async);
+  /* Letting go cannot be undone nor retried: a failure leaves the reference to the teardown. */
+  (void)napi_delete_reference(env, ctx->on_handback);
+  (void)napi_delete_reference(env, ctx->on_closed);
+  (void)napi_delete_reference(env, ctx->on_stats);
+  (void)napi_delete_reference(env, ctx->stats_ref);
+  (void)napi_async_destroy(env, ctx->async);
 }
 
 static void context_unref(context_t *ctx) {
   if (!ctx->released || ctx->pairs > 0) return;
   let_go_of_js(ctx);
+  cleanup_done(ctx);
   free(ctx);
+}
+
+/* The teardown hook is done with (every handle closed), or not needed (the context is freed). */
+static void cleanup_done(context_t *ctx) {
+  if (ctx->cleanup == NULL) return;
+  (void)napi_remove_async_cleanup_hook(ctx->cleanup);
+  ctx->cleanup = NULL;
+}
+
+/*
+ * The environment is being torn down (process exit, a worker's end) with pairs maybe still
+ * relaying: their handles are closed (Node waits for that until cleanup_done), nothing is
+ * reported, the statistics array (soon freed) is not written. The memory goes with the
+ * finalizers of the pairs' and the context's externals, which the teardown runs.
+ */
+static void on_env_teardown(napi_async_cleanup_hook_handle handle, void *arg) {
+  (void)handle;
+  context_t *ctx = arg;
+  ctx->env_gone = 1;
+  ctx->disposed = 1;
+  for (pair_t *p = ctx->first; p != NULL; p = p->next) {
+    if (p->state == DONE) continue;
+    p->state = DONE;
+    close_sides(p);
+  }
+  if (ctx->open_handles == 0) cleanup_done(ctx);
 }
 
 static void finalize_context(napi_env env, void *data, void *hint) {
@@ -965,10 +894,50 @@ static void finalize_pair(napi_env env, void *data, void *hint) {
 
 /* ---- the JavaScript interface ------------------------------------------------------------------ */
 
+/*
+ * The externals handed to JavaScript carry these tags (Node-API 8): an object that is not the one
+ * this file made, a pair passed as a context or the other way round, is refused with a TypeError,
+ * never dereferenced.
+ */
+static const napi_type_tag CONTEXT_TAG = {0x6b6f702d72656c61ULL, 0x79636f6e74657874ULL};
+static const napi_type_tag PAIR_TAG = {0x6b6f702d72656c61ULL, 0x7970616972000001ULL};
+
+/* The data of an external made here with `tag`, or NULL with a TypeError thrown. */
+static void *tagged(napi_env env, napi_value v, const napi_type_tag *tag, const char *expected) {
+  bool ok = false;
+  void *data = NULL;
+  if (napi_check_object_type_tag(env, v, tag, &ok) != napi_ok || !ok || napi_get_value_external(env, v, &data) != napi_ok) {
+    napi_throw_type_error(env, "KOP_NATIVE_RELAY", expected);
+    return NULL;
+  }
+  return data;
+}
+
 #define CHECK(call)                                                                                   \
   do {                                                                                                \
     if ((call) != napi_ok) {                                                                          \
       napi_throw_error(env, "KOP_NATIVE_RELAY", "native relay: " #call " failed");                  \
+      return NULL;                                                                                    \
+    }                                                                                                 \
+  } while (0)
+
+/* Lets go of what create_context made before it failed (the references are deleted if made). */
+static void context_abandon(context_t *ctx) {
+  napi_env env = ctx->env;
+  napi_ref refs[4] = {ctx->on_handback, ctx->on_closed, ctx->on_stats, ctx->stats_ref};
+  for (int i = 0; i < 4; i++)
+    if (refs[i] != NULL) (void)napi_delete_reference(env, refs[i]);
+  if (ctx->async != NULL) (void)napi_async_destroy(env, ctx->async);
+  cleanup_done(ctx);
+  free(ctx);
+}
+
+/* In create_context, once ctx is allocated: on failure, throw, free what was made, return. */
+#define CHECK_CTX(call)                                                                               \
+  do {                                                                                                \
+    if ((call) != napi_ok) {                                                                          \
+      napi_throw_error(env, "KOP_NATIVE_RELAY", "native relay: " #call " failed");                  \
+      context_abandon(ctx);                                                                           \
       return NULL;                                                                                    \
     }                                                                                                 \
   } while (0)
@@ -993,6 +962,14 @@ static napi_value create_context(napi_env env, napi_callback_info info) {
     napi_throw_type_error(env, NULL, "createContext: plans must be a Uint8Array of 4096");
     return NULL;
   }
+  napi_typedarray_type stats_type;
+  size_t stats_len;
+  void *stats;
+  CHECK(napi_get_typedarray_info(env, argv[7], &stats_type, &stats_len, &stats, NULL, NULL));
+  if (stats_type != napi_float64_array || stats_len < STATS_HEADER + 3 * STATS_SAMPLES) {
+    napi_throw_type_error(env, NULL, "createContext: stats must be a Float64Array of 12296");
+    return NULL;
+  }
   context_t *ctx = calloc(1, sizeof(context_t));
   if (!ctx) {
     napi_throw_error(env, NULL, "createContext: out of memory");
@@ -1000,29 +977,27 @@ static napi_value create_context(napi_env env, napi_callback_info info) {
   }
   ctx->env = env;
   memcpy(ctx->plans, data, sizeof ctx->plans);
+  ctx->stats = stats;
   uint32_t in_flight;
   double js_now;
-  CHECK(napi_get_value_int32(env, argv[1], &ctx->max_frame_size));
-  CHECK(napi_get_value_int32(env, argv[8], &ctx->stream_limit));
-  CHECK(napi_get_value_uint32(env, argv[2], &in_flight));
-  CHECK(napi_get_value_double(env, argv[3], &js_now));
+  CHECK_CTX(napi_get_value_int32(env, argv[1], &ctx->max_frame_size));
+  CHECK_CTX(napi_get_value_int32(env, argv[8], &ctx->stream_limit));
+  CHECK_CTX(napi_get_value_uint32(env, argv[2], &in_flight));
+  CHECK_CTX(napi_get_value_double(env, argv[3], &js_now));
   ctx->max_in_flight = in_flight;
   ctx->clock_offset_ms = js_now - (double)uv_hrtime() / 1e6;
-  CHECK(napi_create_reference(env, argv[4], 1, &ctx->on_handback));
-  CHECK(napi_create_reference(env, argv[5], 1, &ctx->on_closed));
-  CHECK(napi_create_reference(env, argv[6], 1, &ctx->on_stats));
-  CHECK(napi_get_typedarray_info(env, argv[7], &type, &len, &data, NULL, NULL));
-  if (type != napi_float64_array || len < STATS_HEADER + 3 * STATS_SAMPLES) {
-    napi_throw_type_error(env, NULL, "createContext: stats must be a Float64Array of 12296");
-    return NULL;
-  }
-  ctx->stats = data;
-  CHECK(napi_create_reference(env, argv[7], 1, &ctx->stats_ref));
+  CHECK_CTX(napi_create_reference(env, argv[4], 1, &ctx->on_handback));
+  CHECK_CTX(napi_create_reference(env, argv[5], 1, &ctx->on_closed));
+  CHECK_CTX(napi_create_reference(env, argv[6], 1, &ctx->on_stats));
+  CHECK_CTX(napi_create_reference(env, argv[7], 1, &ctx->stats_ref));
   napi_value name;
-  CHECK(napi_create_string_utf8(env, "kop.nativeRelay", NAPI_AUTO_LENGTH, &name));
-  CHECK(napi_async_init(env, NULL, name, &ctx->async));
+  CHECK_CTX(napi_create_string_utf8(env, "kop.nativeRelay", NAPI_AUTO_LENGTH, &name));
+  CHECK_CTX(napi_async_init(env, NULL, name, &ctx->async));
+  CHECK_CTX(napi_add_async_cleanup_hook(env, on_env_teardown, ctx, &ctx->cleanup));
   napi_value out;
-  CHECK(napi_create_external(env, ctx, finalize_context, NULL, &out));
+  CHECK_CTX(napi_create_external(env, ctx, finalize_context, NULL, &out));
+  /* From here the external owns ctx: its finalizer frees it, whatever happens next. */
+  CHECK(napi_type_tag_object(env, out, &CONTEXT_TAG));
   return out;
 }
 
@@ -1035,6 +1010,7 @@ static int open_side(pair_t *p, side_t *s, int fd, int is_client) {
   if (r < 0) return r;
   s->open = 1;
   p->refs++;
+  p->ctx->open_handles++;
   int copy = dup(fd);
   if (copy < 0) return uv_translate_sys_error(errno);
   r = uv_tcp_open(&s->tcp, copy);
@@ -1055,8 +1031,12 @@ static napi_value attach(napi_env env, napi_callback_info info) {
     napi_throw_type_error(env, NULL, "attach: 5 arguments expected");
     return NULL;
   }
-  context_t *ctx;
-  CHECK(napi_get_value_external(env, argv[0], (void **)&ctx));
+  context_t *ctx = tagged(env, argv[0], &CONTEXT_TAG, "attach: a native relay context expected");
+  if (ctx == NULL) return NULL;
+  if (ctx->disposed) {
+    napi_throw_error(env, "KOP_NATIVE_RELAY", "attach: the context is disposed");
+    return NULL;
+  }
   int32_t id, client_fd, broker_fd;
   CHECK(napi_get_value_int32(env, argv[1], &id));
   CHECK(napi_get_value_int32(env, argv[2], &client_fd));
@@ -1080,6 +1060,9 @@ static napi_value attach(napi_env env, napi_callback_info info) {
   p->refs = 1; /* JavaScript's */
   p->last_active_ns = uv_hrtime();
   ctx->pairs++;
+  p->next = ctx->first;
+  if (p->next) p->next->prev = p;
+  ctx->first = p;
   const double *d = data;
   int ok = 1;
   for (size_t i = 0; i < len / 5 && ok; i++) {
@@ -1104,7 +1087,14 @@ static napi_value attach(napi_env env, napi_callback_info info) {
     p->state = DONE;
     close_sides(p);
     pair_unref(p);
-    napi_throw_error(env, NULL, "attach: napi_create_external failed");
+    napi_throw_error(env, "KOP_NATIVE_RELAY", "attach: napi_create_external failed");
+    return NULL;
+  }
+  if (napi_type_tag_object(env, out, &PAIR_TAG) != napi_ok) {
+    /* The external's finalizer lets go of the pair; it must not relay unowned meanwhile. */
+    p->state = DONE;
+    close_sides(p);
+    napi_throw_error(env, "KOP_NATIVE_RELAY", "attach: napi_type_tag_object failed");
     return NULL;
   }
   return out;
@@ -1113,13 +1103,11 @@ static napi_value attach(napi_env env, napi_callback_info info) {
 static pair_t *pair_arg(napi_env env, napi_callback_info info) {
   size_t argc = 1;
   napi_value argv[1];
-  void *p = NULL;
-  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 1 ||
-      napi_get_value_external(env, argv[0], &p) != napi_ok) {
-    napi_throw_type_error(env, NULL, "a pair expected");
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 1) {
+    napi_throw_type_error(env, "KOP_NATIVE_RELAY", "a native relay pair expected");
     return NULL;
   }
-  return p;
+  return tagged(env, argv[0], &PAIR_TAG, "a native relay pair expected");
 }
 
 /* handBack(pair): stop at the next frame boundaries and call onHandback (later, or from here). */
@@ -1147,10 +1135,13 @@ static napi_value close_pair(napi_env env, napi_callback_info info) {
 static napi_value dispose(napi_env env, napi_callback_info info) {
   size_t argc = 1;
   napi_value argv[1];
-  context_t *ctx;
   CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
-  CHECK(napi_get_value_external(env, argv[0], (void **)&ctx));
-  let_go_of_js(ctx);
+  if (argc < 1) {
+    napi_throw_type_error(env, "KOP_NATIVE_RELAY", "dispose: a native relay context expected");
+    return NULL;
+  }
+  context_t *ctx = tagged(env, argv[0], &CONTEXT_TAG, "dispose: a native relay context expected");
+  if (ctx != NULL) let_go_of_js(ctx);
   return NULL;
 }
 
@@ -1169,10 +1160,13 @@ static napi_value status(napi_env env, napi_callback_info info) {
   return arr;
 }
 
+#ifdef KOP_RELAY_TESTING
 /*
- * For the tests, which hold these against the JavaScript walkers (produce-endpoints.ts,
- * frames.ts peekProduceAcks): produceAnswerUnchanged(payload) -> boolean,
- * produceAcks(payload, version, flexible) -> acks, -2 (more bytes needed) or -3 (unreadable).
+ * Only in the test build (scripts/build-native.mjs --testing, -DKOP_RELAY_TESTING), for the tests
+ * that hold these against the JavaScript walkers (produce-endpoints.ts, frames.ts
+ * peekProduceAcks): produceAnswerUnchanged(payload) -> boolean,
+ * produceAcks(payload, version, flexible) -> acks, -2 (more bytes needed) or -3 (unreadable);
+ * and failNextHandback, for the path a Node-API failure takes.
  */
 static napi_value test_produce_answer_unchanged(napi_env env, napi_callback_info info) {
   size_t argc = 1;
@@ -1201,7 +1195,19 @@ static napi_value test_produce_acks(napi_env env, napi_callback_info info) {
   return out;
 }
 
-NAPI_MODULE_INIT() {
+/* failNextHandback(context): the next handback of the context fails as a Node-API call would. */
+static napi_value test_fail_next_handback(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1];
+  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  context_t *ctx = argc < 1 ? NULL : tagged(env, argv[0], &CONTEXT_TAG, "a native relay context expected");
+  if (ctx != NULL) ctx->fail_next_handback = 1;
+  return NULL;
+}
+#endif
+
+/* The module's exports; a failure here fails the require() with the exception thrown. */
+static napi_value init(napi_env env, napi_value exports) {
   napi_property_descriptor props[] = {
       {"createContext", NULL, create_context, NULL, NULL, NULL, napi_default, NULL},
       {"attach", NULL, attach, NULL, NULL, NULL, napi_default, NULL},
@@ -1209,18 +1215,23 @@ NAPI_MODULE_INIT() {
       {"close", NULL, close_pair, NULL, NULL, NULL, napi_default, NULL},
       {"status", NULL, status, NULL, NULL, NULL, napi_default, NULL},
       {"dispose", NULL, dispose, NULL, NULL, NULL, napi_default, NULL},
+#ifdef KOP_RELAY_TESTING
       {"produceAnswerUnchanged", NULL, test_produce_answer_unchanged, NULL, NULL, NULL, napi_default, NULL},
       {"produceAcks", NULL, test_produce_acks, NULL, NULL, NULL, napi_default, NULL},
+      {"failNextHandback", NULL, test_fail_next_handback, NULL, NULL, NULL, napi_default, NULL},
+#endif
   };
-  napi_value v;
-  napi_define_properties(env, exports, sizeof props / sizeof props[0], props);
-  napi_create_uint32(env, MAX_API, &v);
-  napi_set_named_property(env, exports, "maxApi", v);
-  napi_create_uint32(env, MAX_VERSION, &v);
-  napi_set_named_property(env, exports, "maxVersion", v);
-  napi_create_uint32(env, STATS_HEADER, &v);
-  napi_set_named_property(env, exports, "statsHeader", v);
-  napi_create_uint32(env, STATS_SAMPLES, &v);
-  napi_set_named_property(env, exports, "statsSamples", v);
+  CHECK(napi_define_properties(env, exports, sizeof props / sizeof props[0], props));
+  const struct {
+    const char *name;
+    uint32_t value;
+  } constants[] = {{"maxApi", MAX_API}, {"maxVersion", MAX_VERSION}, {"statsHeader", STATS_HEADER}, {"statsSamples", STATS_SAMPLES}};
+  for (size_t i = 0; i < sizeof constants / sizeof constants[0]; i++) {
+    napi_value v;
+    CHECK(napi_create_uint32(env, constants[i].value, &v));
+    CHECK(napi_set_named_property(env, exports, constants[i].name, v));
+  }
   return exports;
 }
+
+NAPI_MODULE_INIT() { return init(env, exports); }

@@ -1,0 +1,199 @@
+/*
+ * What the native relay (relay.c) reads of the bytes it relays, with nothing of Node in it: the
+ * plan bits, a request frame's classification by its header (and a Produce request's acks), the
+ * Produce v10+ answer's NodeEndpoints walk. Every length is checked against the bytes there are.
+ * relay.c includes it; so does the fuzz driver (fuzz.c), which feeds it arbitrary bytes under
+ * AddressSanitizer and UndefinedBehaviorSanitizer.
+ */
+#ifndef KOP_RELAY_FRAMES_H
+#define KOP_RELAY_FRAMES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- plan table (built by JavaScript, see native-relay.ts) --------------------------------- */
+
+#define MAX_API 128
+#define MAX_VERSION 32
+/* Low two bits: who handles the frame. */
+#define PLAN_JS 0        /* JavaScript reads it: hand the pair back */
+#define PLAN_AS_IS 1     /* relayed, its answer as the broker wrote it */
+#define PLAN_WALK 2      /* relayed, its answer walked for Produce NodeEndpoints */
+#define PLAN_KIND 3
+#define PLAN_ACKS 4      /* Produce: acks=0 gets no answer */
+#define PLAN_FLEXIBLE 8  /* request header v2 (tagged fields after the client id) */
+
+/* Bytes of a request frame's start the relay looks at to classify it (header and Produce acks). */
+#define HEAD_MAX 512
+
+/* A request awaiting its answer. */
+typedef struct pending {
+  int32_t correlation_id;
+  int16_t api_key;
+  int16_t api_version;
+  uint8_t plan;
+  double started_ms;
+} pending_t;
+
+static int32_t be32(const uint8_t *p) {
+  return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3]);
+}
+static int16_t be16(const uint8_t *p) { return (int16_t)(((uint16_t)p[0] << 8) | p[1]); }
+
+/* ---- byte parsing with bounds (every length checked against the bytes there are) ----------- */
+
+typedef struct {
+  const uint8_t *p;
+  size_t len, off;
+  int short_; /* ran past the end: more bytes needed */
+  int bad;    /* malformed whatever follows */
+} cursor_t;
+
+static int need(cursor_t *c, size_t n) {
+  if (c->short_ || c->bad) return 0;
+  if (c->len - c->off < n) {
+    c->short_ = 1;
+    return 0;
+  }
+  return 1;
+}
+static void skip(cursor_t *c, uint64_t n) {
+  if (c->short_ || c->bad) return;
+  if (n > c->len - c->off) {
+    c->short_ = 1;
+    return;
+  }
+  c->off += (size_t)n;
+}
+static int16_t read16(cursor_t *c) {
+  if (!need(c, 2)) return 0;
+  int16_t v = be16(c->p + c->off);
+  c->off += 2;
+  return v;
+}
+static uint64_t uvarint(cursor_t *c) {
+  uint64_t v = 0;
+  for (int shift = 0; shift <= 28; shift += 7) {
+    if (!need(c, 1)) return 0;
+    uint8_t b = c->p[c->off++];
+    v |= (uint64_t)(b & 0x7f) << shift;
+    if (!(b & 0x80)) return v;
+  }
+  c->bad = 1; /* longer than an int32's varint */
+  return 0;
+}
+static void skip_tagged_fields(cursor_t *c) {
+  uint64_t n = uvarint(c);
+  for (uint64_t i = 0; i < n && !c->short_ && !c->bad; i++) {
+    uvarint(c);
+    skip(c, uvarint(c));
+  }
+}
+static void skip_compact_string(cursor_t *c) {
+  uint64_t n = uvarint(c);
+  if (n > 0) skip(c, n - 1);
+}
+
+/*
+ * A Produce request's acks, from its payload's first `len` bytes (after the size prefix): the
+ * int16 written (-1, 0, 1, or any other the broker refuses), or -2 when more bytes are needed, -3
+ * when the bytes are not a Produce request this can read. A request with -2 or -3 written is taken
+ * for those: JavaScript gets it (classify_request), which is safe.
+ * Produce v3+ has a transactional id before acks; v9+ is flexible (compact strings, tagged header).
+ */
+static int produce_acks(const uint8_t *payload, size_t len, int16_t version, int flexible) {
+  if (len < 8) return -2; /* the header's api key, version and correlation id, first */
+  cursor_t c = {payload, len, 8, 0, 0};
+  int16_t id_len = read16(&c); /* client id: int16-length nullable string in every header */
+  if (id_len < -1) return -3;
+  if (id_len > 0) skip(&c, (uint64_t)id_len);
+  if (flexible) skip_tagged_fields(&c);
+  if (version >= 3) {
+    if (flexible) {
+      skip_compact_string(&c);
+    } else {
+      int16_t n = read16(&c);
+      if (n < -1) return -3;
+      if (n > 0) skip(&c, (uint64_t)n);
+    }
+  }
+  int16_t acks = read16(&c);
+  if (c.bad) return -3;
+  if (c.short_) return -2;
+  return acks;
+}
+
+/*
+ * Whether a Produce v10+ answer (payload after the size prefix) may go to the client as written:
+ * 1 when it has no NodeEndpoints (tag 0 of the top-level tagged fields), 0 when it has them or
+ * its bytes are not what the walk expects (JavaScript then decodes it, and refuses it if need be).
+ * The same walk as proxy/core/produce-endpoints.ts.
+ */
+static int produce_answer_unchanged(const uint8_t *payload, size_t len) {
+  cursor_t c = {payload, len, 4, 0, 0}; /* correlation id */
+  if (len < 4) return 0;
+  skip_tagged_fields(&c); /* response header v1 */
+  uint64_t topics = uvarint(&c);
+  if (topics > 0) topics--;
+  for (uint64_t t = 0; t < topics && !c.short_ && !c.bad; t++) {
+    skip_compact_string(&c);
+    uint64_t partitions = uvarint(&c);
+    if (partitions > 0) partitions--;
+    for (uint64_t i = 0; i < partitions && !c.short_ && !c.bad; i++) {
+      skip(&c, 4 + 2 + 8 + 8 + 8);
+      uint64_t errors = uvarint(&c);
+      if (errors > 0) errors--;
+      for (uint64_t e = 0; e < errors && !c.short_ && !c.bad; e++) {
+        skip(&c, 4);
+        skip_compact_string(&c);
+        skip_tagged_fields(&c);
+      }
+      skip_compact_string(&c);
+      skip_tagged_fields(&c);
+    }
+    skip_tagged_fields(&c);
+  }
+  skip(&c, 4); /* throttle_time_ms */
+  uint64_t tags = uvarint(&c);
+  int found = 0;
+  for (uint64_t i = 0; i < tags && !c.short_ && !c.bad; i++) {
+    if (uvarint(&c) == 0) found = 1;
+    skip(&c, uvarint(&c));
+  }
+  if (c.short_ || c.bad || c.off != len) return 0;
+  return !found;
+}
+
+enum { HEAD_MORE = -1, HEAD_JS = -2 };
+
+/*
+ * Classifies the request frame starting at `h` (size prefix included, `len` bytes of it known):
+ * HEAD_MORE to see more of it, HEAD_JS when JavaScript must have it, else its whole length, with
+ * `*e` its pending entry (plan 0 when it gets no answer; started_ms not set). `plans` is the
+ * plan table (MAX_API * MAX_VERSION bytes), frames over `max_frame_size` are JavaScript's.
+ */
+static int64_t classify_request(const uint8_t *plans, int32_t max_frame_size, const uint8_t *h, size_t len, pending_t *e) {
+  if (len < 4) return HEAD_MORE;
+  int32_t size = be32(h);
+  if (size < 8 || size > max_frame_size) return HEAD_JS;
+  int64_t total = 4 + (int64_t)size;
+  if (len < 12) return HEAD_MORE;
+  int16_t api = be16(h + 4), version = be16(h + 6);
+  if (api < 0 || api >= MAX_API || version < 0 || version >= MAX_VERSION) return HEAD_JS;
+  uint8_t plan = plans[api * MAX_VERSION + version];
+  if ((plan & PLAN_KIND) == PLAN_JS) return HEAD_JS;
+  e->correlation_id = be32(h + 8);
+  e->api_key = api;
+  e->api_version = version;
+  e->plan = plan;
+  if (plan & PLAN_ACKS) {
+    size_t known = len < (size_t)total ? len : (size_t)total;
+    int acks = produce_acks(h + 4, known - 4, version, (plan & PLAN_FLEXIBLE) != 0);
+    if (acks == -2) return known >= HEAD_MAX || known == (size_t)total ? HEAD_JS : HEAD_MORE;
+    if (acks == -3) return HEAD_JS;
+    if (acks == 0) e->plan = 0;
+  }
+  return total;
+}
+
+#endif

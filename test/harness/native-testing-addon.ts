@@ -1,0 +1,46 @@
+// The test build of the native relay addon (scripts/build-native.mjs --testing): the production
+// addon plus the entry points only the tests use, which `npm run build` leaves out. It is built
+// here when missing or older than its sources, so a test always runs the source it sits beside.
+// KOP_RELAY_ADDON names another build to load instead (the sanitizer build, scripts/native-asan.mjs).
+import { execFileSync } from 'node:child_process';
+import { existsSync, statSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { RelayBinding } from '../../proxy/core/native-relay.js';
+
+/** The addon with its test-only functions: the Produce walks of native/relay.c. */
+export interface RelayTestingBinding extends RelayBinding {
+  produceAnswerUnchanged(payload: Buffer): boolean;
+  produceAcks(payload: Buffer, apiVersion: number, flexible: boolean): number;
+  /** The context's next handback fails as a Node-API call would (it ends the pair instead). */
+  failNextHandback(context: object): void;
+}
+
+const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+
+/** The file of the test build loadTestingRelay loads (for a worker thread to load it too). */
+export function testingRelayFile(): string {
+  return process.env['KOP_RELAY_ADDON'] ?? path.join(repo, 'build/native/testing/kop-relay.node');
+}
+
+export function loadTestingRelay(): RelayTestingBinding {
+  const chosen = process.env['KOP_RELAY_ADDON'];
+  const file = testingRelayFile();
+  if (chosen === undefined) {
+    const sources = ['relay.c', 'frames.h'].map((f) => path.join(repo, 'proxy/core/native', f));
+    const newest = Math.max(...sources.map((f) => statSync(f).mtimeMs));
+    if (!existsSync(file) || statSync(file).mtimeMs < newest) {
+      execFileSync(
+        process.execPath,
+        [path.join(repo, 'scripts/build-native.mjs'), '--testing', '--require'],
+        {
+          stdio: 'inherit',
+        },
+      );
+    }
+  }
+  const binding = createRequire(import.meta.url)(file) as RelayTestingBinding;
+  if (typeof binding.produceAcks !== 'function') throw new Error(`${file} is not a test build of the addon`);
+  return binding;
+}
