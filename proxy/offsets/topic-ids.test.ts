@@ -44,24 +44,27 @@ describe('TopicIds', () => {
     const ids = new TopicIds(list, { now: c.now, missGapMs: 500 });
     await ids.namesOf(['ID-A']);
     state.topics = [...state.topics, { name: 'new', id: 'ID-NEW' }];
-    c.t += 500;
+    c.t += 1; // a client commits with an id it has just read from Metadata
     expect(await ids.namesOf(['ID-NEW', 'ID-NONE'])).toEqual(new Map([['ID-NEW', 'new']]));
     expect(state.calls).toBe(2);
   });
 
-  test('misses within the gap are answered from the cache: unknown ids in a loop cost no requests', async () => {
+  test('an id a refresh did not find is not asked for again within the gap: retries of it cost no requests', async () => {
     const c = clock();
     const { state, list } = source([{ name: 'a', id: 'ID-A' }]);
     const ids = new TopicIds(list, { now: c.now, missGapMs: 500 });
-    await ids.namesOf(['ID-A']);
+    expect((await ids.namesOf(['ID-NONE'])).size).toBe(0); // the first refresh did not find it
     for (let i = 0; i < 20; i++) {
       c.t += 10;
       expect((await ids.namesOf(['ID-NONE'])).size).toBe(0);
     }
     expect(state.calls).toBe(1);
-    c.t += 500;
-    await ids.namesOf(['ID-NONE']);
+    // Another unknown id is asked for once.
+    expect((await ids.namesOf(['ID-OTHER', 'ID-NONE'])).size).toBe(0);
     expect(state.calls).toBe(2);
+    c.t += 300;
+    await ids.namesOf(['ID-NONE']);
+    expect(state.calls).toBe(3);
   });
 
   test('a topic deleted and re-created under its name: the old id is gone, the new one maps to the name', async () => {
@@ -75,13 +78,33 @@ describe('TopicIds', () => {
     expect(await ids.idsOf(['t'])).toEqual(new Map([['t', 'NEW']]));
   });
 
-  test('an old cache answers known ids at once and refreshes in the background', async () => {
+  test("an old cache is refreshed before it answers: a re-created topic's old id is no longer taken", async () => {
+    const c = clock();
+    const { state, list } = source([{ name: 't', id: 'OLD' }]);
+    const ids = new TopicIds(list, { now: c.now, maxAgeMs: 1_000 });
+    await ids.namesOf(['OLD']);
+    state.topics = [{ name: 't', id: 'NEW' }];
+    c.t += 999;
+    expect((await ids.namesOf(['OLD'])).get('OLD')).toBe('t'); // within the age: the cache answers
+    c.t += 1;
+    expect((await ids.namesOf(['OLD'])).size).toBe(0);
+    expect(state.calls).toBe(2);
+  });
+
+  test('an old cache answers known ids when the broker fails or does not answer in time', async () => {
     const c = clock();
     const { state, list } = source([{ name: 'a', id: 'ID-A' }]);
-    const ids = new TopicIds(list, { now: c.now, maxAgeMs: 1_000 });
+    let frozen = false;
+    const ids = new TopicIds(() => (frozen ? new Promise<TopicEntry[]>(() => {}) : list()), {
+      now: c.now,
+      maxAgeMs: 1_000,
+      staleWaitMs: 20,
+    });
     await ids.namesOf(['ID-A']);
-    state.fail = true; // the broker stops answering
+    state.fail = true; // the broker refuses
     c.t += 5_000;
+    expect(await ids.namesOf(['ID-A'])).toEqual(new Map([['ID-A', 'a']]));
+    frozen = true; // the broker stops answering
     expect(await ids.namesOf(['ID-A'])).toEqual(new Map([['ID-A', 'a']]));
     expect(state.calls).toBe(2);
   });

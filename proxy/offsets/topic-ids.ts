@@ -7,11 +7,14 @@
  * The pairs come from a Metadata request for all topics, cached. The cache is replaced whole by
  * each refresh, so it never holds more than the cluster's topics, and an id whose topic was
  * deleted (or deleted and re-created under the same name, with a new id) leaves with the refresh
- * that no longer lists it. An id or name the cache lacks is asked for (a topic created since),
- * but at most once per `missGapMs`: unknown ids sent in a loop do not become a Metadata request
- * each. A known id of an old cache is answered at once and the cache refreshed in the background,
- * so that a broker that does not answer holds up no commit to a topic it had (as
- * BrokerLookups.topicExists).
+ * that no longer lists it. An id or name the cache lacks is asked for (a topic created since: a
+ * client commits with an id it has just read from Metadata), one refresh at a time, and a key a
+ * refresh did not find is not asked for again for `missGapMs`: a client retrying an unknown id
+ * (UNKNOWN_TOPIC_ID is retriable) costs one Metadata request per gap, not one per retry. A cache older than `maxAgeMs` is refreshed before it answers, so that an id whose topic
+ * was deleted or re-created since is no longer taken after that age (a broker's cache learns of
+ * it within moments; a commit with the old id stored under the name would land on the new
+ * topic), but waited for no longer than `staleWaitMs`: a broker that does not answer holds up a
+ * commit to a topic it had no longer than that, and the old cache answers.
  */
 import { ZERO_UUID } from '../../protocol/generated-support.js';
 
@@ -21,10 +24,15 @@ export interface TopicEntry {
   id: string;
 }
 
+/** Bounds the memory of keys found missing (a flood of random ids): past it, they are forgotten. */
+const MAX_MISSES = 10_000;
+
 export interface TopicIdsOptions {
-  /** How long a refresh is trusted before the next lookup refreshes it in the background. */
+  /** How long a refresh is trusted before the next lookup refreshes it. */
   maxAgeMs?: number;
-  /** The shortest time between two refreshes asked for by ids or names the cache lacks. */
+  /** How long a lookup of a known key waits for that refresh before the old cache answers. */
+  staleWaitMs?: number;
+  /** How long a key a refresh did not find is answered as unknown without asking again. */
   missGapMs?: number;
   now?: () => number;
 }
@@ -38,8 +46,11 @@ interface Snapshot {
 export class TopicIds {
   private snapshot: Snapshot | null = null;
   private refreshing: Promise<Snapshot> | null = null;
+  /** Keys a refresh did not find, and when (see missGapMs); at most MAX_MISSES of them. */
+  private readonly missed = new Map<string, number>();
   private readonly maxAgeMs: number;
   private readonly missGapMs: number;
+  private readonly staleWaitMs: number;
   private readonly now: () => number;
 
   /** `list` asks the cluster for all its topics (Metadata v10+ carries their ids). */
@@ -47,8 +58,9 @@ export class TopicIds {
     private readonly list: () => Promise<readonly TopicEntry[]>,
     opts: TopicIdsOptions = {},
   ) {
-    this.maxAgeMs = opts.maxAgeMs ?? 10_000;
+    this.maxAgeMs = opts.maxAgeMs ?? 5_000;
     this.missGapMs = opts.missGapMs ?? 500;
+    this.staleWaitMs = opts.staleWaitMs ?? 1_000;
     this.now = opts.now ?? Date.now;
   }
 
@@ -72,14 +84,19 @@ export class TopicIds {
     keys: readonly string[],
     has: (s: Snapshot, key: string) => boolean,
   ): Promise<Snapshot> {
-    let snap = this.snapshot;
-    if (snap === null) return this.refresh();
-    const age = this.now() - snap.at;
-    if (keys.some((k) => !has(snap!, k)) && age >= this.missGapMs) {
-      snap = await this.refresh();
+    const first = this.snapshot === null;
+    let snap = this.snapshot ?? (await this.refresh());
+    const now = this.now();
+    const age = now - snap.at;
+    const lacking = keys.filter((k) => !has(snap!, k));
+    const ask = lacking.filter((k) => !(now - (this.missed.get(k) ?? -Infinity) < this.missGapMs));
+    if (ask.length > 0) {
+      if (!first) snap = await this.refresh();
+      for (const k of ask) if (!has(snap, k)) this.missed.set(k, this.now());
+      if (this.missed.size > MAX_MISSES) this.missed.clear();
     } else if (age >= this.maxAgeMs) {
-      // A failed refresh leaves the old cache: the next lookup tries again.
-      this.refresh().catch(() => {});
+      // A failed or slow refresh leaves the old cache: the next lookup tries again.
+      snap = (await settledWithin(this.refresh(), this.staleWaitMs)) ?? snap;
     }
     return snap;
   }
@@ -95,6 +112,9 @@ export class TopicIds {
           byName.set(t.name, t.id);
         }
         this.snapshot = { byId, byName, at: this.now() };
+        // A key found now is no longer missing; old misses go.
+        for (const [k, at] of this.missed)
+          if (byId.has(k) || byName.has(k) || this.now() - at >= this.missGapMs) this.missed.delete(k);
         return this.snapshot;
       })
       .finally(() => {
@@ -102,6 +122,15 @@ export class TopicIds {
       });
     return this.refreshing;
   }
+}
+
+/** The promise's value if it resolves within `ms`; null if it rejects or takes longer. */
+function settledWithin<T>(p: Promise<T>, ms: number): Promise<T | null> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<null>((resolve) => {
+    timer = setTimeout(() => resolve(null), ms);
+  });
+  return Promise.race([p.catch(() => null), late]).finally(() => clearTimeout(timer));
 }
 
 function pick(from: Map<string, string>, keys: readonly string[]): Map<string, string> {
