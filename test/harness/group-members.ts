@@ -15,6 +15,7 @@ import type { EndTxnResponse } from '../../protocol/messages/end-txn-response.js
 import type { HeartbeatResponse } from '../../protocol/messages/heartbeat-response.js';
 import type { IncrementalAlterConfigsResponse } from '../../protocol/messages/incremental-alter-configs-response.js';
 import { ApiKey } from '../../protocol/messages/index.js';
+import { defaultInitProducerIdRequest } from '../../protocol/messages/init-producer-id-request.js';
 import type { InitProducerIdResponse } from '../../protocol/messages/init-producer-id-response.js';
 import type { JoinGroupResponse } from '../../protocol/messages/join-group-response.js';
 import type { LeaveGroupResponse } from '../../protocol/messages/leave-group-response.js';
@@ -496,6 +497,8 @@ export class TxnProducer {
     if (found.errorCode !== ErrorCode.NONE) return found.errorCode;
     const res = await this.retrying(() =>
       this.conn.request<InitProducerIdResponse>(ApiKey.InitProducerId, 4, {
+        // Kafka 4.4's fields (enable2Pc, keepPreparedTxn) at their defaults, which v4 leaves out.
+        ...defaultInitProducerIdRequest(),
         transactionalId: this.transactionalId,
         transactionTimeoutMs: 60_000,
         producerId: -1n,
@@ -543,7 +546,7 @@ export class TxnProducer {
       groupId: group,
       producerId: this.producerId,
       producerEpoch: this.producerEpoch,
-      generationId: id.generationIdOrMemberEpoch,
+      generationIdOrMemberEpoch: id.generationIdOrMemberEpoch,
       memberId: id.memberId,
       groupInstanceId: id.groupInstanceId,
       topics: [committedTopic(topic, partitions, offset)],
