@@ -4,6 +4,7 @@
 // (ConsumerGroupHeartbeat), each with the OffsetCommit and OffsetFetch a consumer sends, and a
 // transactional producer that commits a group's offsets in its transactions (TxnOffsetCommit).
 import { ErrorCode } from '../../protocol/error-codes.js';
+import { ZERO_UUID } from '../../protocol/generated-support.js';
 import type { ConsumerGroupDescribeResponse } from '../../protocol/messages/consumer-group-describe-response.js';
 import { defaultConsumerGroupHeartbeatRequest } from '../../protocol/messages/consumer-group-heartbeat-request.js';
 import type { ConsumerGroupHeartbeatRequest } from '../../protocol/messages/consumer-group-heartbeat-request.js';
@@ -102,9 +103,29 @@ export const ANONYMOUS: CommitIdentity = {
 };
 
 /** A topic's partitions at `offset`, as OffsetCommit and TxnOffsetCommit name them. */
-function committedTopic(topic: string, partitions: number[], offset: bigint, metadata = '') {
+/**
+ * A topic as OffsetCommit and OffsetFetch name it: by name up to v9, by id from v10 (KIP-848),
+ * whose requests need the id (`topicIds`).
+ */
+export type TopicRef = string | { name: string; id: string };
+
+function topicFields(topic: TopicRef, version: number): { name: string; topicId: string } {
+  if (typeof topic === 'string') {
+    if (version >= 10) throw new Error(`v${version} names topics by id: ${topic} has none here`);
+    return { name: topic, topicId: ZERO_UUID };
+  }
+  return { name: topic.name, topicId: topic.id };
+}
+
+function committedTopic(
+  topic: TopicRef,
+  version: number,
+  partitions: number[],
+  offset: bigint,
+  metadata = '',
+) {
   return {
-    name: topic,
+    ...topicFields(topic, version),
     partitions: partitions.map((p) => ({
       partitionIndex: p,
       committedOffset: offset,
@@ -120,7 +141,7 @@ export async function commitOffsets(
   conn: Conn,
   group: string,
   id: CommitIdentity,
-  topic: string,
+  topic: TopicRef,
   partitions: number[],
   offset: bigint,
   version = 9,
@@ -132,7 +153,7 @@ export async function commitOffsets(
     memberId: id.memberId,
     groupInstanceId: version >= 7 ? id.groupInstanceId : null,
     retentionTimeMs: -1n,
-    topics: [committedTopic(topic, partitions, offset, metadata)],
+    topics: [committedTopic(topic, version, partitions, offset, metadata)],
   });
   return res.topics.flatMap((t) => t.partitions.map((p) => p.errorCode));
 }
@@ -148,7 +169,7 @@ export interface FetchResult {
 export async function fetchOffsets(
   conn: Conn,
   group: string,
-  topic: string,
+  topic: TopicRef,
   partitions: number[],
   member: { memberId: string | null; memberEpoch: number } = { memberId: null, memberEpoch: -1 },
   version = 9,
@@ -161,7 +182,7 @@ export async function fetchOffsets(
         groupId: group,
         memberId: version >= 9 ? member.memberId : null,
         memberEpoch: version >= 9 ? member.memberEpoch : -1,
-        topics: [{ name: topic, partitionIndexes: partitions }],
+        topics: [{ ...topicFields(topic, version), partitionIndexes: partitions }],
       },
     ],
     requireStable,
@@ -549,7 +570,7 @@ export class TxnProducer {
       generationIdOrMemberEpoch: id.generationIdOrMemberEpoch,
       memberId: id.memberId,
       groupInstanceId: id.groupInstanceId,
-      topics: [committedTopic(topic, partitions, offset)],
+      topics: [committedTopic(topic, 3, partitions, offset)],
     });
     return res.topics.flatMap((t) => t.partitions.map((p) => p.errorCode));
   }
