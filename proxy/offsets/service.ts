@@ -235,6 +235,7 @@ export class OffsetService implements ProxyExtension {
                 answer: (named) => this.commit(info, named),
                 onUnknownIds: (n) => this.opts.metrics?.commitRefused(req.groupId, 'unknown_topic', n),
                 onUnresolved: (n) => this.opts.metrics?.commitRefused(req.groupId, 'broker_unanswered', n),
+                ...this.groupRefusalFor(info, req.groupId),
               })
             : await this.commit(info, req);
         return { action: 'respond', body };
@@ -315,6 +316,26 @@ export class OffsetService implements ProxyExtension {
               .catch(() => undefined)
           : undefined;
         return ask(ApiKey.OffsetCommit, Math.max(info.apiVersion, min ?? 0), req);
+      },
+    };
+  }
+
+  /** A v10 commit's group-level authorization, counted as offset-commit.ts counts its refusals. */
+  private groupRefusalFor(
+    info: RequestInfo,
+    group: string,
+  ): { groupRefusal?: (n: number) => Promise<number> } {
+    const authorizer = this.opts.authorizer;
+    if (!authorizer) return {};
+    return {
+      groupRefusal: async (n) => {
+        const { groupError } = await authorizer.authorize(info, 'read', group, []);
+        if (groupError !== ErrorCode.NONE) {
+          const reason =
+            groupError === ErrorCode.GROUP_AUTHORIZATION_FAILED ? 'unauthorized' : 'broker_unanswered';
+          this.opts.metrics?.commitRefused(group, reason, n);
+        }
+        return groupError;
       },
     };
   }

@@ -19,6 +19,8 @@ import { defaultOffsetFetchRequest } from '../../protocol/messages/offset-fetch-
 import type { OffsetFetchResponse } from '../../protocol/messages/offset-fetch-response.js';
 import type { RequestDecision, RequestInfo } from '../core/extension.js';
 import { silentLogger } from '../common/log.js';
+import { BrokerAuthorizer } from './authorizer.js';
+import type { Decision } from './authorizer.js';
 import { GuardPolicy } from './guard-policy.js';
 import type { CommitRefusal } from './offset-commit.js';
 import { OffsetService } from './service.js';
@@ -29,7 +31,11 @@ const A = 'AAAAAAAAAAAAAAAAAAAAAQ';
 const B = 'AAAAAAAAAAAAAAAAAAAAAg';
 const UNKNOWN = 'AAAAAAAAAAAAAAAAAAAAAw';
 
-function service(topics: { list: TopicEntry[]; down?: boolean }, missGapMs = 500) {
+function service(
+  topics: { list: TopicEntry[]; down?: boolean },
+  missGapMs = 500,
+  authorizer: BrokerAuthorizer | null = null,
+) {
   const store = new MemoryStore();
   const refused: [string, CommitRefusal, number][] = [];
   const s = new OffsetService({
@@ -40,7 +46,7 @@ function service(topics: { list: TopicEntry[]; down?: boolean }, missGapMs = 500
     mirrorCommits: false,
     lookups: null,
     log: silentLogger,
-    authorizer: null,
+    authorizer,
     metrics: {
       commitAccepted: () => undefined,
       commitRefused: (g, reason, n) => refused.push([g, reason, n]),
@@ -211,6 +217,29 @@ describe('OffsetCommit and OffsetFetch v10 (topic ids)', () => {
     );
     expect(byId(known)).toEqual([[A, [[0, ErrorCode.GROUP_ID_NOT_FOUND]]]]);
     expect(await store.fetch('g', null)).toEqual([]);
+  });
+
+  test('a group the client may not READ: GROUP_AUTHORIZATION_FAILED on unknown ids too, as the broker checks it first', async () => {
+    const denied = new (class extends BrokerAuthorizer {
+      override authorize(): Promise<Decision> {
+        return Promise.resolve({ groupError: ErrorCode.GROUP_AUTHORIZATION_FAILED, deniedTopics: new Set() });
+      }
+    })();
+    const { s, refused } = service({ list: [{ name: 'a', id: A }] }, 500, denied);
+    const res = await ask<OffsetCommitResponse>(
+      s,
+      ApiKey.OffsetCommit,
+      10,
+      commitV10('g', [
+        [UNKNOWN, [0]],
+        [A, [0]],
+      ]),
+    );
+    expect(byId(res)).toEqual([
+      [UNKNOWN, [[0, ErrorCode.GROUP_AUTHORIZATION_FAILED]]],
+      [A, [[0, ErrorCode.GROUP_AUTHORIZATION_FAILED]]],
+    ]);
+    expect(refused).toEqual([['g', 'unauthorized', 2]]);
   });
 
   test('a fetch of an unknown id: offset -1 and UNKNOWN_TOPIC_ID on each partition, the group NONE', async () => {

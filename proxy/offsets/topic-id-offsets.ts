@@ -30,6 +30,12 @@ export interface CommitByIdHooks {
   answer: (named: OffsetCommitRequest) => Promise<OffsetCommitResponse>;
   onUnknownIds?: (partitions: number) => void;
   onUnresolved?: (partitions: number) => void;
+  /**
+   * The group-level authorization refusal (GROUP_AUTHORIZATION_FAILED, or COORDINATOR_NOT_AVAILABLE
+   * undecided) of a commit of `partitions` partitions, or NONE; absent with `--authorize off`. The
+   * broker checks it before topic ids, so a refused group's unknown ids get its code too.
+   */
+  groupRefusal?: (partitions: number) => Promise<number>;
 }
 
 export async function commitByTopicId(
@@ -50,6 +56,11 @@ export async function commitByTopicId(
   }
   const known = req.topics.filter((t) => names.has(t.topicId));
   const unknown = partitionCount(req.topics) - partitionCount(known);
+  if (unknown > 0 && hooks.groupRefusal) {
+    // Only needed with unknown ids: otherwise the named commit is refused whole the same way.
+    const refusal = await hooks.groupRefusal(partitionCount(req.topics));
+    if (refusal !== ErrorCode.NONE) return everyPartition(refusal);
+  }
   if (unknown > 0) hooks.onUnknownIds?.(unknown);
   // Nothing left: answered at once, the group unchecked (as the broker, and as offset-commit.ts).
   if (known.length === 0) return everyPartition(ErrorCode.UNKNOWN_TOPIC_ID);
