@@ -131,8 +131,9 @@ describe('with an extension', () => {
     ]);
     new ApiVersionsPolicy(service).apply(body);
     expect(advertised(body)).toEqual([
-      [ApiKey.OffsetCommit, 2, 9],
-      [ApiKey.OffsetFetch, 1, 9],
+      // v10 (topic ids) served from the store, as the broker offers it.
+      [ApiKey.OffsetCommit, 2, 10],
+      [ApiKey.OffsetFetch, 1, 10],
       [ApiKey.OffsetDelete, 0, max(ApiKey.OffsetDelete)],
       // Observed, not served: cut to what the codec reads.
       [ApiKey.JoinGroup, 0, max(ApiKey.JoinGroup)],

@@ -4,7 +4,8 @@
  */
 import { describe, expect, test } from 'vitest';
 import type { ClusterClient } from '../client/cluster-client.js';
-import { BrokerLookups } from './broker-lookups.js';
+import { ApiKey } from '../../protocol/messages/index.js';
+import { BrokerLookups, NAMED_OFFSETS_MAX_VERSION } from './broker-lookups.js';
 
 const CACHE_MS = 30;
 
@@ -78,5 +79,48 @@ describe('BrokerLookups.topicExists', () => {
     expect(await asked).toBe(true);
     // The refresh that answered it also learnt of the deletion.
     expect(await lookups.topicExists('gone', 0)).toBe(false);
+  });
+});
+
+describe('BrokerLookups: offsets asked of the broker by topic name', () => {
+  /** A cluster whose coordinator is node 1 and which records each request's highest version. */
+  function recording() {
+    const asked: [number, number | undefined][] = [];
+    const client = {
+      within: <T>(_what: string, work: () => Promise<T>) => work(),
+      coordinatorOf: () => Promise.resolve(1),
+      request: (_node: number, apiKey: number, _body: unknown, atMost?: number) => {
+        asked.push([apiKey, atMost]);
+        const body =
+          apiKey === ApiKey.OffsetFetch
+            ? { groups: [{ groupId: 'g', errorCode: 0, topics: [] }] }
+            : { topics: [{ name: 't', partitions: [{ partitionIndex: 0, errorCode: 0 }] }] };
+        return Promise.resolve({ version: 9, body });
+      },
+    } as unknown as ClusterClient;
+    return { client, asked };
+  }
+
+  test('OffsetFetch and mirrored OffsetCommit go in v9 at most (v10 names topics by id)', async () => {
+    const { client, asked } = recording();
+    const lookups = new BrokerLookups(client);
+    await lookups.fetchOffsets('g', [{ topic: 't', partition: 0 }], true);
+    const write = {
+      topic: 't',
+      partition: 0,
+      offset: 1n,
+      leaderEpoch: -1,
+      metadata: '',
+      commitTimestamp: 0n,
+      expireTimestamp: -1n,
+    };
+    await lookups.mirrorCommit('g', { generationIdOrMemberEpoch: -1, memberId: '', groupInstanceId: null }, [
+      write,
+    ]);
+    expect(asked).toEqual([
+      [ApiKey.OffsetFetch, NAMED_OFFSETS_MAX_VERSION],
+      [ApiKey.OffsetCommit, NAMED_OFFSETS_MAX_VERSION],
+    ]);
+    expect(NAMED_OFFSETS_MAX_VERSION).toBe(9);
   });
 });

@@ -60,6 +60,12 @@ const KNOWN_GROUP_TYPES: ReadonlySet<string> = new Set(['classic', 'consumer', '
 const lacksApi = (err: unknown): boolean =>
   err instanceof ClusterRequestError && /does not support|no common version/.test(err.message);
 
+/**
+ * The proxy's own OffsetFetch and OffsetCommit name topics by name, as the store keeps them: v10
+ * names them by id (KIP-848), so these go in v9 at most, which every broker with v10 also has.
+ */
+export const NAMED_OFFSETS_MAX_VERSION = 9;
+
 /** DescribeLogDirs v5 came with Kafka 4.3, as assignment epochs did (KIP-1251). */
 const FIRST_DESCRIBE_LOG_DIRS_OF_ASSIGNMENT_EPOCHS = 5;
 
@@ -117,6 +123,7 @@ export class BrokerLookups {
                 topics,
                 requireStable: v >= 7 && requireStable,
               },
+        NAMED_OFFSETS_MAX_VERSION,
       );
       const fetched: FetchedGroup =
         version >= 8
@@ -508,6 +515,7 @@ export class BrokerLookups {
             })),
           })),
         }),
+        NAMED_OFFSETS_MAX_VERSION,
       );
       const codes = body.topics.flatMap((t) => t.partitions.map((p) => p.errorCode));
       return {

@@ -11,6 +11,9 @@ import type { AnyRequest } from '../../protocol/messages/index.js';
 import type { ConsumerGroupHeartbeatRequest } from '../../protocol/messages/consumer-group-heartbeat-request.js';
 import type { ConsumerGroupHeartbeatResponse } from '../../protocol/messages/consumer-group-heartbeat-response.js';
 import type { OffsetCommitRequest } from '../../protocol/messages/offset-commit-request.js';
+import type { OffsetCommitResponse } from '../../protocol/messages/offset-commit-response.js';
+import type { OffsetFetchRequest } from '../../protocol/messages/offset-fetch-request.js';
+import type { OffsetFetchResponse } from '../../protocol/messages/offset-fetch-response.js';
 import type {
   AnyExchange,
   AnyResponseBody,
@@ -39,6 +42,8 @@ import { handleOffsetCommit } from './offset-commit.js';
 import type { CommitDeps, CommitRefusal } from './offset-commit.js';
 import { handleOffsetFetch } from './offset-fetch.js';
 import { handleOffsetDelete } from './offset-delete.js';
+import { commitByTopicId, fetchByTopicId, FIRST_TOPIC_ID_VERSION } from './topic-id-offsets.js';
+import { TopicIds } from './topic-ids.js';
 
 type SeenTaskQuery<R = boolean> = (memberId: string, subtopologyId: string, partition: number) => R;
 
@@ -73,6 +78,8 @@ export interface OffsetServiceOptions {
   liveness?: MemberLiveness;
   /** What this instance saw of streams groups (tests pass one with a fake clock). */
   streams?: StreamsGroups;
+  /** Topic ids and names from the cluster's metadata, for v10; absent: no topic id is known. */
+  topicIds?: TopicIds;
 }
 
 /** Group tools' APIs whose answers are completed with the store's groups (group-views.ts). */
@@ -84,11 +91,12 @@ const GROUP_VIEW_APIS: ReadonlySet<number> = new Set([
 
 /**
  * The versions the proxy answers from its store, per API it answers. OffsetCommit and OffsetFetch
- * v10 name topics by id (KIP-848) and are not served yet; docs/protocol.md lists them.
+ * v10 name topics by id (KIP-848), mapped to the stored names (topic-id-offsets.ts); they are
+ * offered only where the broker offers them (advertisedVersions).
  */
 const SERVED: ReadonlyMap<number, VersionRange> = new Map([
-  [ApiKey.OffsetCommit, { min: 2, max: 9 }],
-  [ApiKey.OffsetFetch, { min: 1, max: 9 }],
+  [ApiKey.OffsetCommit, { min: 2, max: FIRST_TOPIC_ID_VERSION }],
+  [ApiKey.OffsetFetch, { min: 1, max: FIRST_TOPIC_ID_VERSION }],
   [ApiKey.OffsetDelete, getApiCodec(ApiKey.OffsetDelete)!.validVersions],
 ]);
 const ANSWERED: ReadonlySet<number> = new Set(SERVED.keys());
@@ -103,6 +111,7 @@ export class OffsetService implements ProxyExtension {
   private readonly streams: StreamsGroups;
   /** Groups of a type the guard does not know, already logged (once per group). */
   private readonly deferredLogged = new Set<string>();
+  private readonly topicIds: TopicIds;
 
   /** What every commit needs, built once (not per request: commits are the hot path). */
   private readonly commitDeps: CommitDeps;
@@ -123,6 +132,7 @@ export class OffsetService implements ProxyExtension {
     this.apiKeys = new Set([...ANSWERED, ...OBSERVED_APIS, ...(this.views ? GROUP_VIEW_APIS : [])]);
     this.liveness = opts.liveness ?? new MemberLiveness();
     this.streams = opts.streams ?? new StreamsGroups();
+    this.topicIds = opts.topicIds ?? new TopicIds(() => Promise.resolve([]));
     const { store, lookups } = opts;
     this.unknownTopics = new GroupModes(opts.unknownTopics, opts.unknownTopicsGroups ?? []);
     this.commitDeps = {
@@ -222,8 +232,13 @@ export class OffsetService implements ProxyExtension {
    * The offset APIs are served in every version the codec knows, whatever the broker supports:
    * OffsetCommit v0-1, removed in Kafka 4, work again for legacy clients.
    */
-  advertisedVersions(apiKey: number): VersionRange | undefined {
-    return SERVED.get(apiKey);
+  advertisedVersions(apiKey: number, broker?: VersionRange): VersionRange | undefined {
+    const served = SERVED.get(apiKey);
+    // v10 (topic ids) only where the broker has it: clients negotiate the version they would
+    // directly, and a transactional group's v10 commit goes to the broker as sent.
+    if (served?.max === FIRST_TOPIC_ID_VERSION && broker && broker.max < FIRST_TOPIC_ID_VERSION)
+      return { min: served.min, max: FIRST_TOPIC_ID_VERSION - 1 };
+    return served;
   }
 
   /** Per client connection, the end of the requests of it being answered (see handleRequest). */
@@ -252,31 +267,23 @@ export class OffsetService implements ProxyExtension {
     switch (request.apiKey) {
       case ApiKey.OffsetCommit: {
         const req = request.body;
-        const deps =
-          this.unknownTopics.modeFor(req.groupId) === 'reject' ? this.rejectingDeps : this.commitDeps;
-        const body = await handleOffsetCommit(req, info.apiVersion, {
-          ...deps,
-          ...this.authorizeFor(info, 'read'),
-          ...this.atBroker(info, req),
-          onAccepted: (g, writes) => this.accepted(g, req, info.apiVersion, writes),
-        });
+        const body =
+          info.apiVersion >= FIRST_TOPIC_ID_VERSION
+            ? await commitByTopicId(req, this.topicIds, {
+                answer: (named) => this.commit(info, named),
+                onUnknownIds: (n) => this.opts.metrics?.commitRefused(req.groupId, 'unknown_topic', n),
+                onUnresolved: (n) => this.opts.metrics?.commitRefused(req.groupId, 'broker_unanswered', n),
+                ...this.groupRefusalFor(info, req.groupId),
+              })
+            : await this.commit(info, req);
         return { action: 'respond', body };
       }
       case ApiKey.OffsetFetch: {
-        const body = await handleOffsetFetch(request.body, info.apiVersion, {
-          store,
-          ...this.authorizeFor(info, 'describe'),
-          fallbackUpstream: this.opts.fallbackUpstream,
-          ...(lookups
-            ? {
-                fetchFromBroker: (g, tps, stable) => lookups.fetchOffsets(g, tps, stable),
-                memberFresh: (g: string, m: string | null, e: number) =>
-                  m !== null && (this.liveness.consumerFresh(g, m, e) || this.streams.fresh(g, m, e)),
-                memberVerdict: (g: string, m: string | null, e: number) =>
-                  fetchVerdict(lookups, g, m, e, () => streamsFetchVerdict(lookups, g, m, e)),
-              }
-            : {}),
-        });
+        const req = request.body;
+        const body =
+          info.apiVersion >= FIRST_TOPIC_ID_VERSION
+            ? await fetchByTopicId(req, this.topicIds, { answer: (named) => this.fetch(info, named) })
+            : await this.fetch(info, req);
         return { action: 'respond', body };
       }
       case ApiKey.OffsetDelete: {
@@ -299,6 +306,36 @@ export class OffsetService implements ProxyExtension {
     }
   }
 
+  /** An OffsetCommit naming its topics (v10's by the names its ids map to). */
+  private commit(info: RequestInfo, req: OffsetCommitRequest): Promise<OffsetCommitResponse> {
+    const deps = this.unknownTopics.modeFor(req.groupId) === 'reject' ? this.rejectingDeps : this.commitDeps;
+    return handleOffsetCommit(req, info.apiVersion, {
+      ...deps,
+      ...this.authorizeFor(info, 'read'),
+      ...this.atBroker(info, req),
+      onAccepted: (g, writes) => this.accepted(g, req, info.apiVersion, writes),
+    });
+  }
+
+  /** An OffsetFetch naming its topics (v10's by the names its ids map to). */
+  private fetch(info: RequestInfo, req: OffsetFetchRequest): Promise<OffsetFetchResponse> {
+    const lookups = this.opts.lookups;
+    return handleOffsetFetch(req, info.apiVersion, {
+      store: this.opts.store,
+      ...this.authorizeFor(info, 'describe'),
+      fallbackUpstream: this.opts.fallbackUpstream,
+      ...(lookups
+        ? {
+            fetchFromBroker: (g, tps, stable) => lookups.fetchOffsets(g, tps, stable),
+            memberFresh: (g: string, m: string | null, e: number) =>
+              m !== null && (this.liveness.consumerFresh(g, m, e) || this.streams.fresh(g, m, e)),
+            memberVerdict: (g: string, m: string | null, e: number) =>
+              fetchVerdict(lookups, g, m, e, () => streamsFetchVerdict(lookups, g, m, e)),
+          }
+        : {}),
+    });
+  }
+
   /**
    * A commit sent on as the client sent it, on its own connection (same principal), in its
    * version, or in the broker's lowest where the broker no longer has the client's: Kafka 4
@@ -318,6 +355,26 @@ export class OffsetService implements ProxyExtension {
               .catch(() => undefined)
           : undefined;
         return ask(ApiKey.OffsetCommit, Math.max(info.apiVersion, min ?? 0), req);
+      },
+    };
+  }
+
+  /** A v10 commit's group-level authorization, counted as offset-commit.ts counts its refusals. */
+  private groupRefusalFor(
+    info: RequestInfo,
+    group: string,
+  ): { groupRefusal?: (n: number) => Promise<number> } {
+    const authorizer = this.opts.authorizer;
+    if (!authorizer) return {};
+    return {
+      groupRefusal: async (n) => {
+        const { groupError } = await authorizer.authorize(info, 'read', group, []);
+        if (groupError !== ErrorCode.NONE) {
+          const reason =
+            groupError === ErrorCode.GROUP_AUTHORIZATION_FAILED ? 'unauthorized' : 'broker_unanswered';
+          this.opts.metrics?.commitRefused(group, reason, n);
+        }
+        return groupError;
       },
     };
   }

@@ -13,6 +13,7 @@ import { StoreGroupIndex } from './store-groups.js';
 import { GuardPolicy } from './guard-policy.js';
 import type { CommitGuardMode, GroupOverride } from './guard-policy.js';
 import { OffsetService } from './service.js';
+import { TopicIds } from './topic-ids.js';
 import type { OffsetServiceMetrics, OffsetServiceOptions } from './service.js';
 
 /**
@@ -106,6 +107,15 @@ export function createOffsetService(
     lookups,
     authorizer: config.authorize === 'broker' ? new BrokerAuthorizer() : null,
     groups: new StoreGroupIndex(store, cluster),
+    topicIds: new TopicIds(() =>
+      cluster
+        .within('looking up topic ids', () => cluster.metadata(null))
+        .then((md) =>
+          md.topics.flatMap((t) =>
+            t.name !== null && t.errorCode === 0 ? [{ name: t.name, id: t.topicId }] : [],
+          ),
+        ),
+    ),
     log: log.child({ component: 'offsets' }),
     ...(metrics ? { metrics } : {}),
   });

@@ -4,6 +4,7 @@
 // (ConsumerGroupHeartbeat), each with the OffsetCommit and OffsetFetch a consumer sends, and a
 // transactional producer that commits a group's offsets in its transactions (TxnOffsetCommit).
 import { ErrorCode } from '../../protocol/error-codes.js';
+import { ZERO_UUID } from '../../protocol/generated-support.js';
 import type { ConsumerGroupDescribeResponse } from '../../protocol/messages/consumer-group-describe-response.js';
 import { defaultConsumerGroupHeartbeatRequest } from '../../protocol/messages/consumer-group-heartbeat-request.js';
 import type { ConsumerGroupHeartbeatRequest } from '../../protocol/messages/consumer-group-heartbeat-request.js';
@@ -15,6 +16,7 @@ import type { EndTxnResponse } from '../../protocol/messages/end-txn-response.js
 import type { HeartbeatResponse } from '../../protocol/messages/heartbeat-response.js';
 import type { IncrementalAlterConfigsResponse } from '../../protocol/messages/incremental-alter-configs-response.js';
 import { ApiKey } from '../../protocol/messages/index.js';
+import { defaultInitProducerIdRequest } from '../../protocol/messages/init-producer-id-request.js';
 import type { InitProducerIdResponse } from '../../protocol/messages/init-producer-id-response.js';
 import type { JoinGroupResponse } from '../../protocol/messages/join-group-response.js';
 import type { LeaveGroupResponse } from '../../protocol/messages/leave-group-response.js';
@@ -101,9 +103,29 @@ export const ANONYMOUS: CommitIdentity = {
 };
 
 /** A topic's partitions at `offset`, as OffsetCommit and TxnOffsetCommit name them. */
-function committedTopic(topic: string, partitions: number[], offset: bigint, metadata = '') {
+/**
+ * A topic as OffsetCommit and OffsetFetch name it: by name up to v9, by id from v10 (KIP-848),
+ * whose requests need the id (`topicIds`).
+ */
+export type TopicRef = string | { name: string; id: string };
+
+function topicFields(topic: TopicRef, version: number): { name: string; topicId: string } {
+  if (typeof topic === 'string') {
+    if (version >= 10) throw new Error(`v${version} names topics by id: ${topic} has none here`);
+    return { name: topic, topicId: ZERO_UUID };
+  }
+  return { name: topic.name, topicId: topic.id };
+}
+
+function committedTopic(
+  topic: TopicRef,
+  version: number,
+  partitions: number[],
+  offset: bigint,
+  metadata = '',
+) {
   return {
-    name: topic,
+    ...topicFields(topic, version),
     partitions: partitions.map((p) => ({
       partitionIndex: p,
       committedOffset: offset,
@@ -118,7 +140,7 @@ export async function commitOffsets(
   conn: Conn,
   group: string,
   id: CommitIdentity,
-  topic: string,
+  topic: TopicRef,
   partitions: number[],
   offset: bigint,
   version = 9,
@@ -130,7 +152,7 @@ export async function commitOffsets(
     memberId: id.memberId,
     groupInstanceId: version >= 7 ? id.groupInstanceId : null,
     retentionTimeMs: -1n,
-    topics: [committedTopic(topic, partitions, offset, metadata)],
+    topics: [committedTopic(topic, version, partitions, offset, metadata)],
   });
   return res.topics.flatMap((t) => t.partitions.map((p) => p.errorCode));
 }
@@ -146,7 +168,7 @@ export interface FetchResult {
 export async function fetchOffsets(
   conn: Conn,
   group: string,
-  topic: string,
+  topic: TopicRef,
   partitions: number[],
   member: { memberId: string | null; memberEpoch: number } = { memberId: null, memberEpoch: -1 },
   version = 9,
@@ -159,7 +181,7 @@ export async function fetchOffsets(
         groupId: group,
         memberId: version >= 9 ? member.memberId : null,
         memberEpoch: version >= 9 ? member.memberEpoch : -1,
-        topics: [{ name: topic, partitionIndexes: partitions }],
+        topics: [{ ...topicFields(topic, version), partitionIndexes: partitions }],
       },
     ],
     requireStable,
@@ -495,6 +517,8 @@ export class TxnProducer {
     if (found.errorCode !== ErrorCode.NONE) return found.errorCode;
     const res = await this.retrying(() =>
       this.conn.request<InitProducerIdResponse>(ApiKey.InitProducerId, 4, {
+        // Kafka 4.4's fields (enable2Pc, keepPreparedTxn) at their defaults, which v4 leaves out.
+        ...defaultInitProducerIdRequest(),
         transactionalId: this.transactionalId,
         transactionTimeoutMs: 60_000,
         producerId: -1n,
@@ -542,10 +566,10 @@ export class TxnProducer {
       groupId: group,
       producerId: this.producerId,
       producerEpoch: this.producerEpoch,
-      generationId: id.generationIdOrMemberEpoch,
+      generationIdOrMemberEpoch: id.generationIdOrMemberEpoch,
       memberId: id.memberId,
       groupInstanceId: id.groupInstanceId,
-      topics: [committedTopic(topic, partitions, offset)],
+      topics: [committedTopic(topic, 3, partitions, offset)],
     });
     return res.topics.flatMap((t) => t.partitions.map((p) => p.errorCode));
   }

@@ -28,7 +28,7 @@ import {
   topicIds,
   TxnProducer,
 } from './group-members.js';
-import type { CommitIdentity, FetchResult } from './group-members.js';
+import type { CommitIdentity, FetchResult, TopicRef } from './group-members.js';
 import { ApiKey } from '../../protocol/messages/index.js';
 import type { ApiVersionsResponse } from '../../protocol/messages/api-versions-response.js';
 import type { DescribeGroupsResponse } from '../../protocol/messages/describe-groups-response.js';
@@ -77,8 +77,12 @@ export type Step =
   | { op: 'txnCommit'; slot: number | null; as: As; parts?: Parts }
   /** The producer's open transaction commits or aborts (EndTxn); nothing when none is open. */
   | { op: 'txnEnd'; commit: boolean }
-  /** `stable` false: requireStable false (pending transactional offsets are not waited for). */
-  | { op: 'fetch'; slot: number | null; as: As; stable?: boolean }
+  /**
+   * `stable` false: requireStable false (pending transactional offsets are not waited for).
+   * `version` 10: by topic id (KIP-848), as a Kafka 4.4 client; otherwise v9 naming the member
+   * (v8 without one).
+   */
+  | { op: 'fetch'; slot: number | null; as: As; stable?: boolean; version?: 10 }
   /** `storeDown`: the proxy's store is unreachable while the member leaves (its leave is not recorded). */
   | { op: 'leave'; slot: number; storeDown?: true }
   /** An admin removes a static member by its instance id. */
@@ -191,6 +195,9 @@ class Run {
    * (the reference for what the older version means there).
    */
   private commitMin = 0;
+  /** The highest OffsetCommit and OffsetFetch versions the target offers (v10: topic ids). */
+  private commitMax = 9;
+  private fetchMax = 9;
 
   async open(): Promise<void> {
     this.admin = await Conn.open(this.target.bootstraps[0]!);
@@ -198,7 +205,12 @@ class Run {
       clientSoftwareName: 'guard-differential',
       clientSoftwareVersion: '0',
     });
-    this.commitMin = versions.apiKeys.find((k) => k.apiKey === ApiKey.OffsetCommit)?.minVersion ?? 0;
+    const range = (key: number) => versions.apiKeys.find((k) => k.apiKey === key);
+    this.commitMin = range(ApiKey.OffsetCommit)?.minVersion ?? 0;
+    this.commitMax = range(ApiKey.OffsetCommit)?.maxVersion ?? 9;
+    this.fetchMax = range(ApiKey.OffsetFetch)?.maxVersion ?? 9;
+    // Both topics, both protocols: v10 commits and fetches name topics by id.
+    this.ids = await topicIds(this.admin, [this.env.topic, this.env.otherTopic]);
     if (this.script.protocol === 'consumer') {
       const t = this.env.timing;
       // The target assignment is computed at the heartbeat that changed the group, not by a timer
@@ -210,7 +222,6 @@ class Run {
         'consumer.assignor.offload.enable': 'false',
       });
       if (code !== ErrorCode.NONE) throw new Error(`group configs refused: ${code}`);
-      this.ids = await topicIds(this.admin, [this.env.topic]);
     }
     for (let i = 0; i < this.slots.length; i++) this.slots[i]!.proc = await this.spawn(i);
   }
@@ -237,6 +248,19 @@ class Run {
       topics: [this.env.topic],
       topicIds: this.ids,
     });
+  }
+
+  /**
+   * The version a step's request is sent in on this target: in the range it offers (a v10 step on
+   * a broker without v10 is sent in v9, as a client would negotiate), and the topic as that
+   * version names it.
+   */
+  private commitVersion(version: number): number {
+    return Math.min(Math.max(version, this.commitMin), this.commitMax);
+  }
+
+  private ref(topic: string, version: number): TopicRef {
+    return version >= 10 ? { name: topic, id: this.ids.get(topic)! } : topic;
   }
 
   private live(): Member[] {
@@ -297,38 +321,44 @@ class Run {
         const partitions = step.unsubscribed ? [0, 1] : this.partitionsFor(step.slot, who, step.parts);
         if (partitions.length === 0) return 'no partitions';
         this.offset += 1n;
+        const version = this.commitVersion(step.version);
         const codes = await commitOffsets(
           who.proc.conn,
           this.group,
           who.identity,
-          step.unsubscribed ? this.env.otherTopic : this.env.topic,
+          this.ref(step.unsubscribed ? this.env.otherTopic : this.env.topic, version),
           partitions,
           this.offset,
-          Math.max(step.version, this.commitMin),
+          version,
           step.oversized === true ? OVERSIZED_METADATA : '',
         );
         return `[${partitions.join(',')}] ${codes.join(',')}`;
       }
       case 'commitAnonymous': {
         this.offset += 1n;
+        const version = this.commitVersion(step.version);
         return (
           await commitOffsets(
             this.admin,
             this.group,
             ANONYMOUS,
-            this.env.topic,
+            this.ref(this.env.topic, version),
             [0, 1],
             this.offset,
-            Math.max(step.version, this.commitMin),
+            version,
           )
         ).join(',');
       }
       case 'fetch': {
         const stable = step.stable !== false;
+        const v10 = step.version === 10 && this.fetchMax >= 10;
         if (step.slot === null || classic) {
-          // Classic consumers and admin tools name no member (v8).
-          const r = await fetchOffsets(this.admin, this.group, this.env.topic, [0, 1], undefined, 8, stable);
-          return fetched(r);
+          // Classic consumers and admin tools name no member (v8, or v10 with no member).
+          const version = v10 ? 10 : 8;
+          const topic = this.ref(this.env.topic, version);
+          return fetched(
+            await fetchOffsets(this.admin, this.group, topic, [0, 1], undefined, version, stable),
+          );
         }
         const who = this.identityOf(step.slot, step.as);
         if (!who) return 'no member';
@@ -336,9 +366,9 @@ class Run {
           memberId: who.identity.memberId,
           memberEpoch: who.identity.generationIdOrMemberEpoch,
         };
-        return fetched(
-          await fetchOffsets(who.proc.conn, this.group, this.env.topic, [0, 1], member, 9, stable),
-        );
+        const version = v10 ? 10 : 9;
+        const topic = this.ref(this.env.topic, version);
+        return fetched(await fetchOffsets(who.proc.conn, this.group, topic, [0, 1], member, version, stable));
       }
       case 'txnCommit': {
         const who = step.slot === null ? null : this.identityOf(step.slot, step.as);
@@ -776,7 +806,8 @@ function probeArb(protocol: Protocol, focus: number | null = null): fc.Arbitrary
         op: fc.constant('commit' as const),
         slot,
         as,
-        version: protocol === 'classic' ? fc.constantFrom(9, 9, 6, 2) : fc.constantFrom(9, 9, 9, 8),
+        // v10 (topic ids) as Kafka 4.4 clients send it; older versions as older clients do.
+        version: protocol === 'classic' ? fc.constantFrom(10, 9, 6, 2) : fc.constantFrom(10, 10, 9, 8),
       }),
       parts,
       fc.integer({ min: 0, max: 9 }),
@@ -793,13 +824,22 @@ function probeArb(protocol: Protocol, focus: number | null = null): fc.Arbitrary
     .tuple(fc.option(slot, { nil: null, freq: 5 }), as, parts)
     .map(([s, a, p]): Step => ({ op: 'txnCommit', slot: s, as: a, ...(p ? { parts: p } : {}) }));
   const fetch = fc
-    .tuple(fc.option(slot, { nil: null }), as, fc.boolean())
-    .map(([s, a, stable]): Step => ({ op: 'fetch', slot: s, as: a, ...(stable ? {} : { stable: false }) }));
+    .tuple(fc.option(slot, { nil: null }), as, fc.boolean(), fc.boolean())
+    .map(([s, a, stable, v10]): Step => ({
+      op: 'fetch',
+      slot: s,
+      as: a,
+      ...(stable ? {} : { stable: false }),
+      ...(v10 ? { version: 10 as const } : {}),
+    }));
   return fc.oneof(
     { weight: 6, arbitrary: commit },
     {
       weight: 1,
-      arbitrary: fc.record({ op: fc.constant('commitAnonymous' as const), version: fc.constantFrom(9, 2) }),
+      arbitrary: fc.record({
+        op: fc.constant('commitAnonymous' as const),
+        version: fc.constantFrom(10, 9, 2),
+      }),
     },
     { weight: 2, arbitrary: fetch },
     { weight: 1, arbitrary: fc.record({ op: fc.constant('heartbeat' as const), slot }) },

@@ -59,6 +59,60 @@ const probes = (slot: number, as: 'current' | 'previous'): Step[] => [
   commit(slot, as, 2),
 ];
 
+/** A fetch in v10 (topic ids), naming the member (null: none, as classic consumers and admins). */
+const fetchV10 = (slot: number | null = null, as: As = 'current'): Step => ({
+  op: 'fetch',
+  slot,
+  as,
+  version: 10,
+});
+
+/**
+ * OffsetCommit and OffsetFetch v10 (KIP-848: topics named by id), as Kafka 4.4 clients send them:
+ * the same fencing as v9, on ids mapped to the stored names. On a broker without v10 they run in v9.
+ */
+const TOPIC_ID_SCRIPTS: { title: string; script: Script }[] = [
+  {
+    title: 'KIP-848 in v10 (topic ids): current and stale epochs, a member that left, fetches by id',
+    script: {
+      protocol: 'consumer',
+      statics: [false, false, false],
+      steps: [
+        { op: 'heartbeat', slot: 0 },
+        commit(0, 'current', 10),
+        commit(0, 'previous', 10),
+        commitUnsubscribed(0, 10),
+        fetchV10(0),
+        fetchV10(0, 'previous'),
+        fetchV10(),
+        { op: 'leave', slot: 1 },
+        commit(1, 'current', 10),
+        fetchV10(1),
+        oversized(2, 'current', 10),
+        { op: 'commitAnonymous', version: 10 },
+        fetch(),
+      ],
+    },
+  },
+  {
+    title: 'classic in v10 (topic ids): generations fence as in v9; anonymous commits and fetches by id',
+    script: {
+      protocol: 'classic',
+      statics: [false, false, false],
+      steps: [
+        commit(0, 'current', 10),
+        commit(0, 'previous', 10),
+        { op: 'restart', slot: 1 },
+        commit(1, 'previous', 10),
+        commit(1, 'current', 10),
+        fetchV10(),
+        { op: 'commitAnonymous', version: 10 },
+        fetchV10(),
+      ],
+    },
+  },
+];
+
 export const GUARD_REGRESSIONS: { title: string; script: Script }[] = [
   {
     title:
@@ -552,4 +606,5 @@ export const GUARD_REGRESSIONS: { title: string; script: Script }[] = [
       ],
     },
   },
+  ...TOPIC_ID_SCRIPTS,
 ];

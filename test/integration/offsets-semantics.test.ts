@@ -8,7 +8,6 @@ import { Kafka, logLevel } from 'kafkajs';
 import type { Consumer } from 'kafkajs';
 import { afterAll, beforeAll, describe, expect, inject, test } from 'vitest';
 import { EmbeddedStore } from '../../backends/embedded-store.js';
-import { ZERO_UUID } from '../../protocol/generated-support.js';
 import { ApiKey } from '../../protocol/messages/index.js';
 import { defaultOffsetCommitRequest } from '../../protocol/messages/offset-commit-request.js';
 import type { OffsetCommitResponse } from '../../protocol/messages/offset-commit-response.js';
@@ -21,6 +20,8 @@ import { uniqueName } from '../bed/clients/scenarios.js';
 import { startOffsetProxy } from '../harness/offset-proxy.js';
 import type { OffsetProxy } from '../harness/offset-proxy.js';
 import { RawClient } from '../harness/raw-client.js';
+import { Conn, topicIds } from '../harness/group-members.js';
+import { ZERO_UUID } from '../../protocol/generated-support.js';
 
 const E = {
   NONE: 0,
@@ -36,6 +37,8 @@ const E = {
 interface CommitArgs {
   group: string;
   topic: string;
+  /** The topic's id, for v10 (which names topics by id). */
+  topicId?: string;
   partitions: { partition: number; offset: bigint; metadata?: string | null; leaderEpoch?: number }[];
   generation?: number;
   memberId?: string;
@@ -50,7 +53,7 @@ function commitBody(version: number, a: CommitArgs): unknown {
     topics: [
       {
         name: a.topic,
-        topicId: ZERO_UUID,
+        topicId: a.topicId ?? ZERO_UUID,
         partitions: a.partitions.map((p) => ({
           partitionIndex: p.partition,
           committedOffset: p.offset,
@@ -155,13 +158,16 @@ describe('offset APIs answered by the proxy (embedded store)', () => {
     expect(v8).toMatchObject({ errorCode: 0, topics: [] });
   });
 
-  test('commits in every version land in the store and read back, with epochs and metadata', async () => {
-    // v0-1 left with Kafka 4 (KIP-896): the proxy offers OffsetCommit from v2.
+  test('commits in every version land in the store by name and read back, with epochs and metadata', async () => {
     const group = uniqueName('versions');
-    for (const version of [2, 5, 6, 8, 9]) {
+    // v0-1 left the codec with Kafka 4.0's specs (KIP-896); v10 names the topic by its id.
+    const admin = await Conn.open(brokerBootstrap);
+    const topicId = (await topicIds(admin, [topic]).finally(() => admin.close())).get(topic)!;
+    for (const version of [2, 5, 6, 8, 9, 10]) {
       const codes = await commit(client, version, {
         group,
         topic,
+        topicId,
         partitions: [
           { partition: 0, offset: BigInt(100 + version), metadata: `v${version} ✓`, leaderEpoch: 7 },
         ],
@@ -177,7 +183,7 @@ describe('offset APIs answered by the proxy (embedded store)', () => {
     expect(
       fetched.topics[0]!.partitions.map((p) => [p.committedOffset, p.committedLeaderEpoch, p.metadata]),
     ).toEqual([
-      [109n, 7, 'v9 ✓'],
+      [110n, 7, 'v10 ✓'],
       [-1n, -1, ''],
     ]);
     const all = await fetchV8(client, group, null, []);
