@@ -8,7 +8,7 @@
 //   node scripts/build-native.mjs [--require] [--testing] [--sanitize]
 //
 // --testing builds the test build instead, build/native/testing/kop-relay.node: the same addon with
-// the entry points only the tests use (-DKOP_RELAY_TESTING), which the production build leaves out.
+// the entry points only the tests use (-DRELAY_TESTING_BUILD), which the production build leaves out.
 // --sanitize (with --testing) builds it with AddressSanitizer and UndefinedBehaviorSanitizer into
 // build/native/asan/kop-relay.node (scripts/native-asan.mjs runs the tests against it).
 import { execFileSync } from 'node:child_process';
@@ -65,7 +65,7 @@ try {
     [
       sanitize ? '-O1' : '-O2',
       ...(sanitize ? SANITIZE_FLAGS : []),
-      ...(testing ? ['-DKOP_RELAY_TESTING'] : []),
+      ...(testing ? ['-DRELAY_TESTING_BUILD'] : []),
       '-std=c11',
       '-D_GNU_SOURCE',
       '-Wall',

@@ -43,6 +43,7 @@ export const KNOWN_NON_OPTION_VARIABLES: ReadonlyMap<string, string> = new Map([
   ['KOP_DIFF_DEBUG', 'tests: trace of the commit-guard differential test'],
   ['KOP_VR_DEBUG', 'tests: progress of the verifiable-run reliability tool'],
   ['KOP_TEST_EMBEDDED_DIR', 'tests: the directory a child process of an embedded-store test opens'],
+  ['KOP_RELAY_ADDON', 'tests: the native relay build the tests load (the sanitizer build)'],
   // The tests: sizes and seeds of the long-running reliability and fuzz tests.
   ['KOP_FUZZ_FRAMES', 'tests: connections of the wire fuzz test'],
   ['KOP_FUZZ_SEED', 'tests: seed of the wire fuzz test'],

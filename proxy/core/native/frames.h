@@ -5,8 +5,8 @@
  * relay.c includes it; so does the fuzz driver (fuzz.c), which feeds it arbitrary bytes under
  * AddressSanitizer and UndefinedBehaviorSanitizer.
  */
-#ifndef KOP_RELAY_FRAMES_H
-#define KOP_RELAY_FRAMES_H
+#ifndef RELAY_FRAMES_H
+#define RELAY_FRAMES_H
 
 #include <stddef.h>
 #include <stdint.h>

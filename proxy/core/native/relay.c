@@ -80,7 +80,7 @@ typedef struct context {
   /* Registered while the context lives: closes its pairs' handles when the environment goes. */
   napi_async_cleanup_hook_handle cleanup;
   int env_gone; /* the environment is being torn down: no Node-API call any more */
-#ifdef KOP_RELAY_TESTING
+#ifdef RELAY_TESTING_BUILD
   int fail_next_handback; /* failNextHandback: the next handback fails as a Node-API call would */
 #endif
   /* Where every pair of this context reads: reads are handled one at a time on its loop. */
@@ -448,7 +448,7 @@ static napi_status pending_array(napi_env env, const pair_t *p, napi_value *out)
 
 /* A Node-API failure injected by the tests (failNextHandback); never in the production build. */
 static int injected_failure(context_t *ctx) {
-#ifdef KOP_RELAY_TESTING
+#ifdef RELAY_TESTING_BUILD
   if (ctx->fail_next_handback) {
     ctx->fail_next_handback = 0;
     return 1;
@@ -1160,9 +1160,9 @@ static napi_value status(napi_env env, napi_callback_info info) {
   return arr;
 }
 
-#ifdef KOP_RELAY_TESTING
+#ifdef RELAY_TESTING_BUILD
 /*
- * Only in the test build (scripts/build-native.mjs --testing, -DKOP_RELAY_TESTING), for the tests
+ * Only in the test build (scripts/build-native.mjs --testing, -DRELAY_TESTING_BUILD), for the tests
  * that hold these against the JavaScript walkers (produce-endpoints.ts, frames.ts
  * peekProduceAcks): produceAnswerUnchanged(payload) -> boolean,
  * produceAcks(payload, version, flexible) -> acks, -2 (more bytes needed) or -3 (unreadable);
@@ -1215,7 +1215,7 @@ static napi_value init(napi_env env, napi_value exports) {
       {"close", NULL, close_pair, NULL, NULL, NULL, napi_default, NULL},
       {"status", NULL, status, NULL, NULL, NULL, napi_default, NULL},
       {"dispose", NULL, dispose, NULL, NULL, NULL, napi_default, NULL},
-#ifdef KOP_RELAY_TESTING
+#ifdef RELAY_TESTING_BUILD
       {"produceAnswerUnchanged", NULL, test_produce_answer_unchanged, NULL, NULL, NULL, napi_default, NULL},
       {"produceAcks", NULL, test_produce_acks, NULL, NULL, NULL, napi_default, NULL},
       {"failNextHandback", NULL, test_fail_next_handback, NULL, NULL, NULL, napi_default, NULL},
