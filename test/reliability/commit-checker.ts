@@ -6,6 +6,8 @@
 import { readFileSync } from 'node:fs';
 import { ApiKey } from '../../protocol/messages/index.js';
 import { defaultOffsetCommitRequest } from '../../protocol/messages/offset-commit-request.js';
+import type { OffsetCommitRequest } from '../../protocol/messages/offset-commit-request.js';
+import { ZERO_UUID } from '../../protocol/generated-support.js';
 import type { OffsetCommitResponse } from '../../protocol/messages/offset-commit-response.js';
 import { defaultOffsetFetchRequest } from '../../protocol/messages/offset-fetch-request.js';
 import type { OffsetFetchResponse } from '../../protocol/messages/offset-fetch-response.js';
@@ -52,7 +54,12 @@ export interface Violation {
 
 let correlation = 1;
 
-export function commitBody(group: string, topic: string, partitions: number, offset: bigint): unknown {
+export function commitBody(
+  group: string,
+  topic: string,
+  partitions: number,
+  offset: bigint,
+): OffsetCommitRequest {
   return {
     ...defaultOffsetCommitRequest(),
     groupId: group,
@@ -61,11 +68,12 @@ export function commitBody(group: string, topic: string, partitions: number, off
     topics: [
       {
         name: topic,
+        // v10 names the topic by id only; the zero id (UNKNOWN_TOPIC_ID) where none is given.
+        topicId: ZERO_UUID,
         partitions: Array.from({ length: partitions }, (_, p) => ({
           partitionIndex: p,
           committedOffset: offset,
           committedLeaderEpoch: -1,
-          commitTimestamp: -1n,
           committedMetadata: '',
         })),
       },
@@ -104,7 +112,13 @@ export async function fetchOnce(
         groupId: group,
         memberId: null,
         memberEpoch: -1,
-        topics: [{ name: topic, partitionIndexes: Array.from({ length: partitions }, (_, p) => p) }],
+        topics: [
+          {
+            name: topic,
+            topicId: ZERO_UUID,
+            partitionIndexes: Array.from({ length: partitions }, (_, p) => p),
+          },
+        ],
       },
     ],
   });

@@ -79,7 +79,7 @@ function bodyFor(apiKey: number, v: number, topic: string, group: string): unkno
                 groupId: group,
                 memberId: null,
                 memberEpoch: -1,
-                topics: [{ name: topic, partitionIndexes: [0] }],
+                topics: [{ name: topic, topicId: ZERO_UUID, partitionIndexes: [0] }],
               },
             ],
           }
