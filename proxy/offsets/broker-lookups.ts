@@ -24,6 +24,7 @@ import type { StreamsGroupDescribeResponse } from '../../protocol/messages/strea
 import { ClusterRequestError } from '../client/cluster-client.js';
 import type { BodyFor, ClusterClient } from '../client/cluster-client.js';
 import type { FetchedGroup } from './offset-fetch.js';
+import { ownMaxVersion } from '../client/own-versions.js';
 
 const RETRY_COORDINATOR = new Set<number>([
   ErrorCode.NOT_COORDINATOR,
@@ -62,9 +63,10 @@ const lacksApi = (err: unknown): boolean =>
 
 /**
  * The proxy's own OffsetFetch and OffsetCommit name topics by name, as the store keeps them: v10
- * names them by id (KIP-848), so these go in v9 at most, which every broker with v10 also has.
+ * names them by id (KIP-848), so these go in v9 at most, which every broker with v10 also has. The
+ * cap itself is the cluster client's (own-versions.ts), where every such cap is kept.
  */
-export const NAMED_OFFSETS_MAX_VERSION = 9;
+export const NAMED_OFFSETS_MAX_VERSION = ownMaxVersion(ApiKey.OffsetFetch)!;
 
 /** DescribeLogDirs v5 came with Kafka 4.3, as assignment epochs did (KIP-1251). */
 const FIRST_DESCRIBE_LOG_DIRS_OF_ASSIGNMENT_EPOCHS = 5;
