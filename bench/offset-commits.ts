@@ -11,24 +11,18 @@
  * p50/p99/max latency. Real components from the test bed: Kafka 4.4.0 (single broker), redis-server
  * with AOF appendfsync always, ZooKeeper.
  */
-import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { ApiKey } from '../protocol/messages/index.js';
-import { defaultOffsetCommitRequest } from '../protocol/messages/offset-commit-request.js';
-import { decodeResponseFrame, encodeRequestFrame } from '../protocol/frames.js';
-import type { OffsetCommitResponse } from '../protocol/messages/offset-commit-response.js';
 import { startKafka } from '../test/bed/kafka.js';
 import { startRedis } from '../test/bed/redis.js';
 import type { RedisServer } from '../test/bed/redis.js';
 import { startZooKeeper } from '../test/bed/zookeeper.js';
 import { redisCommand } from '../test/bed/resp.js';
 import { ensureBuilt, spawnProxy } from '../test/harness/proxy.js';
-import { RawClient } from '../test/harness/raw-client.js';
 import { createTopics } from '../test/bed/clients/kafkajs.js';
-import { cpuByThreadMs, cpuMs, cpuSplitMs } from './process-stats.js';
-import { ZERO_UUID } from '../protocol/generated-support.js';
+import { cpuByThreadMs, cpuMs, cpuSplitMs, pidOnPort } from './process-stats.js';
+import { percentile, runCommitLoad } from './commit-load.js';
 
 function arg(name: string, fallback: number): number {
   const i = process.argv.indexOf(`--${name}`);
@@ -74,14 +68,6 @@ async function commandUsec(
   return stats;
 }
 
-/** The pid listening on a local TCP port (the broker runs under the bed's wrapper). */
-function pidOnPort(hostPort: string): number | undefined {
-  const port = hostPort.split(',')[0]!.split(':').at(-1);
-  const out = execFileSync('ss', ['-ltnpH', `sport = :${port}`], { encoding: 'utf8' });
-  const m = /pid=(\d+)/.exec(out);
-  return m ? Number(m[1]) : undefined;
-}
-
 interface Result {
   target: string;
   commits: number;
@@ -96,62 +82,6 @@ interface Result {
   proxyLoopMs: number;
 }
 
-/** A placeholder offset whose 8 bytes occur nowhere else in a request: where the offsets go. */
-const MARK = 0x5eed_c0de_5eed_c0den;
-
-/**
- * One group's OffsetCommit v8 request frame, encoded once with the project's codec; each send only
- * patches the correlation id and the offsets in place. Encoding 100 partitions from objects for
- * every request made this load generator, which shares the two cores with the system under test,
- * take ~0.1 ms of CPU per commit; real clients are on other machines. The same bytes go to every
- * target. One request per connection is in flight, and a connection's next request is written only
- * after the previous response, so reusing the buffer never changes bytes still being sent.
- */
-class CommitFrame {
-  private readonly frame: Buffer;
-  private readonly offsetAt: number[] = [];
-
-  constructor(group: string) {
-    this.frame = encodeRequestFrame(
-      { apiKey: ApiKey.OffsetCommit, apiVersion: 8, correlationId: 0, clientId: 'bench' },
-      {
-        ...defaultOffsetCommitRequest(),
-        groupId: group,
-        generationIdOrMemberEpoch: -1,
-        memberId: '',
-        topics: [
-          {
-            name: TOPIC,
-            topicId: ZERO_UUID,
-            partitions: Array.from({ length: PARTITIONS }, (_, p) => ({
-              partitionIndex: p,
-              committedOffset: MARK,
-              committedLeaderEpoch: -1,
-              committedMetadata: '',
-            })),
-          },
-        ],
-      },
-    );
-    for (let at = 0; at + 8 <= this.frame.length; at++) {
-      if (this.frame.readBigInt64BE(at) === MARK) this.offsetAt.push(at);
-    }
-    if (this.offsetAt.length !== PARTITIONS)
-      throw new Error(`found ${this.offsetAt.length} offsets in the template`);
-  }
-
-  /** The frame with this correlation id and offset (below 2^31) in every partition. */
-  with(correlationId: number, offset: number): Buffer {
-    const f = this.frame;
-    f.writeInt32BE(correlationId, 8); // after size (4), api key (2) and version (2)
-    for (const at of this.offsetAt) {
-      f.writeInt32BE(0, at);
-      f.writeInt32BE(offset, at + 4);
-    }
-    return f;
-  }
-}
-
 async function run(
   target: string,
   /** Connection c goes to bootstraps[c % length]. */
@@ -159,70 +89,37 @@ async function run(
   runId: string,
   pids: { proxies?: number[]; backend?: number | undefined },
 ): Promise<Result> {
-  const clients = await Promise.all(
-    Array.from({ length: CONNECTIONS }, (_, c) => RawClient.connect(bootstraps[c % bootstraps.length]!)),
-  );
-  const latencies: number[] = [];
-  let commits = 0;
-  let errors = 0;
-  let correlation = 1;
-  const warmupEnd = Date.now() + 1000;
-  const end = warmupEnd + SECONDS * 1000;
-  let cpuStart = { proxy: NaN, proxySys: NaN, proxyLoop: NaN, backend: NaN, loadgen: NaN };
-  const sampleCpu = () => ({
-    proxy: pids.proxies ? sum(pids.proxies.map(cpuMs)) : NaN,
-    proxySys: pids.proxies ? sum(pids.proxies.map((pid) => cpuSplitMs(pid).sys)) : NaN,
-    proxyLoop: pids.proxies
-      ? sum(pids.proxies.map((pid) => cpuByThreadMs(pid).get('event loop') ?? NaN))
-      : NaN,
-    backend: cpuMs(pids.backend),
-    loadgen: process.cpuUsage().user / 1000 + process.cpuUsage().system / 1000,
-  });
-  const warmupTimer = setTimeout(() => (cpuStart = sampleCpu()), warmupEnd - Date.now());
-  await Promise.all(
-    clients.map(async (client, c) => {
-      const frames = Array.from(
-        { length: Math.max(1, Math.floor(GROUPS / CONNECTIONS)) },
-        (_, g) => new CommitFrame(`${runId}-${c}-${g}`),
-      );
-      let offset = 1;
-      let g = 0;
-      while (Date.now() < end) {
-        const started = performance.now();
-        const id = correlation++;
-        client.write(frames[g++ % frames.length]!.with(id, offset++));
-        const [frame] = await client.read(1);
-        const { header, body } = decodeResponseFrame(frame!, ApiKey.OffsetCommit, 8);
-        if (header.correlationId !== id)
-          throw new Error(`correlation id ${header.correlationId}, expected ${id}`);
-        const response = body as OffsetCommitResponse;
-        const ms = performance.now() - started;
-        if (Date.now() < warmupEnd) continue;
-        if (response.topics.some((t) => t.partitions.some((p) => p.errorCode !== 0))) errors++;
-        else commits++;
-        latencies.push(ms);
-      }
+  const proxies = pids.proxies ?? [];
+  const load = await runCommitLoad({
+    bootstraps,
+    runId,
+    connections: CONNECTIONS,
+    groups: GROUPS,
+    topic: TOPIC,
+    partitions: PARTITIONS,
+    seconds: SECONDS,
+    processes: { backend: pids.backend },
+    counters: () => ({
+      proxy: proxies.length ? sum(proxies.map(cpuMs)) : NaN,
+      proxySys: proxies.length ? sum(proxies.map((pid) => cpuSplitMs(pid).sys)) : NaN,
+      proxyLoop: proxies.length
+        ? sum(proxies.map((pid) => cpuByThreadMs(pid).get('event loop') ?? NaN))
+        : NaN,
     }),
-  );
-  clearTimeout(warmupTimer);
-  const cpuEnd = sampleCpu();
-  for (const client of clients) client.close();
-  const cpu = {
-    proxy: cpuEnd.proxy - cpuStart.proxy,
-    backend: cpuEnd.backend - cpuStart.backend,
-    loadgen: cpuEnd.loadgen - cpuStart.loadgen,
+  });
+  return {
+    target,
+    commits: load.commits,
+    errors: load.errors,
+    latenciesMs: load.latenciesMs,
+    seconds: SECONDS,
+    cpu: { proxy: load.cpuMs['proxy']!, backend: load.cpuMs['backend']!, loadgen: load.cpuMs['loadgen']! },
+    proxySysMs: load.cpuMs['proxySys']!,
+    proxyLoopMs: load.cpuMs['proxyLoop']!,
   };
-  const proxySysMs = cpuEnd.proxySys - cpuStart.proxySys;
-  const proxyLoopMs = cpuEnd.proxyLoop - cpuStart.proxyLoop;
-  return { target, commits, errors, latenciesMs: latencies, seconds: SECONDS, cpu, proxySysMs, proxyLoopMs };
 }
 
 const sum = (xs: number[]): number => xs.reduce((a, b) => a + b, 0);
-
-function pct(sorted: number[], p: number): number {
-  if (sorted.length === 0) return NaN;
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
-}
 
 async function main(): Promise<void> {
   console.error(`starting Kafka, Redis and ZooKeeper (${os.cpus().length} cores)...`);
@@ -368,7 +265,7 @@ async function main(): Promise<void> {
   for (const r of results) {
     const sorted = [...r.latenciesMs].sort((a, b) => a - b);
     console.log(
-      `| ${r.target} | ${rate(r).toFixed(0)} | ${(rate(r) * PARTITIONS).toFixed(0)} | ${(rate(r) / rate(native)).toFixed(2)}x | ${pct(sorted, 50).toFixed(2)} | ${pct(sorted, 99).toFixed(2)} | ${(sorted.at(-1) ?? NaN).toFixed(2)} | ${r.errors} | ${perCommit(r.cpu.proxy, r)} / ${perCommit(r.cpu.backend, r)} / ${perCommit(r.cpu.loadgen, r)} |`,
+      `| ${r.target} | ${rate(r).toFixed(0)} | ${(rate(r) * PARTITIONS).toFixed(0)} | ${(rate(r) / rate(native)).toFixed(2)}x | ${percentile(sorted, 50).toFixed(2)} | ${percentile(sorted, 99).toFixed(2)} | ${(sorted.at(-1) ?? NaN).toFixed(2)} | ${r.errors} | ${perCommit(r.cpu.proxy, r)} / ${perCommit(r.cpu.backend, r)} / ${perCommit(r.cpu.loadgen, r)} |`,
     );
   }
 }

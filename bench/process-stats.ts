@@ -1,4 +1,5 @@
 // What a benchmark reads about another process from /proc: its CPU time and memory.
+import { execFileSync } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 
 const CLK_TCK = 100; // getconf CLK_TCK on Linux
@@ -75,4 +76,12 @@ export function childPids(pid: number): number[] {
   } catch {
     return [];
   }
+}
+
+/** The pid listening on a local TCP port (the broker runs under the bed's wrapper). */
+export function pidOnPort(hostPort: string): number | undefined {
+  const port = hostPort.split(',')[0]!.split(':').at(-1);
+  const out = execFileSync('ss', ['-ltnpH', `sport = :${port}`], { encoding: 'utf8' });
+  const m = /pid=(\d+)/.exec(out);
+  return m ? Number(m[1]) : undefined;
 }

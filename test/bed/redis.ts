@@ -177,6 +177,8 @@ export async function startRedisCluster(
     replicasPerMaster?: number;
     /** cluster-node-timeout: how long a node may be unreachable before a failover (default 5000). */
     nodeTimeoutMs?: number;
+    /** AOF on every node with this fsync policy (default: no AOF, as the failover tests need). */
+    appendfsync?: 'always' | 'everysec' | 'no';
   } = {},
 ): Promise<RedisCluster> {
   const replicas = opts.replicasPerMaster ?? 0;
@@ -208,8 +210,7 @@ export async function startRedisCluster(
               path.join(nodeDir, 'nodes.conf'),
               '--cluster-node-timeout',
               String(opts.nodeTimeoutMs ?? 5000),
-              '--appendonly',
-              'no',
+              ...(opts.appendfsync ? aofArgs(opts.appendfsync) : ['--appendonly', 'no']),
               // A restarted node resyncs at once instead of waiting 5 s for more replicas.
               '--repl-diskless-sync-delay',
               '0',
