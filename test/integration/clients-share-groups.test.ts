@@ -20,7 +20,7 @@ import { afterAll, beforeAll, describe, expect, inject, test } from 'vitest';
 import { EmbeddedStore } from '../../backends/embedded-store.js';
 import { javaClient, type JavaClient } from '../bed/clients/java.js';
 import { javaShareClient, type JavaShareClient, type ShareDelivery } from '../bed/clients/java-share.js';
-import { kafkaTool } from '../bed/clients/kafka-tools.js';
+import { comparableOutput, kafkaTool } from '../bed/clients/kafka-tools.js';
 import { uniqueName } from '../bed/clients/scenarios.js';
 import type { ClientTarget } from '../bed/clients/types.js';
 import { startOffsetProxy, type OffsetProxy } from '../harness/offset-proxy.js';
@@ -249,22 +249,16 @@ describe('share groups directly and through the proxy (Kafka 4.4, embedded store
       const consumed = await share.consume(target, { topic, group, expectDeliveries: count });
       expect(distinctKeys(consumed.deliveries)).toEqual(keys(count));
       const tool = async (args: string[]): Promise<string> =>
-        (
-          await kafkaTool(classpath, 'shareGroupCommand', target, [
-            '--bootstrap-server',
-            target.bootstrap,
-            ...args,
-          ])
-        ).stdout
-          .replaceAll(group, '<group>')
-          .replaceAll(topic, '<topic>')
-          .replace(/127\.0\.0\.1:\d+/g, '<host:port>')
-          // Column widths follow the names' lengths, and rows come in no set order.
-          .split('\n')
-          .map((line) => line.trim().replace(/\s+/g, ' '))
-          .filter((line) => line !== '')
-          .sort()
-          .join('\n');
+        comparableOutput(
+          (
+            await kafkaTool(classpath, 'shareGroupCommand', target, [
+              '--bootstrap-server',
+              target.bootstrap,
+              ...args,
+            ])
+          ).stdout,
+          { [group]: '<group>', [topic]: '<topic>' },
+        );
       const g = ['--group', group];
       const listed = (await tool(['--list'])).split('\n').includes('<group>');
       const outputs = [

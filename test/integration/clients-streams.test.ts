@@ -14,6 +14,9 @@
 // equality too (the run reports no dead stream thread, which would otherwise explain extra
 // counts). Through the proxy no commit of the app may be refused, and the committed offsets of an
 // at_least_once app are in the store, at the input's end.
+//
+// Then kafka-streams-groups (list, describe, reset, delete offsets, delete) on the stopped
+// streams-protocol apps gives the same output through the proxy as directly.
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -21,6 +24,7 @@ import { afterAll, beforeAll, describe, expect, inject, test } from 'vitest';
 import { EmbeddedStore } from '../../backends/embedded-store.js';
 import type { OffsetServiceMetrics } from '../../proxy/offsets/service.js';
 import { javaClient, type JavaClient } from '../bed/clients/java.js';
+import { comparableOutput, kafkaTool } from '../bed/clients/kafka-tools.js';
 import {
   javaStreamsClient,
   type JavaStreamsClient,
@@ -132,6 +136,9 @@ describe.runIf(kafka4)('a Kafka Streams word count directly and through the prox
     };
   }
 
+  /** The streams/at_least_once runs, whose stopped apps the group tool's test then works on. */
+  let stoppedApps: Record<Route, Run> | undefined;
+
   /** Input-topic offsets of the group in the proxy's store, summed over partitions. */
   async function storedInputOffsets(run: Run): Promise<number> {
     const offsets = await store.fetch(run.applicationId, null);
@@ -161,6 +168,7 @@ describe.runIf(kafka4)('a Kafka Streams word count directly and through the prox
         expect(result.lines, route).toBe(input.lines.length);
         expect(result.words, route).toBe(input.words);
       }
+      if (protocol === 'streams' && guarantee === 'at_least_once') stoppedApps = runs;
       const app = runs.proxy.applicationId;
       expect(refused.get(app) ?? 0, 'commits of the app the proxy refused').toBe(0);
       if (guarantee === 'at_least_once') {
@@ -176,4 +184,59 @@ describe.runIf(kafka4)('a Kafka Streams word count directly and through the prox
       );
     },
   );
+
+  // kafka-streams-groups (StreamsGroupCommand), the tool an operator uses on streams groups, on the
+  // stopped apps of the streams/at_least_once case: describing reads the group from the broker and
+  // its offsets from the proxy's store; resetting, deleting offsets and deleting the group change
+  // the store. Every answer must be the broker's.
+  test('kafka-streams-groups answers the same through the proxy', { timeout: 5 * 60_000 }, async () => {
+    if (!stoppedApps) throw new Error('needs the streams/at_least_once word count to have passed first');
+    const apps = stoppedApps;
+    const outputs = await Promise.all(
+      ROUTES.map(async (route) => {
+        const { applicationId, input: inputTopic } = apps[route];
+        const target = targets[route];
+        const tool = async (args: string[]): Promise<string> =>
+          comparableOutput(
+            (
+              await kafkaTool(classpath, 'streamsGroupCommand', target, [
+                '--bootstrap-server',
+                target.bootstrap,
+                ...args,
+              ])
+            ).stdout,
+            { [applicationId]: '<app>', [inputTopic]: '<input>' },
+          );
+        const g = ['--group', applicationId];
+        // An empty group's --describe --offsets prints nothing: a dry-run reset to the current
+        // offsets shows what is committed.
+        const committed = ['--reset-offsets', '--to-current', '--all-input-topics', '--dry-run', ...g];
+        const listed = (await tool(['--list'])).split('\n').includes('<app>');
+        const steps = [
+          await tool(['--describe', ...g]),
+          await tool(['--describe', '--members', ...g]),
+          await tool(['--describe', '--offsets', ...g]),
+          await tool(['--describe', '--state', ...g]),
+          await tool(committed),
+          await tool(['--reset-offsets', '--to-earliest', '--all-input-topics', '--execute', ...g]),
+          await tool(committed),
+          await tool(['--delete-offsets', '--input-topic', inputTopic, ...g]),
+          await tool(committed),
+          await tool(['--delete', ...g]),
+        ];
+        const listedAfterDelete = (await tool(['--list'])).split('\n').includes('<app>');
+        return { route, listed, steps, listedAfterDelete };
+      }),
+    );
+    const [direct, viaProxy] = outputs as [(typeof outputs)[0], (typeof outputs)[0]];
+    expect(direct.listed).toBe(true);
+    expect(direct.listedAfterDelete).toBe(false);
+    // The answers are real ones: the committed offsets were at the input's end, then reset to 0.
+    const offsets = (step: string): number[] =>
+      [...step.matchAll(/^<app> <input> \d+ (\d+)$/gm)].map((m) => Number(m[1]));
+    expect(offsets(direct.steps[4]!).reduce((a, b) => a + b, 0)).toBe(input.lines.length);
+    expect(offsets(direct.steps[6]!)).toEqual([0, 0, 0]);
+    expect({ ...viaProxy, route: 'direct' }).toEqual(direct);
+    expect(await store.fetch(apps.proxy.applicationId, null)).toEqual([]);
+  });
 });

@@ -26,6 +26,8 @@ const MAIN_CLASSES = {
   shareGroupCommand: ['org.apache.kafka.tools.consumer.group.ShareGroupCommand'],
   consoleShareConsumer: ['org.apache.kafka.tools.consumer.ConsoleShareConsumer'],
   brokerApiVersions: ['org.apache.kafka.tools.BrokerApiVersionsCommand'],
+  // Streams groups (KIP-1071): Kafka 4.x only.
+  streamsGroupCommand: ['org.apache.kafka.tools.streams.StreamsGroupCommand'],
 } as const;
 
 export type KafkaTool = keyof typeof MAIN_CLASSES;
@@ -58,6 +60,23 @@ export function toolMainClass(classpath: string, tool: KafkaTool): string {
   if (!found)
     throw new Error(`no main class for ${tool} (tried ${MAIN_CLASSES[tool].join(', ')}) in the classpath`);
   return found;
+}
+
+/**
+ * A tool's output made comparable between two routes: the given names replaced by placeholders,
+ * addresses hidden, and since column widths follow the names' lengths and rows come in no set order,
+ * spaces collapsed and lines sorted.
+ */
+export function comparableOutput(output: string, names: Record<string, string>): string {
+  let text = output;
+  for (const [name, placeholder] of Object.entries(names)) text = text.replaceAll(name, placeholder);
+  return text
+    .replace(/127\.0\.0\.1:\d+/g, '<host:port>')
+    .split('\n')
+    .map((line) => line.trim().replace(/\s+/g, ' '))
+    .filter((line) => line !== '')
+    .sort()
+    .join('\n');
 }
 
 /** Major version of the Kafka jars in the classpath, from the kafka-clients jar's name. */
