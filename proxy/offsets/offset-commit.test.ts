@@ -17,7 +17,7 @@ import type { Verdict } from './broker-verdict.js';
 import { GuardPolicy } from './guard-policy.js';
 import type { CommitGuardMode } from './guard-policy.js';
 import { CAS_MISMATCH, CAS_TRANSACTIONAL } from './kafka-errors.js';
-import { commitAnonymous, handleOffsetCommit } from './offset-commit.js';
+import { handleOffsetCommit } from './offset-commit.js';
 import type { CommitDeps, CommitRefusal } from './offset-commit.js';
 import { ZERO_UUID } from '../../protocol/generated-support.js';
 
@@ -716,53 +716,5 @@ describe('OffsetCommit: a group that commits transactionally', () => {
     expect(sent).toBe(0);
     expect(seen.refused).toEqual([['g', 'cas_transactional', 2]]);
     expect(await store.fetch('g', null)).toEqual([]);
-  });
-});
-
-describe('commitAnonymous', () => {
-  const anonymous = (group: string): CommitRequest => ({
-    group,
-    requestId: 'r1',
-    identity: { generationIdOrMemberEpoch: -1, memberId: '', groupInstanceId: null, requestVersion: 8 },
-    writes: [
-      {
-        topic: 't',
-        partition: 0,
-        offset: 5n,
-        leaderEpoch: -1,
-        metadata: '',
-        commitTimestamp: 1n,
-        expireTimestamp: -1n,
-      },
-    ],
-  });
-
-  test('refused while the group has members, unless the broker says it is empty (then the store learns it)', async () => {
-    const store = new MemoryStore();
-    await classicGroup(store, 'g');
-    expect(await commitAnonymous(store, anonymous('g'), async () => false)).toEqual({
-      status: 'fenced',
-      error: ErrorCode.UNKNOWN_MEMBER_ID,
-    });
-    expect(
-      await commitAnonymous(store, anonymous('g'), () => Promise.reject(new Error('down'))),
-    ).toMatchObject({
-      status: 'fenced',
-    });
-    expect(await commitAnonymous(store, anonymous('g'), undefined)).toMatchObject({ status: 'fenced' });
-    expect(await commitAnonymous(store, anonymous('g'), async () => true)).toEqual({ status: 'ok' });
-    expect((await store.getGroup('g'))!.members).toEqual([]);
-    expect((await store.fetch('g', null))[0]!.offset).toBe(5n);
-  });
-
-  test('other outcomes are not re-checked', async () => {
-    const store = new MemoryStore();
-    let asked = 0;
-    const empty = async () => {
-      asked++;
-      return true;
-    };
-    expect(await commitAnonymous(store, anonymous('fresh'), empty)).toEqual({ status: 'ok' });
-    expect(asked).toBe(0);
   });
 });

@@ -14,7 +14,6 @@ import type {
 } from '../../backends/store.js';
 import type { GuardErrorCode } from '../../backends/store.js';
 import { checkCommit } from '../../backends/commit-guard.js';
-import { GuardError } from '../../backends/store.js';
 import { ErrorCode } from '../../protocol/error-codes.js';
 import type { OffsetCommitRequest } from '../../protocol/messages/offset-commit-request.js';
 import type { OffsetCommitResponse } from '../../protocol/messages/offset-commit-response.js';
@@ -256,39 +255,6 @@ async function commitAtBroker(
   } catch {
     return unanswered();
   }
-}
-
-/**
- * Whether the broker says the group is empty, for a group the store still believes has members:
- * the members the proxy knows may have expired at the broker without leaving (a session timeout
- * sends no response the proxy could see). When the broker says so, the store is told, so that a
- * commit without a member identity passes again. False when there is no broker to ask or it does
- * not answer.
- */
-export async function emptyAtBroker(
-  store: OffsetStore,
-  group: string,
-  groupIsEmptyAtBroker: ((group: string) => Promise<boolean>) | undefined,
-): Promise<boolean> {
-  if (!groupIsEmptyAtBroker || !(await groupIsEmptyAtBroker(group).catch(() => false))) return false;
-  await store.updateGroup(group, { kind: 'empty' });
-  return true;
-}
-
-/**
- * A commit with no member identity (generation -1, no member or instance id: assign() consumers
- * and admin tools) is refused while the group has members; before such a refusal stands, the
- * broker is asked once whether the group is really not empty (emptyAtBroker).
- */
-export async function commitAnonymous(
-  store: OffsetStore,
-  request: CommitRequest,
-  groupIsEmptyAtBroker: ((group: string) => Promise<boolean>) | undefined,
-): Promise<CommitOutcome> {
-  const outcome = await store.commit(request);
-  if (outcome.status !== 'fenced' || outcome.error !== GuardError.UNKNOWN_MEMBER_ID) return outcome;
-  if (!(await emptyAtBroker(store, request.group, groupIsEmptyAtBroker))) return outcome;
-  return store.commit({ ...request, requestId: randomUUID() });
 }
 
 /**
