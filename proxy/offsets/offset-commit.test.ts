@@ -17,9 +17,12 @@ import type { Verdict } from './broker-verdict.js';
 import { GuardPolicy } from './guard-policy.js';
 import type { CommitGuardMode } from './guard-policy.js';
 import { CAS_MISMATCH, CAS_TRANSACTIONAL } from './kafka-errors.js';
-import { commitAnonymous, handleOffsetCommit } from './offset-commit.js';
+import { CommitFence } from './commit-fence.js';
+import type { FenceSeams } from './commit-fence.js';
+import { handleOffsetCommit } from './offset-commit.js';
 import type { CommitDeps, CommitRefusal } from './offset-commit.js';
 import { ZERO_UUID } from '../../protocol/generated-support.js';
+import { classicGroup } from '../../test/harness/stored-offsets.js';
 
 interface Part {
   partition: number;
@@ -64,29 +67,26 @@ interface Recorded {
   accepted: number[];
 }
 
-function deps(store: OffsetStore, mode: CommitGuardMode = 'fence', extra: Partial<CommitDeps> = {}) {
+/** The fence's questions to the broker and to what the instance saw, as a test answers them. */
+type Seams = Omit<FenceSeams, 'store'>;
+
+function deps(store: OffsetStore, mode: CommitGuardMode = 'fence', extra: Partial<CommitDeps> & Seams = {}) {
   const seen: Recorded = { refused: [], accepted: [] };
+  const { brokerVerdict, committerFresh, vouchedOutsideRecord, ...rest } = extra;
+  const seams: Seams = {
+    ...(brokerVerdict ? { brokerVerdict } : {}),
+    ...(committerFresh ? { committerFresh } : {}),
+    ...(vouchedOutsideRecord ? { vouchedOutsideRecord } : {}),
+  };
   const d: CommitDeps = {
-    store,
     guards: new GuardPolicy(mode),
+    fence: new CommitFence({ store, ...seams }),
     now: () => 1_000n,
     onRefused: (g, reason, n) => seen.refused.push([g, reason, n]),
     onAccepted: (_g, writes) => seen.accepted.push(writes.length),
-    ...extra,
+    ...rest,
   };
   return { d, seen };
-}
-
-/** A classic group with one stable member `m1` in generation 3. */
-async function classicGroup(store: OffsetStore, group: string): Promise<void> {
-  await store.updateGroup(group, {
-    kind: 'joined',
-    generationId: 3,
-    memberId: 'm1',
-    groupInstanceId: null,
-    members: [{ memberId: 'm1', groupInstanceId: null }],
-  });
-  await store.updateGroup(group, { kind: 'synced', generationId: 3, memberId: 'm1' });
 }
 
 describe('OffsetCommit: order of checks', () => {
@@ -637,14 +637,14 @@ describe('OffsetCommit: a group that commits transactionally', () => {
     await store.updateGroup('g', { kind: 'transactional' });
     let sent = 0;
     const verdict = async (): Promise<Verdict> => ({ code: null, updates: [], transactional: true });
-    const { d } = deps(store, 'fence', {
-      committerFresh: () => false,
+    const atBroker = {
       brokerVerdict: verdict,
       commitAtBroker: async () => {
         sent++;
         return brokerAnswer(request('g', { t: [{ partition: 0 }] }), ErrorCode.NONE);
       },
-    });
+    };
+    const { d } = deps(store, 'fence', { ...atBroker, committerFresh: () => false });
     // An unknown member (the store refuses), and one with oversized metadata only (nothing to write).
     const unknown = request('g', { t: [{ partition: 0 }] }, { generationIdOrMemberEpoch: 3, memberId: 'zz' });
     expect(codes(await handleOffsetCommit(unknown, 8, d))).toEqual([ErrorCode.NONE]);
@@ -653,9 +653,8 @@ describe('OffsetCommit: a group that commits transactionally', () => {
       { t: [{ partition: 0, metadata: 'x'.repeat(5000) }] },
       { generationIdOrMemberEpoch: 3, memberId: 'm1' },
     );
-    expect(codes(await handleOffsetCommit(big, 8, { ...d, committerFresh: () => true }))).toEqual([
-      ErrorCode.NONE,
-    ]);
+    const fresh = deps(store, 'fence', { ...atBroker, committerFresh: () => true }).d;
+    expect(codes(await handleOffsetCommit(big, 8, fresh))).toEqual([ErrorCode.NONE]);
     expect(sent).toBe(2);
     expect(await store.fetch('g', null)).toEqual([]);
   });
@@ -716,53 +715,5 @@ describe('OffsetCommit: a group that commits transactionally', () => {
     expect(sent).toBe(0);
     expect(seen.refused).toEqual([['g', 'cas_transactional', 2]]);
     expect(await store.fetch('g', null)).toEqual([]);
-  });
-});
-
-describe('commitAnonymous', () => {
-  const anonymous = (group: string): CommitRequest => ({
-    group,
-    requestId: 'r1',
-    identity: { generationIdOrMemberEpoch: -1, memberId: '', groupInstanceId: null, requestVersion: 8 },
-    writes: [
-      {
-        topic: 't',
-        partition: 0,
-        offset: 5n,
-        leaderEpoch: -1,
-        metadata: '',
-        commitTimestamp: 1n,
-        expireTimestamp: -1n,
-      },
-    ],
-  });
-
-  test('refused while the group has members, unless the broker says it is empty (then the store learns it)', async () => {
-    const store = new MemoryStore();
-    await classicGroup(store, 'g');
-    expect(await commitAnonymous(store, anonymous('g'), async () => false)).toEqual({
-      status: 'fenced',
-      error: ErrorCode.UNKNOWN_MEMBER_ID,
-    });
-    expect(
-      await commitAnonymous(store, anonymous('g'), () => Promise.reject(new Error('down'))),
-    ).toMatchObject({
-      status: 'fenced',
-    });
-    expect(await commitAnonymous(store, anonymous('g'), undefined)).toMatchObject({ status: 'fenced' });
-    expect(await commitAnonymous(store, anonymous('g'), async () => true)).toEqual({ status: 'ok' });
-    expect((await store.getGroup('g'))!.members).toEqual([]);
-    expect((await store.fetch('g', null))[0]!.offset).toBe(5n);
-  });
-
-  test('other outcomes are not re-checked', async () => {
-    const store = new MemoryStore();
-    let asked = 0;
-    const empty = async () => {
-      asked++;
-      return true;
-    };
-    expect(await commitAnonymous(store, anonymous('fresh'), empty)).toEqual({ status: 'ok' });
-    expect(asked).toBe(0);
   });
 });

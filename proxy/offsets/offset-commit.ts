@@ -1,67 +1,43 @@
 /**
  * OffsetCommit answered from the store, in the broker's order of checks
- * (docs/errors.md, OffsetCommit): unknown topics (when rejected), nothing left, then the
- * group guard, metadata size per partition, and the store write. OffsetCommit has no top-level
- * error field in any version: a group-level error is copied onto every partition.
+ * (docs/errors.md, OffsetCommit): authorization, unknown topics (when rejected), nothing left,
+ * then the group check (the commit fence, commit-fence.ts), metadata size per partition, and the
+ * store write. OffsetCommit has no top-level error field in any version: a group-level error is
+ * copied onto every partition. `OffsetCommitApi` wires the handler to a client's request: its
+ * v10 topic ids, its connection to the broker, mirroring and metrics.
  */
-import { randomUUID } from 'node:crypto';
-import type {
-  CommitIdentity,
-  CommitOutcome,
-  CommitRequest,
-  OffsetStore,
-  OffsetWrite,
-} from '../../backends/store.js';
-import type { GuardErrorCode } from '../../backends/store.js';
-import { checkCommit } from '../../backends/commit-guard.js';
-import { GuardError } from '../../backends/store.js';
+import type { CommitIdentity, OffsetWrite } from '../../backends/store.js';
 import { ErrorCode } from '../../protocol/error-codes.js';
+import { ApiKey } from '../../protocol/messages/index.js';
 import type { OffsetCommitRequest } from '../../protocol/messages/offset-commit-request.js';
 import type { OffsetCommitResponse } from '../../protocol/messages/offset-commit-response.js';
-import type { CommittedPartition, Verdict } from './broker-verdict.js';
+import type { RequestInfo } from '../core/extension.js';
+import type { Logger } from '../common/log.js';
+import type { BrokerAuthorizer } from './authorizer.js';
+import type { BrokerLookups } from './broker-lookups.js';
+import type { CommitFence, CommitRefusal } from './commit-fence.js';
+import type { GroupModes } from './group-modes.js';
 import type { GuardPolicy } from './guard-policy.js';
 import { parseCasMetadata } from './guard-policy.js';
-import { CAS_MISMATCH, CAS_TRANSACTIONAL, MAX_METADATA_LENGTH, storeFailureCode } from './kafka-errors.js';
+import { MAX_METADATA_LENGTH } from './kafka-errors.js';
+import { authorizeFor } from './offset-handler.js';
 import type { HandlerDeps, OffsetHandler } from './offset-handler.js';
+import { commitByTopicId, FIRST_TOPIC_ID_VERSION } from './topic-id-offsets.js';
+import type { TopicIds } from './topic-ids.js';
 
-export type CommitRefusal =
-  | 'fence'
-  | 'broker_unanswered'
-  | 'cas'
-  | 'cas_transactional'
-  | 'unknown_topic'
-  | 'too_large'
-  | 'store_down'
-  | 'unauthorized';
+export type { CommitRefusal } from './commit-fence.js';
 
-export interface CommitDeps extends HandlerDeps {
+/** The store is reached through the fence alone. */
+export interface CommitDeps extends Omit<HandlerDeps, 'store'> {
   guards: GuardPolicy;
+  /** The group check: accept, refuse with which code, or the broker's (commit-fence.ts). */
+  fence: CommitFence;
   /** Undefined when unknown topics are allowed (the default, for mirroring). */
   topicExists?: (topic: string, partition: number) => Promise<boolean>;
   /**
-   * The broker's own decision on a commit with this identity (broker-verdict.ts), for whenever the
-   * store's record cannot decide alone. Absent without a broker (unit tests): the store decides.
-   */
-  brokerVerdict?: (
-    group: string,
-    identity: CommitIdentity,
-    partitions: readonly CommittedPartition[],
-  ) => Promise<Verdict>;
-  /**
-   * Whether this proxy instance has fresh evidence that the broker has the committer as the store
-   * records it (liveness.ts). Absent: always.
-   */
-  committerFresh?: (group: string, identity: CommitIdentity) => boolean;
-  /**
-   * Whether the committer is a member of a group the store's record does not model (a streams
-   * group) that this instance just saw the broker vouch for (streams-groups.ts): its commit is
-   * written without the store's fence. Absent: never.
-   */
-  vouchedOutsideRecord?: (group: string, identity: CommitIdentity) => boolean;
-  /**
    * The request sent to the broker as the client sent it, on the client's connection, and the
    * broker's answer: for a group that commits transactionally, whose offsets the broker holds
-   * (CommitOutcome 'transactional'). Absent (unit tests): COORDINATOR_NOT_AVAILABLE.
+   * (the fence's answer 'broker'). Absent (unit tests): COORDINATOR_NOT_AVAILABLE.
    */
   commitAtBroker?: () => Promise<OffsetCommitResponse>;
   now?: () => bigint;
@@ -209,30 +185,12 @@ export const handleOffsetCommit: OffsetHandler<
         }
       : undefined;
 
-  let outcome: FenceOutcome = { status: 'ok' };
-  try {
-    // Every partition's metadata too large: nothing to write, but the broker checks the group
-    // first, and its refusal is the answer then.
-    outcome =
-      writes.length > 0
-        ? await commitFenced(deps, group, identity, writes)
-        : await checkFenced(deps, group, identity);
-  } catch (err) {
-    return refuseAll(storeFailureCode(err), 'store_down');
-  }
-  if (outcome.status === 'transactional') {
-    // The broker has no compare-and-set, and the offsets to compare with are its own: sent there,
-    // `cas:<expected>` would be stored as plain metadata, whatever the offset is now.
-    if (writes.some((w) => w.expectedOffset !== undefined))
-      return refuseAll(CAS_TRANSACTIONAL, 'cas_transactional');
+  // Every partition's metadata too large leaves nothing to write, but the broker checks the
+  // group first, and its refusal is the answer then.
+  const answer = await deps.fence.decide(group, identity, writes);
+  if (answer.kind === 'refused') return refuseAll(answer.code, answer.reason);
+  if (answer.kind === 'broker')
     return commitAtBroker(deps, () => refuseAll(ErrorCode.COORDINATOR_NOT_AVAILABLE, 'broker_unanswered'));
-  }
-  if (outcome.status === 'fenced') return refuseAll(outcome.error, 'fence');
-  // Retriable: the client asks again, and gets the broker's answer once it can be had.
-  if (outcome.status === 'unconfirmed')
-    return refuseAll(ErrorCode.COORDINATOR_NOT_AVAILABLE, 'broker_unanswered');
-  // All or nothing: the request was refused whole, so every partition says so.
-  if (outcome.status === 'cas-mismatch') return refuseAll(CAS_MISMATCH, 'cas');
   const tooLarge = slots.length - writes.length;
   if (tooLarge > 0) deps.onRefused?.(group, 'too_large', tooLarge);
   if (writes.length > 0) deps.onAccepted?.(group, writes);
@@ -258,125 +216,139 @@ async function commitAtBroker(
   }
 }
 
-/**
- * Whether the broker says the group is empty, for a group the store still believes has members:
- * the members the proxy knows may have expired at the broker without leaving (a session timeout
- * sends no response the proxy could see). When the broker says so, the store is told, so that a
- * commit without a member identity passes again. False when there is no broker to ask or it does
- * not answer.
- */
-export async function emptyAtBroker(
-  store: OffsetStore,
-  group: string,
-  groupIsEmptyAtBroker: ((group: string) => Promise<boolean>) | undefined,
-): Promise<boolean> {
-  if (!groupIsEmptyAtBroker || !(await groupIsEmptyAtBroker(group).catch(() => false))) return false;
-  await store.updateGroup(group, { kind: 'empty' });
-  return true;
+/** What the offset service counts of commits (proxy/ops/metrics). */
+export interface OffsetCommitMetrics {
+  commitAccepted(group: string, partitions: number): void;
+  commitRefused(group: string, reason: CommitRefusal, partitions: number): void;
+  mirrored(ok: boolean): void;
+}
+
+export interface OffsetCommitApiOptions {
+  guards: GuardPolicy;
+  fence: CommitFence;
+  /** Per group: commits to topics or partitions the cluster lacks refused as a broker does, or stored. */
+  unknownTopics: GroupModes<'allow' | 'reject'>;
+  /** Every accepted commit also sent to the broker (`--mirror-commits`). */
+  mirrorCommits: boolean;
+  /** The proxy's own client of the cluster; null only in unit tests without a broker. */
+  lookups: BrokerLookups | null;
+  /** Null: no ACL checks (`--authorize off`). */
+  authorizer: BrokerAuthorizer | null;
+  topicIds: TopicIds;
+  log: Logger;
+  metrics?: OffsetCommitMetrics;
 }
 
 /**
- * A commit with no member identity (generation -1, no member or instance id: assign() consumers
- * and admin tools) is refused while the group has members; before such a refusal stands, the
- * broker is asked once whether the group is really not empty (emptyAtBroker).
+ * The OffsetCommit API as the service routes it: a client's request answered by the handler,
+ * with what that request needs wired once per request (its authorization, its connection to the
+ * broker) and the rest once per service.
  */
-export async function commitAnonymous(
-  store: OffsetStore,
-  request: CommitRequest,
-  groupIsEmptyAtBroker: ((group: string) => Promise<boolean>) | undefined,
-): Promise<CommitOutcome> {
-  const outcome = await store.commit(request);
-  if (outcome.status !== 'fenced' || outcome.error !== GuardError.UNKNOWN_MEMBER_ID) return outcome;
-  if (!(await emptyAtBroker(store, request.group, groupIsEmptyAtBroker))) return outcome;
-  return store.commit({ ...request, requestId: randomUUID() });
-}
+export class OffsetCommitApi {
+  /** What every commit needs, built once (not per request: commits are the hot path). */
+  private readonly shared: CommitDeps;
+  /** The same for groups whose commits to unknown topics are refused (topics are looked up). */
+  private readonly rejecting: CommitDeps;
 
-/**
- * A refusal of the store that the broker could not confirm (unreachable, frozen past the request
- * timeout, its coordinator moving): the store's record may have missed what the broker saw.
- */
-type FenceOutcome = CommitOutcome | { status: 'unconfirmed' };
-
-/**
- * The fence: the store accepts on its own only a committer this instance has fresh evidence for;
- * any other commit, and every commit the store refuses, is decided by the broker's verdict, which
- * also brings the store up to date. When the broker cannot be asked, a refusal is not answered
- * (a member's fatal error for what the broker might accept) but left unconfirmed: the client gets
- * a retriable code, as when the broker itself does not answer.
- */
-async function commitFenced(
-  deps: CommitDeps,
-  group: string,
-  identity: CommitIdentity | undefined,
-  writes: OffsetWrite[],
-): Promise<FenceOutcome> {
-  const request: CommitRequest = {
-    group,
-    writes,
-    requestId: randomUUID(),
-    ...(identity ? { identity } : { deferIfTransactional: true }),
-  };
-  if (identity === undefined || !deps.brokerVerdict) return deps.store.commit(request);
-  if (deps.vouchedOutsideRecord?.(group, identity))
-    return deps.store.commit({ group, writes, requestId: request.requestId, deferIfTransactional: true });
-  let unanswered = false;
-  if (deps.committerFresh && !deps.committerFresh(group, identity)) {
-    const verdict = await askBroker(deps.brokerVerdict, group, identity, writes);
-    if (verdict !== null) return settle(deps.store, request, verdict);
-    unanswered = true;
+  constructor(private readonly opts: OffsetCommitApiOptions) {
+    const { lookups } = opts;
+    this.shared = {
+      guards: opts.guards,
+      fence: opts.fence,
+      onRefused: (g, reason, n) => opts.metrics?.commitRefused(g, reason, n),
+    };
+    // Without a cluster to ask (unit tests) nothing can be known to be missing.
+    this.rejecting = lookups
+      ? { ...this.shared, topicExists: (t: string, p: number) => lookups.topicExists(t, p).catch(() => true) }
+      : this.shared;
   }
-  const outcome = await deps.store.commit(request);
-  if (outcome.status !== 'fenced') return outcome;
-  // Asked once already, without an answer: a second wait would pass the client's deadline.
-  if (unanswered) return { status: 'unconfirmed' };
-  const verdict = await askBroker(deps.brokerVerdict, group, identity, writes);
-  return verdict === null ? { status: 'unconfirmed' } : settle(deps.store, request, verdict);
-}
 
-/**
- * The fence alone, for a commit with nothing to write: the store's record is read, not written;
- * a refusal (or a committer without fresh evidence) is the broker's to decide, as for a write.
- */
-async function checkFenced(
-  deps: CommitDeps,
-  group: string,
-  identity: CommitIdentity | undefined,
-): Promise<FenceOutcome> {
-  if (identity === undefined) return { status: 'ok' };
-  const state = await deps.store.getGroup(group);
-  if (state?.transactional) return { status: 'transactional' };
-  if (deps.vouchedOutsideRecord?.(group, identity)) return { status: 'ok' };
-  const refusal = checkCommit(state, identity);
-  const fresh = deps.committerFresh?.(group, identity) ?? true;
-  if ((refusal === null && fresh) || !deps.brokerVerdict) {
-    return refusal === null ? { status: 'ok' } : { status: 'fenced', error: refusal };
+  /** The answer to a client's OffsetCommit (v10's topic ids mapped to names and back). */
+  answer(info: RequestInfo, req: OffsetCommitRequest): Promise<OffsetCommitResponse> {
+    if (info.apiVersion < FIRST_TOPIC_ID_VERSION) return this.commit(info, req);
+    const metrics = this.opts.metrics;
+    return commitByTopicId(req, this.opts.topicIds, {
+      answer: (named) => this.commit(info, named),
+      onUnknownIds: (n) => metrics?.commitRefused(req.groupId, 'unknown_topic', n),
+      onUnresolved: (n) => metrics?.commitRefused(req.groupId, 'broker_unanswered', n),
+      ...this.groupRefusalFor(info, req.groupId),
+    });
   }
-  const verdict = await askBroker(deps.brokerVerdict, group, identity, []);
-  // Unanswered: an acceptance stands, a refusal is left unconfirmed (as for a write).
-  if (verdict === null) return refusal === null ? { status: 'ok' } : { status: 'unconfirmed' };
-  for (const update of verdict.updates) await deps.store.updateGroup(group, update);
-  return verdict.code === null
-    ? { status: 'ok' }
-    : { status: 'fenced', error: verdict.code as GuardErrorCode };
-}
 
-function askBroker(
-  brokerVerdict: NonNullable<CommitDeps['brokerVerdict']>,
-  group: string,
-  identity: CommitIdentity,
-  partitions: readonly CommittedPartition[],
-): Promise<Verdict | null> {
-  return brokerVerdict(group, identity, partitions).catch(() => null);
-}
+  /** An OffsetCommit naming its topics (v10's by the names its ids map to). */
+  private commit(info: RequestInfo, req: OffsetCommitRequest): Promise<OffsetCommitResponse> {
+    const deps = this.opts.unknownTopics.modeFor(req.groupId) === 'reject' ? this.rejecting : this.shared;
+    return handleOffsetCommit(req, info.apiVersion, {
+      ...deps,
+      ...authorizeFor(this.opts.authorizer, info, 'read'),
+      ...this.atBroker(info, req),
+      onAccepted: (g, writes) => this.accepted(g, req, info.apiVersion, writes),
+    });
+  }
 
-/**
- * Applies the broker's verdict: the store learns what it showed; a refusal is the broker's code;
- * an accepted commit is written without the store's fence, since the broker has decided.
- */
-async function settle(store: OffsetStore, request: CommitRequest, verdict: Verdict): Promise<CommitOutcome> {
-  if (verdict.transactional) return { status: 'transactional' };
-  for (const update of verdict.updates) await store.updateGroup(request.group, update);
-  if (verdict.code !== null) return { status: 'fenced', error: verdict.code as GuardErrorCode };
-  const { identity: _decided, ...unfenced } = request;
-  return store.commit({ ...unfenced, requestId: randomUUID() });
+  /**
+   * A commit sent on as the client sent it, on its own connection (same principal), in its
+   * version, or in the broker's lowest where the broker no longer has the client's: Kafka 4
+   * removed OffsetCommit v0-1, which the proxy serves, and closes a connection that sends them.
+   * v2 carries everything v1 does but the partitions' commit timestamps (the broker takes its own
+   * time, as for every later version); a v0 commit is anonymous in v2 too.
+   */
+  private atBroker(info: RequestInfo, req: OffsetCommitRequest): Pick<CommitDeps, 'commitAtBroker'> {
+    const ask = info.askBroker;
+    if (!ask) return {};
+    const lookups = this.opts.lookups;
+    return {
+      commitAtBroker: async () => {
+        const min = lookups
+          ? await lookups
+              .brokerMinVersion(info.nodeId, req.groupId, ApiKey.OffsetCommit)
+              .catch(() => undefined)
+          : undefined;
+        return ask(ApiKey.OffsetCommit, Math.max(info.apiVersion, min ?? 0), req);
+      },
+    };
+  }
+
+  /** A v10 commit's group-level authorization, counted as the handler counts its refusals. */
+  private groupRefusalFor(
+    info: RequestInfo,
+    group: string,
+  ): { groupRefusal?: (n: number) => Promise<number> } {
+    const authorizer = this.opts.authorizer;
+    if (!authorizer) return {};
+    return {
+      groupRefusal: async (n) => {
+        const { groupError } = await authorizer.authorize(info, 'read', group, []);
+        if (groupError !== ErrorCode.NONE) {
+          const reason =
+            groupError === ErrorCode.GROUP_AUTHORIZATION_FAILED ? 'unauthorized' : 'broker_unanswered';
+          this.opts.metrics?.commitRefused(group, reason, n);
+        }
+        return groupError;
+      },
+    };
+  }
+
+  /** Counted, and with `--mirror-commits` sent to the broker too. */
+  private accepted(group: string, req: OffsetCommitRequest, version: number, writes: OffsetWrite[]): void {
+    const { metrics, lookups, log } = this.opts;
+    metrics?.commitAccepted(group, writes.length);
+    if (!this.opts.mirrorCommits || !lookups) return;
+    const identity = {
+      generationIdOrMemberEpoch: req.generationIdOrMemberEpoch,
+      memberId: req.memberId,
+      groupInstanceId: version >= 7 ? req.groupInstanceId : null,
+    };
+    // Asynchronous: the client's commit is acknowledged by the store, not by the broker.
+    lookups.mirrorCommit(group, identity, writes).then(
+      (refused) => {
+        metrics?.mirrored(refused === 0);
+        if (refused > 0) log.warn('broker refused a mirrored commit', { group, partitions: refused });
+      },
+      (err: unknown) => {
+        metrics?.mirrored(false);
+        log.warn('mirrored commit failed', { group, error: err });
+      },
+    );
+  }
 }

@@ -16,7 +16,7 @@ import { ErrorCode } from '../../protocol/error-codes.js';
 import type { OffsetDeleteRequest } from '../../protocol/messages/offset-delete-request.js';
 import type { OffsetDeleteResponse } from '../../protocol/messages/offset-delete-response.js';
 import { storeFailureCode } from './kafka-errors.js';
-import { emptyAtBroker } from './offset-commit.js';
+import { emptyAtBroker } from './empty-at-broker.js';
 import type { HandlerDeps, OffsetHandler } from './offset-handler.js';
 
 const fail = (errorCode: number): OffsetDeleteResponse => ({ errorCode, throttleTimeMs: 0, topics: [] });

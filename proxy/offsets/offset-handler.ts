@@ -6,7 +6,8 @@
  * else, so the service only wires a handler to its API.
  */
 import type { OffsetStore } from '../../backends/store.js';
-import type { Decision } from './authorizer.js';
+import type { RequestInfo } from '../core/extension.js';
+import type { BrokerAuthorizer, Decision, Operation } from './authorizer.js';
 
 /** Whether the client's principal may do this API's operation on the group and the topics. */
 export type Authorize = (group: string, topics: string[]) => Promise<Decision>;
@@ -17,8 +18,17 @@ export interface HandlerDeps {
   authorize?: Authorize;
 }
 
-export type OffsetHandler<Req, Res, Deps extends HandlerDeps> = (
+export type OffsetHandler<Req, Res, Deps extends Pick<HandlerDeps, 'authorize'>> = (
   req: Req,
   version: number,
   deps: Deps,
 ) => Promise<Res>;
+
+/** A handler's `authorize` for this request's connection and operation (none with `--authorize off`). */
+export function authorizeFor(
+  authorizer: BrokerAuthorizer | null,
+  info: RequestInfo,
+  op: Operation,
+): { authorize?: Authorize } {
+  return authorizer ? { authorize: (g, topics) => authorizer.authorize(info, op, g, topics) } : {};
+}

@@ -1,4 +1,4 @@
-/** Offsets put straight into a store, for unit tests of what the offset service answers from it. */
+/** Offsets and group records put straight into a store, for unit tests of what the offset service answers from it. */
 import type { OffsetStore } from '../../backends/store.js';
 
 /** Commits one partition's offset without any guard (leader epoch 6, metadata "meta"). */
@@ -24,4 +24,16 @@ export async function storeOffset(
       },
     ],
   });
+}
+
+/** A classic group with one stable member `m1` in generation 3, as its JoinGroup and SyncGroup record it. */
+export async function classicGroup(store: OffsetStore, group: string): Promise<void> {
+  await store.updateGroup(group, {
+    kind: 'joined',
+    generationId: 3,
+    memberId: 'm1',
+    groupInstanceId: null,
+    members: [{ memberId: 'm1', groupInstanceId: null }],
+  });
+  await store.updateGroup(group, { kind: 'synced', generationId: 3, memberId: 'm1' });
 }

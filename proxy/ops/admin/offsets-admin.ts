@@ -27,7 +27,7 @@ import { defaultListGroupsRequest } from '../../../protocol/messages/list-groups
 import type { ListGroupsResponse } from '../../../protocol/messages/list-groups-response.js';
 import type { ClusterClient } from '../../client/cluster-client.js';
 import type { BrokerLookups } from '../../offsets/broker-lookups.js';
-import { commitAnonymous, emptyAtBroker } from '../../offsets/offset-commit.js';
+import { commitAnonymous, emptyAtBroker } from '../../offsets/empty-at-broker.js';
 
 /** One line of an export: one partition's committed offset. */
 export interface OffsetLine {
