@@ -14,17 +14,19 @@
  * A data directory of layout 1 (earlier releases: ordered-binary array keys of the names) is
  * migrated when the store opens (embedded-migrate.ts).
  *
- * A commit is one LMDB write transaction: the guard reads the group state and the current
- * offsets and writes every partition inside it, so it is all-or-none and serialised against
- * every other writer (LMDB has a single writer, also across processes sharing the directory).
+ * A commit runs inside one LMDB write transaction: the guard reads the group state and the
+ * current offsets and writes every partition inside it, so it is all-or-none and serialised
+ * against every other writer (LMDB has a single writer, also across processes sharing the
+ * directory). Every write that arrives while a transaction is being committed and synced joins
+ * the next one (group commit, embedded-group-commit.ts): one fsync covers them all.
  *
  * Durability: lmdb-js by default resolves a write when the transaction is *committed* and
  * flushes to disk afterwards (`overlappingSync`). We open with `overlappingSync: false`, so the
- * commit itself includes the fsync, and in addition await `flushed` before acknowledging: an
+ * commit itself includes the fsync, and answer from the transaction's own outcome: an
  * acknowledged commit is on disk (see docs/stores.md).
  *
- * Deadlines: a write's deadline is checked inside its transaction callback, so a write whose
- * caller was already answered (timed out) writes nothing; once a callback has run, its caller
+ * Deadlines: a write's deadline is checked when its turn inside the transaction comes, so a write
+ * whose caller was already answered (timed out) writes nothing; once its body has run, its caller
  * waits for the transaction's outcome instead of being told "timed out" while the write may still
  * commit. So an answered write never takes effect afterwards.
  *
@@ -33,7 +35,7 @@
  * with `eventTurnBatching` (its default) one promise per event-loop batch. Unhandled, either one
  * ends the process (exit 70 in the CLI). We open without event-turn batching (transactions of one
  * turn are still committed together: lmdb-js starts writing on the next turn) and handle every
- * `commitError` where the failure surfaces (`settle`).
+ * `commitError` where the failure surfaces (embedded-group-commit.ts).
  */
 import { statSync } from 'node:fs';
 import { join } from 'node:path';
@@ -54,7 +56,9 @@ import {
 } from './embedded-keys.js';
 import { LAYOUT, migrateToLayout2 } from './embedded-migrate.js';
 import type { MigrationReport } from './embedded-migrate.js';
-import { asStoreError, StoreCorruptError, StoreUnavailableError, withDeadline } from './errors.js';
+import { StoreCorruptError, StoreUnavailableError, withDeadline } from './errors.js';
+import { GroupCommit, settle } from './embedded-group-commit.js';
+import { encodeOffsetValues } from './embedded-value.js';
 import { decodeOutcome, encodeOutcome, parseDecimal } from './outcome-codec.js';
 import type { EncodedOutcome } from './outcome-codec.js';
 import type {
@@ -132,31 +136,6 @@ export function openLayout2(root: RootDatabase): EmbeddedDatabases {
 /** LMDB's data file in the data directory. */
 const DATA_FILE = 'data.mdb';
 
-/** What a transaction callback returns when its deadline had passed: it wrote nothing. */
-const EXPIRED = Symbol('expired');
-
-/**
- * Awaits an lmdb-js write and, when it fails, handles the `commitError` promise lmdb-js attaches
- * to the error (rejected with the cause, awaited by nobody: unhandled, it would end the process).
- * Handled here, in the same microtask run as the rejection, before Node looks for unhandled ones.
- */
-async function settle<T>(what: string, write: PromiseLike<T>): Promise<T> {
-  try {
-    return await write;
-  } catch (err) {
-    const commitError = (err as { commitError?: unknown } | null)?.commitError;
-    if (!(commitError instanceof Promise)) throw err;
-    // Handled at once; its reason (ENOSPC, EIO) names the cause better than the error itself.
-    const reason = commitError.then(
-      () => undefined,
-      (e: unknown) => e,
-    );
-    const cause = await Promise.race([reason, new Promise<undefined>((r) => setImmediate(r, undefined))]);
-    const why = cause instanceof Error ? cause.message : (err as Error).message;
-    throw new StoreUnavailableError(`${what}: write transaction failed: ${why}`, { cause: cause ?? err });
-  }
-}
-
 export class EmbeddedStore implements OffsetStore {
   readonly kind = 'embedded';
   /**
@@ -173,6 +152,7 @@ export class EmbeddedStore implements OffsetStore {
   private sweeping = false;
   private closed = false;
   private readonly onClosed: (() => Promise<void>) | undefined;
+  private readonly writes: GroupCommit;
 
   constructor(opts: EmbeddedStoreOptions) {
     this.timeoutMs = opts.operationTimeoutMs ?? DEFAULT_STORE_TIMEOUT_MS;
@@ -183,7 +163,7 @@ export class EmbeddedStore implements OffsetStore {
     // maxDbs: layout 2's five databases, and layout 1's four while a migration runs.
     const root = open({
       path: opts.dataDir,
-      overlappingSync: false,
+      overlappingSync: process.env.GC_OVL === '1',
       noSync: false,
       maxDbs: 16,
       eventTurnBatching: false,
@@ -192,6 +172,12 @@ export class EmbeddedStore implements OffsetStore {
     this.ready = this.prepare(opts.onMigrated);
     // An unobserved failure is reported by the first operation (and by openStore at start-up).
     this.ready.catch(() => undefined);
+    this.writes = new GroupCommit(
+      (callback) => this.db.root.transaction(callback),
+      this.timeoutMs,
+      () => this.closed,
+      this.ready,
+    );
     this.sweeper = setInterval(() => void this.sweepRequests().catch(() => undefined), 10_000);
     this.sweeper.unref();
   }
@@ -217,52 +203,15 @@ export class EmbeddedStore implements OffsetStore {
   }
 
   /**
-   * A write: `body` runs inside one write transaction, and the result is answered once the
-   * transaction is durable. The deadline is checked inside the callback: a callback that runs
-   * after it writes nothing (its caller was answered "timed out"). A callback that ran before it
-   * has its writes in the transaction, so the caller then waits for the commit, however long the
-   * disk takes, and is told what happened (the client's own request timeout covers a hung disk).
+   * A write: `body` runs inside the next write transaction, with every other write that arrived
+   * meanwhile (group commit, embedded-group-commit.ts), and the result is answered once that
+   * transaction is durable. A body that runs after the deadline writes nothing; one that ran
+   * before it is answered the transaction's outcome.
    */
   private write<T>(what: string, body: () => T): Promise<T> {
     const label = `embedded store: ${what}`;
     if (this.closed) return Promise.reject(new StoreUnavailableError(`${label}: closed`));
-    return new Promise<T>((resolve, reject) => {
-      let expired = false;
-      let written = false;
-      const timer = setTimeout(() => {
-        if (written) return;
-        expired = true;
-        reject(
-          new StoreUnavailableError(`${label}: no answer within ${this.timeoutMs} ms`, { timedOut: true }),
-        );
-      }, this.timeoutMs);
-      const transact = async (): Promise<T | typeof EXPIRED> => {
-        await this.ready;
-        if (expired) return EXPIRED;
-        const result = await settle(
-          label,
-          this.db.root.transaction(() => {
-            if (expired || this.closed) return EXPIRED;
-            written = true;
-            return body();
-          }),
-        );
-        if (result !== EXPIRED) await settle(label, this.db.root.flushed);
-        return result;
-      };
-      transact().then(
-        (result) => {
-          clearTimeout(timer);
-          if (expired) return;
-          if (result === EXPIRED) reject(new StoreUnavailableError(`${label}: closed`));
-          else resolve(result);
-        },
-        (err: unknown) => {
-          clearTimeout(timer);
-          if (!expired) reject(asStoreError(label, err));
-        },
-      );
-    });
+    return this.writes.submit(label, body);
   }
 
   private decode(group: string, partition: number, v: unknown, topic?: string): PartitionOffset {
@@ -303,28 +252,28 @@ export class EmbeddedStore implements OffsetStore {
     const { offsets, groups, requests, requestTimes } = this.db;
     const g = groupKey(group);
     const reqKey = requestKey(g, request.requestId);
+    // The values are encoded before the transaction: inside it the one writer waits for every
+    // line of the body, and so do the commits queued behind this one.
+    const values = encodeOffsetValues(request.writes);
     return this.write('commit', () => {
       const seen = requests.get(reqKey);
       if (seen !== undefined) return decodeOutcome(seen.r);
       const record = this.readRecord(group, g);
-      // Inside a transaction callback gets and puts take their key at once: one scratch key.
+      // Inside a transaction gets take their key at once: one scratch key serves every read.
       const scratch = Buffer.allocUnsafe(OFFSET_KEY_BYTES);
       const { outcome, newState } = decideCommit(record?.s ?? null, request, (tp) => {
         const v = offsets.get(offsetKey(g, tp.topic, tp.partition, scratch));
         return v === undefined ? -1n : this.decode(group, tp.partition, v, tp.topic).offset;
       });
+      // Everything above only reads (and throws on a corrupt record); the puts come last, so a
+      // body that throws wrote nothing into the transaction it shares with other commits.
       // Synchronous puts: inside a transaction they are part of it and return no promise.
       if (outcome.status === 'ok') {
         if (newState !== null) groups.putSync(g, { n: group, s: newState });
-        for (const w of request.writes) {
-          offsets.putSync(offsetKey(g, w.topic, w.partition, scratch), [
-            w.topic,
-            String(w.offset),
-            w.leaderEpoch,
-            w.metadata,
-            String(w.commitTimestamp),
-            String(w.expireTimestamp),
-          ]);
+        const { writes } = request;
+        for (let i = 0; i < writes.length; i++) {
+          const w = writes[i]!;
+          offsets.putSync(offsetKey(g, w.topic, w.partition, scratch), values[i] as unknown as StoredValue);
         }
       }
       const at = Date.now();

@@ -40,9 +40,10 @@ const ONLY = (() => {
   return i >= 0 ? new RegExp(process.argv[i + 1]!, 'i') : null;
 })();
 /**
- * Another checkout of this repository, built (`npm run build` there): its proxy runs on Redis
- * everysec just before this one's in every round, so a change is measured against its base in one
- * run (this machine's speed drifts by tens of percent between runs).
+ * Another checkout of this repository, built (`npm run build` there): its proxy runs on the
+ * embedded store, memory and both Redis servers in every round beside this one's, so a change is
+ * measured against its base in one run (this machine's speed drifts by tens of percent between
+ * runs).
  */
 const BASELINE = (() => {
   const i = process.argv.indexOf('--baseline');
@@ -157,8 +158,20 @@ async function main(): Promise<void> {
       ...(BASELINE
         ? [
             {
+              name: `baseline proxy (${BASELINE}) + embedded`,
+              flags: ['--data-dir', path.join(dir, 'baseline-embedded')],
+              bin: path.join(BASELINE, 'bin/kafka-offset-proxy.js'),
+            },
+            {
               name: `baseline proxy (${BASELINE}) + memory`,
               flags: ['--store', 'memory://'],
+              bin: path.join(BASELINE, 'bin/kafka-offset-proxy.js'),
+            },
+            {
+              name: `baseline proxy (${BASELINE}) + Redis (AOF always)`,
+              flags: ['--store', redis.url],
+              backendPid: redis.pid,
+              redis,
               bin: path.join(BASELINE, 'bin/kafka-offset-proxy.js'),
             },
             {

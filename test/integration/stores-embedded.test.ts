@@ -1,15 +1,26 @@
 // The embedded (LMDB) store: the shared contract, a corrupt record, and crash safety: a child
-// process commits, is SIGKILLed right after an acknowledgement, and the data is there on reopen.
+// process commits, is SIGKILLed right after an acknowledgement, and the data is there on reopen;
+// the same for a proxy taking commits from many connections at once (they share transactions:
+// group commit), killed right after a run of acknowledgements.
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { open } from 'lmdb';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, inject, it } from 'vitest';
 import { runStoreContract, write } from '../../backends/contract.js';
 import { groupKey, offsetKey } from '../../backends/embedded-keys.js';
 import { EmbeddedStore, openLayout2 } from '../../backends/embedded-store.js';
 import { StoreCorruptError, StoreUnavailableError } from '../../backends/errors.js';
+import { ZERO_UUID } from '../../protocol/generated-support.js';
+import { decodeResponseFrame, encodeRequestFrame } from '../../protocol/frames.js';
+import { ApiKey } from '../../protocol/messages/index.js';
+import { defaultOffsetCommitRequest } from '../../protocol/messages/offset-commit-request.js';
+import type { OffsetCommitResponse } from '../../protocol/messages/offset-commit-response.js';
+import { createTopics } from '../bed/clients/kafkajs.js';
+import { uniqueName } from '../bed/clients/scenarios.js';
+import { ensureBuilt, spawnProxy } from '../harness/proxy.js';
+import { RawClient } from '../harness/raw-client.js';
 
 const root = mkdtempSync(join(tmpdir(), 'kop-stores-embedded-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
@@ -79,6 +90,89 @@ describe('embedded store', () => {
       const cleaner = new EmbeddedStore({ dataDir: dir });
       await cleaner.deleteGroup('crash');
       await cleaner.close();
+    }
+  });
+
+  it('every commit a proxy acknowledged to many connections at once survives its kill -9', async () => {
+    const CONNECTIONS = 24;
+    const COMMIT_PARTITIONS = 20;
+    const topic = uniqueName('crash-many');
+    await createTopics({ bootstrap: inject('kafkaBootstrap') }, [{ topic, partitions: COMMIT_PARTITIONS }]);
+    await ensureBuilt();
+    const dir = join(root, 'crash-many');
+    for (const killAfter of [30, 400]) {
+      const proxy = await spawnProxy(['--bootstrap-server', inject('kafkaBootstrap'), '--data-dir', dir]);
+      const clients = await Promise.all(
+        Array.from({ length: CONNECTIONS }, () => RawClient.connect(proxy.bootstrap)),
+      );
+      // Per group (one per connection): the highest offset acknowledged without an error.
+      const acked = new Map<string, bigint>();
+      let acks = 0;
+      let killed = false;
+      const round = `${killAfter}`;
+      await Promise.all(
+        clients.map(async (client, c) => {
+          const group = `crash-many-${round}-${c}`;
+          for (let offset = 1n; !killed; offset++) {
+            const request = {
+              ...defaultOffsetCommitRequest(),
+              groupId: group,
+              generationIdOrMemberEpoch: -1,
+              topics: [
+                {
+                  name: topic,
+                  topicId: ZERO_UUID,
+                  partitions: Array.from({ length: COMMIT_PARTITIONS }, (_, p) => ({
+                    partitionIndex: p,
+                    committedOffset: offset,
+                    committedLeaderEpoch: -1,
+                    committedMetadata: '',
+                  })),
+                },
+              ],
+            };
+            const correlationId = Number(offset);
+            client.write(
+              encodeRequestFrame(
+                { apiKey: ApiKey.OffsetCommit, apiVersion: 8, correlationId, clientId: 'crash' },
+                request,
+              ),
+            );
+            let frame: Buffer;
+            try {
+              [frame] = (await client.read(1, 60_000)) as [Buffer];
+            } catch (err) {
+              if (killed) return; // the proxy died with this commit in flight
+              throw err;
+            }
+            const response = decodeResponseFrame(frame, ApiKey.OffsetCommit, 8).body as OffsetCommitResponse;
+            const errors = response.topics.flatMap((t) => t.partitions.map((p) => p.errorCode));
+            expect(errors).toEqual(Array<number>(COMMIT_PARTITIONS).fill(0));
+            // Any answer the proxy sent is an acknowledgement, also one read after the kill.
+            acked.set(group, offset);
+            if (++acks >= killAfter && !killed) {
+              // Killed the moment the acknowledgement is seen: no chance to flush anything later.
+              killed = true;
+              proxy.child.kill('SIGKILL');
+            }
+          }
+        }),
+      );
+      for (const client of clients) client.close();
+      await proxy.stop();
+      expect(acked.size).toBeGreaterThan(0);
+      const store = new EmbeddedStore({ dataDir: dir });
+      try {
+        for (const [group, offset] of acked) {
+          const offsets = (await store.fetch(group, null)).map((o) => o.offset);
+          expect(offsets, group).toHaveLength(COMMIT_PARTITIONS);
+          // At least the acknowledged offset, and one commit's: every partition of it, or none.
+          expect(offsets[0]! >= offset, `${group}: ${offsets[0]} < acknowledged ${offset}`).toBe(true);
+          expect(new Set(offsets).size, group).toBe(1);
+        }
+      } finally {
+        await store.close();
+      }
     }
   });
 
@@ -203,6 +297,19 @@ describe('embedded store', () => {
       );
       await expect(store.getGroup('borrowed')).rejects.toThrow(/names group "lender"/);
       expect((await store.fetch('good', null))[0]?.offset).toBe(1n);
+      // Issued in one turn, these share one write transaction (group commit): the corrupt groups'
+      // commits fail alone, and the good ones in the same transaction are written.
+      const together = await Promise.allSettled([
+        store.commit({ group: 'good', writes: [{ ...w, offset: 2n }], requestId: 'r4' }),
+        store.commit({ group: 'bad', writes: [{ ...w, expectedOffset: 0n }], requestId: 'r5' }),
+        store.commit({ group: 'bad-state', writes: [w], requestId: 'r6' }),
+        store.commit({ group: 'good-too', writes: [{ ...w, offset: 7n }], requestId: 'r7' }),
+      ]);
+      expect(together.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'rejected', 'fulfilled']);
+      for (const r of together.filter((x) => x.status === 'rejected'))
+        expect((r as PromiseRejectedResult).reason).toBeInstanceOf(StoreCorruptError);
+      expect((await store.fetch('good', null))[0]?.offset).toBe(2n);
+      expect((await store.fetch('good-too', null))[0]?.offset).toBe(7n);
     } finally {
       await store.close();
     }
