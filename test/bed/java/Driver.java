@@ -221,8 +221,8 @@ public final class Driver {
   }
 
   /**
-   * consume --until-stop: a group member that runs until a line "stop" arrives on stdin, for the
-   * store-outage tests. It consumes on and on (records are not printed) and every
+   * consume --until-stop: a group member that runs until a line "stop" arrives on stdin or stdin
+   * ends, for the store-outage tests. It consumes on and on (records are not printed) and every
    * --commit-interval-ms commits the position after the last record of every partition it has
    * consumed, synchronously with --commit-timeout-ms: each commit is one "commit" line (ok, or the
    * exception and whether it is retriable; a failed commit never ends the run). A "member" line
@@ -237,7 +237,21 @@ public final class Driver {
     Duration commitTimeout = Duration.ofMillis(args.intValue("commit-timeout-ms", 1500));
     Properties props = consumerProps(args, group);
     props.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
-    java.io.BufferedReader stdin = new java.io.BufferedReader(new java.io.InputStreamReader(System.in));
+    // "stop" on stdin, or its end (the test is gone), ends the run.
+    java.util.concurrent.atomic.AtomicBoolean stop = new java.util.concurrent.atomic.AtomicBoolean();
+    Thread stdinReader = new Thread(() -> {
+      try (java.io.BufferedReader stdin = new java.io.BufferedReader(new java.io.InputStreamReader(System.in))) {
+        String line;
+        while ((line = stdin.readLine()) != null && !line.trim().equals("stop")) {
+          // other lines are ignored
+        }
+      } catch (java.io.IOException e) {
+        // as at the end of stdin
+      }
+      stop.set(true);
+    });
+    stdinReader.setDaemon(true);
+    stdinReader.start();
     Map<TopicPartition, OffsetAndMetadata> consumed = new TreeMap<>(Comparator.comparing(TopicPartition::partition));
     Map<TopicPartition, OffsetAndMetadata> committed;
     long commits = 0;
@@ -247,7 +261,7 @@ public final class Driver {
       long nextCommit = 0;
       // A safety net only: the test says "stop" (or kills the process) long before.
       long deadline = System.currentTimeMillis() + args.intValue("timeout-ms", 600_000);
-      while (System.currentTimeMillis() < deadline && !(stdin.ready() && "stop".equals(stdin.readLine().trim()))) {
+      while (System.currentTimeMillis() < deadline && !stop.get()) {
         for (ConsumerRecord<String, String> r : consumer.poll(Duration.ofMillis(50))) {
           consumed.put(new TopicPartition(r.topic(), r.partition()), new OffsetAndMetadata(r.offset() + 1));
         }
