@@ -141,6 +141,21 @@ describe('StoreCircuit', () => {
     expect(await inner.lease(PROBE_LEASE, 'other', 1000)).toBe(false);
   });
 
+  it('stays open a probe interval after a failed write, even when a small write would pass', async () => {
+    // A nearly full disk: a commit fails, the probe's small lease would fit in freed pages.
+    const { inner, circuit } = setup();
+    inner.writes = 'embedded store: commit: write transaction failed: No space left on device';
+    await expect(circuit.commit(commit(1n))).rejects.toBeInstanceOf(StoreUnavailableError);
+    inner.writes = null;
+    await vi.advanceTimersByTimeAsync(900);
+    expect(circuit.problem).toContain('No space left on device');
+    // Reads resumed after the immediate probe's ping; writes wait for the next probe.
+    await expect(circuit.fetch('g', null)).resolves.toEqual([]);
+    await expect(circuit.commit(commit(2n))).rejects.toThrow('not tried, the store is failing');
+    await vi.advanceTimersByTimeAsync(200);
+    expect(circuit.isOpen).toBe(false);
+  });
+
   it('trip() opens it from outside (the health probe), and close stops probing', async () => {
     const { inner, circuit } = setup();
     circuit.trip('connection refused to r:6379');

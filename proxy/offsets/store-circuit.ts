@@ -15,6 +15,13 @@
  * never apply later. A probe runs every `probeIntervalMs`: a ping and then a write (a lease no
  * one else takes), because a store that reads but cannot write answers pings. The first probe
  * that succeeds closes the circuit. While open, `problem` names the failure; readiness reports it.
+ *
+ * The probe sent at once when the circuit opens only pings (so reads resume at once): the write
+ * waits for the next one, so the circuit stays open at least `probeIntervalMs`. A nearly full
+ * disk accepts the probe's small write in pages freed by earlier transactions while commits fail:
+ * with the write probe at once, the circuit closed within milliseconds of every failed commit
+ * and /readyz answered 200 at every poll while commits failed (a Java consumer committing every
+ * 200 ms on a full tmpfs, reliability-store-outage-java.test.ts).
  */
 import { StoreUnavailableError } from '../../backends/errors.js';
 import { StoreDecorator } from '../../backends/store-decorator.js';
@@ -94,15 +101,21 @@ export class StoreCircuit extends StoreDecorator {
 
   private scheduleProbe(delayMs = this.probeIntervalMs): void {
     if (this.closed || this.probeTimer !== null) return;
-    this.probeTimer = setTimeout(() => void this.probe(), delayMs);
+    // The probe at once (as the circuit opens) only pings: see the class comment.
+    this.probeTimer = setTimeout(() => void this.probe(delayMs > 0), delayMs);
     this.probeTimer.unref();
   }
 
-  /** One probe: a ping, then a write; either failing keeps the circuit open with its reason. */
-  private async probe(): Promise<void> {
+  /** One probe: a ping, then (`write`) a write; either failing keeps the circuit open with its reason. */
+  private async probe(write: boolean): Promise<void> {
     try {
       await this.inner.ping();
       this.readsOk = true;
+      if (!write) {
+        this.probeTimer = null;
+        this.scheduleProbe();
+        return;
+      }
       await this.inner.lease(PROBE_LEASE, this.opts.probeHolder, this.probeIntervalMs);
     } catch (err) {
       this.probeTimer = null;

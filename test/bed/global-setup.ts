@@ -7,6 +7,7 @@
 
 import type { TestProject } from 'vitest/node';
 import { KAFKA_VERSION, kafkaClasspath, startKafka } from './kafka.js';
+import { freePortWithCompanion } from './ports.js';
 import type { KafkaCluster } from './kafka.js';
 import { startRedis } from './redis.js';
 import type { RedisServer } from './redis.js';
@@ -21,6 +22,12 @@ declare module 'vitest' {
     kafkaClasspath: string;
     redisUrl: string;
     zkConnect: string;
+    /**
+     * A second PLAINTEXT listener of the shared broker that listens on `port` and is advertised at
+     * `advertisedPort`, where nothing listens until a test puts a tap there (a relay to `port`):
+     * clients that bootstrap through the tap stay on it. Null with KOP_BOOTSTRAP.
+     */
+    kafkaTappedListener: { port: number; advertisedPort: number } | null;
   }
 }
 
@@ -35,6 +42,10 @@ export default async function setup(project: TestProject): Promise<() => Promise
   const t0 = Date.now();
   const externalBootstrap = process.env['KOP_BOOTSTRAP'];
   const version = externalBootstrap ? (process.env['KOP_KAFKA_VERSION'] ?? KAFKA_VERSION) : KAFKA_VERSION;
+  // Both below the ephemeral ports, so no outgoing connection takes the tap's port meanwhile.
+  const tapped = externalBootstrap
+    ? null
+    : await freePortWithCompanion(1).then((port) => ({ port, advertisedPort: port + 1 }));
 
   const results = await Promise.allSettled([
     externalBootstrap
@@ -43,7 +54,9 @@ export default async function setup(project: TestProject): Promise<() => Promise
           classpath,
           cluster: undefined,
         }))
-      : timed(`Kafka ${version}`, () => startKafka({ version })).then((cluster: KafkaCluster) => ({
+      : timed(`Kafka ${version}`, () =>
+          startKafka({ version, extraListeners: tapped ? [{ name: 'TAPPED', ...tapped }] : [] }),
+        ).then((cluster: KafkaCluster) => ({
           bootstrap: cluster.bootstrap,
           classpath: cluster.classpath,
           cluster,
@@ -78,6 +91,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
   project.provide('kafkaClasspath', kafka.value.classpath);
   project.provide('redisUrl', redis.value.url);
   project.provide('zkConnect', zk.value.connectString);
+  project.provide('kafkaTappedListener', tapped);
 
   return stopAll;
 }

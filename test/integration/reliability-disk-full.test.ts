@@ -4,9 +4,8 @@
 // and a start on a full disk stops at once with exit code 2 naming --data-dir and the cause.
 // Needs root for `mount -t tmpfs` (CI runs as root): a failed mount fails the file, it does not
 // skip it.
-import { spawn, spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, statSync, truncateSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { spawn } from 'node:child_process';
+import { mkdirSync, statSync, truncateSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, test } from 'vitest';
 import { createTopics } from '../bed/clients/kafkajs.js';
@@ -15,58 +14,22 @@ import { uniqueName } from '../bed/clients/scenarios.js';
 import { ensureBuilt, spawnProxy } from '../harness/proxy.js';
 import type { ProxyProcess } from '../harness/proxy.js';
 import { RawClient } from '../harness/raw-client.js';
+import { SmallDisk } from '../harness/small-disk.js';
 import { commitOnce, fetchOnce, sleep } from '../reliability/commit-checker.js';
 
 const brokerBootstrap = inject('kafkaBootstrap');
 const SIZE_MB = 8;
 const PARTITIONS = 20;
 
+let disk: SmallDisk;
 let mountPoint: string;
 
-/** Fills the file system with one file until ENOSPC; returns its path. */
-function fill(dir: string): string {
-  const file = join(dir, 'filler');
-  const chunk = Buffer.alloc(256 * 1024, 1);
-  const parts: Buffer[] = [];
-  for (let i = 0; i < SIZE_MB * 4 + 8; i++) parts.push(chunk);
-  try {
-    writeFileSync(file, Buffer.concat(parts));
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'ENOSPC') throw err;
-  }
-  // Whatever the big write left (the file system rounds to pages): fill it page by page.
-  for (let i = 0; i < 1024; i++) {
-    try {
-      writeFileSync(join(dir, `filler-${i}`), Buffer.alloc(4096, 1));
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENOSPC') break;
-      throw err;
-    }
-  }
-  return file;
-}
-
-function freeSpace(dir: string): void {
-  spawnSync('sh', ['-c', `rm -f ${dir}/filler*`]);
-}
-
 beforeAll(() => {
-  mountPoint = mkdtempSync(join(tmpdir(), 'kop-disk-full-'));
-  const mounted = spawnSync('mount', ['-t', 'tmpfs', '-o', `size=${SIZE_MB}m`, 'tmpfs', mountPoint], {
-    encoding: 'utf8',
-  });
-  if (mounted.status !== 0)
-    throw new Error(
-      `this test needs a small tmpfs: "mount -t tmpfs -o size=${SIZE_MB}m tmpfs ${mountPoint}" failed ` +
-        `(${mounted.stderr.trim() || `exit ${mounted.status}`}); run it as root, as CI does`,
-    );
+  disk = SmallDisk.mount(SIZE_MB);
+  mountPoint = disk.path;
 });
 
-afterAll(() => {
-  if (mountPoint === undefined) return;
-  spawnSync('umount', ['-l', mountPoint]);
-  rmSync(mountPoint, { recursive: true, force: true });
-});
+afterAll(() => disk?.unmount());
 
 async function commit(proxy: ProxyProcess, group: string, topic: string, offset: bigint): Promise<number[]> {
   const client = await RawClient.connect(proxy.bootstrap);
@@ -109,7 +72,7 @@ describe('embedded store on a full disk (tmpfs)', () => {
     ]);
     try {
       expect(await commit(proxy, group, topic, 1n)).toEqual(Array(PARTITIONS).fill(0));
-      fill(mountPoint);
+      disk.fill();
       const codes: number[] = [];
       // Commits of other groups too: each needs new pages (a new group record, new keys).
       for (let i = 2n; i <= 8n; i++) {
@@ -141,7 +104,7 @@ describe('embedded store on a full disk (tmpfs)', () => {
         /"offset store failing: offset requests answered at once".*[Nn]o space left/,
       );
 
-      freeSpace(mountPoint);
+      disk.free();
       // Served again once the circuit's next probe writes (about a second).
       let codes9: number[] = [];
       for (let i = 0; i < 100; i++) {
@@ -156,7 +119,7 @@ describe('embedded store on a full disk (tmpfs)', () => {
       expect(proxy.child.exitCode).toBe(null);
     } finally {
       await proxy.stop('SIGKILL');
-      freeSpace(mountPoint);
+      disk.free();
     }
     // What was acknowledged is durable: a new process on the same directory reads it.
     const again = await spawnProxy(['--bootstrap-server', brokerBootstrap, '--data-dir', dataDir]);
@@ -173,7 +136,7 @@ describe('embedded store on a full disk (tmpfs)', () => {
     // One directory the store used before the disk filled, and new ones.
     const before = await spawnProxy(['--bootstrap-server', brokerBootstrap, '--data-dir', existing]);
     await before.stop('SIGKILL');
-    const filler = fill(mountPoint);
+    const filler = disk.fill();
     try {
       // Quite full, and nearly full: with a few pages left a small write succeeds, and LMDB's
       // first touch of its lock file or data pages killed the process (SIGBUS) before.
@@ -194,7 +157,7 @@ describe('embedded store on a full disk (tmpfs)', () => {
         }
       }
     } finally {
-      freeSpace(mountPoint);
+      disk.free();
     }
     // With space back, the same directories open.
     const after = await spawnProxy(['--bootstrap-server', brokerBootstrap, '--data-dir', existing]);

@@ -287,24 +287,32 @@ export type ProgramRun = (
   timeoutMs?: number,
 ) => Promise<{ lines: Record<string, unknown>[]; result: RunResult }>;
 
+/** Compiles `program` (once) and returns what makes the `java` arguments of one run of it. */
+async function argvBuilder(
+  bedClasspath: string,
+  program: JavaProgram,
+): Promise<(target: ClientTarget, args: string[]) => string[]> {
+  const driver = await compileDriver(bedClasspath, program);
+  const classpath = [driver.jar, clientClasspath(bedClasspath, program.moreJars)].join(path.delimiter);
+  return (target, args) => [
+    ...FAST_JVM_FLAGS,
+    ...driver.cdsFlags,
+    '-cp',
+    classpath,
+    program.main,
+    ...args,
+    ...targetArgs(target),
+  ];
+}
+
 /**
  * Compiles `program` against the client jars of `bedClasspath` (once) and returns a runner of it.
  * The runner throws when the program reports an error line; its exit status is the caller's to judge.
  */
 export async function programRunner(bedClasspath: string, program: JavaProgram): Promise<ProgramRun> {
-  const driver = await compileDriver(bedClasspath, program);
-  const classpath = [driver.jar, clientClasspath(bedClasspath, program.moreJars)].join(path.delimiter);
+  const argvOf = await argvBuilder(bedClasspath, program);
   return async (target, args, timeoutMs = 60_000) => {
-    const argv = [
-      ...FAST_JVM_FLAGS,
-      ...driver.cdsFlags,
-      '-cp',
-      classpath,
-      program.main,
-      ...args,
-      ...targetArgs(target),
-    ];
-    const result = await runProgram('java', argv, { timeoutMs });
+    const result = await runProgram('java', argvOf(target, args), { timeoutMs });
     const lines = jsonLines(result.stdout);
     const error = lines.find((l) => l['type'] === 'error');
     if (error) {
@@ -314,6 +322,19 @@ export async function programRunner(bedClasspath: string, program: JavaProgram):
     }
     return { lines, result };
   };
+}
+
+/**
+ * The `java` arguments that run `program` with `args` (plus the target's), for a test that keeps
+ * it as a live child process (its stdin, its lines as they come) rather than waiting for its end.
+ */
+export async function programArgv(
+  bedClasspath: string,
+  program: JavaProgram,
+  target: ClientTarget,
+  args: string[],
+): Promise<string[]> {
+  return (await argvBuilder(bedClasspath, program))(target, args);
 }
 
 /**

@@ -27,6 +27,7 @@ import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.clients.producer.RecordMetadata;
 import org.apache.kafka.common.Node;
 import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.errors.RetriableException;
 import org.apache.kafka.common.errors.TopicExistsException;
 import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.common.serialization.StringSerializer;
@@ -44,6 +45,7 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *   produce  --bootstrap B --topic T --count N [--start S] [--transactional-id ID] [--abort]
  *   consume  --bootstrap B --topic T --group G --max N [--commit sync|async|auto]
  *            [--protocol classic|consumer] [--timeout-ms MS] [--isolation read_committed]
+ *            [--until-stop [--commit-interval-ms MS] [--commit-timeout-ms MS]]
  *   transform --bootstrap B --input T1 --output T2 --group G --transactional-id ID --max N
  *            [--protocol classic|consumer] [--timeout-ms MS] [--abort-first]
  *   warmup   (loads the client classes without a broker, to record a class-data-sharing archive)
@@ -151,6 +153,10 @@ public final class Driver {
   // ---------------------------------------------------------------- consume
 
   static void consume(Args args) throws Exception {
+    if (args.flag("until-stop")) {
+      consumeUntilStop(args);
+      return;
+    }
     String topic = args.required("topic");
     String group = args.required("group");
     int max = args.intValue("max", Integer.MAX_VALUE);
@@ -212,6 +218,86 @@ public final class Driver {
     }
     emitCommitted(committed);
     emit(new Json().put("type", "done").put("count", consumed).put("timedOut", consumed < max && max != Integer.MAX_VALUE).put("commitErrors", asyncErrors));
+  }
+
+  /**
+   * consume --until-stop: a group member that runs until a line "stop" arrives on stdin or stdin
+   * ends, for the store-outage tests. It consumes on and on (records are not printed) and every
+   * --commit-interval-ms commits the position after the last record of every partition it has
+   * consumed, synchronously with --commit-timeout-ms: each commit is one "commit" line (ok, or the
+   * exception and whether it is retriable; a failed commit never ends the run). A "member" line
+   * reports the member id and generation (the member epoch under KIP-848) whenever they change.
+   * Rebalance callbacks are "assigned", "revoked" and "lost" lines. After "stop": a "committed"
+   * line (what the coordinator has for the assignment), then close and "done".
+   */
+  static void consumeUntilStop(Args args) throws Exception {
+    String topic = args.required("topic");
+    String group = args.required("group");
+    int interval = args.intValue("commit-interval-ms", 200);
+    Duration commitTimeout = Duration.ofMillis(args.intValue("commit-timeout-ms", 1500));
+    Properties props = consumerProps(args, group);
+    props.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+    // "stop" on stdin, or its end (the test is gone), ends the run.
+    java.util.concurrent.atomic.AtomicBoolean stop = new java.util.concurrent.atomic.AtomicBoolean();
+    Thread stdinReader = new Thread(() -> {
+      try (java.io.BufferedReader stdin = new java.io.BufferedReader(new java.io.InputStreamReader(System.in))) {
+        String line;
+        while ((line = stdin.readLine()) != null && !line.trim().equals("stop")) {
+          // other lines are ignored
+        }
+      } catch (java.io.IOException e) {
+        // as at the end of stdin
+      }
+      stop.set(true);
+    });
+    stdinReader.setDaemon(true);
+    stdinReader.start();
+    Map<TopicPartition, OffsetAndMetadata> consumed = new TreeMap<>(Comparator.comparing(TopicPartition::partition));
+    Map<TopicPartition, OffsetAndMetadata> committed;
+    long commits = 0;
+    try (KafkaConsumer<String, String> consumer = new KafkaConsumer<>(props)) {
+      consumer.subscribe(List.of(topic), new AssignmentReporter());
+      String member = "";
+      long nextCommit = 0;
+      // A safety net only: the test says "stop" (or kills the process) long before.
+      long deadline = System.currentTimeMillis() + args.intValue("timeout-ms", 600_000);
+      while (System.currentTimeMillis() < deadline && !stop.get()) {
+        for (ConsumerRecord<String, String> r : consumer.poll(Duration.ofMillis(50))) {
+          consumed.put(new TopicPartition(r.topic(), r.partition()), new OffsetAndMetadata(r.offset() + 1));
+        }
+        var meta = consumer.groupMetadata();
+        String now = meta.memberId() + "/" + meta.generationId();
+        if (!now.equals(member)) {
+          member = now;
+          emit(new Json().put("type", "member").put("memberId", meta.memberId()).put("generation", meta.generationId()).put("t", System.currentTimeMillis()));
+        }
+        if (consumed.isEmpty() || System.currentTimeMillis() < nextCommit) continue;
+        // Only partitions still assigned: a revoked one is another member's to commit.
+        Map<TopicPartition, OffsetAndMetadata> offsets = new TreeMap<>(Comparator.comparing(TopicPartition::partition));
+        for (TopicPartition tp : consumer.assignment()) if (consumed.containsKey(tp)) offsets.put(tp, consumed.get(tp));
+        if (offsets.isEmpty()) continue;
+        Json line = new Json().put("type", "commit").put("n", ++commits).put("offsets", offsetsJson(offsets));
+        long started = System.currentTimeMillis();
+        try {
+          consumer.commitSync(offsets, commitTimeout);
+          line.put("ok", true);
+        } catch (Exception e) {
+          line.put("ok", false).put("error", e.getClass().getName()).put("retriable", e instanceof RetriableException).put("message", String.valueOf(e.getMessage()));
+        }
+        long ended = System.currentTimeMillis();
+        emit(line.put("ms", ended - started).put("started", started).put("t", ended));
+        nextCommit = ended + interval;
+      }
+      committed = consumer.committed(consumer.assignment(), Duration.ofSeconds(30));
+    }
+    emitCommitted(committed);
+    emit(new Json().put("type", "done").put("commits", commits));
+  }
+
+  static List<Json> offsetsJson(Map<TopicPartition, OffsetAndMetadata> offsets) {
+    List<Json> out = new ArrayList<>();
+    offsets.forEach((tp, o) -> out.add(new Json().put("partition", tp.partition()).put("offset", o.offset())));
+    return out;
   }
 
   // ---------------------------------------------------------------- transform (exactly-once)
@@ -451,12 +537,18 @@ public final class Driver {
   static final class AssignmentReporter implements ConsumerRebalanceListener {
     @Override
     public void onPartitionsAssigned(Collection<TopicPartition> partitions) {
-      emit(new Json().put("type", "assigned").put("partitions", tpList(partitions)));
+      emit(new Json().put("type", "assigned").put("partitions", tpList(partitions)).put("t", System.currentTimeMillis()));
     }
 
     @Override
     public void onPartitionsRevoked(Collection<TopicPartition> partitions) {
-      if (!partitions.isEmpty()) emit(new Json().put("type", "revoked").put("partitions", tpList(partitions)));
+      if (!partitions.isEmpty()) emit(new Json().put("type", "revoked").put("partitions", tpList(partitions)).put("t", System.currentTimeMillis()));
+    }
+
+    /** Partitions lost without a revocation (the member was fenced or its session expired). */
+    @Override
+    public void onPartitionsLost(Collection<TopicPartition> partitions) {
+      if (!partitions.isEmpty()) emit(new Json().put("type", "lost").put("partitions", tpList(partitions)).put("t", System.currentTimeMillis()));
     }
   }
 

@@ -1,0 +1,299 @@
+// Issue 40 with Kafka's own Java client: a store outage never costs a consumer its group
+// membership. Two Java 4.4 consumers, one on the classic protocol (session.timeout.ms 10 s) and one
+// on KIP-848's (group.protocol=consumer: the broker's default session of 45 s), consume on and on
+// through the CLI proxy and commit what they consumed every 200 ms (commitSync, 3 s timeout),
+// while the store goes away for 50 s, longer than either session: Redis frozen (SIGSTOP, then
+// SIGCONT), Redis partitioned away (a relay between the proxy and Redis that stops forwarding and
+// keeps every connection open, then forwards what it held), and the embedded store's disk full
+// (a tmpfs filled to the last page, then freed). The three outages run at once, each with its own
+// store and proxy, to keep the file's time near one outage.
+//
+// Asserted for each consumer: no rebalance callback and the same member id and generation (member
+// epoch) from before the outage to the end; every failed commit failed with a retriable exception,
+// and commits failed while the store was away; commits are acknowledged again after it returns;
+// what the coordinator (the proxy) and the store itself hold at the end is what the consumer last
+// committed successfully (or a later commit whose answer it did not wait for). On the full disk,
+// /readyz answers 503 naming the cause, and 200 again once space is freed. The figures are printed
+// for docs/reliability.md; nothing here asserts a speed.
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, inject, test } from 'vitest';
+import type { ExpectStatic } from 'vitest';
+import { openStore } from '../../backends/open-store.js';
+import type { GroupProtocol } from '../bed/clients/java.js';
+import { createTopics } from '../bed/clients/kafkajs.js';
+import { uniqueName } from '../bed/clients/scenarios.js';
+import { freePort } from '../bed/ports.js';
+import { startRedis } from '../bed/redis.js';
+import type { RedisServer } from '../bed/redis.js';
+import { JavaMember } from '../harness/java-member.js';
+import type { MemberLine, PartitionOffset } from '../harness/java-member.js';
+import { ensureBuilt, spawnProxy } from '../harness/proxy.js';
+import { RecordFeeder } from '../harness/record-feeder.js';
+import { SmallDisk } from '../harness/small-disk.js';
+import { sleep } from '../reliability/commit-checker.js';
+import { FaultRelay } from '../reliability/fault-relay.js';
+
+const brokerBootstrap = inject('kafkaBootstrap');
+const classpath = inject('kafkaClasspath');
+/** Longer than both sessions: 10 s (classic, Driver.java) and 45 s (KIP-848, the broker's default). */
+const OUTAGE_MS = 50_000;
+const PROTOCOLS: GroupProtocol[] = ['classic', 'consumer'];
+
+interface Outage {
+  name: string;
+  /** The proxy's store options. */
+  storeArgs: string[];
+  /** The store's URL for reading it directly once the proxy has stopped. */
+  directUrl: string;
+  down(): Promise<void>;
+  up(): Promise<void>;
+}
+
+interface Readiness {
+  status: number;
+  body: string;
+}
+
+async function readyz(http: number): Promise<Readiness> {
+  try {
+    const r = await fetch(`http://127.0.0.1:${http}/readyz`, { signal: AbortSignal.timeout(5_000) });
+    return { status: r.status, body: await r.text() };
+  } catch (e) {
+    return { status: 0, body: String(e) };
+  }
+}
+
+const key = (offsets: PartitionOffset[]): string =>
+  JSON.stringify([...offsets].sort((a, b) => a.partition - b.partition));
+const total = (offsets: PartitionOffset[]): number => offsets.reduce((n, o) => n + o.offset, 0);
+
+/** Checks one member's run; returns its figures for the report line. */
+function judge(
+  expect: ExpectStatic,
+  m: JavaMember,
+  at: { downAt: number; upAt: number; stopAt: number },
+  held: { coordinator: PartitionOffset[]; store: PartitionOffset[] },
+): string {
+  const explain = m.explain();
+  const before = (l: MemberLine) => Number(l['t']) < at.stopAt;
+  // Membership: one assignment, never revoked nor lost, until the member was told to stop
+  // (closing revokes, as it should).
+  const callbacks = m.lines.filter((l) => ['assigned', 'revoked', 'lost'].includes(l.type) && before(l));
+  expect(
+    callbacks.map((l) => l.type),
+    explain,
+  ).toEqual(['assigned']);
+  // The same member id and generation (member epoch) from before the outage to the end.
+  const identities = m.lines.filter((l) => l.type === 'member' && before(l));
+  const atDown = identities.filter((l) => Number(l['t']) <= at.downAt).at(-1);
+  expect(atDown, explain).toBeDefined();
+  expect(Number(atDown!['generation']), explain).toBeGreaterThan(0);
+  expect(
+    identities.filter((l) => Number(l['t']) > at.downAt),
+    explain,
+  ).toEqual([]);
+
+  const commits = m.commits().filter(before);
+  const failed = commits.filter((c) => !c.ok);
+  // Every failure is one the client retries (never UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH,
+  // CommitFailedException...), and the store was really away: commits failed while it was.
+  expect(
+    failed.filter((c) => c.retriable !== true),
+    explain,
+  ).toEqual([]);
+  const during = commits.filter((c) => c.started >= at.downAt && c.t <= at.upAt);
+  expect(during.filter((c) => !c.ok).length, explain).toBeGreaterThan(0);
+
+  // Nothing acknowledged lost: the coordinator and the store hold the last acknowledged commit,
+  // or a later one the client gave up waiting for (its outcome unknown to the client). The member
+  // commits until it reads "stop", so its last commits may come after stopAt.
+  const acked = m.acked();
+  const lastAck = acked.at(-1)!;
+  const lastAckBefore = acked.filter((c) => c.t <= at.downAt).at(-1)!;
+  const allowed = new Set(
+    [lastAck, ...m.commits().filter((c) => c.n > lastAck.n)].map((c) => key(c.offsets)),
+  );
+  expect(allowed.has(key(held.coordinator)), `coordinator ${key(held.coordinator)}\n${explain}`).toBe(true);
+  expect(key(held.store), `store, coordinator`).toBe(key(held.coordinator));
+  // And the consumer got on: it committed further than before the outage.
+  expect(total(lastAck.offsets), explain).toBeGreaterThan(total(lastAckBefore.offsets));
+
+  const firstAfter = acked.find((c) => c.started >= at.upAt);
+  const slowest = Math.max(0, ...during.map((c) => c.ms));
+  const errors = [...new Set(failed.map((c) => String(c.error).replace(/^.*\./, '')))];
+  return (
+    `${m.protocol}: ${during.length} commits during the outage, ${during.filter((c) => !c.ok).length} failed ` +
+    `(${errors.join(', ')}), slowest ${slowest} ms; first acknowledged ${firstAfter ? firstAfter.t - at.upAt : -1} ms ` +
+    `after the store was back; member ${String(atDown!['memberId']).slice(0, 12)} generation ${String(atDown!['generation'])}, unchanged`
+  );
+}
+
+async function runOutage(expect: ExpectStatic, o: Outage, checkReadiness: boolean): Promise<void> {
+  await ensureBuilt();
+  const base = uniqueName(`java-outage-${o.name.replace(/\W+/g, '-')}`);
+  const topic = (p: GroupProtocol) => `${base}-${p}`;
+  await createTopics(
+    { bootstrap: brokerBootstrap },
+    PROTOCOLS.map((p) => ({ topic: topic(p), partitions: 2 })),
+  );
+  const http = await freePort();
+  const proxy = await spawnProxy([
+    '--bootstrap-server',
+    brokerBootstrap,
+    ...o.storeArgs,
+    '--http',
+    `127.0.0.1:${http}`,
+  ]);
+  const feeder = await RecordFeeder.start(brokerBootstrap, PROTOCOLS.map(topic));
+  const members: JavaMember[] = [];
+  const explainAll = () =>
+    `${members.map((m) => m.explain()).join('\n')}\nproxy:\n${proxy.output().slice(-8000)}`;
+  try {
+    for (const p of PROTOCOLS) {
+      members.push(
+        await JavaMember.start(classpath, proxy.bootstrap, {
+          topic: topic(p),
+          group: `${topic(p)}-g`,
+          protocol: p,
+        }),
+      );
+    }
+    await Promise.all(
+      members.map((m) => m.ackedSince(0, 5, 'five acknowledged commits before the outage', 180_000)),
+    );
+
+    const downAt = Date.now();
+    await o.down();
+    // Readiness while the store is away (on the full disk: not ready, in the store's words).
+    const seen: Readiness[] = [];
+    while (Date.now() < downAt + OUTAGE_MS) {
+      seen.push(await readyz(http));
+      await sleep(Math.min(2_000, Math.max(0, downAt + OUTAGE_MS - Date.now())));
+    }
+    const upAt = Date.now();
+    await o.up();
+    await Promise.all(
+      members.map((m) => m.ackedSince(upAt, 5, 'five acknowledged commits after the outage')),
+    );
+    const stopAt = Date.now();
+    await Promise.all(members.map((m) => m.stop()));
+    const readyAfter = await readyz(http);
+    expect(proxy.child.exitCode, explainAll()).toBe(null);
+    expect(proxy.output()).not.toMatch(/uncaught exception|unhandled/i);
+    await proxy.stop();
+
+    const store = await openStore(o.directUrl);
+    const report: string[] = [];
+    try {
+      for (const m of members) {
+        const readBack = m.lines.find((l) => l.type === 'committed');
+        expect(readBack, m.explain()).toBeDefined();
+        const coordinator = (readBack!['offsets'] as PartitionOffset[]).map(({ partition, offset }) => ({
+          partition,
+          offset,
+        }));
+        const group = `${topic(m.protocol)}-g`;
+        const stored = (await store.fetch(group, null)).map((s) => ({
+          partition: s.partition,
+          offset: Number(s.offset),
+        }));
+        report.push(judge(expect, m, { downAt, upAt, stopAt }, { coordinator, store: stored }));
+      }
+    } finally {
+      await store.close();
+    }
+    const notReady = seen.filter((r) => r.status === 503);
+    console.log(
+      `[store-outage-java] ${o.name}, ${OUTAGE_MS / 1000} s: ${report.join('; ')}; ` +
+        `/readyz during: ${notReady.length} of ${seen.length} polls 503 (${notReady[0]?.body.slice(0, 200) ?? ''}), after: ${readyAfter.status}`,
+    );
+    if (checkReadiness) {
+      expect(notReady.length, JSON.stringify(seen)).toBeGreaterThan(0);
+      expect(notReady.map((r) => r.body).join('\n')).toMatch(/no space left on device|MDB_MAP_FULL|ENOSPC/i);
+      expect(readyAfter.status, readyAfter.body).toBe(200);
+    }
+  } catch (e) {
+    throw new Error(`${String(e)}\n${explainAll()}`, { cause: e });
+  } finally {
+    for (const m of members) m.kill();
+    await feeder.stop();
+    await proxy.stop('SIGKILL');
+  }
+}
+
+let redisFrozen: RedisServer | undefined;
+let redisBehindRelay: RedisServer | undefined;
+let relay: FaultRelay | undefined;
+let disk: SmallDisk | undefined;
+
+beforeAll(async () => {
+  disk = SmallDisk.mount(8);
+  [redisFrozen, redisBehindRelay] = await Promise.all([
+    startRedis({ appendfsync: 'always' }),
+    startRedis({ appendfsync: 'always' }),
+  ]);
+  relay = await FaultRelay.start({ host: redisBehindRelay.host, port: redisBehindRelay.port });
+});
+
+afterAll(async () => {
+  if (redisFrozen?.pid !== undefined) process.kill(redisFrozen.pid, 'SIGCONT');
+  relay?.thaw();
+  await relay?.close();
+  await Promise.all([redisFrozen?.kill(), redisBehindRelay?.kill()]);
+  disk?.free();
+  disk?.unmount();
+});
+
+describe.concurrent(
+  'a 50 s store outage under committing Java consumers (classic and KIP-848) costs them nothing',
+  () => {
+    test('Redis frozen (SIGSTOP) and resumed', { timeout: 420_000 }, async ({ expect }) => {
+      const r = redisFrozen!;
+      await runOutage(
+        expect,
+        {
+          name: 'Redis SIGSTOP',
+          storeArgs: ['--store', r.url],
+          directUrl: r.url,
+          down: async () => void process.kill(r.pid!, 'SIGSTOP'),
+          up: async () => void process.kill(r.pid!, 'SIGCONT'),
+        },
+        false,
+      );
+    });
+
+    test(
+      'Redis partitioned away (connections kept open, nothing forwarded)',
+      { timeout: 420_000 },
+      async ({ expect }) => {
+        const r = redisBehindRelay!;
+        await runOutage(
+          expect,
+          {
+            name: 'Redis partition',
+            storeArgs: ['--store', `redis://${relay!.address}`],
+            directUrl: r.url,
+            down: async () => relay!.freeze(),
+            up: async () => relay!.thaw(),
+          },
+          false,
+        );
+      },
+    );
+
+    test('embedded store on a full disk, then space freed', { timeout: 420_000 }, async ({ expect }) => {
+      const dataDir = join(disk!.path, 'data');
+      await runOutage(
+        expect,
+        {
+          name: 'disk full',
+          storeArgs: ['--data-dir', dataDir],
+          directUrl: `embedded:${dataDir}`,
+          down: async () => void disk!.fill(),
+          up: async () => disk!.free(),
+        },
+        true,
+      );
+    });
+  },
+);
