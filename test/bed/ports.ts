@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import net from 'node:net';
 
 // Ports handed out by this process, so that two components started at the same moment never get the
-// same one (the OS may return a just-closed ephemeral port again).
+// same one (nothing listens on either yet when both are picked).
 const handedOut = new Set<number>();
 
 function canListen(port: number): Promise<boolean> {
@@ -16,31 +16,22 @@ function canListen(port: number): Promise<boolean> {
   });
 }
 
-function ephemeralPort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.unref();
-    server.once('error', reject);
-    server.listen({ port: 0, host: '127.0.0.1', exclusive: true }, () => {
-      const address = server.address();
-      server.close(() => {
-        if (address && typeof address === 'object') resolve(address.port);
-        else reject(new Error('could not read the address of a probe socket'));
-      });
-    });
-  });
-}
-
-/** A port on 127.0.0.1 that nothing listens on right now and that this process has not handed out before. */
+/**
+ * A port on 127.0.0.1 that nothing listens on right now and that this process has not handed out
+ * before, below the kernel's ephemeral range: bed components are stopped and started again on
+ * their port (a broker, Redis or ZooKeeper restart), and a port in the ephemeral range may be taken
+ * meanwhile by the local end of some outgoing connection, so the restart could not bind it.
+ */
 export async function freePort(): Promise<number> {
-  for (let attempt = 0; attempt < 50; attempt++) {
-    const port = await ephemeralPort();
-    if (!handedOut.has(port)) {
+  for (let attempt = 0; attempt < 200; attempt++) {
+    const port = randomFixedPort(0);
+    if (handedOut.has(port)) continue;
+    if (await canListen(port)) {
       handedOut.add(port);
       return port;
     }
   }
-  throw new Error('no free port found after 50 attempts');
+  throw new Error('no free port found after 200 attempts');
 }
 
 export async function freePorts(count: number): Promise<number[]> {
