@@ -6,13 +6,15 @@ describe('ZooKeeper client faults thrown where no caller can catch them', () => 
     // Nothing listens on port 1: the client just keeps trying in the background.
     const store = new ZooKeeperStore('zk://127.0.0.1:1', { operationTimeoutMs: 200 });
     try {
-      const before = (store as unknown as { client: object }).client;
+      const clientOf = () => (store as unknown as { session: { client: object } }).session.client;
+      const before = clientOf();
       const libraryFault = new Error('Unknown code: -493289471');
       libraryFault.stack = `Error: Unknown code: -493289471
     at Function.validateCode (/app/node_modules/node-zookeeper-client/lib/Exception.js:60:15)
     at ConnectionManager.onSocketData (/app/node_modules/node-zookeeper-client/lib/ConnectionManager.js:570:35)`;
       expect(store.recoverFromFault(libraryFault)).toBe(true);
-      expect((store as unknown as { client: object }).client).not.toBe(before);
+      expect(clientOf()).toBeDefined();
+      expect(clientOf()).not.toBe(before);
       expect(store.recoverFromFault(new Error('something else'))).toBe(false);
       expect(store.recoverFromFault('not an error')).toBe(false);
     } finally {

@@ -3,7 +3,7 @@
  * that sends a packet longer than its `jute.maxbuffer` (1 MB - 1 byte by default), and a follower
  * refuses a proposal much larger than it, so a multi that does not fit can never apply: retrying
  * it only loses the connection again. The store therefore estimates each multi from its jute
- * serialization and splits a commit that would not fit into several multis (zookeeper-store.ts
+ * serialization and splits a commit that would not fit into several multis (zookeeper-commit.ts
  * says what each of them carries and how a split commit is retried).
  */
 import type { Transaction } from 'node-zookeeper-client';

@@ -7,8 +7,7 @@
  */
 import { createHash, createHmac, pbkdf2Sync, randomBytes, timingSafeEqual } from 'node:crypto';
 import { ApiKey } from '../../protocol/messages/index.js';
-import type { SaslAuthenticateResponse } from '../../protocol/messages/sasl-authenticate-response.js';
-import type { SaslHandshakeResponse } from '../../protocol/messages/sasl-handshake-response.js';
+import type { KnownApiKey, RequestBody, ResponseBody } from '../../protocol/messages/index.js';
 
 export type SaslMechanism = 'PLAIN' | 'SCRAM-SHA-256' | 'SCRAM-SHA-512';
 export const SASL_MECHANISMS: readonly SaslMechanism[] = ['PLAIN', 'SCRAM-SHA-256', 'SCRAM-SHA-512'];
@@ -27,17 +26,21 @@ export class SaslError extends Error {
 }
 
 /** Sends one request on the connection being authenticated and resolves with the decoded body. */
-export type SendRequest = (apiKey: number, apiVersion: number, body: unknown) => Promise<unknown>;
+export type SendRequest = <K extends KnownApiKey>(
+  apiKey: K,
+  apiVersion: number,
+  body: RequestBody<K>,
+) => Promise<ResponseBody<K>>;
 
 export async function authenticate(send: SendRequest, creds: SaslCredentials): Promise<void> {
-  const hs = (await send(ApiKey.SaslHandshake, 1, { mechanism: creds.mechanism })) as SaslHandshakeResponse;
+  const hs = await send(ApiKey.SaslHandshake, 1, { mechanism: creds.mechanism });
   if (hs.errorCode !== 0) {
     throw new SaslError(
       `the broker does not accept SASL ${creds.mechanism} (it offers ${hs.mechanisms.join(', ')})`,
     );
   }
   const exchange = async (bytes: Buffer): Promise<Buffer> => {
-    const r = (await send(ApiKey.SaslAuthenticate, 1, { authBytes: bytes })) as SaslAuthenticateResponse;
+    const r = await send(ApiKey.SaslAuthenticate, 1, { authBytes: bytes });
     if (r.errorCode !== 0)
       throw new SaslError(`SASL ${creds.mechanism} authentication failed: ${r.errorMessage ?? r.errorCode}`);
     return r.authBytes;

@@ -3,7 +3,9 @@
  * client: what needs a Metadata request, and what a broker that does not answer holds up.
  */
 import { describe, expect, test } from 'vitest';
-import type { ClusterClient } from '../client/cluster-client.js';
+import { ClusterRequestError } from '../client/cluster-client.js';
+import type { ClusterClient, ClusterErrorCode } from '../client/cluster-client.js';
+import { ErrorCode } from '../../protocol/error-codes.js';
 import { ApiKey } from '../../protocol/messages/index.js';
 import { BrokerLookups, NAMED_OFFSETS_MAX_VERSION } from './broker-lookups.js';
 
@@ -122,5 +124,44 @@ describe('BrokerLookups: offsets asked of the broker by topic name', () => {
       [ApiKey.OffsetCommit, NAMED_OFFSETS_MAX_VERSION],
     ]);
     expect(NAMED_OFFSETS_MAX_VERSION).toBe(9);
+  });
+});
+
+describe('BrokerLookups: a broker without a describe API', () => {
+  /** A cluster whose coordinator is node 1 and whose version lookups fail with `code`. */
+  function failingVersions(code: Exclude<ClusterErrorCode, 'BROKER_ERROR'>) {
+    const requests: number[] = [];
+    const client = {
+      within: <T>(_what: string, work: () => Promise<T>) => work(),
+      coordinatorOf: () => Promise.resolve(1),
+      versionFor: () => Promise.reject(new ClusterRequestError(code, 'the words do not matter')),
+      request: (_node: number, apiKey: number) => {
+        requests.push(apiKey);
+        return Promise.reject(new Error('not asked in this test'));
+      },
+    } as unknown as ClusterClient;
+    return { client, requests };
+  }
+
+  test('UNSUPPORTED_API means no such groups there: not found, nothing asked', async () => {
+    const { client, requests } = failingVersions('UNSUPPORTED_API');
+    const lookups = new BrokerLookups(client);
+    expect(await lookups.describeConsumerGroup('g')).toMatchObject({
+      groupId: 'g',
+      errorCode: ErrorCode.GROUP_ID_NOT_FOUND,
+    });
+    expect(await lookups.describeStreamsGroup('g')).toMatchObject({
+      groupId: 'g',
+      errorCode: ErrorCode.GROUP_ID_NOT_FOUND,
+    });
+    expect(requests).toEqual([]);
+  });
+
+  test('a broker that cannot be asked is no answer: the lookup fails with its code', async () => {
+    for (const code of ['DISCONNECTED', 'TIMEOUT'] as const) {
+      const lookups = new BrokerLookups(failingVersions(code).client);
+      await expect(lookups.describeConsumerGroup('g')).rejects.toMatchObject({ code });
+      await expect(lookups.describeStreamsGroup('g')).rejects.toMatchObject({ code });
+    }
   });
 });

@@ -5,24 +5,21 @@
  */
 import type { OffsetWrite, TopicPartition } from '../../backends/store.js';
 import { ErrorCode } from '../../protocol/error-codes.js';
+import { ZERO_UUID } from '../../protocol/generated-support.js';
 import { defaultDescribeGroupsRequest } from '../../protocol/messages/describe-groups-request.js';
 import type { DescribeGroupsResponse } from '../../protocol/messages/describe-groups-response.js';
 import { ApiKey } from '../../protocol/messages/index.js';
 import { defaultOffsetCommitRequest } from '../../protocol/messages/offset-commit-request.js';
-import type { OffsetCommitResponse } from '../../protocol/messages/offset-commit-response.js';
 import { defaultOffsetFetchRequest } from '../../protocol/messages/offset-fetch-request.js';
-import type { OffsetFetchResponse } from '../../protocol/messages/offset-fetch-response.js';
 import { defaultConsumerGroupDescribeRequest } from '../../protocol/messages/consumer-group-describe-request.js';
 import type { ConsumerGroupDescribeResponse } from '../../protocol/messages/consumer-group-describe-response.js';
 import { defaultHeartbeatRequest } from '../../protocol/messages/heartbeat-request.js';
-import type { HeartbeatResponse } from '../../protocol/messages/heartbeat-response.js';
 import { defaultListGroupsRequest } from '../../protocol/messages/list-groups-request.js';
-import type { ListGroupsResponse } from '../../protocol/messages/list-groups-response.js';
 import { defaultStreamsGroupDescribeRequest } from '../../protocol/messages/streams-group-describe-request.js';
 import { defaultDescribedGroup } from '../../protocol/messages/streams-group-describe-response.js';
 import type { StreamsGroupDescribeResponse } from '../../protocol/messages/streams-group-describe-response.js';
-import { ClusterRequestError } from '../client/cluster-client.js';
-import type { BodyFor, ClusterClient } from '../client/cluster-client.js';
+import { ClusterRequestError, isClusterError } from '../client/cluster-client.js';
+import type { ClusterClient } from '../client/cluster-client.js';
 import type { FetchedGroup } from './offset-fetch.js';
 import { ownMaxVersion } from '../client/own-versions.js';
 
@@ -58,8 +55,7 @@ function groupTopics(partitions: TopicPartition[]): { name: string; partitionInd
 const KNOWN_GROUP_TYPES: ReadonlySet<string> = new Set(['classic', 'consumer', 'streams', 'share']);
 
 /** Whether the broker lacks the API altogether (as opposed to not answering). */
-const lacksApi = (err: unknown): boolean =>
-  err instanceof ClusterRequestError && /does not support|no common version/.test(err.message);
+const lacksApi = (err: unknown): boolean => isClusterError(err, 'UNSUPPORTED_API');
 
 /**
  * The proxy's own OffsetFetch and OffsetCommit name topics by name, as the store keeps them: v10
@@ -109,14 +105,22 @@ export class BrokerLookups {
   ): Promise<FetchedGroup> {
     const topics = partitions === null ? null : groupTopics(partitions);
     return this.atCoordinator(group, async (nodeId) => {
-      const { version, body } = await this.cluster.request<OffsetFetchResponse>(
+      const { version, body } = await this.cluster.request(
         nodeId,
         ApiKey.OffsetFetch,
         (v: number) =>
           v >= 8
             ? {
                 ...defaultOffsetFetchRequest(),
-                groups: [{ groupId: group, memberId: null, memberEpoch: -1, topics }],
+                // Named topics: the id is for v10+, which the cap keeps these requests below.
+                groups: [
+                  {
+                    groupId: group,
+                    memberId: null,
+                    memberEpoch: -1,
+                    topics: topics?.map((t) => ({ ...t, topicId: ZERO_UUID })) ?? null,
+                  },
+                ],
                 requireStable,
               }
             : {
@@ -154,7 +158,7 @@ export class BrokerLookups {
     await Promise.all(
       [...byNode].map(async ([nodeId, gs]) => {
         try {
-          const { body } = await this.cluster.request<DescribeGroupsResponse>(
+          const { body } = await this.cluster.request(
             nodeId,
             ApiKey.DescribeGroups,
             { ...defaultDescribeGroupsRequest(), groups: gs },
@@ -173,7 +177,7 @@ export class BrokerLookups {
   /** True when the broker says the group has no members (Empty, Dead, or unknown). */
   async groupIsEmpty(group: string): Promise<boolean> {
     return this.atCoordinator(group, async (nodeId) => {
-      const { body } = await this.cluster.request<DescribeGroupsResponse>(
+      const { body } = await this.cluster.request(
         nodeId,
         ApiKey.DescribeGroups,
         { ...defaultDescribeGroupsRequest(), groups: [group] },
@@ -209,11 +213,10 @@ export class BrokerLookups {
       if (lacksApi(err)) return { result: true, retry: false };
       throw err;
     }
-    const { body } = await this.cluster.request<ConsumerGroupDescribeResponse>(
-      nodeId,
-      ApiKey.ConsumerGroupDescribe,
-      { ...defaultConsumerGroupDescribeRequest(), groupIds: [group] },
-    );
+    const { body } = await this.cluster.request(nodeId, ApiKey.ConsumerGroupDescribe, {
+      ...defaultConsumerGroupDescribeRequest(),
+      groupIds: [group],
+    });
     const g = body.groups[0];
     if (!g) return { result: false, retry: false };
     if (RETRY_COORDINATOR.has(g.errorCode)) return { result: false, retry: true };
@@ -234,17 +237,13 @@ export class BrokerLookups {
     groupInstanceId: string | null,
   ): Promise<number> {
     return this.atCoordinator(group, async (nodeId) => {
-      const { body } = await this.cluster.request<HeartbeatResponse>(
-        nodeId,
-        ApiKey.Heartbeat,
-        (v: number) => ({
-          ...defaultHeartbeatRequest(),
-          groupId: group,
-          generationId,
-          memberId,
-          groupInstanceId: v >= 3 ? groupInstanceId : null,
-        }),
-      );
+      const { body } = await this.cluster.request(nodeId, ApiKey.Heartbeat, (v: number) => ({
+        ...defaultHeartbeatRequest(),
+        groupId: group,
+        generationId,
+        memberId,
+        groupInstanceId: v >= 3 ? groupInstanceId : null,
+      }));
       return { result: body.errorCode, retry: RETRY_COORDINATOR.has(body.errorCode) };
     });
   }
@@ -252,14 +251,10 @@ export class BrokerLookups {
   /** The current epoch of a KIP-848 member at the broker, or null when the broker does not know it. */
   async consumerMemberEpoch(group: string, memberId: string): Promise<number | null> {
     return this.atCoordinator(group, async (nodeId) => {
-      const { body } = await this.cluster.request<ConsumerGroupDescribeResponse>(
-        nodeId,
-        ApiKey.ConsumerGroupDescribe,
-        {
-          ...defaultConsumerGroupDescribeRequest(),
-          groupIds: [group],
-        },
-      );
+      const { body } = await this.cluster.request(nodeId, ApiKey.ConsumerGroupDescribe, {
+        ...defaultConsumerGroupDescribeRequest(),
+        groupIds: [group],
+      });
       const g = body.groups[0];
       if (!g || RETRY_COORDINATOR.has(g.errorCode)) return { result: null, retry: true };
       return { result: g.members.find((m) => m.memberId === memberId)?.memberEpoch ?? null, retry: false };
@@ -319,7 +314,7 @@ export class BrokerLookups {
     });
     if (advertised !== 'ask') return advertised === 'yes';
     const d = await this.describeConsumerGroup(group);
-    if (d === null) throw new ClusterRequestError('no ConsumerGroupDescribe answer');
+    if (d === null) throw new ClusterRequestError('BAD_RESPONSE', 'no ConsumerGroupDescribe answer');
     return d.errorCode !== ErrorCode.UNSUPPORTED_VERSION;
   }
 
@@ -329,7 +324,7 @@ export class BrokerLookups {
    */
   async describeClassicGroup(group: string): Promise<DescribeGroupsResponse['groups'][number] | null> {
     return this.atCoordinator(group, async (nodeId) => {
-      const { body } = await this.cluster.request<DescribeGroupsResponse>(
+      const { body } = await this.cluster.request(
         nodeId,
         ApiKey.DescribeGroups,
         { ...defaultDescribeGroupsRequest(), groups: [group] },
@@ -348,10 +343,16 @@ export class BrokerLookups {
   async describeConsumerGroup(
     group: string,
   ): Promise<ConsumerGroupDescribeResponse['groups'][number] | null> {
-    return this.describeModernGroup<ConsumerGroupDescribeResponse['groups'][number]>(
+    return this.describeModernGroup(
       group,
       ApiKey.ConsumerGroupDescribe,
-      { ...defaultConsumerGroupDescribeRequest(), groupIds: [group] },
+      async (nodeId) =>
+        (
+          await this.cluster.request(nodeId, ApiKey.ConsumerGroupDescribe, {
+            ...defaultConsumerGroupDescribeRequest(),
+            groupIds: [group],
+          })
+        ).body.groups,
       { ...NO_CONSUMER_GROUP, groupId: group },
     );
   }
@@ -362,19 +363,28 @@ export class BrokerLookups {
    * answered as GROUP_ID_NOT_FOUND.
    */
   async describeStreamsGroup(group: string): Promise<StreamsGroupDescribeResponse['groups'][number] | null> {
-    return this.describeModernGroup<StreamsGroupDescribeResponse['groups'][number]>(
+    return this.describeModernGroup(
       group,
       ApiKey.StreamsGroupDescribe,
-      { ...defaultStreamsGroupDescribeRequest(), groupIds: [group] },
+      async (nodeId) =>
+        (
+          await this.cluster.request(nodeId, ApiKey.StreamsGroupDescribe, {
+            ...defaultStreamsGroupDescribeRequest(),
+            groupIds: [group],
+          })
+        ).body.groups,
       { ...defaultDescribedGroup(), errorCode: ErrorCode.GROUP_ID_NOT_FOUND, groupId: group },
     );
   }
 
-  /** One group's description by a describe API of its own kind; `notFound` where the broker lacks the API. */
+  /**
+   * One group's description by a describe API of its own kind (`describe` asks the coordinator
+   * `nodeId` with `apiKey`); `notFound` where the broker lacks the API.
+   */
   private describeModernGroup<G extends { errorCode: number }>(
     group: string,
     apiKey: number,
-    request: BodyFor,
+    describe: (nodeId: number) => Promise<G[]>,
     notFound: G,
   ): Promise<G | null> {
     return this.atCoordinator(group, async (nodeId) => {
@@ -384,8 +394,7 @@ export class BrokerLookups {
         if (lacksApi(err)) return { result: notFound, retry: false };
         throw err;
       }
-      const { body } = await this.cluster.request<{ groups: G[] }>(nodeId, apiKey, request);
-      const g = body.groups[0] ?? null;
+      const g = (await describe(nodeId))[0] ?? null;
       return { result: g, retry: g === null || RETRY_COORDINATOR.has(g.errorCode) };
     });
   }
@@ -399,12 +408,7 @@ export class BrokerLookups {
     return this.atCoordinator(group, async (nodeId) => {
       const range = await this.cluster.brokerRange(nodeId, ApiKey.ListGroups);
       if (range === undefined || range.max < 5) return { result: null, retry: false };
-      const { body } = await this.cluster.request<ListGroupsResponse>(
-        nodeId,
-        ApiKey.ListGroups,
-        defaultListGroupsRequest(),
-        5,
-      );
+      const { body } = await this.cluster.request(nodeId, ApiKey.ListGroups, defaultListGroupsRequest(), 5);
       if (RETRY_COORDINATOR.has(body.errorCode)) return { result: null, retry: true };
       const type = body.groups.find((g) => g.groupId === group)?.groupType.toLowerCase();
       return { result: type !== undefined && !KNOWN_GROUP_TYPES.has(type) ? type : null, retry: false };
@@ -497,7 +501,7 @@ export class BrokerLookups {
       ErrorCode.STALE_MEMBER_EPOCH,
     ];
     return this.atCoordinator(group, async (nodeId) => {
-      const { body } = await this.cluster.request<OffsetCommitResponse>(
+      const { body } = await this.cluster.request(
         nodeId,
         ApiKey.OffsetCommit,
         (v: number) => ({
@@ -508,6 +512,7 @@ export class BrokerLookups {
           groupInstanceId: v >= 7 ? identity.groupInstanceId : null,
           topics: [...byTopic.entries()].map(([name, ws]) => ({
             name,
+            topicId: ZERO_UUID, // v10+ only, above the cap
             partitions: ws.map((w) => ({
               partitionIndex: w.partition,
               committedOffset: w.offset,

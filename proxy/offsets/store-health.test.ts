@@ -117,4 +117,31 @@ describe('StoreHealth', () => {
     await expect(health.getGroup('g')).rejects.toThrow(TypeError);
     await health.close();
   });
+
+  it('an error it named the target in passes a second time unchanged, whatever its words', async () => {
+    const inner = new SwitchableStore();
+    const timedOut = new StoreUnavailableError('x store: fetch: no answer within 5 ms', { timedOut: true });
+    inner.fetch = () => Promise.reject(timedOut);
+    const { log } = logged();
+    const first = new StoreHealth(inner, { target: 'h:1', log, pingIntervalMs: 1_000_000 });
+    const second = new StoreHealth(first, { target: 'h:1', log, pingIntervalMs: 1_000_000 });
+    await expect(second.fetch('g', null)).rejects.toMatchObject({
+      message: 'x store: fetch: no answer within 5 ms (store h:1)',
+    });
+    await second.close();
+    await first.close();
+  });
+
+  it("a reported problem is said under the store's name of the operation, whatever the error said", async () => {
+    const inner = new SwitchableStore();
+    inner.down = true;
+    inner.problem = 'connection refused to r:6379';
+    inner.deleteOffsets = () => Promise.reject(new StoreUnavailableError('memory store: not connected'));
+    const { log } = logged();
+    const health = new StoreHealth(inner, { target: 'r:6379', log, pingIntervalMs: 1_000_000 });
+    await expect(health.deleteOffsets('g', [{ topic: 't', partition: 0 }])).rejects.toThrow(
+      'memory store: deleteOffsets: connection refused to r:6379',
+    );
+    await health.close();
+  });
 });

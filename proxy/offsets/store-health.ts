@@ -19,6 +19,26 @@ import type { Logger } from '../common/log.js';
 
 export const PING_INTERVAL_MS = 5000;
 
+/**
+ * Each operation as the stores name it in their errors ("redis store: getGroup: ..."): the
+ * OffsetStore method it calls.
+ */
+const METHOD_OF: Readonly<Record<StoreOperation, keyof OffsetStore>> = {
+  commit: 'commit',
+  fetch: 'fetch',
+  delete_offsets: 'deleteOffsets',
+  delete_group: 'deleteGroup',
+  list_groups: 'listGroups',
+  get_group: 'getGroup',
+  update_group: 'updateGroup',
+  lease: 'lease',
+  release_lease: 'releaseLease',
+  ping: 'ping',
+};
+
+/** Errors whose message names the store's target already (one this module made). */
+const namingTarget = new WeakSet<Error>();
+
 export interface StoreHealthOptions {
   /** Where the store is, for the log lines: host:port list or directory, never a credential. */
   target: string;
@@ -127,16 +147,16 @@ export class StoreHealth extends StoreDecorator {
     if (!(err instanceof StoreUnavailableError)) return err;
     const reported = this.inner.connectionProblem?.() ?? this.problem;
     if (reported === null || reported === undefined) {
-      if (err.timedOut && !err.message.includes(this.target))
-        return new StoreUnavailableError(`${err.message} (store ${this.target})`, {
-          cause: err,
-          timedOut: true,
-        });
-      return err;
+      if (!err.timedOut || namingTarget.has(err)) return err;
+      const named = new StoreUnavailableError(`${err.message} (store ${this.target})`, {
+        cause: err,
+        timedOut: true,
+      });
+      namingTarget.add(named);
+      return named;
     }
-    // The store's own "<kind> store: <operation>: " prefix, with the reason in words after it.
-    const prefix = /^\w+ store: \w+: /.exec(err.message)?.[0] ?? `${this.kind} store: ${op}: `;
-    return new StoreUnavailableError(`${prefix}${reported}`, {
+    // The stores' own "<kind> store: <operation>: " prefix, with the reason in words after it.
+    return new StoreUnavailableError(`${this.kind} store: ${METHOD_OF[op]}: ${reported}`, {
       cause: err,
       timedOut: err.timedOut,
     });

@@ -5,8 +5,10 @@ import type { ChildProcess } from 'node:child_process';
 import net from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { discoverBrokersAt } from '../../proxy/client/upstream-request.js';
-import { parseHostPortList } from '../../proxy/core/broker-map.js';
+import { ClusterClient } from '../../proxy/client/cluster-client.js';
+import { BrokerMap, parseHostPortList } from '../../proxy/core/broker-map.js';
+import type { HostPort } from '../../proxy/core/broker-map.js';
+import type { UpstreamTls } from '../../proxy/core/upstream-socket.js';
 import { RELAY_DEFAULTS } from '../../proxy/core/defaults.js';
 import { randomFixedPort } from '../bed/ports.js';
 import { removeScratch, scratchDir } from './scratch.js';
@@ -34,6 +36,24 @@ export async function freePortRange(span = 8): Promise<number> {
     if (ok) return base;
   }
   throw new Error('no free port range');
+}
+
+/**
+ * The cluster's brokers as the CLI learns them (its cluster client's Metadata), through a client
+ * of its own that is closed again: an in-process proxy has no offset service to lend one.
+ */
+async function discoverBrokersAt(
+  bootstrapServers: HostPort[],
+  tls: UpstreamTls | null,
+  timeoutMs: number,
+): Promise<{ nodeId: number; address: HostPort }[]> {
+  const cluster = new ClusterClient({ bootstrapServers, brokers: new BrokerMap(0), tls, timeoutMs });
+  try {
+    const { brokers } = await cluster.metadata([]);
+    return brokers.map((b) => ({ nodeId: b.nodeId, address: { host: b.host, port: b.port } }));
+  } finally {
+    cluster.close();
+  }
 }
 
 export interface RunningProxy {

@@ -59,12 +59,16 @@ interface SentMulti {
   send(): Promise<Error | null>;
 }
 
+/** The store's current ZooKeeper client (its session's: zookeeper-session.ts). */
+const clientOf = (store: ZooKeeperStore): Client =>
+  (store as unknown as { session: { client: Client } }).session.client;
+
 /**
  * Intercepts every multi `store` sends (on its current client): `hook` sends it or not, may act
  * in between, and returns what the store hears. Returns the multis seen, in order.
  */
 function interceptMultis(store: ZooKeeperStore, hook: (m: SentMulti) => Promise<Error | null>): SentMulti[] {
-  const client = (store as unknown as { client: Client }).client;
+  const client = clientOf(store);
   const seen: SentMulti[] = [];
   const transaction = client.transaction.bind(client);
   client.transaction = () => {
@@ -560,7 +564,7 @@ describe('zookeeper store on a real server', () => {
       expect(await store.commit({ group: 'exp', writes: [w(0, 1n)], requestId: 'e1' })).toEqual({
         status: 'ok',
       });
-      const first = (store as unknown as { client: Client }).client;
+      const first = clientOf(store);
       let expired = false;
       first.on('state', (st: { getName(): string }) => (expired ||= st.getName() === 'EXPIRED'));
       // Whichever notices first: the store's client seeing EXPIRED, or a later thief told that the
@@ -600,7 +604,7 @@ describe('zookeeper store on a real server', () => {
       expect(await store.commit({ group: 'exp', writes: [w(0, 8n), w(1, 8n)], requestId: 'e8' })).toEqual({
         status: 'ok',
       });
-      expect((store as unknown as { client: Client }).client).not.toBe(first);
+      expect(clientOf(store)).not.toBe(first);
       expect((await store.fetch('exp', null)).map((o) => o.offset)).toEqual([8n, 8n]);
     } finally {
       await store.close();

@@ -24,7 +24,6 @@ import type {
 import { ErrorCode } from '../../../protocol/error-codes.js';
 import { ApiKey } from '../../../protocol/messages/index.js';
 import { defaultListGroupsRequest } from '../../../protocol/messages/list-groups-request.js';
-import type { ListGroupsResponse } from '../../../protocol/messages/list-groups-response.js';
 import type { ClusterClient } from '../../client/cluster-client.js';
 import type { BrokerLookups } from '../../offsets/broker-lookups.js';
 import { commitAnonymous, emptyAtBroker } from '../../offsets/empty-at-broker.js';
@@ -326,12 +325,7 @@ export async function listClusterGroups(cluster: ClusterClient): Promise<string[
   const md = await cluster.metadata([]);
   const names = new Set<string>();
   for (const b of md.brokers) {
-    const { body } = await cluster.request<ListGroupsResponse>(
-      b.nodeId,
-      ApiKey.ListGroups,
-      defaultListGroupsRequest(),
-      4,
-    );
+    const { body } = await cluster.request(b.nodeId, ApiKey.ListGroups, defaultListGroupsRequest(), 4);
     if (body.errorCode !== ErrorCode.NONE)
       throw new AdminError(
         `ListGroups on broker ${b.nodeId} failed (error ${body.errorCode})`,

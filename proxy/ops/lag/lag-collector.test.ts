@@ -119,9 +119,8 @@ function fakeCluster(layout: Record<string, Record<number, [leader: number, logE
         }),
       } as unknown as MetadataResponse;
     },
-    async request<T>(target: number | 'any', apiKey: number, body: unknown) {
+    async request(target, apiKey, req) {
       expect(apiKey).toBe(ApiKey.ListOffsets);
-      const req = body as ListOffsetsRequest;
       requests.push({ target, body: req });
       const response: ListOffsetsResponse = {
         throttleTimeMs: 0,
@@ -137,7 +136,7 @@ function fakeCluster(layout: Record<string, Record<number, [leader: number, logE
           })),
         })),
       };
-      return { version: 7, body: response as T };
+      return { version: 7, body: response };
     },
   };
   return source;

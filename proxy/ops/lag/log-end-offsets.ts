@@ -14,12 +14,11 @@ import { partitionKey } from './compute-lag.js';
 /** What the lag collector needs of `ClusterClient` (a fake in unit tests). */
 export interface LogEndSource {
   metadata(topics: string[] | null): Promise<MetadataResponse>;
-  request<T>(
-    target: number | 'any',
-    apiKey: number,
-    body: unknown,
-    atMostVersion?: number,
-  ): Promise<{ version: number; body: T }>;
+  request(
+    leader: number,
+    apiKey: typeof ApiKey.ListOffsets,
+    body: ListOffsetsRequest,
+  ): Promise<{ version: number; body: ListOffsetsResponse }>;
 }
 
 export const LATEST_TIMESTAMP = -1n;
@@ -85,11 +84,7 @@ export async function fetchLogEndOffsets(
         })),
       };
       try {
-        const { body: response } = await cluster.request<ListOffsetsResponse>(
-          leader,
-          ApiKey.ListOffsets,
-          body,
-        );
+        const { body: response } = await cluster.request(leader, ApiKey.ListOffsets, body);
         for (const t of response.topics) {
           for (const p of t.partitions) {
             const key = partitionKey(t.name, p.partitionIndex);
