@@ -3,8 +3,8 @@
 // code under test: the core's own reads, an extension's, the versions refused above the codec's.
 import { describe, expect, test } from 'vitest';
 import { ApiKey, apiCodecs } from '../../protocol/messages/index.js';
-import { ApiPlans, decodedApis } from './api-plan.js';
-import type { ApiPlan, RelayPlan, ResponseHandling } from './api-plan.js';
+import { ApiPlans, answerOf, decodedApis } from './api-plan.js';
+import type { AnswerPlan, ApiPlan, ForwardingPlan } from './api-plan.js';
 import type { ProxyExtension } from './extension.js';
 
 /** Responses that name brokers, and the first version that does (KIP-951 NodeEndpoints for Produce and Fetch). */
@@ -42,30 +42,33 @@ const everyVersion: [number, number][] = [...apiCodecs].flatMap(([apiKey, codec]
   ]),
 );
 
-function relay(plan: ApiPlan): RelayPlan {
-  expect(plan.kind).toBe('relay');
-  return plan as RelayPlan;
+function forwarding(plan: ApiPlan): ForwardingPlan {
+  if (plan.kind === 'refuse' || plan.kind === 'api-versions-unsupported')
+    throw new Error(`${plan.kind}: not forwarded`);
+  return plan;
+}
+
+/** How the core alone hands back the answer of (apiKey, v): written out from Kafka's specs. */
+function expectedAnswer(apiKey: number, v: number, streamFetch: boolean): AnswerPlan {
+  const rewrite = apiKey === ApiKey.ApiVersions || namesBrokers(apiKey, v);
+  const legacySasl = apiKey === ApiKey.SaslHandshake && v === 0;
+  if (apiKey === ApiKey.Fetch && (v === 16 || v === 17) && streamFetch) return { response: 'fetch-stream' };
+  if (apiKey === ApiKey.Produce && (v === 10 || v === 11)) return { response: 'walk-produce' };
+  if (!rewrite && !legacySasl) return { response: 'as-is' };
+  return { response: 'decode', legacySasl, coreRewrite: rewrite, observed: false };
 }
 
 /** The core alone (no extension): what it decodes for itself, and how each answer goes back. */
-function expectedCore(apiKey: number, v: number, streamFetch: boolean): Omit<RelayPlan, 'kind'> {
-  const rewrite = apiKey === ApiKey.ApiVersions || namesBrokers(apiKey, v);
-  const legacySasl = apiKey === ApiKey.SaslHandshake && v === 0;
-  let response: ResponseHandling = rewrite || legacySasl ? 'decode' : 'as-is';
-  if (apiKey === ApiKey.Fetch && (v === 16 || v === 17) && streamFetch) response = 'fetch-stream';
-  if (apiKey === ApiKey.Produce && (v === 10 || v === 11)) response = 'walk-produce';
-  const decodeRequest = apiKey === ApiKey.SaslHandshake;
-  return {
-    decodeRequest,
-    answerLocally: false,
-    observed: false,
-    coreRewrite: rewrite,
-    legacySasl,
-    mayBeUnanswered: apiKey === ApiKey.Produce,
-    response,
-    // Written out from its definition, not copied from api-plan.ts.
-    passedOnUnread: !decodeRequest && !legacySasl && (response === 'as-is' || response === 'walk-produce'),
-  };
+function expectedCore(apiKey: number, v: number, streamFetch: boolean): ApiPlan {
+  const answer = expectedAnswer(apiKey, v, streamFetch);
+  const mayBeUnanswered = apiKey === ApiKey.Produce;
+  // Every SaslHandshake is decoded (checked); nothing else of a request is read by the core.
+  if (apiKey === ApiKey.SaslHandshake) return { kind: 'read', answer, mayBeUnanswered };
+  // Passed on unread, written out from its definition, not copied from api-plan.ts.
+  if (answer.response === 'as-is' || answer.response === 'walk-produce') {
+    return { kind: 'relay', answer, mayBeUnanswered, passedOnUnread: true };
+  }
+  return { kind: 'rewrite', answer, mayBeUnanswered };
 }
 
 describe('the core alone', () => {
@@ -78,11 +81,10 @@ describe('the core alone', () => {
       const under = new ApiPlans({ extension: null, streamFetch });
       expect(everyVersion.length).toBeGreaterThan(300);
       for (const [apiKey, v] of everyVersion) {
-        expect({ apiKey, v, ...under.of(apiKey, v) }).toEqual({
+        expect({ apiKey, v, plan: under.of(apiKey, v) }).toEqual({
           apiKey,
           v,
-          kind: 'relay',
-          ...expectedCore(apiKey, v, streamFetch),
+          plan: expectedCore(apiKey, v, streamFetch),
         });
       }
     },
@@ -104,24 +106,33 @@ describe('the core alone', () => {
         expect({ apiKey, ...above }).toEqual({ apiKey, kind: 'refuse' });
       } else {
         // SaslHandshake: decoded at every version, so a version the codec cannot read fails there.
-        expect({ apiKey, decode: relay(above).decodeRequest }).toEqual({
+        expect({ apiKey, kind: above.kind }).toEqual({
           apiKey,
-          decode: apiKey === ApiKey.SaslHandshake,
+          kind: apiKey === ApiKey.SaslHandshake ? 'read' : 'relay',
         });
-        expect(relay(above).response).toBe('as-is');
+        expect(answerOf(forwarding(above)).response).toBe('as-is');
       }
     }
   });
 
   test('below the codec (a negative version): relayed as the API is otherwise', () => {
-    expect(relay(plans.of(ApiKey.Metadata, -1)).coreRewrite).toBe(true);
-    expect(relay(plans.of(ApiKey.Produce, -1)).response).toBe('as-is');
-    expect(relay(plans.of(ApiKey.JoinGroup, -5)).response).toBe('as-is');
+    expect(plans.of(ApiKey.Metadata, -1)).toEqual({
+      kind: 'rewrite',
+      answer: { response: 'decode', legacySasl: false, coreRewrite: true, observed: false },
+      mayBeUnanswered: false,
+    });
+    expect(plans.of(ApiKey.Produce, -1)).toMatchObject({ kind: 'relay', answer: { response: 'as-is' } });
+    expect(plans.of(ApiKey.JoinGroup, -5)).toMatchObject({ kind: 'relay', answer: { response: 'as-is' } });
   });
 
   test('an api key the codec does not know goes through untouched', () => {
     for (const apiKey of [-1, 1000, 0x7fff, apiCodecs.size + 10]) {
-      expect(relay(plans.of(apiKey, 0))).toMatchObject({ decodeRequest: false, response: 'as-is' });
+      expect(plans.of(apiKey, 0)).toEqual({
+        kind: 'relay',
+        answer: { response: 'as-is' },
+        mayBeUnanswered: false,
+        passedOnUnread: true,
+      });
     }
   });
 
@@ -153,20 +164,20 @@ describe('with an extension', () => {
   test('every pair: what it answers and observes is decoded, the rest as for the core alone', () => {
     const plans = new ApiPlans({ extension: extension(), streamFetch: true });
     for (const [apiKey, v] of everyVersion) {
-      const core = expectedCore(apiKey, v, true);
       const answers = apiKey === ApiKey.OffsetCommit && v >= 2;
       const observes = apiKey === ApiKey.JoinGroup;
-      expect({ apiKey, v, ...plans.of(apiKey, v) }).toEqual({
-        apiKey,
-        v,
-        kind: 'relay',
-        ...core,
-        decodeRequest: core.decodeRequest || answers || observes,
-        answerLocally: answers,
-        observed: observes,
-        response: observes ? 'decode' : core.response,
-        passedOnUnread: core.passedOnUnread && !answers && !observes,
-      });
+      const mayBeUnanswered = apiKey === ApiKey.Produce;
+      let expected: ApiPlan = expectedCore(apiKey, v, true);
+      if (answers)
+        expected = { kind: 'answer-locally', forwarded: expectedAnswer(apiKey, v, true), mayBeUnanswered };
+      if (observes) {
+        expected = {
+          kind: 'read',
+          answer: { response: 'decode', legacySasl: false, coreRewrite: false, observed: true },
+          mayBeUnanswered,
+        };
+      }
+      expect({ apiKey, v, plan: plans.of(apiKey, v) }).toEqual({ apiKey, v, plan: expected });
     }
   });
 
@@ -183,9 +194,12 @@ describe('with an extension', () => {
 
   test('an extension without handleRequest answers nothing, though it intercepts', () => {
     const plans = new ApiPlans({ extension: extension(false), streamFetch: true });
-    const commit = relay(plans.of(ApiKey.OffsetCommit, 8));
-    expect(commit.answerLocally).toBe(false);
-    expect(commit.decodeRequest).toBe(true);
+    // Decoded (so checked), then forwarded.
+    expect(plans.of(ApiKey.OffsetCommit, 8)).toEqual({
+      kind: 'read',
+      answer: { response: 'as-is' },
+      mayBeUnanswered: false,
+    });
   });
 
   test('it is asked once per pair and once per api for the versions outside the codec, never per request', () => {

@@ -19,45 +19,82 @@ import { canStreamFetch } from './fetch-stream.js';
 import { canWalkProduceResponse } from './produce-endpoints.js';
 
 /**
- * How the broker's answer to a forwarded request reaches the client:
- * - 'as-is': as the broker wrote it (so it may be streamed);
- * - 'fetch-stream': a Fetch v16+ answer, as written but for its NodeEndpoints, which the Fetch
- *   walker rewrites as it streams (fetch-stream.ts);
+ * What the core does with the broker's answer to a request it forwards:
+ * - 'as-is': passes it on as the broker wrote it (so it may be streamed);
  * - 'walk-produce': a Produce v10+ answer, walked for NodeEndpoints and decoded only when it has
  *   them, as few do (produce-endpoints.ts); one without them that arrives in one read is
  *   streamed like 'as-is';
- * - 'decode': decoded, rewritten or shown to the extension, and encoded again when changed.
+ * - 'fetch-stream': a Fetch v16+ answer, as written but for its NodeEndpoints, which the Fetch
+ *   walker rewrites as it streams (fetch-stream.ts);
+ * - 'decode': decodes it, takes the steps it names, and encodes it again when one changed it.
  * An answer that may be streamed is read whole while an earlier answer is still owed to the
  * client; 'fetch-stream' is then decoded.
  */
-export type ResponseHandling = 'as-is' | 'fetch-stream' | 'walk-produce' | 'decode';
+export type AnswerPlan =
+  | { readonly response: 'as-is' }
+  | { readonly response: 'walk-produce' }
+  | { readonly response: 'fetch-stream' }
+  | DecodedAnswer;
 
-/** A request the core relays or answers. */
-export interface RelayPlan {
-  readonly kind: 'relay';
-  /** Its body is decoded: the extension answers or observes it, or it is a SaslHandshake. */
-  readonly decodeRequest: boolean;
-  /** The extension answers it (it may still forward it, then `response` applies). */
-  readonly answerLocally: boolean;
-  /** The extension sees the decoded request and answer before the client does. */
-  readonly observed: boolean;
-  /** The core rewrites its answer (broker addresses, ApiVersions ranges). */
-  readonly coreRewrite: boolean;
-  /** SaslHandshake v0: its request names the mechanism, its successful answer starts raw tokens. */
+/** An answer the core decodes, and the steps it takes on it, in this order (at least one). */
+export interface DecodedAnswer {
+  readonly response: 'decode';
+  /** SaslHandshake v0: its successful answer starts raw tokens (sasl-legacy.ts). */
   readonly legacySasl: boolean;
-  /** Produce: one with acks=0 gets no answer from the broker (read from the request's bytes). */
-  readonly mayBeUnanswered: boolean;
-  readonly response: ResponseHandling;
-  /**
-   * Nothing of the request is read beyond its header (and a Produce's acks), and its answer goes
-   * back as the broker wrote it or after the Produce NodeEndpoints walk: the frames the native
-   * path relays itself (native-relay.ts).
-   */
-  readonly passedOnUnread: boolean;
+  /** The core rewrites it (broker addresses, ApiVersions ranges). */
+  readonly coreRewrite: boolean;
+  /** The extension sees the decoded request and answer before the client does, and may replace it. */
+  readonly observed: boolean;
 }
 
+/** How an answer reaches the client, as the response queue streams or holds it. */
+export type ResponseHandling = AnswerPlan['response'];
+
+/**
+ * Passed on opaque: nothing of the request is read beyond its header (and a Produce's acks), and
+ * its answer goes back as the broker wrote it or after the Produce NodeEndpoints walk. These are
+ * the frames the native path relays itself (native-relay.ts).
+ */
+export interface RelayPlan {
+  readonly kind: 'relay';
+  readonly answer: { readonly response: 'as-is' } | { readonly response: 'walk-produce' };
+  /** Produce: one with acks=0 gets no answer from the broker (read from the request's bytes). */
+  readonly mayBeUnanswered: boolean;
+  /** True by kind: the one kind passed on unread, named so a reader of the table need not know the kinds. */
+  readonly passedOnUnread: true;
+}
+
+/** The request is passed on unread; the core rewrites its answer (broker addresses, ApiVersions). */
+export interface RewritePlan {
+  readonly kind: 'rewrite';
+  readonly answer: { readonly response: 'fetch-stream' } | DecodedAnswer;
+  readonly mayBeUnanswered: boolean;
+}
+
+/**
+ * The request is decoded, then forwarded: the extension observes its exchange, it opens a legacy
+ * SASL exchange, or it is decoded to be checked (every SaslHandshake, an API the extension
+ * intercepts without answering).
+ */
+export interface ReadPlan {
+  readonly kind: 'read';
+  readonly answer: AnswerPlan;
+  readonly mayBeUnanswered: boolean;
+}
+
+/** The request is decoded and the extension answers it; should it forward it after all, `forwarded` applies. */
+export interface AnswerLocallyPlan {
+  readonly kind: 'answer-locally';
+  readonly forwarded: AnswerPlan;
+  readonly mayBeUnanswered: boolean;
+}
+
+/** What the core does with a request of one (api key, version): one switch on `kind` covers every case. */
 export type ApiPlan =
   | RelayPlan
+  | RewritePlan
+  | ReadPlan
+  | AnswerLocallyPlan
   /** A version the proxy never advertised, of an API it must decode: close, as a broker does. */
   | { readonly kind: 'refuse' }
   /**
@@ -65,6 +102,19 @@ export type ApiPlan =
    * body with UNSUPPORTED_VERSION listing `maxVersion`, so the client retries lower.
    */
   | { readonly kind: 'api-versions-unsupported'; readonly maxVersion: number };
+
+/** A plan of a request that goes to the broker (or may, once the extension decides). */
+export type ForwardingPlan = RelayPlan | RewritePlan | ReadPlan | AnswerLocallyPlan;
+
+/** What happens to the broker's answer of a request forwarded under `plan`. */
+export function answerOf(plan: ForwardingPlan): AnswerPlan {
+  return plan.kind === 'answer-locally' ? plan.forwarded : plan.answer;
+}
+
+/** Fails to compile when a switch over a union misses a member; throws if one comes anyway. */
+export function unreachable(value: never): never {
+  throw new Error(`unexpected ${JSON.stringify(value)}`);
+}
 
 /** Whether the core itself rewrites the answer of (apiKey, apiVersion). */
 export function coreRewritesResponse(apiKey: number, apiVersion: number): boolean {
@@ -92,16 +142,15 @@ interface ApiEntry {
   readonly above: ApiPlan;
 }
 
+const AS_IS: { readonly response: 'as-is' } = { response: 'as-is' };
+const FETCH_STREAM: { readonly response: 'fetch-stream' } = { response: 'fetch-stream' };
+const WALK_PRODUCE: { readonly response: 'walk-produce' } = { response: 'walk-produce' };
+
 /** An API key the codec does not know: nothing can read it, so it goes through untouched. */
 const OPAQUE: RelayPlan = {
   kind: 'relay',
-  decodeRequest: false,
-  answerLocally: false,
-  observed: false,
-  coreRewrite: false,
-  legacySasl: false,
+  answer: AS_IS,
   mayBeUnanswered: false,
-  response: 'as-is',
   passedOnUnread: true,
 };
 
@@ -194,29 +243,32 @@ function planOf(
   const served = intercepted ? ext?.advertisedVersions?.(apiKey, undefined) : undefined;
   if (served && (apiVersion > served.max || apiVersion < served.min)) return { kind: 'refuse' };
   const legacySasl = isLegacySaslHandshake(apiKey, apiVersion);
-  let response: ResponseHandling = 'decode';
-  if (!observed && !coreRewrite && !legacySasl) response = 'as-is';
-  else if (!observed && coreRewrite && !legacySasl) {
-    if (apiKey === ApiKey.Fetch && canStreamFetch(apiVersion) && opts.streamFetch) response = 'fetch-stream';
-    else if (apiKey === ApiKey.Produce && canWalkProduceResponse(apiVersion)) response = 'walk-produce';
+  const mayBeUnanswered = apiKey === ApiKey.Produce;
+  const answer = answerPlanOf(apiKey, apiVersion, { legacySasl, coreRewrite, observed }, opts.streamFetch);
+  if (intercepted && ext?.handleRequest !== undefined) {
+    return { kind: 'answer-locally', forwarded: answer, mayBeUnanswered };
   }
   // Every SaslHandshake version is decoded, so one the codec cannot read closes the pair here.
-  const decodeRequest = intercepted || observed || apiKey === ApiKey.SaslHandshake;
-  const answerLocally = intercepted && ext?.handleRequest !== undefined;
-  return {
-    kind: 'relay',
-    decodeRequest,
-    answerLocally,
-    observed,
-    coreRewrite,
-    legacySasl,
-    mayBeUnanswered: apiKey === ApiKey.Produce,
-    response,
-    passedOnUnread:
-      !decodeRequest &&
-      !answerLocally &&
-      !observed &&
-      !legacySasl &&
-      (response === 'as-is' || response === 'walk-produce'),
-  };
+  if (intercepted || observed || apiKey === ApiKey.SaslHandshake)
+    return { kind: 'read', answer, mayBeUnanswered };
+  if (answer.response === 'as-is' || answer.response === 'walk-produce') {
+    return { kind: 'relay', answer, mayBeUnanswered, passedOnUnread: true };
+  }
+  return { kind: 'rewrite', answer, mayBeUnanswered };
+}
+
+/** How the answer goes back: as written, walked or streamed through a walker when nothing else reads it, else decoded. */
+function answerPlanOf(
+  apiKey: number,
+  apiVersion: number,
+  steps: Omit<DecodedAnswer, 'response'>,
+  streamFetch: boolean,
+): AnswerPlan {
+  const { legacySasl, coreRewrite, observed } = steps;
+  if (!observed && !coreRewrite && !legacySasl) return AS_IS;
+  if (!observed && !legacySasl) {
+    if (apiKey === ApiKey.Fetch && canStreamFetch(apiVersion) && streamFetch) return FETCH_STREAM;
+    if (apiKey === ApiKey.Produce && canWalkProduceResponse(apiVersion)) return WALK_PRODUCE;
+  }
+  return { response: 'decode', legacySasl, coreRewrite, observed };
 }

@@ -15,13 +15,12 @@ import { readSocket } from './reused-reads.js';
 import type { ChunkReader } from './reused-reads.js';
 import { SocketWriter } from './socket-writer.js';
 
-/** What the link tells its client connection: methods of one object, for the reason in reused-reads.ts. */
+/**
+ * What the link tells its client connection: methods of one object, for the reason in
+ * reused-reads.ts. The broker's reads go to a reader of their own (the connection's response
+ * path), given to the link as it is made.
+ */
 export interface BrokerLinkEvents {
-  /**
-   * Bytes read from the broker, `buffer[0, end)`, valid only during the call (the read buffer may
-   * be used again): true when some of them are still referenced afterwards (queued in a socket write).
-   */
-  brokerData(buffer: Buffer, end: number): boolean;
   /** Writes may go on (after `write` returned false). */
   brokerDrained(): void;
   /** The connection is open (counted as a broker connection from now until `destroy`). */
@@ -30,7 +29,7 @@ export interface BrokerLinkEvents {
   brokerLost(reason: BrokerLoss, err?: unknown): void;
 }
 
-export class BrokerLink implements ChunkReader {
+export class BrokerLink {
   private socket: Socket | null = null;
   private writer: SocketWriter | null = null;
   private opening = false;
@@ -40,9 +39,15 @@ export class BrokerLink implements ChunkReader {
   /** The writer `cork` held, until `uncork`. */
   private corked: SocketWriter | null = null;
 
+  /**
+   * `reads`: each read of the broker connection, `buffer[0, end)`, valid only during the call (the
+   * read buffer may be used again); it answers true when some of them are still referenced
+   * afterwards (queued in a socket write).
+   */
   constructor(
     private readonly open: () => Promise<Socket>,
     private readonly events: BrokerLinkEvents,
+    private readonly reads: ChunkReader,
   ) {}
 
   /**
@@ -94,11 +99,6 @@ export class BrokerLink implements ChunkReader {
     return corked === null || corked.release();
   }
 
-  /** A read of the broker connection (ChunkReader). */
-  readBytes(buffer: Buffer, end: number): boolean {
-    return this.events.brokerData(buffer, end);
-  }
-
   pause(): void {
     this.paused = true;
     this.socket?.pause();
@@ -138,7 +138,7 @@ export class BrokerLink implements ChunkReader {
     const writer = new SocketWriter(socket, () => this.events.brokerDrained());
     this.writer = writer;
     socket.setNoDelay(true);
-    readSocket(socket, this);
+    readSocket(socket, this.reads);
     socket.on('error', (err) => this.events.brokerLost('broker error', err));
     socket.on('close', () => this.events.brokerLost('broker closed'));
     socket.on('end', () => this.events.brokerLost('broker ended'));

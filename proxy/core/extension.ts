@@ -7,10 +7,10 @@ import type {
   AnyRequest,
   KnownApiKey,
   RequestBody,
-  RequestBodyByApiKey,
   ResponseBody,
   ResponseBodyByApiKey,
 } from '../../protocol/messages/index.js';
+import type { AnyExchange } from '../../protocol/tagged-frames.js';
 
 export interface VersionRange {
   min: number;
@@ -43,14 +43,8 @@ export type AskBroker = <K extends number>(
 /** Any response body the codec knows. */
 export type AnyResponseBody = ResponseBodyByApiKey[KnownApiKey];
 
-/** A request and its broker's response, tagged with their API key: `switch (e.apiKey)` narrows both. */
-export type AnyExchange = {
-  [K in KnownApiKey]: {
-    readonly apiKey: K;
-    readonly request: RequestBodyByApiKey[K];
-    readonly response: ResponseBodyByApiKey[K];
-  };
-}[KnownApiKey];
+/** A request and its broker's response, tagged with their API key (protocol/tagged-frames.ts). */
+export type { AnyExchange };
 
 export type RequestDecision =
   /** Send the request to the broker unchanged. */

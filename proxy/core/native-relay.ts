@@ -19,6 +19,7 @@ import { createRequire } from 'node:module';
 import type { Socket } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { requestHeaderVersion } from '../../protocol/messages/index.js';
+import { unreachable } from './api-plan.js';
 import type { ApiPlans, ApiPlan } from './api-plan.js';
 import type { ProxyObserver } from './observer.js';
 import { ALWAYS_READ_REQUEST_BYTES } from './request-pool.js';
@@ -158,8 +159,19 @@ export function loadNativeRelay(): { binding: RelayBinding | null; why: string }
 
 /** The plan byte of (apiKey, apiVersion) for the addon: 0 when JavaScript must read the frame. */
 export function nativePlan(plan: ApiPlan, apiKey: number, apiVersion: number): number {
-  if (plan.kind !== 'relay' || !plan.passedOnUnread) return 0;
-  let bits = plan.response === 'walk-produce' ? PLAN_WALK : PLAN_AS_IS;
+  switch (plan.kind) {
+    case 'relay':
+      break;
+    case 'rewrite':
+    case 'read':
+    case 'answer-locally':
+    case 'refuse':
+    case 'api-versions-unsupported':
+      return 0;
+    default:
+      return unreachable(plan);
+  }
+  let bits = plan.answer.response === 'walk-produce' ? PLAN_WALK : PLAN_AS_IS;
   if (plan.mayBeUnanswered) {
     bits |= PLAN_ACKS;
     if (requestHeaderVersion(apiKey, apiVersion) >= 2) bits |= PLAN_FLEXIBLE;

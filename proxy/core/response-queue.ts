@@ -225,13 +225,16 @@ export class ResponseQueue {
    */
   handOver(): BrokerPending[] | null {
     if (this.streamingNow !== null || this.pending.length !== this.forwarded.length) return null;
+    const handed: BrokerPending[] = [];
     for (let i = 0; i < this.pending.length; i++) {
       const p = this.pending[i]!;
       if (p !== this.forwarded[i] || p.kind !== 'broker' || !p.awaitingBroker || p.out !== null) return null;
       if (p.response !== 'as-is' && p.response !== 'walk-produce') return null;
+      handed.push(p);
     }
     this.forwarded.length = 0;
-    return this.pending.splice(0) as BrokerPending[];
+    this.pending.length = 0;
+    return handed;
   }
 
   /** Resolves once every answer owed to the client has gone, or after `timeoutMs`. */
