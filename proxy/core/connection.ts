@@ -386,12 +386,9 @@ export class ProxyConnection
 
     const h = peekRequestHeader(frame);
     const plan = this.policy.plans.of(h.apiKey, h.apiVersion);
-    // A large request gathered from several reads is one the native path hands back (it goes
-    // through the request memory pool here): a connection that sends them stays here.
-    const native =
-      plan.kind === 'relay' &&
-      plan.passedOnUnread &&
-      (sized !== null || frame.length <= ALWAYS_READ_REQUEST_BYTES);
+    // Large requests too: the native path passes them on as they arrive (with a reservation in
+    // the request memory pool), so throughput-tuned producers move to it as well.
+    const native = plan.kind === 'relay' && plan.passedOnUnread;
     this.passedOnStreak = native ? this.passedOnStreak + 1 : 0;
     if (plan.kind === 'api-versions-unsupported') {
       const p = localPending(h.correlationId, h.apiKey, h.apiVersion, started);

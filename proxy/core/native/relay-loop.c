@@ -189,6 +189,7 @@ static void client_read(pair_t *p, const uint8_t *data, size_t n) {
       if (!add_piece(broker, &out, data + off, k)) return;
       off += k;
       p->req_left -= (int64_t)k;
+      if (p->req_left == 0) release_request(p);
       continue;
     }
     if (p->state != ENGAGED) {
@@ -201,7 +202,8 @@ static void client_read(pair_t *p, const uint8_t *data, size_t n) {
     int64_t total;
     if (p->req_head_len == 0) {
       total = classify(p, data + off, n - off, &e);
-      if (total > p->ctx->stream_limit && total > (int64_t)(n - off)) total = HEAD_JS;
+      /* A large request that spans reads: passed on as it arrives, with its reservation. */
+      if (total > p->ctx->stream_limit && total > (int64_t)(n - off) && !reserve_request(p, total)) total = HEAD_JS;
       if (total == HEAD_MORE) {
         if (n - off <= HEAD_MAX) {
           memcpy(p->req_head, data + off, n - off);
@@ -240,8 +242,8 @@ static void client_read(pair_t *p, const uint8_t *data, size_t n) {
     off += k;
     total = classify(p, p->req_head, p->req_head_len, &e);
     if (total == HEAD_MORE && p->req_head_len >= HEAD_MAX) total = HEAD_JS;
-    /* It spans reads: a large one is JavaScript's (stream_limit). */
-    if (total > p->ctx->stream_limit) total = HEAD_JS;
+    /* It spans reads: a large one is passed on with its reservation, or is JavaScript's. */
+    if (total > p->ctx->stream_limit && !reserve_request(p, total)) total = HEAD_JS;
     if (total == HEAD_MORE) continue;
     if (total == HEAD_JS) {
       if (!send_pieces(broker, out.b, out.n)) return;

@@ -32,6 +32,7 @@ static void let_go_of_js(context_t *ctx) {
   (void)napi_delete_reference(env, ctx->on_closed);
   (void)napi_delete_reference(env, ctx->on_stats);
   (void)napi_delete_reference(env, ctx->stats_ref);
+  (void)napi_delete_reference(env, ctx->on_reserve);
   (void)napi_async_destroy(env, ctx->async);
 }
 
@@ -120,8 +121,8 @@ static void *tagged(napi_env env, napi_value v, const napi_type_tag *tag, const 
 /* Lets go of what create_context made before it failed (the references are deleted if made). */
 static void context_abandon(context_t *ctx) {
   napi_env env = ctx->env;
-  napi_ref refs[4] = {ctx->on_handback, ctx->on_closed, ctx->on_stats, ctx->stats_ref};
-  for (int i = 0; i < 4; i++)
+  napi_ref refs[5] = {ctx->on_handback, ctx->on_closed, ctx->on_stats, ctx->stats_ref, ctx->on_reserve};
+  for (int i = 0; i < 5; i++)
     if (refs[i] != NULL) (void)napi_delete_reference(env, refs[i]);
   if (ctx->async != NULL) (void)napi_async_destroy(env, ctx->async);
   cleanup_done(ctx);
@@ -140,14 +141,14 @@ static void context_abandon(context_t *ctx) {
 
 /*
  * createContext(plans: Uint8Array(MAX_API * MAX_VERSION), maxFrameSize, maxInFlight, nowMs,
- *   onHandback, onClosed, onStats, stats: Float64Array, streamLimit) -> context
+ *   onHandback, onClosed, onStats, stats: Float64Array, streamLimit, onReserve) -> context
  */
 static napi_value create_context(napi_env env, napi_callback_info info) {
-  size_t argc = 9;
-  napi_value argv[9];
+  size_t argc = 10;
+  napi_value argv[10];
   CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
-  if (argc < 9) {
-    napi_throw_type_error(env, NULL, "createContext: 9 arguments expected");
+  if (argc < 10) {
+    napi_throw_type_error(env, NULL, "createContext: 10 arguments expected");
     return NULL;
   }
   napi_typedarray_type type;
@@ -186,6 +187,7 @@ static napi_value create_context(napi_env env, napi_callback_info info) {
   CHECK_CTX(napi_create_reference(env, argv[5], 1, &ctx->on_closed));
   CHECK_CTX(napi_create_reference(env, argv[6], 1, &ctx->on_stats));
   CHECK_CTX(napi_create_reference(env, argv[7], 1, &ctx->stats_ref));
+  CHECK_CTX(napi_create_reference(env, argv[9], 1, &ctx->on_reserve));
   napi_value name;
   CHECK_CTX(napi_create_string_utf8(env, "kop.nativeRelay", NAPI_AUTO_LENGTH, &name));
   CHECK_CTX(napi_async_init(env, NULL, name, &ctx->async));

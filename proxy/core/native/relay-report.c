@@ -1,6 +1,6 @@
 /*
- * What the relay tells JavaScript, and how: the statistics for its metrics, the pair handed back
- * at frame boundaries, the ends.
+ * What the relay tells JavaScript, and how: the statistics for its metrics, the reservations of
+ * large requests in the request memory pool, the pair handed back at frame boundaries, the ends.
  * THE RULE FOR CALLING JAVASCRIPT is here, above call_js, the one place that calls it.
  */
 #include "relay.h"
@@ -31,22 +31,32 @@ static void rethrow_pending(napi_env env) {
  *     on a later turn of the loop, after the read that called returns. The read's loop checks
  *     the pair's state, or returns, after every step that may have stopped it.
  *   - A pair still relaying calls JavaScript only as a plain call (JS_PLAIN: the statistics are
- *     taken, answered()): no tick or microtask runs in it, and the callback (flushStats) reads the
- *     statistics array and touches no pair.
+ *     taken, answered(); a large request's reservation is asked for or let go, reserve_request):
+ *     no tick or microtask runs in it, and the callbacks (flushStats, reserve) read the statistics
+ *     array or count in the request memory pool, and touch no pair (the pool admits connections
+ *     it muted on a later turn, setImmediate).
  *   - Nothing is called once the context is disposed or the environment is being torn down.
  * call_js is the only place that calls JavaScript; it refuses anything else.
  */
 enum js_call { JS_PLAIN, JS_CALLBACK };
 
-static void call_js(context_t *ctx, const pair_t *p, enum js_call how, napi_ref fn_ref, size_t argc, napi_value *argv) {
+/* The callback's result in *result (NULL when nothing was called or it threw); napi_ok if called. */
+static napi_status call_js(context_t *ctx, const pair_t *p, enum js_call how, napi_ref fn_ref, size_t argc, napi_value *argv,
+                           napi_value *result) {
   napi_env env = ctx->env;
-  napi_value fn, global, result;
+  napi_value fn, global, ignored;
+  if (result == NULL) result = &ignored;
+  *result = NULL;
   if (how == JS_CALLBACK && (p == NULL || p->state != DONE)) abort(); /* a bug here, not a runtime condition */
-  if (ctx->disposed || napi_get_reference_value(env, fn_ref, &fn) != napi_ok || fn == NULL) return;
-  if (napi_get_global(env, &global) != napi_ok) return;
-  napi_status st = how == JS_CALLBACK ? napi_make_callback(env, ctx->async, global, fn, argc, argv, &result)
-                                      : napi_call_function(env, global, fn, argc, argv, &result);
-  if (st != napi_ok) rethrow_pending(env);
+  if (ctx->disposed || napi_get_reference_value(env, fn_ref, &fn) != napi_ok || fn == NULL) return napi_generic_failure;
+  if (napi_get_global(env, &global) != napi_ok) return napi_generic_failure;
+  napi_status st = how == JS_CALLBACK ? napi_make_callback(env, ctx->async, global, fn, argc, argv, result)
+                                      : napi_call_function(env, global, fn, argc, argv, result);
+  if (st != napi_ok) {
+    *result = NULL;
+    rethrow_pending(env);
+  }
+  return st;
 }
 
 void count_bytes(context_t *ctx, int slot, double n) {
@@ -63,7 +73,7 @@ void answered(pair_t *p, const pending_t *e) {
     napi_env env = ctx->env;
     napi_handle_scope scope;
     if (napi_open_handle_scope(env, &scope) != napi_ok) return; /* the sample is lost */
-    call_js(ctx, p, JS_PLAIN, ctx->on_stats, 0, NULL);
+    call_js(ctx, p, JS_PLAIN, ctx->on_stats, 0, NULL, NULL);
     (void)napi_close_handle_scope(env, scope);
     i = (size_t)s[0];
     if (i >= STATS_SAMPLES) return; /* not taken: the sample is lost, not the answer */
@@ -75,6 +85,44 @@ void answered(pair_t *p, const pending_t *e) {
   s[0] = (double)(i + 1);
 }
 
+/* ---- reservations in the request memory pool ----------------------------------------------------- */
+
+/* A plain call of on_reserve(id, bytes); 1 when it answered true. */
+static int call_reserve(pair_t *p, double bytes) {
+  context_t *ctx = p->ctx;
+  napi_env env = ctx->env;
+  napi_handle_scope scope;
+  if (napi_open_handle_scope(env, &scope) != napi_ok) return 0;
+  napi_value argv[2], result;
+  bool yes = false;
+  if (napi_create_int32(env, p->id, &argv[0]) == napi_ok && napi_create_double(env, bytes, &argv[1]) == napi_ok &&
+      call_js(ctx, p, JS_PLAIN, ctx->on_reserve, 2, argv, &result) == napi_ok && result != NULL)
+    (void)napi_get_value_bool(env, result, &yes);
+  (void)napi_close_handle_scope(env, scope);
+  return yes;
+}
+
+/*
+ * Asks the request memory pool to reserve `size` bytes for the request about to be passed on as
+ * its bytes arrive: 1 when reserved (held in p->reserved until release_request), 0 when the pool
+ * is exhausted (or the call failed): the request is then JavaScript's. With the context disposed
+ * there is no pool to ask (nothing is reported any more): the request goes on.
+ */
+int reserve_request(pair_t *p, int64_t size) {
+  if (p->ctx->disposed) return 1;
+  if (!call_reserve(p, (double)size)) return 0;
+  p->reserved = size;
+  return 1;
+}
+
+/* The reserved request's last byte is passed on: its reservation goes back to the pool. */
+void release_request(pair_t *p) {
+  int64_t size = p->reserved;
+  if (size == 0) return;
+  p->reserved = 0;
+  /* JavaScript lets go of what a pair held when it ends in any case (native-relay.ts). */
+  if (!p->ctx->disposed) (void)call_reserve(p, -(double)size);
+}
 
 /* ---- handing back ---------------------------------------------------------------------------- */
 
@@ -227,7 +275,7 @@ void maybe_handed_back(pair_t *p) {
   p->pend_count = 0;
   /* The duplicates close first: JavaScript reads the sockets again as soon as it is called. */
   close_sides(p);
-  call_js(ctx, p, JS_CALLBACK, ctx->on_handback, 4, argv);
+  call_js(ctx, p, JS_CALLBACK, ctx->on_handback, 4, argv, NULL);
   (void)napi_close_handle_scope(env, scope);
 }
 
@@ -253,7 +301,7 @@ void stop_with(pair_t *p, int reason, int uv_err) {
     if (uv_err < 0 && uv_err != UV_EOF) st = napi_create_string_utf8(env, uv_err_name(uv_err), NAPI_AUTO_LENGTH, &argv[2]);
     else st = napi_get_undefined(env, &argv[2]);
   }
-  if (st == napi_ok) call_js(ctx, p, JS_CALLBACK, ctx->on_closed, 3, argv);
+  if (st == napi_ok) call_js(ctx, p, JS_CALLBACK, ctx->on_closed, 3, argv, NULL);
   (void)napi_close_handle_scope(env, scope);
 }
 

@@ -13,6 +13,9 @@
  *     and its answer streamed back to the client, in order (a broker answers in order);
  *   - a Produce request is the same, but one with acks=0 gets no answer, and a Produce v10+ answer
  *     is walked for KIP-951 NodeEndpoints, which only JavaScript rewrites;
+ *   - a request larger than stream_limit (64 KiB) that spans reads is passed on as its bytes
+ *     arrive once JavaScript's request memory pool reserves its declared size (reserve_request):
+ *     nothing else goes to the broker until its last byte, and a pool exhausted hands it back;
  *   - anything else, and anything unexpected (a frame too large, a bad size, an answer out of
  *     order, bytes it cannot parse), is JavaScript's: the pair is handed back.
  * Handing back stops each direction at its next frame boundary, waits until everything written
@@ -33,7 +36,7 @@
  * The addon's shared declarations. Its source is split by job:
  *   frames.h         what it reads of the bytes (request classifier, Produce acks, answer walk)
  *   relay-loop.c     the relay loop: reads, the frames' passage both ways, writes, backpressure
- *   relay-report.c   what goes to JavaScript: statistics, handing back, ends
+ *   relay-report.c   what goes to JavaScript: statistics, reservations, handing back, ends
  *   relay-napi.c     the JavaScript interface (Node-API), the lifetime of contexts and pairs
  */
 #define NAPI_VERSION 8
@@ -66,9 +69,10 @@ typedef struct context {
   uint8_t plans[MAX_API * MAX_VERSION];
   int32_t max_frame_size;
   /*
-   * A larger request is passed on only once it is whole in one read; one that spans reads is
-   * JavaScript's, whose request memory pool bounds what half-sent large requests hold (at the
-   * broker too, which reserves a request's declared size as soon as it reads it).
+   * A larger request that spans reads is passed on only with a reservation of its declared size
+   * in JavaScript's request memory pool (on_reserve), which bounds what half-sent large requests
+   * hold across connections: at the broker, which reserves a request's declared size as soon as
+   * it reads it. The pool exhausted, the request is JavaScript's (handed back), which mutes it.
    */
   int32_t stream_limit;
   uint32_t max_in_flight;
@@ -77,6 +81,7 @@ typedef struct context {
   napi_ref on_handback; /* (id, clientBytes, brokerBytes, pending) */
   napi_ref on_closed;   /* (id, reason, errno name) */
   napi_ref on_stats;    /* () : take the samples */
+  napi_ref on_reserve;  /* (id, bytes) : true when reserved; (id, -bytes) lets go */
   napi_ref stats_ref;   /* the Float64Array below */
   double *stats;        /* [0] samples, [1..4] bytes client_in, client_out, broker_in, broker_out */
   napi_async_context async;
@@ -127,6 +132,8 @@ typedef struct pair {
 
   /* client -> broker: bytes of the current request frame still to pass on (0: at a boundary) */
   int64_t req_left;
+  /* The request being passed on holds this reservation in the request memory pool (0: none). */
+  int64_t reserved;
   uint8_t req_head[HEAD_MAX];
   size_t req_head_len;
 
@@ -153,6 +160,8 @@ void update_reading(pair_t *p);
 /* relay-report.c */
 void count_bytes(context_t *ctx, int slot, double n);
 void answered(pair_t *p, const pending_t *e);
+int reserve_request(pair_t *p, int64_t size);
+void release_request(pair_t *p);
 void stop_side(side_t *s, const uint8_t *held, size_t held_len, const uint8_t *rest, size_t rest_len);
 void start_handback(pair_t *p);
 void close_sides(pair_t *p);
