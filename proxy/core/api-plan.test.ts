@@ -53,7 +53,7 @@ function expectedCore(apiKey: number, v: number, streamFetch: boolean): Omit<Rel
   const legacySasl = apiKey === ApiKey.SaslHandshake && v === 0;
   let response: ResponseHandling = rewrite || legacySasl ? 'decode' : 'as-is';
   if (apiKey === ApiKey.Fetch && (v === 16 || v === 17) && streamFetch) response = 'fetch-stream';
-  if (apiKey === ApiKey.Produce && (v === 10 || v === 11)) response = 'walk-produce';
+  if (apiKey === ApiKey.Produce && v >= 10 && v <= 13) response = 'walk-produce';
   const decodeRequest = apiKey === ApiKey.SaslHandshake;
   return {
     decodeRequest,

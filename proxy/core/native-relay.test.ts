@@ -865,14 +865,16 @@ describe("the addon's Produce walks decide as the JavaScript ones", () => {
     );
   });
 
-  test('NodeEndpoints in Produce v10-11 answers, whole, cut short or with bytes after them', () => {
+  test('NodeEndpoints in Produce v10-13 answers, whole, cut short or with bytes after them', () => {
     fc.assert(
-      fc.property(fc.constantFrom(10, 11), produceResponses, fc.nat(), (version, body, cut) => {
+      fc.property(fc.constantFrom(10, 11, 12, 13), produceResponses, fc.nat(), (version, body, cut) => {
         const frame = encodeResponseFrame(ApiKey.Produce, version, 1, body).subarray(4);
-        expect(binding.produceAnswerUnchanged(frame)).toBe(!produceResponseHasNodeEndpoints(frame, version));
+        expect(binding.produceAnswerUnchanged(frame, version)).toBe(
+          !produceResponseHasNodeEndpoints(frame, version),
+        );
         // Whatever JavaScript refuses, the addon hands to it.
-        expect(binding.produceAnswerUnchanged(frame.subarray(0, cut % frame.length))).toBe(false);
-        expect(binding.produceAnswerUnchanged(Buffer.concat([frame, Buffer.from([0])]))).toBe(false);
+        expect(binding.produceAnswerUnchanged(frame.subarray(0, cut % frame.length), version)).toBe(false);
+        expect(binding.produceAnswerUnchanged(Buffer.concat([frame, Buffer.from([0])]), version)).toBe(false);
       }),
       { numRuns: 500, seed: 10 },
     );

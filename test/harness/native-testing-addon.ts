@@ -11,7 +11,7 @@ import type { RelayBinding } from '../../proxy/core/native-relay.js';
 
 /** The addon with its test-only functions: the Produce walks of native/frames.h. */
 export interface RelayTestingBinding extends RelayBinding {
-  produceAnswerUnchanged(payload: Buffer): boolean;
+  produceAnswerUnchanged(payload: Buffer, apiVersion: number): boolean;
   produceAcks(payload: Buffer, apiVersion: number, flexible: boolean): number;
   /** The context's next handback fails as a Node-API call would (it ends the pair instead). */
   failNextHandback(context: object): void;

@@ -124,19 +124,20 @@ static inline int produce_acks(const uint8_t *payload, size_t len, int16_t versi
 }
 
 /*
- * Whether a Produce v10+ answer (payload after the size prefix) may go to the client as written:
+ * Whether a Produce v10-13 answer (payload after the size prefix) may go to the client as written:
  * 1 when it has no NodeEndpoints (tag 0 of the top-level tagged fields), 0 when it has them or
  * its bytes are not what the walk expects (JavaScript then decodes it, and refuses it if need be).
- * The same walk as proxy/core/produce-endpoints.ts.
+ * The same walk as proxy/core/produce-endpoints.ts; v13 names a topic by its 16-byte id (KIP-516).
  */
-static inline int produce_answer_unchanged(const uint8_t *payload, size_t len) {
+static inline int produce_answer_unchanged(const uint8_t *payload, size_t len, int16_t version) {
   cursor_t c = {payload, len, 4, 0, 0}; /* correlation id */
   if (len < 4) return 0;
   skip_tagged_fields(&c); /* response header v1 */
   uint64_t topics = uvarint(&c);
   if (topics > 0) topics--;
   for (uint64_t t = 0; t < topics && !c.short_ && !c.bad; t++) {
-    skip_compact_string(&c);
+    if (version >= 13) skip(&c, 16);
+    else skip_compact_string(&c);
     uint64_t partitions = uvarint(&c);
     if (partitions > 0) partitions--;
     for (uint64_t i = 0; i < partitions && !c.short_ && !c.bad; i++) {

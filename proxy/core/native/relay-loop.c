@@ -312,7 +312,7 @@ static void broker_read(pair_t *p, const uint8_t *data, size_t n) {
       if (p->resp_whole_len < p->resp_whole_size) continue;
       uint8_t *whole = p->resp_whole;
       size_t size = p->resp_whole_size;
-      if (!produce_answer_unchanged(whole + 4, size - 4)) {
+      if (!produce_answer_unchanged(whole + 4, size - 4, pend_head(p)->api_version)) {
         p->resp_whole = NULL;
         if (!send_pieces(client, out.b, out.n)) {
           free(whole);
@@ -362,7 +362,7 @@ static void broker_read(pair_t *p, const uint8_t *data, size_t n) {
     if ((pend_head(p)->plan & PLAN_KIND) == PLAN_WALK) {
       /* The walk needs the whole answer: in this read, or gathered. */
       if (!held && (int64_t)(n - off) >= total) {
-        if (!produce_answer_unchanged(data + off + 4, (size_t)total - 4)) {
+        if (!produce_answer_unchanged(data + off + 4, (size_t)total - 4, pend_head(p)->api_version)) {
           if (!send_pieces(client, out.b, out.n)) return;
           stop_side(&p->broker, NULL, 0, data + off, n - off);
           return;

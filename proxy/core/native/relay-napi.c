@@ -362,18 +362,20 @@ static napi_value status(napi_env env, napi_callback_info info) {
 /*
  * Only in the test build (scripts/build-native.mjs --testing, -DRELAY_TESTING_BUILD), for the tests
  * that hold these against the JavaScript walkers (produce-endpoints.ts, frames.ts
- * peekProduceAcks): produceAnswerUnchanged(payload) -> boolean,
+ * peekProduceAcks): produceAnswerUnchanged(payload, version) -> boolean,
  * produceAcks(payload, version, flexible) -> acks, -2 (more bytes needed) or -3 (unreadable);
  * and failNextHandback, for the path a Node-API failure takes.
  */
 static napi_value test_produce_answer_unchanged(napi_env env, napi_callback_info info) {
-  size_t argc = 1;
-  napi_value argv[1], out;
+  size_t argc = 2;
+  napi_value argv[2], out;
   void *data;
   size_t len;
+  int32_t version;
   CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
   CHECK(napi_get_buffer_info(env, argv[0], &data, &len));
-  CHECK(napi_get_boolean(env, produce_answer_unchanged(data, len), &out));
+  CHECK(napi_get_value_int32(env, argv[1], &version));
+  CHECK(napi_get_boolean(env, produce_answer_unchanged(data, len, (int16_t)version), &out));
   return out;
 }
 
