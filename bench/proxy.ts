@@ -10,7 +10,7 @@
 //   npx tsx bench/proxy.ts [--sides direct,proxy,bare,haproxy] [--baseline <dir>[,<dir>]]
 //     [--records N] [--rounds K] [--consume-rounds K] [--rate R] [--rate-records N]
 //     [--rate-rounds K] [--rtt-requests N] [--connections N] [--warmup-records N] [--store URL]
-//     [--cpu-prof <dir>]
+//     [--cpu-prof <dir>] [--batch-sizes B,B,...] [--record-sizes S,S,...] [--sweep-mb MB] [--sweep-only]
 //     [--proxy-node-args=<node options>] [--proxy-output <file>] [--no-build]
 //     [--external-side 'name=command with {placeholders}']...
 //
@@ -22,6 +22,9 @@
 // hits all alike. Produce: each run into a fresh 3-partition topic. Consume: every run reads the first
 // produced topic (N records) in a new group. Then ProducerPerformance at a fixed rate, and single
 // Produce requests one at a time on one raw connection to the partition leader (µs round trips).
+// `--batch-sizes` and `--record-sizes` add a produce sweep: every producer batch.size by every record
+// size, --rounds runs of --sweep-mb MB each per side, and a table of every side's CPU per MB and
+// throughput per combination (`--sweep-only`: the warm-up and the sweep, nothing else).
 // `--baseline <dir>[,<dir>...]` adds other built checkouts' proxies as sides ("baseline",
 // "baseline2", ...), for paired comparisons.
 //
@@ -91,8 +94,21 @@ const { values: args } = parseArgs({
     'proxy-output': { type: 'string' },
     /** `name=command`: another relay as a side (see the placeholders above); repeatable. */
     'external-side': { type: 'string', multiple: true, default: [] },
+    'batch-sizes': { type: 'string' },
+    'record-sizes': { type: 'string' },
+    'sweep-mb': { type: 'string', default: '100' },
+    'sweep-only': { type: 'boolean', default: false },
   },
 });
+const numbers = (list: string | undefined): number[] =>
+  (list ?? '')
+    .split(',')
+    .filter((x) => x.trim() !== '')
+    .map(Number);
+const SWEEP = { batches: numbers(args['batch-sizes']), records: numbers(args['record-sizes']) };
+if (SWEEP.batches.length > 0 && SWEEP.records.length === 0) SWEEP.records.push(Number(args['record-size']));
+if (SWEEP.records.length > 0 && SWEEP.batches.length === 0) SWEEP.batches.push(16384);
+const SWEEP_ONLY = args['sweep-only'];
 const RECORDS = Number(args.records);
 const RECORD_SIZE = Number(args['record-size']);
 const RATE = Number(args.rate);
@@ -150,6 +166,8 @@ interface Side {
   cpuPerRunMs: { produce: number[]; consume: number[] };
   /** The relay's CPU over the warm-up's produce and consume runs (WARMUP_RECORDS each). */
   warmupCpu: Cpu;
+  /** The produce sweep, by `batch.size/record size`: each run's relay CPU ms and records/s. */
+  sweep: Map<string, { cpuMs: number[]; recordsPerSec: number[] }>;
 }
 interface Cpu {
   user: number;
@@ -271,6 +289,7 @@ async function main(): Promise<void> {
     },
     cpuPerRunMs: { produce: [], consume: [] },
     warmupCpu: { user: 0, sys: 0 },
+    sweep: new Map(),
   });
 
   try {
@@ -357,6 +376,12 @@ async function main(): Promise<void> {
           `warm-up ${side.name}: ${WARMUP_RECORDS} records produced and consumed, ${(ms / mb).toFixed(2)} CPU ms/MB`,
         );
       }
+    }
+
+    if (SWEEP.batches.length > 0) await produceSweep(sides, classpath, admin);
+    if (SWEEP_ONLY) {
+      sweepReport(sides, t0, load);
+      return;
     }
 
     let consumeTopic: string | undefined;
@@ -475,6 +500,7 @@ async function main(): Promise<void> {
     }
 
     report(sides, t0, load);
+    if (SWEEP.batches.length > 0) sweepReport(sides, t0, load);
   } finally {
     clearInterval(loadTimer);
     for (const proxy of proxies) log(`proxy exited with ${await proxy.stop()}`);
@@ -486,6 +512,84 @@ async function main(): Promise<void> {
     for (const relay of relays) await relay.stop();
     await cluster.stop();
   }
+}
+
+/** Every batch.size by every record size: --rounds produce runs of --sweep-mb MB per side. */
+async function produceSweep(sides: Side[], classpath: string, admin: { bootstrap: string }): Promise<void> {
+  for (const batch of SWEEP.batches) {
+    for (const size of SWEEP.records) {
+      const key = `${batch}/${size}`;
+      const numRecords = Math.round((Number(args['sweep-mb']) * 1e6) / size);
+      for (let round = 0; round < ROUNDS; round++) {
+        for (const side of ordered(sides, round)) {
+          const topic = `bench-sweep-${side.name}-${batch}-${size}-${round}-${Date.now()}`;
+          await createTopics(admin, [{ topic, partitions: 3 }]);
+          const cpu = { user: 0, sys: 0 };
+          const p = await measured(side, cpu, () =>
+            producerPerformance(classpath, side, {
+              topic,
+              numRecords,
+              recordSize: size,
+              // As throughput tuning guides set it: room for a whole batch per request.
+              props: [`batch.size=${batch}`, `max.request.size=${Math.max(1 << 20, 2 * batch)}`],
+              timeoutMs: TOOL_TIMEOUT_MS,
+            }),
+          );
+          const entry = side.sweep.get(key) ?? { cpuMs: [], recordsPerSec: [] };
+          entry.cpuMs.push(cpu.user + cpu.sys);
+          entry.recordsPerSec.push(p.recordsPerSec);
+          side.sweep.set(key, entry);
+          const runMb = (numRecords * size) / 1e6;
+          log(
+            `sweep batch.size=${batch} record ${size} B round ${round} ${side.name}: ${p.mbPerSec} MB/s` +
+              (side.pid !== undefined ? `, ${(entry.cpuMs.at(-1)! / runMb).toFixed(2)} CPU ms/MB` : ''),
+          );
+        }
+      }
+    }
+  }
+}
+
+/**
+ * The sweep's table: per batch.size and record size, each side's median CPU ms per produced MB
+ * (relays) and MB/s, and each proxy's CPU per MB over HAProxy's (the issue's bound is 1.2).
+ */
+function sweepReport(sides: Side[], t0: number, load: number[]): void {
+  const haproxy = sides.find((s) => s.name === 'haproxy');
+  const proxies = sides.filter((s) => s.name === 'proxy' || baselines.has(s.name));
+  const loadRange = load.length
+    ? `${Math.min(...load).toFixed(1)}-${Math.max(...load).toFixed(1)}`
+    : os.loadavg()[0]!.toFixed(1);
+  const cpuPerMb = (side: Side, key: string, size: number): number | null => {
+    const e = side.sweep.get(key);
+    if (side.pid === undefined || !e) return null;
+    const mb = (Math.round((Number(args['sweep-mb']) * 1e6) / size) * size) / 1e6;
+    return median(e.cpuMs) / mb;
+  };
+  const lines = [
+    `produce sweep: ${args['sweep-mb']} MB per run, ${ROUNDS} rounds, medians; ` +
+      `${Math.round((Date.now() - t0) / 1000)} s; load average (1 min) ${loadRange}`,
+    '',
+    `| batch.size | record B | ${sides.map((s) => (s.pid === undefined ? `${s.name} MB/s` : `${s.name} CPU ms/MB, MB/s`)).join(' | ')} | ${proxies.map((p) => `${p.name} / haproxy CPU`).join(' | ')} |`,
+    `|---:|---:|${sides.map(() => '---:').join('|')}|${proxies.map(() => '---:').join('|')}|`,
+  ];
+  for (const batch of SWEEP.batches) {
+    for (const size of SWEEP.records) {
+      const key = `${batch}/${size}`;
+      const cells = sides.map((s) => {
+        const mbs = ((median(s.sweep.get(key)?.recordsPerSec ?? [0]) * size) / 1e6).toFixed(1);
+        const cpu = cpuPerMb(s, key, size);
+        return cpu === null ? mbs : `${cpu.toFixed(2)}, ${mbs}`;
+      });
+      const h = haproxy ? cpuPerMb(haproxy, key, size) : null;
+      const ratios = proxies.map((p) => {
+        const c = cpuPerMb(p, key, size);
+        return c !== null && h ? (c / h).toFixed(2) : '';
+      });
+      lines.push(`| ${batch} | ${size} | ${cells.join(' | ')} | ${ratios.join(' | ')} |`);
+    }
+  }
+  console.log(lines.join('\n'));
 }
 
 function report(sides: Side[], t0: number, load: number[]): void {

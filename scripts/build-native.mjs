@@ -1,4 +1,4 @@
-// Compiles the relay's native path (proxy/core/native/relay.c) into dist/native/kop-relay.node, a
+// Compiles the relay's native path (proxy/core/native/relay-*.c) into dist/native/kop-relay.node, a
 // Node-API addon, with the machine's C compiler and the headers of the Node that runs this script
 // (its own node_api.h and uv.h: the addon uses Node's libuv, so they must be this Node's).
 // `npm run build` runs it after tsc. Without a compiler or the headers it prints why and exits 0:
@@ -17,7 +17,10 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-const source = path.join(repo, 'proxy/core/native/relay.c');
+/** The addon's sources (relay.h lists what each does); fuzz.c is the parsers' fuzz driver. */
+const NATIVE_SOURCES = ['relay-loop.c', 'relay-report.c', 'relay-napi.c'].map((f) =>
+  path.join(repo, 'proxy/core/native', f),
+);
 const required = process.argv.includes('--require');
 const testing = process.argv.includes('--testing') || process.argv.includes('--sanitize');
 const sanitize = process.argv.includes('--sanitize');
@@ -77,7 +80,7 @@ try {
       `-I${include}`,
       '-o',
       partial,
-      source,
+      ...NATIVE_SOURCES,
     ],
     { stdio: ['ignore', 'inherit', 'inherit'] },
   );

@@ -1,6 +1,6 @@
 // Runs the native relay's tests (proxy/core/native-relay.test.ts) against the addon built with
 // AddressSanitizer and UndefinedBehaviorSanitizer (build/native/asan/, see build-native.mjs
-// --sanitize): any out-of-bounds access, use after free or undefined behaviour in relay.c aborts
+// --sanitize): any out-of-bounds access, use after free or undefined behaviour in the addon aborts
 // the run. `npm run test:native-asan`.
 //
 // Node is not built with ASan, so the runtime is preloaded (it must come before any other

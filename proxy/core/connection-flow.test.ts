@@ -17,6 +17,7 @@ import { answerIds } from '../../test/harness/frame-ids.js';
 import type { ConnectionBed } from '../../test/harness/connection-bed.js';
 import type { ProxyExtension, RequestDecision, RequestInfo } from './extension.js';
 import { CONNECTION_RESPONSE_BYTES } from './response-backlog.js';
+import { RequestBufferPool } from './request-pool.js';
 import { ZERO_UUID } from '../../protocol/generated-support.js';
 
 const ZERO_ID = '00000000-0000-0000-0000-000000000000';
@@ -675,6 +676,40 @@ describe.each([
         .brokerFrames()
         .forEach((f, i) => expect(f.equals(sent[i]!.subarray(4)), `request ${i + 1}`).toBe(true));
       expect(bed.connection().inFlight).toBe(0);
+    });
+
+    test('over 64 KiB, in many reads among local answers: all intact and in order, on the native path', async () => {
+      const pool = new RequestBufferPool(64 << 20);
+      bed = await flowBed(
+        (id) => brokerAnswer(id, 10),
+        { extension: localExtension({ bytes: 100 }), requestBuffers: pool },
+        1,
+        undefined,
+        { recordRequests: true },
+      );
+      const toBroker = [produce(2, -1, 300_000), produce(3, 1, 1 << 20), produce(5, -1, 200_000)];
+      const sent = [forwarded(1), toBroker[0]!, toBroker[1]!, local(4), toBroker[2]!, produce(6, 1, 150_000)];
+      bed.client.write(sent[0]!);
+      await until(() => answerIds(bed!.received()).length === 1, 'the first answer');
+      const bytes = Buffer.concat(sent.slice(1));
+      for (let at = 0; at < bytes.length; at += 16_384) {
+        bed.client.write(bytes.subarray(at, at + 16_384));
+        await new Promise((r) => setImmediate(r));
+      }
+      await until(() => answerIds(bed!.received()).length === 6, 'the six answers', 25_000);
+      expect(answerIds(bed.received())).toEqual([1, 2, 3, 4, 5, 6]);
+      const atBroker = sent.filter((_, i) => i !== 3);
+      await until(() => bed!.brokerFrames().length === atBroker.length, 'the requests at the broker');
+      bed
+        .brokerFrames()
+        .forEach((f, i) => expect(f.equals(atBroker[i]!.subarray(4)), `request ${i + 1}`).toBe(true));
+      expect(pool.charged).toBe(0);
+      if (native) {
+        // Handed back for the local answer only: the large requests were passed on natively, and
+        // the connection is on the native path again at the end.
+        const moves = bed.nativeMoves();
+        expect(moves.attached - moves.handedBack).toBe(1);
+      }
     });
   });
 });

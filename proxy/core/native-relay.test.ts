@@ -17,6 +17,7 @@ import { ApiPlans } from './api-plan.js';
 import { loadNativeRelay, NativeRelay, nativeFd, nativePlan, pausedForNative } from './native-relay.js';
 import type { NativeEnd, NativeHost, NativePair, NativePending } from './native-relay.js';
 import { noopObserver } from './observer.js';
+import { RequestBufferPool } from './request-pool.js';
 import type { ProxyObserver } from './observer.js';
 import { produceResponseHasNodeEndpoints } from './produce-endpoints.js';
 import { produceResponses } from '../../test/harness/produce-responses.js';
@@ -164,6 +165,7 @@ async function start(
     observer?: ProxyObserver;
     pending?: NativePending[];
     maxFrameSize?: number;
+    requestPool?: RequestBufferPool;
   } = {},
 ): Promise<Bed> {
   const relay = new NativeRelay(binding, {
@@ -171,6 +173,7 @@ async function start(
     maxFrameSize: opts.maxFrameSize ?? 1 << 24,
     maxInFlight: opts.maxInFlight ?? 100,
     observer: opts.observer ?? noopObserver,
+    ...(opts.requestPool ? { requestPool: opts.requestPool } : {}),
   });
   const sockets: net.Socket[] = [];
   const brokerGot: Buffer[] = [];
@@ -427,13 +430,15 @@ describe('the pair is handed back at a frame boundary', { timeout: 30_000 }, () 
     expect(Buffer.concat([h!.client, bed.afterClient()]).equals(opaque(2, 5))).toBe(true);
   });
 
-  test('a request over 64 KiB that spans reads: nothing of it passed on; one whole in a read is', async () => {
-    bed = await start();
+  test('a request over 64 KiB that spans reads, pool exhausted: nothing of it passed on; one whole in a read is', async () => {
+    const pool = new RequestBufferPool(1 << 20);
+    bed = await start({ requestPool: pool });
     const whole = opaque(1, 100_000);
     bed.client.write(whole);
     await until(() => bed!.brokerGot().length === whole.length, 'the whole request at the broker');
     expect(bed.handbacks).toEqual([]);
-    // Its first bytes, then a pause: it spans reads, so the request memory pool must see it.
+    // Another connection's request holds the whole pool: this one must wait, muted by JavaScript.
+    expect(pool.reserve(1 << 20)).toBe(true);
     const large = opaque(2, 100_000);
     bed.client.write(large.subarray(0, 10_000));
     await until(() => bed!.handbacks.length === 1, 'the handback');
@@ -443,6 +448,7 @@ describe('the pair is handed back at a frame boundary', { timeout: 30_000 }, () 
     expect(bed.brokerGot().equals(whole)).toBe(true);
     expect(Buffer.concat([h!.client, bed.afterClient()]).equals(large)).toBe(true);
     expect(h!.pending.map((p) => p.correlationId)).toEqual([1]);
+    expect(pool.charged).toBe(1 << 20);
   });
 
   test('asked for between frames: at once, with what the pair was given and nothing read', async () => {
@@ -622,6 +628,144 @@ describe('the pair is handed back at a frame boundary', { timeout: 30_000 }, () 
   });
 });
 
+/** Writes `bytes` in pieces of `piece` bytes, a turn of the event loop apart: many reads. */
+async function writeSmall(socket: net.Socket, bytes: Buffer, piece: number): Promise<void> {
+  const cuts: number[] = [];
+  for (let at = piece; at < bytes.length; at += piece) cuts.push(at);
+  await writeCut(socket, bytes, cuts);
+}
+
+describe('a request over 64 KiB that spans reads', { timeout: 60_000 }, () => {
+  test.each([
+    ['100 KB', 100_000],
+    ['1 MiB', 1 << 20],
+  ])(
+    'of %s arriving in small reads: passed on as it arrives, whole, in order, its reservation let go',
+    async (_, records) => {
+      const pool = new RequestBufferPool(64 << 20);
+      bed = await start({ requestPool: pool });
+      const before = opaque(1, 100);
+      const large = produce(2, 9, -1, records);
+      const after = opaque(3, 100);
+      bed.client.write(before);
+      // Half of it, in pieces: the broker has its first bytes before the client sent the rest.
+      const half = Math.floor(large.length / 2);
+      await writeSmall(bed.client, large.subarray(0, half), 4096);
+      await until(() => bed!.brokerGot().length === before.length + half, 'the first half at the broker');
+      expect(bed.relay.reservations).toEqual({ count: 1, bytes: large.length });
+      expect(pool.charged).toBe(large.length);
+      await writeSmall(bed.client, Buffer.concat([large.subarray(half), after]), 1000);
+      const sent = Buffer.concat([before, large, after]);
+      await until(() => bed!.brokerGot().length === sent.length, 'every request at the broker');
+      expect(bed.brokerGot().equals(sent)).toBe(true);
+      expect(requestIds(bed.brokerGot())).toEqual([1, 2, 3]);
+      expect(bed.handbacks).toEqual([]);
+      expect(bed.relay.reservations).toEqual({ count: 0, bytes: 0 });
+      expect(pool.charged).toBe(0);
+      expect(bed.pair().status().awaiting).toBe(3);
+      bed.broker().write(Buffer.concat([answer(1, 5), answer(2, 5), answer(3, 5)]));
+      await until(() => answerIds(bed!.clientGot()).length === 3, 'the answers');
+      expect(answerIds(bed.clientGot())).toEqual([1, 2, 3]);
+    },
+  );
+
+  test('followed by a frame the proxy reads: handed back after its last byte, awaiting its answer first', async () => {
+    bed = await start();
+    const large = produce(1, 9, 1, 300_000);
+    await writeSmall(bed.client, Buffer.concat([large, metadata(2)]), 8192);
+    await until(() => bed!.handbacks.length === 1, 'the handback');
+    await sleep(100);
+    expect(bed.brokerGot().equals(large)).toBe(true);
+    const [h] = bed.handbacks;
+    // JavaScript answers the Metadata request after the Produce answer it awaits first.
+    expect(h!.pending.map((p) => [p.correlationId, p.apiKey])).toEqual([[1, ApiKey.Produce]]);
+    expect(Buffer.concat([h!.client, bed.afterClient()]).equals(metadata(2))).toBe(true);
+  });
+
+  test('over --max-frame-size: refused before any byte of it reaches the broker', async () => {
+    const pool = new RequestBufferPool(64 << 20);
+    bed = await start({ maxFrameSize: 200_000, requestPool: pool });
+    const first = opaque(1, 150_000);
+    const tooLarge = opaque(2, 300_000);
+    await writeSmall(bed.client, first, 8192);
+    await until(() => bed!.brokerGot().length === first.length, 'the first request');
+    await writeSmall(bed.client, tooLarge.subarray(0, 50_000), 8192);
+    await until(() => bed!.handbacks.length === 1, 'the handback');
+    bed.client.write(tooLarge.subarray(50_000));
+    await sleep(200);
+    expect(bed.brokerGot().equals(first)).toBe(true);
+    const [h] = bed.handbacks;
+    expect(h!.client.subarray(0, 4).equals(tooLarge.subarray(0, 4))).toBe(true);
+    expect(Buffer.concat([h!.client, bed.afterClient()]).equals(tooLarge)).toBe(true);
+    expect(pool.charged).toBe(0);
+  });
+
+  test('a Produce with acks=0: passed on whole, no answer awaited; the next one answered', async () => {
+    bed = await start();
+    const frames = [produce(1, 9, 0, 500_000), produce(2, 3, 0, 200_000, 5), produce(3, 9, 1, 100)];
+    await writeSmall(bed.client, Buffer.concat(frames), 16_384);
+    await until(() => bed!.brokerGot().length === Buffer.concat(frames).length, 'the requests');
+    expect(bed.brokerGot().equals(Buffer.concat(frames))).toBe(true);
+    expect(peekProduceAcks(frames[0]!.subarray(4))).toBe(0);
+    expect(bed.pair().status().awaiting).toBe(1);
+    bed.broker().write(answer(3, 10));
+    await until(() => answerIds(bed!.clientGot()).length === 1, 'the answer');
+    expect(answerIds(bed.clientGot())).toEqual([3]);
+    expect(bed.handbacks).toEqual([]);
+    expect(bed.relay.reservations.count).toBe(0);
+  });
+
+  test('the client closing part way: the end is reported and the reservation let go', async () => {
+    const pool = new RequestBufferPool(64 << 20);
+    bed = await start({ requestPool: pool });
+    const large = opaque(1, 500_000);
+    await writeSmall(bed.client, large.subarray(0, 200_000), 8192);
+    await until(() => bed!.brokerGot().length >= 100_000, 'its first part at the broker');
+    expect(pool.charged).toBe(large.length);
+    bed.client.end();
+    await until(() => bed!.ends.length === 1, 'the end');
+    expect(bed.ends[0]!.end).toBe('client ended');
+    expect(pool.charged).toBe(0);
+    expect(bed.relay.reservations.count).toBe(0);
+    expect(bed.handbacks).toEqual([]);
+    // Nothing but that request's bytes went to the broker.
+    expect(large.subarray(0, bed.brokerGot().length).equals(bed.brokerGot())).toBe(true);
+  });
+
+  test('a broker that stops reading part way: the client stops being read; nothing is lost', async () => {
+    bed = await start({ maxInFlight: 10_000 });
+    bed.broker().pause();
+    const large = opaque(1, 12 << 20);
+    bed.client.write(large);
+    await sleep(1_000);
+    // Taken only up to the sockets' kernel buffers and one read of the addon's, not 12 MB.
+    expect(bed.client.writableLength).toBeGreaterThan(large.length / 2);
+    expect(bed.relay.reservations.count).toBe(1);
+    bed.broker().resume();
+    await until(() => bed!.brokerGot().length === large.length, 'the whole request', 25_000);
+    expect(bed.brokerGot().equals(large)).toBe(true);
+    expect(bed.relay.reservations.count).toBe(0);
+  });
+
+  test('handed back while one is passed on part way: at its last byte, its reservation let go', async () => {
+    const pool = new RequestBufferPool(64 << 20);
+    bed = await start({ requestPool: pool });
+    const large = opaque(1, 400_000);
+    await writeSmall(bed.client, large.subarray(0, 100_000), 8192);
+    await until(() => bed!.brokerGot().length >= 90_000, 'its first part at the broker');
+    bed.pair().handBack();
+    await sleep(100);
+    expect(bed.handbacks).toEqual([]);
+    await writeSmall(bed.client, Buffer.concat([large.subarray(100_000), opaque(2, 5)]), 8192);
+    await until(() => bed!.handbacks.length === 1, 'the handback');
+    await sleep(100);
+    expect(bed.brokerGot().equals(large)).toBe(true);
+    expect(bed.handbacks[0]!.pending.map((p) => p.correlationId)).toEqual([1]);
+    expect(Buffer.concat([bed.handbacks[0]!.client, bed.afterClient()]).equals(opaque(2, 5))).toBe(true);
+    expect(pool.charged).toBe(0);
+  });
+});
+
 describe('ends and limits', { timeout: 30_000 }, () => {
   test('the client closing or the broker closing is reported, once', async () => {
     bed = await start();
@@ -721,14 +865,16 @@ describe("the addon's Produce walks decide as the JavaScript ones", () => {
     );
   });
 
-  test('NodeEndpoints in Produce v10-11 answers, whole, cut short or with bytes after them', () => {
+  test('NodeEndpoints in Produce v10-13 answers, whole, cut short or with bytes after them', () => {
     fc.assert(
-      fc.property(fc.constantFrom(10, 11), produceResponses, fc.nat(), (version, body, cut) => {
+      fc.property(fc.constantFrom(10, 11, 12, 13), produceResponses, fc.nat(), (version, body, cut) => {
         const frame = encodeResponseFrame(ApiKey.Produce, version, 1, body).subarray(4);
-        expect(binding.produceAnswerUnchanged(frame)).toBe(!produceResponseHasNodeEndpoints(frame, version));
+        expect(binding.produceAnswerUnchanged(frame, version)).toBe(
+          !produceResponseHasNodeEndpoints(frame, version),
+        );
         // Whatever JavaScript refuses, the addon hands to it.
-        expect(binding.produceAnswerUnchanged(frame.subarray(0, cut % frame.length))).toBe(false);
-        expect(binding.produceAnswerUnchanged(Buffer.concat([frame, Buffer.from([0])]))).toBe(false);
+        expect(binding.produceAnswerUnchanged(frame.subarray(0, cut % frame.length), version)).toBe(false);
+        expect(binding.produceAnswerUnchanged(Buffer.concat([frame, Buffer.from([0])]), version)).toBe(false);
       }),
       { numRuns: 500, seed: 10 },
     );
@@ -799,7 +945,7 @@ describe('the boundary', () => {
       const stats = new Float64Array(b.statsHeader + 3 * b.statsSamples);
       const none = () => undefined;
       const ctx = b.createContext(new Uint8Array(b.maxApi * b.maxVersion), 1 << 20, 10,
-        performance.now(), none, none, none, stats, 65536);
+        performance.now(), none, none, none, stats, 65536, () => true);
       let client;
       const server = net.createServer({ pauseOnConnect: true }, (accepted) => {
         globalThis.kept = [b.attach(ctx, 1, accepted._handle.fd, client._handle.fd, new Float64Array(0)), accepted];

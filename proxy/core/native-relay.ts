@@ -23,6 +23,7 @@ import { unreachable } from './api-plan.js';
 import type { ApiPlans, ApiPlan } from './api-plan.js';
 import type { ProxyObserver } from './observer.js';
 import { ALWAYS_READ_REQUEST_BYTES } from './request-pool.js';
+import type { RequestBufferPool } from './request-pool.js';
 import { readsIntoReusedBuffer } from './reused-reads.js';
 
 /** The addon's functions (native/relay.c). */
@@ -46,6 +47,7 @@ export interface RelayBinding {
     onStats: () => void,
     stats: Float64Array,
     streamLimit: number,
+    onReserve: (id: number, bytes: number) => boolean,
   ): object;
   attach(context: object, id: number, clientFd: number, brokerFd: number, pending: Float64Array): object;
   handBack(pair: object): void;
@@ -184,6 +186,12 @@ export interface NativeRelayOptions {
   maxFrameSize: number;
   maxInFlight: number;
   observer: ProxyObserver;
+  /**
+   * The request memory pool the connections share (--max-buffered-request-bytes): a request over
+   * ALWAYS_READ_REQUEST_BYTES that spans reads is passed on natively only with a reservation of
+   * its declared size in it. None: no bound (the tests').
+   */
+  requestPool?: RequestBufferPool;
 }
 
 /**
@@ -193,6 +201,8 @@ export interface NativeRelayOptions {
 export class NativeRelay {
   private readonly context: object;
   private readonly hosts = new Map<number, NativeHost>();
+  /** Reservations in the request memory pool of the pairs passing a large request on now. */
+  private readonly reserved = new Map<number, number>();
   private nextId = 1;
   private readonly stats: Float64Array;
   private readonly timer: NodeJS.Timeout;
@@ -225,6 +235,7 @@ export class NativeRelay {
       () => this.flushStats(),
       this.stats,
       ALWAYS_READ_REQUEST_BYTES,
+      (id, bytes) => this.reserve(id, bytes),
     );
     this.timer = setInterval(() => this.flushStats(), 1000);
     this.timer.unref();
@@ -260,12 +271,44 @@ export class NativeRelay {
       close: () => {
         hosts.delete(id);
         binding.close(pair);
+        this.release(id);
       },
       status: () => {
         const [idleMs, awaiting, unsentToClient] = binding.status(pair);
         return { idleMs, awaiting, unsentToClient };
       },
     };
+  }
+
+  /**
+   * Called by the addon in the middle of a read (a plain call: it must touch no pair): `bytes` > 0
+   * asks to reserve them for a large request it is about to pass on as it arrives (true: go on),
+   * `bytes` < 0 lets that reservation go (its last byte is passed on).
+   */
+  private reserve(id: number, bytes: number): boolean {
+    if (bytes < 0) {
+      this.release(id);
+      return true;
+    }
+    const pool = this.opts.requestPool;
+    if (pool !== undefined && !pool.reserve(bytes)) return false;
+    this.reserved.set(id, bytes);
+    return true;
+  }
+
+  /** The pair's reservation, if it holds one, goes back to the pool. */
+  private release(id: number): void {
+    const bytes = this.reserved.get(id);
+    if (bytes === undefined) return;
+    this.reserved.delete(id);
+    this.opts.requestPool?.release(bytes);
+  }
+
+  /** Large requests being passed on natively now, and the bytes they reserve. */
+  get reservations(): { count: number; bytes: number } {
+    let bytes = 0;
+    for (const b of this.reserved.values()) bytes += b;
+    return { count: this.reserved.size, bytes };
   }
 
   /** Hands the figures gathered since the last call to the observer. */
@@ -289,6 +332,8 @@ export class NativeRelay {
     clearInterval(this.timer);
     this.flushStats();
     this.binding.dispose(this.context);
+    // Nothing is reported after dispose: what a pair still relaying reserved is let go now.
+    for (const id of [...this.reserved.keys()]) this.release(id);
   }
 
   private handedBack(
@@ -299,6 +344,7 @@ export class NativeRelay {
   ): void {
     const host = this.hosts.get(id);
     this.hosts.delete(id);
+    this.release(id);
     if (host === undefined) return;
     this.handedBackTotal++;
     const pending: NativePending[] = [];
@@ -318,6 +364,7 @@ export class NativeRelay {
   private ended(id: number, reason: number, code: string | undefined): void {
     const host = this.hosts.get(id);
     this.hosts.delete(id);
+    this.release(id);
     if (host === undefined) return;
     this.flushStats();
     const end = ENDS[reason - 1] ?? 'client error';

@@ -19,7 +19,7 @@ const frameOf = (version: number, body: ProduceResponse): Buffer =>
 describe('produceResponseHasNodeEndpoints', () => {
   it('says true exactly when the codec decodes NodeEndpoints (property, v10 and v11)', () => {
     fc.assert(
-      fc.property(fc.constantFrom(10, 11), response, (version, body) => {
+      fc.property(fc.constantFrom(10, 11, 12, 13), response, (version, body) => {
         const frame = frameOf(version, body);
         const decoded = decodeResponseFrame(frame, ApiKey.Produce, version).body;
         expect(produceResponseHasNodeEndpoints(frame, version)).toBe(decoded.nodeEndpoints.length > 0);
@@ -30,7 +30,7 @@ describe('produceResponseHasNodeEndpoints', () => {
 
   it('refuses what the codec refuses: every truncation and trailing bytes (property)', () => {
     fc.assert(
-      fc.property(fc.constantFrom(10, 11), response, fc.nat(), (version, body, cut) => {
+      fc.property(fc.constantFrom(10, 11, 12, 13), response, fc.nat(), (version, body, cut) => {
         const frame = frameOf(version, body);
         const short = frame.subarray(0, cut % frame.length);
         expect(() => decodeResponseFrame(short, ApiKey.Produce, version)).toThrow();
@@ -44,7 +44,15 @@ describe('produceResponseHasNodeEndpoints', () => {
   });
 
   it('walks only the versions whose layout it knows', () => {
-    expect([8, 9, 10, 11, 12].map(canWalkProduceResponse)).toEqual([false, false, true, true, false]);
+    expect([8, 9, 10, 11, 12, 13, 14].map(canWalkProduceResponse)).toEqual([
+      false,
+      false,
+      true,
+      true,
+      true,
+      true,
+      false,
+    ]);
     expect(() => produceResponseHasNodeEndpoints(Buffer.alloc(8), 9)).toThrow(/cannot walk Produce v9/);
   });
 });

@@ -8,17 +8,17 @@
  * partition, BigInts for three offsets and a string per topic) was 13% of the proxy's event loop in
  * the produce benchmark (bench/fetch-latency.ts). This walker reads lengths and skips values; only a
  * response that has NodeEndpoints is decoded and rewritten. Like proxy/core/fetch-stream.ts for Fetch,
- * it is written by hand from the message's JSON spec (ProduceResponse.json, v10-v11, the versions
- * the proxy offers with NodeEndpoints).
+ * it is written by hand from the message's JSON spec (ProduceResponse.json, v10-v13: v12 is v11's
+ * layout, v13 names each topic by its id instead of its name).
  */
 import { ProtocolError } from '../../protocol/errors.js';
 import { decodeResponseHeader } from '../../protocol/headers.js';
 import { ApiKey, responseHeaderVersion } from '../../protocol/messages/index.js';
 import { Reader } from '../../protocol/reader.js';
 
-/** Produce versions the walker knows (the codec's NodeEndpoints versions, up to its v11). */
+/** Produce versions the walker knows (the codec's NodeEndpoints versions, v10-v13). */
 export function canWalkProduceResponse(apiVersion: number): boolean {
-  return apiVersion >= 10 && apiVersion <= 11;
+  return apiVersion >= 10 && apiVersion <= 13;
 }
 
 function skipTaggedFields(r: Reader): void {
@@ -53,7 +53,9 @@ export function produceResponseHasNodeEndpoints(frame: Buffer, apiVersion: numbe
   decodeResponseHeader(r, responseHeaderVersion(ApiKey.Produce, apiVersion));
   const topics = r.compactArrayLength();
   for (let t = 0; t < topics; t++) {
-    skipCompactString(r); // name
+    if (apiVersion >= 13)
+      r.skip(16); // topic_id
+    else skipCompactString(r); // name
     const partitions = r.compactArrayLength();
     for (let p = 0; p < partitions; p++) {
       // index int32, error_code int16, base_offset, log_append_time_ms, log_start_offset int64

@@ -218,9 +218,9 @@ export class RequestPath implements ChunkReader, RequestReaderSink, Quiescent {
     }
     const h = peekRequestHeader(frame);
     const plan = plans.of(h.apiKey, h.apiVersion);
-    // A large request gathered from several reads is one the native path hands back (it goes
-    // through the request memory pool here): a connection that sends them stays here.
-    const native = plan.kind === 'relay' && (sized !== null || frame.length <= ALWAYS_READ_REQUEST_BYTES);
+    // Large requests too: the native path passes them on as they arrive (with a reservation in
+    // the request memory pool), so throughput-tuned producers move to it as well.
+    const native = plan.kind === 'relay';
     this.streak = native ? this.streak + 1 : 0;
     switch (plan.kind) {
       case 'api-versions-unsupported': {

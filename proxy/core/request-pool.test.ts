@@ -86,4 +86,30 @@ describe('RequestBufferPool and RequestAccount', () => {
     expect(a.update(10, 100 * LARGE, false)).toBe(false);
     expect(a.changed(10, false)).toBe(false);
   });
+
+  test('a native reservation: refused while the pool is exhausted or connections wait, released later', async () => {
+    const admitted: string[] = [];
+    const pool = new RequestBufferPool(2 * LARGE);
+    expect(pool.reserve(LARGE)).toBe(true);
+    expect(pool.charged).toBe(LARGE);
+    expect(pool.held).toBe(0);
+    // Below the limit: admitted, and it may pass the limit by one request, as an account's.
+    expect(pool.reserve(5 * LARGE)).toBe(true);
+    expect(pool.reserve(10)).toBe(false);
+    const muted = account(pool, 'muted', admitted);
+    expect(muted.update(10, LARGE, false)).toBe(true);
+    pool.release(5 * LARGE);
+    expect(pool.charged).toBe(LARGE);
+    // A connection waits: a reservation does not pass it.
+    expect(pool.reserve(10)).toBe(false);
+    // Admitted on the next turn: release is called by the addon in the middle of a read.
+    expect(admitted).toEqual([]);
+    await new Promise((r) => setImmediate(r));
+    expect(admitted).toEqual(['muted']);
+    expect(pool.charged).toBe(2 * LARGE);
+    pool.release(LARGE);
+    muted.update(0, 0, true);
+    expect(pool.charged).toBe(0);
+    expect(pool.reserve(10)).toBe(true);
+  });
 });

@@ -38,12 +38,37 @@ export class RequestBufferPool {
   change(heldDelta: number, chargedDelta: number): void {
     this.held += heldDelta;
     this.charged += chargedDelta;
-    if (chargedDelta < 0) {
-      for (const account of this.queue) {
-        if (this.charged >= this.limit) break;
-        this.queue.delete(account);
-        account.admit();
-      }
+    if (chargedDelta < 0) this.admitQueued();
+  }
+
+  /**
+   * The native relay (native-relay.ts) asks to pass on a large request as its bytes arrive: it
+   * holds none of them, but the broker reserves the declared size as soon as it reads the size,
+   * so the request is charged that size until its last byte is passed on (`release`). Refused
+   * while the pool is exhausted or connections wait for it (they came first): the request then
+   * goes through a connection's account, which mutes it.
+   */
+  reserve(size: number): boolean {
+    if (this.charged >= this.limit || this.queue.size > 0) return false;
+    this.charged += size;
+    return true;
+  }
+
+  /**
+   * A reservation of the native relay ends. Muted connections are admitted on the next turn of
+   * the event loop: the addon calls this in the middle of a read, where nothing may resume a
+   * socket or attach a pair (native/relay-report.c, the rule above call_js).
+   */
+  release(size: number): void {
+    this.charged -= size;
+    if (this.queue.size > 0) setImmediate(() => this.admitQueued());
+  }
+
+  private admitQueued(): void {
+    for (const account of this.queue) {
+      if (this.charged >= this.limit) break;
+      this.queue.delete(account);
+      account.admit();
     }
   }
 

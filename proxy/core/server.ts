@@ -184,7 +184,13 @@ export class KafkaProxy {
     this.nativeRelay =
       binding === null
         ? null
-        : new NativeRelay(binding, { plans, maxFrameSize, maxInFlight, observer: this.observer });
+        : new NativeRelay(binding, {
+            plans,
+            maxFrameSize,
+            maxInFlight,
+            observer: this.observer,
+            requestPool: this.requestBuffers,
+          });
     this.policy = {
       log: this.log,
       maxFrameSize,

@@ -123,6 +123,7 @@ export async function connectionBed(
       maxFrameSize: full.maxFrameSize,
       maxInFlight: full.maxInFlight,
       observer: full.observer,
+      ...(full.requestBuffers ? { requestPool: full.requestBuffers } : {}),
     });
     full.nativeAfterRequests ??= 1;
   }

@@ -3,15 +3,15 @@
 // here when missing or older than its sources, so a test always runs the source it sits beside.
 // KOP_RELAY_ADDON names another build to load instead (the sanitizer build, scripts/native-asan.mjs).
 import { execFileSync } from 'node:child_process';
-import { existsSync, statSync } from 'node:fs';
+import { existsSync, readdirSync, statSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { RelayBinding } from '../../proxy/core/native-relay.js';
 
-/** The addon with its test-only functions: the Produce walks of native/relay.c. */
+/** The addon with its test-only functions: the Produce walks of native/frames.h. */
 export interface RelayTestingBinding extends RelayBinding {
-  produceAnswerUnchanged(payload: Buffer): boolean;
+  produceAnswerUnchanged(payload: Buffer, apiVersion: number): boolean;
   produceAcks(payload: Buffer, apiVersion: number, flexible: boolean): number;
   /** The context's next handback fails as a Node-API call would (it ends the pair instead). */
   failNextHandback(context: object): void;
@@ -28,7 +28,10 @@ export function loadTestingRelay(): RelayTestingBinding {
   const chosen = process.env['KOP_RELAY_ADDON'];
   const file = testingRelayFile();
   if (chosen === undefined) {
-    const sources = ['relay.c', 'frames.h'].map((f) => path.join(repo, 'proxy/core/native', f));
+    const dir = path.join(repo, 'proxy/core/native');
+    const sources = readdirSync(dir)
+      .filter((f) => /\.[ch]$/.test(f) && f !== 'fuzz.c')
+      .map((f) => path.join(dir, f));
     const newest = Math.max(...sources.map((f) => statSync(f).mtimeMs));
     if (!existsSync(file) || statSync(file).mtimeMs < newest) {
       execFileSync(

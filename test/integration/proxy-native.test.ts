@@ -9,7 +9,7 @@ import type { JavaClient } from '../bed/clients/java.js';
 import { kafkajsClient } from '../bed/clients/kafkajs.js';
 import { kcatClient } from '../bed/clients/kcat.js';
 import { pythonClient } from '../bed/clients/python.js';
-import { commitStopResume, produceAndConsume } from '../bed/clients/scenarios.js';
+import { commitStopResume, expectExactlyPaddedRecords, produceAndConsume } from '../bed/clients/scenarios.js';
 import type { BedClient } from '../bed/clients/types.js';
 import { producerPerformance, consumerPerformance } from '../bed/clients/kafka-tools.js';
 import { createTopics } from '../bed/clients/kafkajs.js';
@@ -90,6 +90,38 @@ describe('the native relay with real clients', { timeout: 180_000 }, () => {
           expect(after).toEqual({ toNative: 0, toJavaScript: 0 });
         }
       }
+    },
+  );
+
+  // Throughput-tuned producers send Produce requests of several 256 KiB batches, which span many
+  // socket reads: the native path passes them on as they arrive (with a reservation in the
+  // request memory pool) instead of handing such connections back to JavaScript.
+  test.each([
+    [1024, 12_000],
+    [10_240, 1_200],
+  ])(
+    'a Java producer with batch.size=262144 and %i-byte records: every record intact, on the native path',
+    async (valueBytes, count) => {
+      const { proxy } = proxies.get('on')!;
+      const target = { bootstrap: proxy.bootstrap };
+      const topic = uniqueName('native-batches');
+      await createTopics({ bootstrap: kafka }, [{ topic, partitions: 3 }]);
+      const before = await moves('on');
+      const produced = await java.produce(target, { topic, count, batchSize: 262_144, valueBytes });
+      expect(produced.count).toBe(count);
+      const after = await moves('on');
+      console.log(
+        `[native] batch.size=262144, ${valueBytes}-byte records: ${after.toNative - before.toNative} moves to the native path, ${after.toJavaScript - before.toJavaScript} back`,
+      );
+      expect(after.toNative - before.toNative).toBeGreaterThan(0);
+      const consumed = await java.consume(target, {
+        topic,
+        group: `${topic}-group`,
+        max: count,
+        timeoutMs: 90_000,
+      });
+      expect(consumed.timedOut, `${consumed.records.length} of ${count} records`).toBe(false);
+      expectExactlyPaddedRecords(consumed.records, 0, count, valueBytes);
     },
   );
 

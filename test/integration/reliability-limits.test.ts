@@ -2,6 +2,8 @@
 // descriptors are its own) in front of the bed's broker:
 // - many connections that send half of a large request and stall: the proxy's memory stays within
 //   --max-buffered-request-bytes, others are served meanwhile, everything is released afterwards;
+// - Java producers with 256 KiB batches through the native relay, the pool far smaller than their
+//   requests together: every record arrives intact, and the pool is empty afterwards;
 // - a connection storm with garbage, beyond --max-connections;
 // - file-descriptor exhaustion (RLIMIT_NOFILE 256, 257): accept failures neither crash the proxy nor keep
 //   it from serving once descriptors are free again.
@@ -11,8 +13,9 @@ import { readFileSync, readdirSync } from 'node:fs';
 import { beforeAll, describe, expect, inject, test } from 'vitest';
 import { decodeResponseFrame } from '../../protocol/frames.js';
 import { ApiKey } from '../../protocol/messages/index.js';
+import { javaClient } from '../bed/clients/java.js';
 import { createTopics } from '../bed/clients/kafkajs.js';
-import { uniqueName } from '../bed/clients/scenarios.js';
+import { expectExactlyPaddedRecords, uniqueName } from '../bed/clients/scenarios.js';
 import { ensureBuilt } from '../harness/proxy.js';
 import { RawClient, apiVersionsRequest, produceRequest } from '../harness/raw-client.js';
 import { commitOnce, fetchOnce, rssOf, sleep } from '../reliability/commit-checker.js';
@@ -179,6 +182,55 @@ describe('half-sent large requests', () => {
       await proxy.stop('SIGKILL');
     }
   });
+});
+
+describe('large batches through the native relay with a small request memory pool', () => {
+  test('Java producers with batch.size=262144: every record intact, the pool empty afterwards', async () => {
+    const java = await javaClient(inject('kafkaClasspath'));
+    const topic = uniqueName('limits-batches');
+    await createTopics({ bootstrap: brokerBootstrap }, [{ topic, partitions: 3 }]);
+    // 1 MiB: two producers' requests of up to three 256 KiB batches each do not fit together, so
+    // the native relay is refused reservations and hands requests back to be muted, and back again.
+    const { proxy, http } = await cli([
+      '--max-buffered-request-bytes',
+      String(MiB),
+      '--native-relay',
+      'on',
+      '--native-relay-after',
+      '1',
+    ]);
+    try {
+      const target = { bootstrap: proxy.bootstrap };
+      const each = 6_000;
+      const valueBytes = 1024;
+      const produced = await Promise.all(
+        [0, 1].map((n) =>
+          java.produce(target, { topic, count: each, start: n * each, batchSize: 262_144, valueBytes }),
+        ),
+      );
+      expect(produced.map((p) => p.count)).toEqual([each, each]);
+      const moved = await scrape(http, 'kop_native_relay_handovers_total', 'to="native"');
+      console.log(
+        `[limits] 2 Java producers, batch.size=262144, 1 MiB pool: ${moved} moves to the native path`,
+      );
+      expect(moved).toBeGreaterThan(0);
+      // Nothing held nor muted once the producers are done (a refused reservation mutes a connection).
+      let held = -1;
+      const deadline = Date.now() + 20_000;
+      while ((held = (await scrape(http, 'kop_request_buffer_bytes'))!) !== 0 && Date.now() < deadline)
+        await sleep(100);
+      expect(held).toBe(0);
+      expect(await scrape(http, 'kop_request_buffer_muted_connections')).toBe(0);
+      const consumed = await java.consume(
+        { bootstrap: brokerBootstrap },
+        { topic, group: `${topic}-group`, max: 2 * each, timeoutMs: 90_000 },
+      );
+      expect(consumed.timedOut, `${consumed.records.length} of ${2 * each} records`).toBe(false);
+      expectExactlyPaddedRecords(consumed.records, 0, 2 * each, valueBytes);
+    } finally {
+      await proxy.stop('SIGKILL');
+    }
+  }, 240_000);
 });
 
 describe('a connection storm with garbage', () => {

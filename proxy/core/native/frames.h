@@ -35,10 +35,10 @@ typedef struct pending {
   double started_ms;
 } pending_t;
 
-static int32_t be32(const uint8_t *p) {
+static inline int32_t be32(const uint8_t *p) {
   return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3]);
 }
-static int16_t be16(const uint8_t *p) { return (int16_t)(((uint16_t)p[0] << 8) | p[1]); }
+static inline int16_t be16(const uint8_t *p) { return (int16_t)(((uint16_t)p[0] << 8) | p[1]); }
 
 /* ---- byte parsing with bounds (every length checked against the bytes there are) ----------- */
 
@@ -49,7 +49,7 @@ typedef struct {
   int bad;    /* malformed whatever follows */
 } cursor_t;
 
-static int need(cursor_t *c, size_t n) {
+static inline int need(cursor_t *c, size_t n) {
   if (c->short_ || c->bad) return 0;
   if (c->len - c->off < n) {
     c->short_ = 1;
@@ -57,7 +57,7 @@ static int need(cursor_t *c, size_t n) {
   }
   return 1;
 }
-static void skip(cursor_t *c, uint64_t n) {
+static inline void skip(cursor_t *c, uint64_t n) {
   if (c->short_ || c->bad) return;
   if (n > c->len - c->off) {
     c->short_ = 1;
@@ -65,13 +65,13 @@ static void skip(cursor_t *c, uint64_t n) {
   }
   c->off += (size_t)n;
 }
-static int16_t read16(cursor_t *c) {
+static inline int16_t read16(cursor_t *c) {
   if (!need(c, 2)) return 0;
   int16_t v = be16(c->p + c->off);
   c->off += 2;
   return v;
 }
-static uint64_t uvarint(cursor_t *c) {
+static inline uint64_t uvarint(cursor_t *c) {
   uint64_t v = 0;
   for (int shift = 0; shift <= 28; shift += 7) {
     if (!need(c, 1)) return 0;
@@ -82,14 +82,14 @@ static uint64_t uvarint(cursor_t *c) {
   c->bad = 1; /* longer than an int32's varint */
   return 0;
 }
-static void skip_tagged_fields(cursor_t *c) {
+static inline void skip_tagged_fields(cursor_t *c) {
   uint64_t n = uvarint(c);
   for (uint64_t i = 0; i < n && !c->short_ && !c->bad; i++) {
     uvarint(c);
     skip(c, uvarint(c));
   }
 }
-static void skip_compact_string(cursor_t *c) {
+static inline void skip_compact_string(cursor_t *c) {
   uint64_t n = uvarint(c);
   if (n > 0) skip(c, n - 1);
 }
@@ -101,7 +101,7 @@ static void skip_compact_string(cursor_t *c) {
  * for those: JavaScript gets it (classify_request), which is safe.
  * Produce v3+ has a transactional id before acks; v9+ is flexible (compact strings, tagged header).
  */
-static int produce_acks(const uint8_t *payload, size_t len, int16_t version, int flexible) {
+static inline int produce_acks(const uint8_t *payload, size_t len, int16_t version, int flexible) {
   if (len < 8) return -2; /* the header's api key, version and correlation id, first */
   cursor_t c = {payload, len, 8, 0, 0};
   int16_t id_len = read16(&c); /* client id: int16-length nullable string in every header */
@@ -124,19 +124,20 @@ static int produce_acks(const uint8_t *payload, size_t len, int16_t version, int
 }
 
 /*
- * Whether a Produce v10+ answer (payload after the size prefix) may go to the client as written:
+ * Whether a Produce v10-13 answer (payload after the size prefix) may go to the client as written:
  * 1 when it has no NodeEndpoints (tag 0 of the top-level tagged fields), 0 when it has them or
  * its bytes are not what the walk expects (JavaScript then decodes it, and refuses it if need be).
- * The same walk as proxy/core/produce-endpoints.ts.
+ * The same walk as proxy/core/produce-endpoints.ts; v13 names a topic by its 16-byte id (KIP-516).
  */
-static int produce_answer_unchanged(const uint8_t *payload, size_t len) {
+static inline int produce_answer_unchanged(const uint8_t *payload, size_t len, int16_t version) {
   cursor_t c = {payload, len, 4, 0, 0}; /* correlation id */
   if (len < 4) return 0;
   skip_tagged_fields(&c); /* response header v1 */
   uint64_t topics = uvarint(&c);
   if (topics > 0) topics--;
   for (uint64_t t = 0; t < topics && !c.short_ && !c.bad; t++) {
-    skip_compact_string(&c);
+    if (version >= 13) skip(&c, 16);
+    else skip_compact_string(&c);
     uint64_t partitions = uvarint(&c);
     if (partitions > 0) partitions--;
     for (uint64_t i = 0; i < partitions && !c.short_ && !c.bad; i++) {
@@ -172,7 +173,7 @@ enum { HEAD_MORE = -1, HEAD_JS = -2 };
  * `*e` its pending entry (plan 0 when it gets no answer; started_ms not set). `plans` is the
  * plan table (MAX_API * MAX_VERSION bytes), frames over `max_frame_size` are JavaScript's.
  */
-static int64_t classify_request(const uint8_t *plans, int32_t max_frame_size, const uint8_t *h, size_t len, pending_t *e) {
+static inline int64_t classify_request(const uint8_t *plans, int32_t max_frame_size, const uint8_t *h, size_t len, pending_t *e) {
   if (len < 4) return HEAD_MORE;
   int32_t size = be32(h);
   if (size < 8 || size > max_frame_size) return HEAD_JS;

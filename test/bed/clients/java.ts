@@ -198,6 +198,10 @@ export interface JavaProduceOptions extends ProduceOptions {
   transactionalId?: string;
   /** With transactionalId: abort the transaction instead of committing it. */
   abort?: boolean;
+  /** The producer's batch.size (default Kafka's, 16384). */
+  batchSize?: number;
+  /** Values padded to this many characters (paddedRecordValue) instead of recordValue. */
+  valueBytes?: number;
 }
 
 export interface JavaProduceResult extends ProduceResult {
@@ -374,6 +378,8 @@ export async function javaClient(
       ];
       if (p.transactionalId) args.push('--transactional-id', p.transactionalId);
       if (p.abort) args.push('--abort');
+      if (p.batchSize !== undefined) args.push('--batch-size', String(p.batchSize));
+      if (p.valueBytes !== undefined) args.push('--value-bytes', String(p.valueBytes));
       const line = single(await run(target, args), 'produced', 'produce');
       const perPartition = line['partitions'] as JavaProduceResult['perPartition'];
       return { count: Number(line['count']), partitions: perPartition.map((x) => x.partition), perPartition };

@@ -354,6 +354,8 @@ export async function producerPerformance(
     recordSize?: number;
     throughput?: number;
     acks?: 'all' | '1' | '0';
+    /** More producer properties, `key=value` (e.g. `batch.size=262144`). */
+    props?: string[];
     /** How long the tool may run (default 90 s). */
     timeoutMs?: number;
   },
@@ -371,7 +373,7 @@ export async function producerPerformance(
         '--throughput',
         String(opts.throughput ?? -1),
       );
-      const props = [`acks=${opts.acks ?? 'all'}`];
+      const props = [`acks=${opts.acks ?? 'all'}`, ...(opts.props ?? [])];
       if (modern) args.push('--bootstrap-server', target.bootstrap, '--command-property', ...props);
       else args.push('--producer-props', `bootstrap.servers=${target.bootstrap}`, ...props);
       if (config) args.push(modern ? '--command-config' : '--producer.config', config);

@@ -9,6 +9,7 @@ import { expect } from 'vitest';
 
 import { createTopics } from './kafkajs.js';
 import {
+  paddedRecordValue,
   recordKey,
   recordValue,
   type BedClient,
@@ -53,6 +54,34 @@ export function expectExactlyRecords(records: ConsumedRecord[], from: number, to
     expect(r.offset, `offsets of partition ${r.partition} go backwards`).toBeGreaterThan(previous);
     lastOffset.set(r.partition, r.offset);
   }
+}
+
+/**
+ * The records are exactly records `from` .. `to - 1` written with values padded to `bytes`
+ * characters (paddedRecordValue: the Java driver's --value-bytes), each once and byte for byte.
+ */
+export function expectExactlyPaddedRecords(
+  records: ConsumedRecord[],
+  from: number,
+  to: number,
+  bytes: number,
+): void {
+  const seen = new Set<number>();
+  const wrong: string[] = [];
+  for (const r of records) {
+    const value = r.value ?? '';
+    const i = Number(value.slice('value-'.length, value.indexOf('|')));
+    if (!Number.isInteger(i) || value !== paddedRecordValue(i, bytes) || r.key !== recordKey(i)) {
+      wrong.push(`${r.partition}@${r.offset}: key ${r.key}, ${value.length} characters`);
+    } else if (seen.has(i)) {
+      wrong.push(`record ${i} again at ${r.partition}@${r.offset}`);
+    }
+    seen.add(i);
+  }
+  expect(wrong.slice(0, 10), `${wrong.length} records not as written`).toEqual([]);
+  const missing = Array.from({ length: to - from }, (_, n) => from + n).filter((i) => !seen.has(i));
+  expect(missing.slice(0, 20), `${missing.length} records missing`).toEqual([]);
+  expect(records.length).toBe(to - from);
 }
 
 /**

@@ -70,6 +70,11 @@ export interface BedClient {
 // Record i of every produce helper has this key and value, whichever client wrote it.
 export const recordKey = (i: number): string => `key-${i}`;
 export const recordValue = (i: number): string => `value-${i}`;
+/** Record i's value padded to `bytes` characters, as the Java driver's --value-bytes writes it. */
+export const paddedRecordValue = (i: number, bytes: number): string => {
+  const head = `value-${i}|`;
+  return head + String.fromCharCode(97 + (i % 26)).repeat(Math.max(0, bytes - head.length));
+};
 
 export const DEFAULT_CONSUME_TIMEOUT_MS = 30_000;
 

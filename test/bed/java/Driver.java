@@ -43,6 +43,7 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *
  * Usage:
  *   produce  --bootstrap B --topic T --count N [--start S] [--transactional-id ID] [--abort]
+ *            [--batch-size BYTES] [--value-bytes N] (value "value-i|" padded to N characters)
  *   consume  --bootstrap B --topic T --group G --max N [--commit sync|async|auto]
  *            [--protocol classic|consumer] [--timeout-ms MS] [--isolation read_committed]
  *            [--until-stop [--commit-interval-ms MS] [--commit-timeout-ms MS]]
@@ -107,13 +108,24 @@ public final class Driver {
 
   // ---------------------------------------------------------------- produce
 
+  /** Record i's value of `bytes` characters: "value-i|" then one letter repeated (types.ts paddedRecordValue). */
+  static String paddedValue(int i, int bytes) {
+    StringBuilder b = new StringBuilder(bytes).append("value-").append(i).append('|');
+    char fill = (char) ('a' + i % 26);
+    while (b.length() < bytes) b.append(fill);
+    return b.toString();
+  }
+
   static void produce(Args args) throws Exception {
     String topic = args.required("topic");
     int count = args.intValue("count", 1);
     int start = args.intValue("start", 0);
     String txId = args.optional("transactional-id");
     boolean abort = args.flag("abort");
+    int batchSize = args.intValue("batch-size", 0);
+    int valueBytes = args.intValue("value-bytes", 0);
     Properties props = common(args);
+    if (batchSize > 0) props.put(ProducerConfig.BATCH_SIZE_CONFIG, String.valueOf(batchSize));
     props.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
     props.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
     props.put(ProducerConfig.ACKS_CONFIG, "all");
@@ -130,7 +142,8 @@ public final class Driver {
       }
       List<java.util.concurrent.Future<RecordMetadata>> sends = new ArrayList<>(count);
       for (int i = start; i < start + count; i++) {
-        sends.add(producer.send(new ProducerRecord<>(topic, "key-" + i, "value-" + i)));
+        String value = valueBytes > 0 ? paddedValue(i, valueBytes) : "value-" + i;
+        sends.add(producer.send(new ProducerRecord<>(topic, "key-" + i, value)));
       }
       producer.flush();
       for (var send : sends) {
