@@ -91,14 +91,23 @@ export function unexplainedUnready(
   let seconds = 0;
   const examples: string[] = [];
   for (const u of intervals) {
-    if (u.fromS < 0 || u.fromS > untilS) continue;
-    // Walk the interval through the covered spans; what is left over is unexplained.
-    let at = u.fromS;
+    if (u.toS < 0 || u.fromS > untilS) continue;
+    const from = Math.max(0, u.fromS);
     const to = Math.min(u.toS, untilS);
-    for (const [a, b] of covered) if (a <= at && b > at) at = Math.min(to, b);
-    if (to - at > 0.5) {
-      seconds += to - at;
-      examples.push(`${at.toFixed(1)}-${to.toFixed(1)} s: ${u.reason}`);
+    // The parts of [from, to] no covered span reaches: what no fault explains.
+    let at = from;
+    let left = 0;
+    for (const [a, b] of covered) {
+      if (b <= at) continue;
+      if (a >= to) break;
+      if (a > at) left += a - at;
+      at = Math.max(at, b);
+      if (at >= to) break;
+    }
+    if (at < to) left += to - at;
+    if (left > 0.5) {
+      seconds += left;
+      examples.push(`${from.toFixed(1)}-${to.toFixed(1)} s (${left.toFixed(1)} s outside): ${u.reason}`);
     }
   }
   return { seconds, examples };

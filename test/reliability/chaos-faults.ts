@@ -21,7 +21,7 @@ export interface FaultRecord extends ScheduledFault {
 
 export interface FaultEnv {
   proxies: ChaosProxy[];
-  kafka: KafkaCluster;
+  kafka: Pick<KafkaCluster, 'brokers' | 'startBroker'>;
   store: ChaosStore;
   /** Seconds since the start of the measured run. */
   clock(): number;

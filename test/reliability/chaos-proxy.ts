@@ -154,7 +154,7 @@ export class ChaosProxy {
         let reason: string | null = null;
         try {
           const res = await fetch(`http://127.0.0.1:${this.httpPort}/readyz`, {
-            signal: AbortSignal.timeout(2000),
+            signal: AbortSignal.timeout(5000),
           });
           if (res.status !== 200) reason = `503 ${(await res.text()).slice(0, 120).replace(/\s+/g, ' ')}`;
         } catch {
@@ -192,7 +192,7 @@ export class ChaosProxy {
 
   /** VmRSS at the first and last sample of the run, and the largest, with the incarnation of the last. */
   rssSummary(): { startMb: number; endMb: number; maxMb: number; endIncarnation: number } {
-    const run = this.rss.filter((r) => r.atS >= 0);
+    const run = this.rss.filter((r) => r.atS >= 0 && Number.isFinite(r.mb));
     return {
       startMb: run[0]?.mb ?? NaN,
       endMb: run.at(-1)?.mb ?? NaN,

@@ -27,7 +27,7 @@ import { randomBytes } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
 import { createTopics } from '../bed/clients/kafkajs.js';
-import { startKafka } from '../bed/kafka.js';
+import { kafkaClasspath, startKafka } from '../bed/kafka.js';
 import type { KafkaCluster } from '../bed/kafka.js';
 import { ensureBuilt } from '../harness/proxy.js';
 import { splitHostPort } from '../harness/raw-client.js';
@@ -67,6 +67,11 @@ export interface ChaosOptions {
    * back again: the checker must report them (negativeControlLost in the result).
    */
   negativeControl?: boolean;
+  /**
+   * An existing broker to use instead of starting one (npm test's bed broker): it must not be
+   * killed, so broker-kill is left out.
+   */
+  bootstrap?: string;
   log: (line: string) => void;
 }
 
@@ -107,9 +112,17 @@ export async function chaosRun(partial: Partial<ChaosOptions>): Promise<ChaosRes
   let fresh: ChaosProxy | undefined;
   try {
     await ensureBuilt();
-    kafka = await startKafka();
+    const cluster: Pick<KafkaCluster, 'bootstrap' | 'classpath' | 'brokers' | 'startBroker'> =
+      o.bootstrap !== undefined
+        ? {
+            bootstrap: o.bootstrap,
+            classpath: await kafkaClasspath(),
+            brokers: [],
+            startBroker: () => Promise.reject(new Error('not our broker')),
+          }
+        : (kafka = await startKafka());
     store = await startChaosStore(o.store);
-    const exclude = [...o.exclude];
+    const exclude = [...o.exclude, ...(o.bootstrap !== undefined ? (['broker-kill'] as const) : [])];
     if (o.store === 'embedded' && store.fillDisk === undefined) exclude.push('disk-full');
     const proxyCount = o.store === 'embedded' ? 1 : 2;
     const schedule = faultSchedule({
@@ -127,11 +140,11 @@ export async function chaosRun(partial: Partial<ChaosOptions>): Promise<ChaosRes
     o.log(
       `seed ${o.seed}: ${schedule.length} faults: ${schedule.map((f) => `${f.atS}s ${f.kind}/${f.durationS}s`).join(', ')}`,
     );
-    await createTopics({ bootstrap: kafka.bootstrap }, [
+    await createTopics({ bootstrap: cluster.bootstrap }, [
       { topic: loadTopic, partitions: P },
       { topic: consumerTopic, partitions: CONSUMER_PARTITIONS },
     ]);
-    const proxyArgs = ['--bootstrap-server', kafka.bootstrap, ...store.proxyArgs];
+    const proxyArgs = ['--bootstrap-server', cluster.bootstrap, ...store.proxyArgs];
     for (let i = 0; i < proxyCount; i++)
       proxies.push(await ChaosProxy.start(`proxy-${'AB'[i]}`, proxyArgs, clock));
     for (const p of proxies) p.startPolling();
@@ -161,12 +174,19 @@ export async function chaosRun(partial: Partial<ChaosOptions>): Promise<ChaosRes
         ['java-classic', proxies[0]!.bootstrap],
         ['java-consumer', proxies[proxyCount - 1]!.bootstrap],
         ['librdkafka', proxies[0]!.bootstrap],
-        ['direct-classic', kafka.bootstrap],
+        ['direct-classic', cluster.bootstrap],
       ];
       for (const [kind, bootstrap] of kinds)
-        groups.push(new ChaosGroup(kind, consumerTopic, `${runId}-${kind}`, bootstrap, kafka.classpath));
+        groups.push(new ChaosGroup(kind, consumerTopic, `${runId}-${kind}`, bootstrap, cluster.classpath));
       for (const g of groups) g.start();
-      producer = runProducer(kafka.classpath, kafka.bootstrap, consumerTopic, o.records, o.seconds, produced);
+      producer = runProducer(
+        cluster.classpath,
+        cluster.bootstrap,
+        consumerTopic,
+        o.records,
+        o.seconds,
+        produced,
+      );
     }
 
     // ---- the measured run: the load loop, the faults, a sample a second ----
@@ -193,7 +213,7 @@ export async function chaosRun(partial: Partial<ChaosOptions>): Promise<ChaosRes
           const f = schedule[next++]!;
           o.log(`${t.toFixed(1)} s: fault ${f.id} ${f.kind} (target ${f.target}) for ${f.durationS} s`);
           faultTasks.push(
-            runFault(f, { proxies, kafka: kafka!, store: store!, clock: runClock }).then((r) => {
+            runFault(f, { proxies, kafka: cluster, store: store!, clock: runClock }).then((r) => {
               o.log(`${runClock().toFixed(1)} s: fault ${r.id} ${r.kind} over: ${r.note}`);
               return r;
             }),
