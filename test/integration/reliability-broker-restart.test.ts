@@ -4,7 +4,6 @@
 // misbehaved on broker restarts in an earlier attempt): only consuming and committing run through
 // it. At the end every acknowledged commit is in the store (or superseded), the group finished and
 // its committed offsets are at the end of every partition.
-import { execFileSync } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { openStore } from '../../backends/open-store.js';
 import { createTopics } from '../bed/clients/kafkajs.js';
@@ -12,20 +11,10 @@ import { uniqueName } from '../bed/clients/scenarios.js';
 import { startKafka } from '../bed/kafka.js';
 import type { KafkaCluster } from '../bed/kafka.js';
 import { startOffsetProxy } from '../harness/offset-proxy.js';
+import { pidOnPort } from '../reliability/chaos-faults.js';
 import { CommitChecker, sleep } from '../reliability/commit-checker.js';
 import { expectGroupCommitted, fill, storeReader, until } from '../reliability/fault-helpers.js';
 import { runGroup } from '../reliability/group-consumers.js';
-
-/** The pid listening on a local TCP port (via `ss`), or undefined. */
-function pidOnPort(port: number): number | undefined {
-  try {
-    const out = execFileSync('ss', ['-ltnpH', `sport = :${port}`], { encoding: 'utf8' });
-    const m = /pid=(\d+)/.exec(out);
-    return m ? Number(m[1]) : undefined;
-  } catch {
-    return undefined;
-  }
-}
 
 describe('a broker of a 3-broker cluster killed and restarted', () => {
   let cluster: KafkaCluster;

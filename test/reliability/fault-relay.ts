@@ -35,8 +35,13 @@ export class FaultRelay {
   private constructor(
     private readonly server: net.Server,
     readonly port: number,
-    private readonly target: { host: string; port: number },
+    private target: { host: string; port: number },
   ) {}
+
+  /** New connections go to `target` from now on (a failover's address switch; drop() the old ones). */
+  retarget(target: { host: string; port: number }): void {
+    this.target = target;
+  }
 
   static async start(target: { host: string; port: number }): Promise<FaultRelay> {
     const server = net.createServer();

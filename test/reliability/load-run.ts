@@ -395,7 +395,7 @@ class InFlight {
   }
 }
 
-interface Shared {
+export interface Shared {
   opts: LoadRunOptions;
   topic: string;
   host: string;
@@ -408,7 +408,7 @@ interface Shared {
   allLatencies: number[];
 }
 
-function fail(s: Shared, cause: string, n = 1): void {
+export function fail(s: Shared, cause: string, n = 1): void {
   if (n <= 0) return;
   s.totals.failed += n;
   s.interval.failed += n;
@@ -431,7 +431,7 @@ function offsetProblem(
   return null;
 }
 
-class LoadConnection {
+export class LoadConnection {
   private socket: net.Socket | null = null;
   private splitter = new FrameSplitter({ maxFrameSize: 16 * MB });
   private readonly inflight = new InFlight();
@@ -595,7 +595,11 @@ class LoadConnection {
     this.close();
     if (this.s.running) {
       this.s.totals.connectionsReopened++;
-      setTimeout(() => void this.connect().catch(() => undefined), 200);
+      // Until it connects: a proxy restarted by a chaos run is away for seconds.
+      const retry = (): void => {
+        if (this.s.running && this.socket === null) this.connect().catch(() => setTimeout(retry, 500));
+      };
+      setTimeout(retry, 200);
     }
   }
 
@@ -731,7 +735,7 @@ class LoadConnection {
 
 // ---- the run -------------------------------------------------------------------------------------
 
-function percentile(sorted: ArrayLike<number>, f: number): number {
+export function percentile(sorted: ArrayLike<number>, f: number): number {
   if (sorted.length === 0) return NaN;
   return sorted[Math.min(sorted.length - 1, Math.floor(f * sorted.length))]!;
 }
@@ -775,22 +779,10 @@ async function readerFor(
   };
 }
 
-export async function runLoad(partial: Partial<LoadRunOptions> = {}): Promise<LoadRunResult> {
-  const opts: LoadRunOptions = { ...defaultLoadRunOptions, ...partial };
-  const log = opts.log ?? (() => undefined);
-  const N = opts.connections;
+/** The generator's state shared by its connections to one proxy (host and port set by the caller). */
+export function newShared(opts: LoadRunOptions, topic: string): Shared {
   const P = opts.partitionsPerCommit;
-  const reqRate = opts.rate / P;
-  const runId = `load-${Date.now().toString(36)}-${randomBytes(3).toString('hex')}`;
-  const topic = runId;
-  const dataDir = mkdtempSync(path.join(os.tmpdir(), 'kop-load-'));
-  const loadStart = os.loadavg();
-
-  let kafka: KafkaCluster | undefined;
-  let redis: RedisServer | undefined;
-  let proxy: ProxyProcess | undefined;
-  const conns: LoadConnection[] = [];
-  const shared: Shared = {
+  return {
     opts,
     topic,
     host: '',
@@ -823,6 +815,24 @@ export async function runLoad(partial: Partial<LoadRunOptions> = {}): Promise<Lo
     interval: { sent: 0, answered: 0, failed: 0, partitions: 0, latencies: [] },
     allLatencies: [],
   };
+}
+
+export async function runLoad(partial: Partial<LoadRunOptions> = {}): Promise<LoadRunResult> {
+  const opts: LoadRunOptions = { ...defaultLoadRunOptions, ...partial };
+  const log = opts.log ?? (() => undefined);
+  const N = opts.connections;
+  const P = opts.partitionsPerCommit;
+  const reqRate = opts.rate / P;
+  const runId = `load-${Date.now().toString(36)}-${randomBytes(3).toString('hex')}`;
+  const topic = runId;
+  const dataDir = mkdtempSync(path.join(os.tmpdir(), 'kop-load-'));
+  const loadStart = os.loadavg();
+
+  let kafka: KafkaCluster | undefined;
+  let redis: RedisServer | undefined;
+  let proxy: ProxyProcess | undefined;
+  const conns: LoadConnection[] = [];
+  const shared = newShared(opts, topic);
   try {
     const bootstrap = opts.bootstrap ?? (kafka = await startKafka()).bootstrap;
     if (opts.store === 'redis') redis = await startRedis({ appendfsync: 'always' });

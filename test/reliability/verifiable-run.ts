@@ -90,6 +90,22 @@ interface ConsumedRange {
   maxOffset: number;
 }
 
+/**
+ * A JSON event of Kafka's verifiable clients, or null for any other line; the tool's log goes to
+ * stdout too, and a line of it that names an error is passed to `onErrorLine`.
+ */
+export function toolEvent(line: string, onErrorLine: (line: string) => void): Record<string, unknown> | null {
+  if (!line.startsWith('{')) {
+    if (/Exception|Error/.test(line)) onErrorLine(line);
+    return null;
+  }
+  try {
+    return JSON.parse(line) as Record<string, unknown>;
+  } catch {
+    return null;
+  }
+}
+
 /** One consumer process and what it reported. */
 class Consumer {
   readonly child: ChildProcess;
@@ -118,17 +134,8 @@ class Consumer {
   }
 
   private event(line: string): void {
-    if (!line.startsWith('{')) {
-      // The tool's log (an error it shut down on) goes to stdout too.
-      if (/Exception|Error/.test(line)) this.stderr = (this.stderr + line + '\n').slice(-4000);
-      return;
-    }
-    let e: Record<string, unknown>;
-    try {
-      e = JSON.parse(line) as Record<string, unknown>;
-    } catch {
-      return;
-    }
+    const e = toolEvent(line, (log) => (this.stderr = (this.stderr + log + '\n').slice(-4000)));
+    if (e === null) return;
     if (e['name'] === 'records_consumed') {
       for (const p of e['partitions'] as { partition: number; minOffset: number; maxOffset: number }[]) {
         this.onRange(p);
@@ -163,14 +170,15 @@ class Consumer {
   }
 }
 
-/** The VerifiableProducer, to the broker itself: `records` records at `rate` per second. */
-async function produce(
+/** Kafka's VerifiableProducer (acks=all) to the broker itself: `records` records at `rate` per second. */
+export function spawnVerifiableProducer(
   classpath: string,
   broker: string,
   topic: string,
-  opts: VerifiableRunOptions,
-): Promise<void> {
-  const child = spawn(
+  records: number,
+  rate: number,
+): ChildProcess {
+  return spawn(
     'java',
     [
       ...FAST_JVM_FLAGS.filter((f) => !f.startsWith('-XX:TieredStopAtLevel')),
@@ -182,14 +190,24 @@ async function produce(
       '--topic',
       topic,
       '--max-messages',
-      String(opts.records),
+      String(records),
       '--throughput',
-      String(opts.rate),
+      String(rate),
       '--acks',
       '-1',
     ],
     { stdio: ['ignore', 'pipe', 'pipe'] },
   );
+}
+
+/** The VerifiableProducer, to the broker itself: `records` records at `rate` per second. */
+async function produce(
+  classpath: string,
+  broker: string,
+  topic: string,
+  opts: VerifiableRunOptions,
+): Promise<void> {
+  const child = spawnVerifiableProducer(classpath, broker, topic, opts.records, opts.rate);
   let acked = 0;
   let err = '';
   child.stderr!.on('data', (d: Buffer) => (err = (err + d.toString()).slice(-2000)));

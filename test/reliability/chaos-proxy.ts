@@ -1,0 +1,220 @@
+/**
+ * A proxy instance of the chaos run: the built CLI on fixed ports (so clients find it again after a
+ * SIGKILL and restart), its /readyz polled every 250 ms into unready intervals, its VmRSS sampled.
+ */
+import { spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { freePortRange } from '../harness/proxy.js';
+import { memoryOf, sleep } from './commit-checker.js';
+
+const BIN = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../bin/kafka-offset-proxy.js');
+const MB = 1024 * 1024;
+
+export interface UnreadyInterval {
+  /** Seconds on the run's clock (performance.now() / 1000 - t0). */
+  fromS: number;
+  toS: number;
+  /** The first reason seen (503 body, "not answering" while the process is down). */
+  reason: string;
+}
+
+export class ChaosProxy {
+  private child: ChildProcess | null = null;
+  private log = '';
+  /** Output of earlier incarnations too (a SIGKILLed one's last lines matter). */
+  private fullLog = '';
+  readonly unready: UnreadyInterval[] = [];
+  private open: UnreadyInterval | null = null;
+  private polling = false;
+  /** [seconds, VmRSS MB] of the current incarnation, and the first incarnation's first sample. */
+  readonly rss: { atS: number; mb: number; incarnation: number }[] = [];
+  incarnation = 0;
+  restarts = 0;
+  /** Starts that exited at once (and were retried). */
+  failedStarts = 0;
+
+  private constructor(
+    readonly name: string,
+    readonly port: number,
+    readonly httpPort: number,
+    private readonly args: string[],
+    private readonly clock: () => number,
+  ) {}
+
+  /** Picks free ports and starts it. */
+  static async start(name: string, args: string[], clock: () => number): Promise<ChaosProxy> {
+    const port = await freePortRange(8);
+    const httpPort = await freePortRange(0);
+    const p = new ChaosProxy(name, port, httpPort, args, clock);
+    await p.spawn();
+    return p;
+  }
+
+  get bootstrap(): string {
+    return `127.0.0.1:${this.port}`;
+  }
+
+  get pid(): number | undefined {
+    return this.child?.exitCode === null && this.child.signalCode === null ? this.child.pid : undefined;
+  }
+
+  output(): string {
+    return this.fullLog + this.log;
+  }
+
+  async spawn(): Promise<void> {
+    this.fullLog += this.log;
+    this.log = '';
+    const child = spawn(
+      process.execPath,
+      [
+        BIN,
+        '--listen',
+        `127.0.0.1:${this.port}`,
+        '--http',
+        `127.0.0.1:${this.httpPort}`,
+        // A killed predecessor's broker ports are free again at once; bind retries cover the rest.
+        '--bind-failure',
+        'unready',
+        ...this.args,
+      ],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    this.child = child;
+    this.incarnation++;
+    const append = (d: Buffer) => {
+      // Only the tail is kept: a long run logs a warning per refused commit.
+      this.log = (this.log + d.toString()).slice(-200_000);
+    };
+    child.stdout!.on('data', append);
+    child.stderr!.on('data', append);
+    const deadline = Date.now() + 60_000;
+    while (!this.log.includes('"listening"')) {
+      if (child.exitCode !== null)
+        throw new Error(`${this.name} exited with ${child.exitCode}:\n${this.log}`);
+      if (Date.now() > deadline) {
+        child.kill('SIGKILL');
+        throw new Error(`${this.name} did not start listening:\n${this.log}`);
+      }
+      await sleep(50);
+    }
+  }
+
+  /** SIGKILL; resolves once the process is gone. */
+  async kill(): Promise<void> {
+    const child = this.child;
+    if (child === null || child.exitCode !== null || child.signalCode !== null) return;
+    const gone = new Promise((r) => child.once('exit', r));
+    child.kill('SIGKILL');
+    await gone;
+  }
+
+  /**
+   * Starts it again, as a supervisor would: a start that fails (the embedded store on a full disk
+   * exits 2) is retried every 2 s, for up to 5 minutes.
+   */
+  async restart(): Promise<void> {
+    this.restarts++;
+    const deadline = Date.now() + 300_000;
+    for (;;) {
+      try {
+        await this.spawn();
+        return;
+      } catch (err) {
+        this.failedStarts++;
+        if (Date.now() > deadline) throw err;
+        await sleep(2000);
+      }
+    }
+  }
+
+  /** SIGTERM (then SIGKILL after 15 s); the exit code. */
+  async stop(): Promise<number | null> {
+    this.polling = false;
+    const child = this.child;
+    if (child === null) return null;
+    if (child.exitCode !== null || child.signalCode !== null) return child.exitCode;
+    const gone = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
+    child.kill('SIGTERM');
+    const timer = setTimeout(() => child.kill('SIGKILL'), 15_000);
+    const code = await gone;
+    clearTimeout(timer);
+    return code;
+  }
+
+  /** Polls /readyz (and samples VmRSS every 5 s) until stop(). */
+  startPolling(): void {
+    this.polling = true;
+    void (async () => {
+      let lastRss = -Infinity;
+      while (this.polling) {
+        const at = this.clock();
+        let reason: string | null = null;
+        try {
+          const res = await fetch(`http://127.0.0.1:${this.httpPort}/readyz`, {
+            signal: AbortSignal.timeout(5000),
+          });
+          if (res.status !== 200) reason = `503 ${(await res.text()).slice(0, 120).replace(/\s+/g, ' ')}`;
+        } catch {
+          reason = 'not answering';
+        }
+        if (reason !== null && this.open === null) {
+          this.open = { fromS: at, toS: at, reason };
+          this.unready.push(this.open);
+        } else if (reason !== null) this.open!.toS = this.clock();
+        else if (this.open !== null) {
+          this.open.toS = at;
+          this.open = null;
+        }
+        const pid = this.pid;
+        if (pid !== undefined && at - lastRss >= 5) {
+          lastRss = at;
+          try {
+            this.rss.push({ atS: at, mb: memoryOf(pid).rss / MB, incarnation: this.incarnation });
+          } catch {
+            // the process went away between the check and the read
+          }
+        }
+        await sleep(250);
+      }
+    })();
+  }
+
+  stopPolling(): void {
+    this.polling = false;
+  }
+
+  lastRssMb(): number {
+    return this.rss.at(-1)?.mb ?? NaN;
+  }
+
+  /** VmRSS at the first and last sample of the run, and the largest, with the incarnation of the last. */
+  rssSummary(): { startMb: number; endMb: number; maxMb: number; endIncarnation: number } {
+    const run = this.rss.filter((r) => r.atS >= 0 && Number.isFinite(r.mb));
+    return {
+      startMb: run[0]?.mb ?? NaN,
+      endMb: run.at(-1)?.mb ?? NaN,
+      maxMb: Math.max(...run.map((r) => r.mb)),
+      endIncarnation: run.at(-1)?.incarnation ?? 0,
+    };
+  }
+
+  /** Warn and error log lines by event (of every incarnation). */
+  warnings(): Record<string, number> {
+    const counts: Record<string, number> = {};
+    for (const line of this.output().split('\n')) {
+      if (!/"level":"(warn|error)"/.test(line)) continue;
+      let key = line.slice(0, 100);
+      try {
+        const e = JSON.parse(line) as { event?: string; reason?: string };
+        key = [e.event, e.reason].filter((x) => x !== undefined).join(': ');
+      } catch {
+        // counted by its start
+      }
+      counts[key] = (counts[key] ?? 0) + 1;
+    }
+    return counts;
+  }
+}

@@ -1,0 +1,158 @@
+/** The chaos run's verdict and report: a table per fault and per consumer group, one RESULT line. */
+import os from 'node:os';
+import { faultTable, groupTable, unexplainedUnready } from './chaos-checker.js';
+import type { ReadBack, SecondSample } from './chaos-checker.js';
+import type { GroupReport } from './chaos-consumers.js';
+import type { FaultRecord } from './chaos-faults.js';
+import type { ChaosProxy } from './chaos-proxy.js';
+import type { Shared } from './load-run.js';
+
+/** Unready time within this long after a fault ended counts as the fault's. */
+export const UNREADY_GRACE_S = 15;
+
+export interface ChaosInputs {
+  options: object;
+  measuredS: number;
+  faults: FaultRecord[];
+  series: SecondSample[];
+  proxies: ChaosProxy[];
+  shareds: Shared[];
+  groups: GroupReport[];
+  produced: number;
+  producerErrors: number | null;
+  proxyRead: ReadBack;
+  storeRead: ReadBack;
+  rss: { startMb: number; endMb: number; maxMb: number; endIncarnation: number }[];
+  warnings: Record<string, number>[];
+  exitCodes: (number | null)[];
+  negativeControl: number | null;
+}
+
+export interface ChaosResult {
+  ok: boolean;
+  reasons: string[];
+  /** The tables and the RESULT line. */
+  report: string;
+  resultLine: string;
+  lostDirect: number;
+  lostViaProxy: number;
+  staleReads: number;
+  faults: FaultRecord[];
+  groups: GroupReport[];
+  unexplainedUnreadyS: number;
+  load: {
+    sent: number;
+    acked: number;
+    failed: number;
+    failures: Record<string, number>;
+    errorCodes: Record<number, number>;
+  };
+  rss: ChaosInputs['rss'];
+  /** With the negative control: partitions reported lost after one group was deleted (5 expected). */
+  negativeControlLost: number | null;
+}
+
+const sum = (xs: number[]) => xs.reduce((a, b) => a + b, 0);
+
+function merge(records: Record<string, number>[]): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const r of records) for (const [k, v] of Object.entries(r)) out[k] = (out[k] ?? 0) + v;
+  return out;
+}
+
+export function faultTableAndVerdict(i: ChaosInputs): ChaosResult {
+  const totals = i.shareds.map((s) => s.totals);
+  const failures = merge(totals.map((t) => t.failures));
+  const errorCodes = merge(totals.map((t) => t.errorCodes as Record<string, number>));
+  // A stale read: an OffsetFetch answer older than a commit acknowledged before it was sent
+  // (staleFetches), or below the group's lowest acknowledged offset at the time ("fetched offset wrong").
+  const staleReads = sum(totals.map((t) => t.staleFetches)) + (failures['fetched offset wrong'] ?? 0);
+  const unready = unexplainedUnready(
+    i.proxies.flatMap((p) => p.unready),
+    i.faults,
+    UNREADY_GRACE_S,
+    i.measuredS,
+  );
+  const reasons: string[] = [];
+  const lostDirect = i.storeRead.lost.length + i.storeRead.consumerLost.length;
+  const lostViaProxy = i.proxyRead.lost.length + i.proxyRead.consumerLost.length;
+  if (lostDirect > 0)
+    reasons.push(
+      `${lostDirect} partitions below an acknowledged commit in the store: ${JSON.stringify([...i.storeRead.lost.slice(0, 3), ...i.storeRead.consumerLost.slice(0, 3)])}`,
+    );
+  if (lostViaProxy > 0)
+    reasons.push(
+      `${lostViaProxy} partitions below an acknowledged commit through a fresh proxy: ${JSON.stringify([...i.proxyRead.lost.slice(0, 3), ...i.proxyRead.consumerLost.slice(0, 3)])}`,
+    );
+  if (staleReads > 0) reasons.push(`${staleReads} stale OffsetFetch answers`);
+  for (const g of i.groups) {
+    if (g.missing > 0) reasons.push(`${g.kind}: ${g.missing} acknowledged records never consumed`);
+    if (g.duplicatesOutsideWindow > 0)
+      reasons.push(
+        `${g.kind}: ${g.duplicatesOutsideWindow} duplicates below an acknowledged commit (${g.outsideExamples.join('; ')})`,
+      );
+  }
+  if (unready.seconds > 0)
+    reasons.push(
+      `unready for ${unready.seconds.toFixed(1)} s outside any fault: ${unready.examples.slice(0, 3).join('; ')}`,
+    );
+  const failedInjections = i.faults.filter((f) => f.note.includes('injection error'));
+  if (failedInjections.length > 0)
+    reasons.push(
+      `${failedInjections.length} faults not injected: ${failedInjections.map((f) => f.note).join('; ')}`,
+    );
+  if (i.produced === 0 && i.groups.length > 0) reasons.push('the producer wrote nothing');
+
+  const sent = sum(totals.map((t) => t.sent));
+  const acked = sum(totals.map((t) => t.partitionCommitsAcked));
+  const failed = sum(totals.map((t) => t.failed));
+  const o = i.options as { store: string; seed: number; seconds: number; connections: number; rate: number };
+  const ok = reasons.length === 0;
+  const rssText = i.proxies
+    .map((p, k) => `${p.name} ${i.rss[k]!.startMb.toFixed(0)}->${i.rss[k]!.endMb.toFixed(0)} MB`)
+    .join(', ');
+  const resultLine =
+    `RESULT: ${ok ? 'ok' : 'FAILED'} store=${o.store} seed=${o.seed} seconds=${o.seconds} faults=${i.faults.length} ` +
+    `partition-commits-acked=${acked} requests-failed=${failed} lost=${lostDirect} lost-via-proxy=${lostViaProxy} ` +
+    `stale-reads=${staleReads} records=${i.produced} missing=${sum(i.groups.map((g) => g.missing))} ` +
+    `duplicates-outside-window=${sum(i.groups.map((g) => g.duplicatesOutsideWindow))} ` +
+    `unready-outside-faults=${unready.seconds.toFixed(1)}s rss=[${rssText}]` +
+    (ok ? '' : ` reasons: ${reasons.join(' | ')}`);
+  const lines = [
+    `chaos run: ${o.store} store, ${i.proxies.length} proxies, seed ${o.seed}, ${o.seconds} s measured (${i.measuredS.toFixed(0)} s with the drain), ` +
+      `${o.connections} load connections at ${o.rate} partition commits/s, ${os.cpus().length} cores, load average at the end ${os
+        .loadavg()
+        .map((l) => l.toFixed(1))
+        .join(' ')}`,
+    '',
+    ...faultTable(i.faults, i.series, i.proxies),
+    '',
+    ...groupTable(i.groups),
+    '',
+    `load: ${sent} requests sent, ${acked} partition commits acknowledged, ${failed} requests failed ${JSON.stringify(failures)}; error codes ${JSON.stringify(errorCodes)}`,
+    `read back: ${i.storeRead.groups} groups from the store directly (${lostDirect} wrong), through a fresh proxy (${lostViaProxy} wrong)`,
+    `producer: ${i.produced} records acknowledged, ${i.producerErrors ?? 'unknown'} send errors`,
+    ...i.proxies.map(
+      (p, k) =>
+        `${p.name}: ${p.restarts} restarts (${p.failedStarts} failed starts), unready ${sum(p.unready.filter((u) => u.fromS >= 0).map((u) => u.toS - u.fromS)).toFixed(1)} s in all, ` +
+        `VmRSS start ${i.rss[k]!.startMb.toFixed(0)} MB, end ${i.rss[k]!.endMb.toFixed(0)} MB (incarnation ${i.rss[k]!.endIncarnation}), max ${i.rss[k]!.maxMb.toFixed(0)} MB, ` +
+        `exit code ${i.exitCodes[k]}, warnings ${JSON.stringify(i.warnings[k])}`,
+    ),
+    resultLine,
+  ];
+  return {
+    ok,
+    reasons,
+    report: lines.join('\n'),
+    resultLine,
+    lostDirect,
+    lostViaProxy,
+    staleReads,
+    faults: i.faults,
+    groups: i.groups,
+    unexplainedUnreadyS: unready.seconds,
+    load: { sent, acked, failed, failures, errorCodes },
+    rss: i.rss,
+    negativeControlLost: i.negativeControl,
+  };
+}

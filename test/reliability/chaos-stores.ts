@@ -1,0 +1,230 @@
+/**
+ * The stores of the chaos run, each with the handles its faults need: the server process to kill,
+ * freeze or fail over, the relays (FaultRelay) the proxies reach it through, and a way to read it
+ * directly afterwards (not through the relays, not through a proxy).
+ */
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { EmbeddedStore } from '../../backends/embedded-store.js';
+import { openStore } from '../../backends/open-store.js';
+import type { OffsetStore } from '../../backends/store.js';
+import { startRedis, startRedisCluster, startRedisSentinel } from '../bed/redis.js';
+import type { RedisProcess } from '../bed/redis.js';
+import { redisCommand } from '../bed/resp.js';
+import { startZooKeeperEnsemble } from '../bed/zookeeper.js';
+import type { StoreKind } from './chaos-schedule.js';
+import { FaultRelay } from './fault-relay.js';
+
+export interface ChaosStore {
+  kind: StoreKind;
+  /** Flags for each proxy (--store, --data-dir). */
+  proxyArgs: string[];
+  /** The relays between the proxies and the store (empty where the store's client finds servers itself). */
+  relays: FaultRelay[];
+  /** SIGKILL of the server that matters (Redis, a Cluster master, the Sentinel master, the ZooKeeper leader); resolves with a restart function. */
+  kill(): Promise<() => Promise<void>>;
+  /** SIGSTOP of the same server; resolves with the SIGCONT function. */
+  freeze(): Promise<() => void>;
+  /** A controlled failover (Cluster, Sentinel): a replica promoted. */
+  failover?(): Promise<string>;
+  /** Fills the data directory's file system (embedded on a tmpfs); resolves with the function that frees it. */
+  fillDisk?(): () => void;
+  /** The store read directly. */
+  openDirect(): Promise<OffsetStore>;
+  stop(): Promise<void>;
+}
+
+function signal(pid: number | undefined, sig: NodeJS.Signals): void {
+  if (pid !== undefined) process.kill(pid, sig);
+}
+
+/** SIGCONT for `pid` only while it is still `current()` (a kill meanwhile replaced it). */
+function thawer(pid: number | undefined, current: () => number | undefined): () => void {
+  return () => {
+    if (pid !== undefined && current() === pid) process.kill(pid, 'SIGCONT');
+  };
+}
+
+async function embedded(): Promise<ChaosStore> {
+  // A tmpfs of its own (needs root), so the disk can be filled without touching the machine's.
+  const mount = fs.mkdtempSync(path.join(os.tmpdir(), 'kop-chaos-data-'));
+  const mounted = spawnSync('mount', ['-t', 'tmpfs', '-o', 'size=512m', 'tmpfs', mount], {
+    encoding: 'utf8',
+  });
+  const onTmpfs = mounted.status === 0;
+  const dataDir = path.join(mount, 'data');
+  fs.mkdirSync(dataDir);
+  return {
+    kind: 'embedded',
+    proxyArgs: ['--data-dir', dataDir],
+    relays: [],
+    kill: () => Promise.reject(new Error('the embedded store runs inside the proxy')),
+    freeze: () => Promise.reject(new Error('the embedded store runs inside the proxy')),
+    ...(onTmpfs
+      ? {
+          fillDisk: () => {
+            const chunk = Buffer.alloc(1024 * 1024, 1);
+            const fd = fs.openSync(path.join(mount, 'filler'), 'w');
+            try {
+              for (;;) fs.writeSync(fd, chunk);
+            } catch (err) {
+              if ((err as NodeJS.ErrnoException).code !== 'ENOSPC') throw err;
+            }
+            // What is left below a megabyte, page by page.
+            try {
+              for (;;) fs.writeSync(fd, Buffer.alloc(4096, 1));
+            } catch (err) {
+              if ((err as NodeJS.ErrnoException).code !== 'ENOSPC') throw err;
+            } finally {
+              fs.closeSync(fd);
+            }
+            return () => fs.rmSync(path.join(mount, 'filler'), { force: true });
+          },
+        }
+      : {}),
+    openDirect: async () => new EmbeddedStore({ dataDir }),
+    stop: async () => {
+      if (onTmpfs) spawnSync('umount', ['-l', mount]);
+      fs.rmSync(mount, { recursive: true, force: true });
+    },
+  };
+}
+
+async function redis(): Promise<ChaosStore> {
+  const server = await startRedis({ appendfsync: 'always' });
+  const relay = await FaultRelay.start({ host: server.host, port: server.port });
+  return {
+    kind: 'redis',
+    proxyArgs: ['--store', `redis://${relay.address}`],
+    relays: [relay],
+    kill: async () => {
+      await server.kill();
+      return () => server.start();
+    },
+    freeze: async () => {
+      const pid = server.pid;
+      signal(pid, 'SIGSTOP');
+      return thawer(pid, () => server.pid);
+    },
+    openDirect: () => openStore(server.url),
+    stop: async () => {
+      await relay.close();
+      signal(server.pid, 'SIGCONT');
+      await server.kill();
+      fs.rmSync(server.dataDir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** SIGKILL and SIGSTOP of whichever server `pick` names at the time (the master now). */
+function masterFaults(pick: () => Promise<RedisProcess>): Pick<ChaosStore, 'kill' | 'freeze'> {
+  return {
+    kill: async () => {
+      const m = await pick();
+      await m.kill();
+      return () => m.start();
+    },
+    freeze: async () => {
+      const m = await pick();
+      const pid = m.pid;
+      signal(pid, 'SIGSTOP');
+      return thawer(pid, () => m.pid);
+    },
+  };
+}
+
+async function redisCluster(): Promise<ChaosStore> {
+  const cluster = await startRedisCluster({ replicasPerMaster: 1, nodeTimeoutMs: 2000 });
+  /** A live master, chosen by the run's order of masters (the first in CLUSTER NODES). */
+  const aMaster = async () => {
+    const top = await cluster.topology();
+    const port = top.find((n) => n.role === 'master' && !n.failing)!.port;
+    return cluster.members.find((m) => m.port === port)!;
+  };
+  return {
+    kind: 'redis-cluster',
+    proxyArgs: ['--store', cluster.url],
+    relays: [],
+    ...masterFaults(aMaster),
+    failover: async () => {
+      const top = await cluster.topology();
+      const replica = top.find((n) => n.role === 'replica' && !n.failing && n.masterId !== '');
+      if (replica === undefined) return 'no replica to promote';
+      return `${replica.port}: ${await redisCommand('127.0.0.1', replica.port, 'CLUSTER FAILOVER')}`;
+    },
+    openDirect: () => openStore(cluster.url),
+    stop: async () => {
+      for (const m of cluster.members) signal(m.pid, 'SIGCONT');
+      await cluster.stop();
+    },
+  };
+}
+
+async function sentinel(): Promise<ChaosStore> {
+  const set = await startRedisSentinel({ downAfterMs: 1000, failoverTimeoutMs: 4000 });
+  const master = async () => {
+    const port = await set.masterPort();
+    return set.data.find((d) => d.port === port)!;
+  };
+  return {
+    kind: 'sentinel',
+    proxyArgs: ['--store', set.url],
+    relays: [],
+    ...masterFaults(master),
+    failover: async () =>
+      redisCommand('127.0.0.1', set.sentinels[0]!.port, `SENTINEL FAILOVER ${set.masterName}`),
+    openDirect: () => openStore(set.url),
+    stop: async () => {
+      for (const d of set.data) signal(d.pid, 'SIGCONT');
+      await set.stop();
+    },
+  };
+}
+
+async function zookeeper(): Promise<ChaosStore> {
+  const ensemble = await startZooKeeperEnsemble();
+  const relays = await Promise.all(
+    ensemble.members.map((m) => FaultRelay.start({ host: '127.0.0.1', port: m.port })),
+  );
+  return {
+    kind: 'zk',
+    proxyArgs: ['--store', `zk://${relays.map((r) => r.address).join(',')}/kop-chaos`],
+    relays,
+    kill: async () => {
+      const leader = await ensemble.leader();
+      await leader.kill();
+      return async () => {
+        await leader.start();
+        await ensemble.settled();
+      };
+    },
+    freeze: async () => {
+      const leader = await ensemble.leader();
+      const pid = leader.pid;
+      signal(pid, 'SIGSTOP');
+      return thawer(pid, () => leader.pid);
+    },
+    openDirect: () => openStore(`${ensemble.url}/kop-chaos`),
+    stop: async () => {
+      await Promise.all(relays.map((r) => r.close()));
+      await ensemble.stop();
+    },
+  };
+}
+
+export function startChaosStore(kind: StoreKind): Promise<ChaosStore> {
+  switch (kind) {
+    case 'embedded':
+      return embedded();
+    case 'redis':
+      return redis();
+    case 'redis-cluster':
+      return redisCluster();
+    case 'sentinel':
+      return sentinel();
+    case 'zk':
+      return zookeeper();
+  }
+}
