@@ -84,8 +84,8 @@ export interface ProxyOptions {
   /**
    * How the proxy learns the cluster's brokers itself (at start, and for a client that connects to
    * a broker port the proxy has not seen yet). The relay sends no request of its own for this: the
-   * CLI passes its cluster client, which can authenticate; tests may pass `discoverBrokersAt`
-   * (client/upstream-request.ts), an unauthenticated Metadata request to a bootstrap server.
+   * CLI passes its cluster client, which can authenticate; the test harness passes a Metadata
+   * request through a cluster client of its own (test/harness/proxy.ts).
    */
   discoverBrokers: () => Promise<{ nodeId: number; address: HostPort }[]>;
   /**
