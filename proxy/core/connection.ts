@@ -89,6 +89,46 @@ export interface ConnectionPolicy {
 
 let nextId = 1;
 
+/**
+ * The connection's logger, `parent.child({ conn, node })` made on its first line: most
+ * connections log nothing until they close (and then at debug level), while a child logger made
+ * up front is a copy of the parent's fields and a closure per level, about 2 KB of heap that every
+ * idle connection would hold.
+ */
+class ConnectionLog implements Logger {
+  private made: Logger | null = null;
+
+  constructor(
+    private readonly parent: Logger,
+    private readonly conn: string,
+    private readonly node: number | null,
+  ) {}
+
+  private get logger(): Logger {
+    return (this.made ??= this.parent.child({ conn: this.conn, node: this.node }));
+  }
+
+  debug(event: string, fields?: Record<string, unknown>): void {
+    this.logger.debug(event, fields);
+  }
+
+  info(event: string, fields?: Record<string, unknown>): void {
+    this.logger.info(event, fields);
+  }
+
+  warn(event: string, fields?: Record<string, unknown>): void {
+    this.logger.warn(event, fields);
+  }
+
+  error(event: string, fields?: Record<string, unknown>): void {
+    this.logger.error(event, fields);
+  }
+
+  child(fields: Record<string, unknown>): Logger {
+    return this.logger.child(fields);
+  }
+}
+
 export class ProxyConnection implements ConnectionHost, BrokerLinkEvents, IdleWatched {
   readonly id = `c${nextId++}`;
   private readonly log: Logger;
@@ -119,7 +159,7 @@ export class ProxyConnection implements ConnectionHost, BrokerLinkEvents, IdleWa
     readonly nodeId: number | null,
     private readonly policy: ConnectionPolicy,
   ) {
-    this.log = policy.log.child({ conn: this.id, node: nodeId });
+    this.log = new ConnectionLog(policy.log, this.id, nodeId);
     const { observer, maxFrameSize, extension, plans } = policy;
     const legacySasl = new LegacySaslExchange();
     const queue = (this.queue = new ResponseQueue(policy.maxInFlight, produceAnswerUnchanged));
@@ -137,11 +177,9 @@ export class ProxyConnection implements ConnectionHost, BrokerLinkEvents, IdleWa
     const broker = (this.broker = new BrokerLink(openUpstream, this, responses));
     const flow = (this.flow = new FlowControl(client, broker, backlog, responses));
     const writes = (this.writes = new BrokerWrites(broker, flow, queue, observer));
-    const rewriteResponse = (r: AnyResponse, v: number) => policy.rewriteResponse(r, v);
-    const answers = (this.answers = new BrokerAnswers(this, responses, legacySasl, {
-      extension,
-      rewriteResponse,
-    }));
+    // The policy itself as the answers' options (its extension and rewriteResponse): not a closure
+    // and an object of its own per connection, for every idle connection to hold.
+    const answers = (this.answers = new BrokerAnswers(this, responses, legacySasl, policy));
     const locals = (this.locals = new LocalAnswers({
       host: this,
       flow,
