@@ -52,7 +52,7 @@ function forwarding(plan: ApiPlan): ForwardingPlan {
 function expectedAnswer(apiKey: number, v: number, streamFetch: boolean): AnswerPlan {
   const rewrite = apiKey === ApiKey.ApiVersions || namesBrokers(apiKey, v);
   const legacySasl = apiKey === ApiKey.SaslHandshake && v === 0;
-  if (apiKey === ApiKey.Fetch && (v === 16 || v === 17) && streamFetch) return { response: 'fetch-stream' };
+  if (apiKey === ApiKey.Fetch && v >= 16 && v <= 18 && streamFetch) return { response: 'fetch-stream' };
   if (apiKey === ApiKey.Produce && v >= 10 && v <= 13) return { response: 'walk-produce' };
   if (!rewrite && !legacySasl) return { response: 'as-is' };
   return { response: 'decode', legacySasl, coreRewrite: rewrite, observed: false };

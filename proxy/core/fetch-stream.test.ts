@@ -5,7 +5,7 @@ import { decodeResponseFrame, encodeRequestFrame, encodeResponseFrame } from '..
 import { defaultFetchRequest } from '../../protocol/messages/fetch-request.js';
 import { Reader } from '../../protocol/reader.js';
 import type { TaggedField } from '../../protocol/reader.js';
-import { ApiKey } from '../../protocol/messages/index.js';
+import { ApiKey, getApiCodec } from '../../protocol/messages/index.js';
 import {
   defaultFetchResponse,
   defaultFetchableTopicResponse,
@@ -16,7 +16,13 @@ import { ApiPlans } from './api-plan.js';
 import type { HostPort } from './broker-map.js';
 import { connectionBed } from '../../test/harness/connection-bed.js';
 import type { ConnectionBed } from '../../test/harness/connection-bed.js';
-import { FetchResponseStream, PAD_TAG, encodeTaggedSection, rewriteFetchTail } from './fetch-stream.js';
+import {
+  FETCH_STREAM_VERSIONS,
+  FetchResponseStream,
+  PAD_TAG,
+  encodeTaggedSection,
+  rewriteFetchTail,
+} from './fetch-stream.js';
 import type { ExposeBrokerNow, ExposedBroker, TailOutcome } from './fetch-stream.js';
 
 const topicId = (n: number): string => {
@@ -170,8 +176,15 @@ function allCutsAgree(body: FetchResponse, host: string, version: number, outcom
 }
 
 describe('FetchResponseStream', () => {
+  test('every Fetch version of the codec from v16 is one the walker knows', () => {
+    // A codec update that adds a Fetch version fails here: check FetchResponse.json's notes for
+    // the new version's answer layout, then widen FETCH_STREAM_VERSIONS (until then its answers
+    // are decoded whole, which for Kafka 4.4's v18 cost 4x HAProxy's CPU per consumed MB).
+    expect(getApiCodec(ApiKey.Fetch)!.validVersions.max).toBe(FETCH_STREAM_VERSIONS.max);
+  });
+
   test('without NodeEndpoints the frame goes out byte for byte, cut anywhere', () => {
-    for (const version of [16, 17]) {
+    for (let version = FETCH_STREAM_VERSIONS.min; version <= FETCH_STREAM_VERSIONS.max; version++) {
       const frame = encodeResponseFrame(ApiKey.Fetch, version, 9, rich([]));
       for (let i = 0; i <= frame.length; i++) {
         const w = walk(frame, [i], exposeTo('p'), version);
