@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { decodeResponseFrame, encodeRequestFrame, encodeResponseFrame } from '../../protocol/frames.js';
-import { ApiKey } from '../../protocol/messages/index.js';
+import { ApiKey, getApiCodec } from '../../protocol/messages/index.js';
 import { defaultProduceRequest } from '../../protocol/messages/produce-request.js';
 import { defaultProduceResponse } from '../../protocol/messages/produce-response.js';
 import type { ProduceResponse } from '../../protocol/messages/produce-response.js';
@@ -15,6 +15,15 @@ import { ZERO_UUID } from '../../protocol/generated-support.js';
 /** The frame as the connection sees it: no size prefix. */
 const frameOf = (version: number, body: ProduceResponse): Buffer =>
   encodeResponseFrame(ApiKey.Produce, version, 42, body).subarray(4);
+
+// A codec update that adds a Produce version fails here: check ProduceResponse.json's notes for the
+// new version's answer layout, then teach the walkers (this file's and frames.h's). Until then its
+// answers are decoded whole, which is how Kafka 4.1+ clients' v13 lost the native relay.
+it('every Produce version of the codec is one the walker knows', () => {
+  const { max } = getApiCodec(ApiKey.Produce)!.validVersions;
+  expect(canWalkProduceResponse(max)).toBe(true);
+  expect(canWalkProduceResponse(max + 1)).toBe(false);
+});
 
 describe('produceResponseHasNodeEndpoints', () => {
   it('says true exactly when the codec decodes NodeEndpoints (property, v10 and v11)', () => {
