@@ -23,6 +23,8 @@ export class StreamsMember {
     readonly group: string,
     readonly topic: string,
     memberId: string,
+    /** A static member's instance id (Kafka 4.4), kept by the process that replaces it. */
+    readonly instanceId: string | null = null,
   ) {
     this.memberId = memberId;
   }
@@ -39,6 +41,7 @@ export class StreamsMember {
         ? { memberEpoch: this.memberEpoch, activeTasks: this.active, standbyTasks: [], warmupTasks: [] }
         : {
             memberEpoch: 0,
+            instanceId: this.instanceId,
             rebalanceTimeoutMs: 30_000,
             processId: `process-${this.memberId}`,
             clientTags: [],
@@ -84,9 +87,12 @@ export class StreamsMember {
     }
   }
 
-  /** Leaves the group (epoch -1). */
+  /** Leaves the group (epoch -1; a static member -2: its tasks wait for its next process). */
   async leave(): Promise<number> {
-    const res = await this.send({ memberEpoch: -1 });
+    const res = await this.send({
+      memberEpoch: this.instanceId === null ? -1 : -2,
+      instanceId: this.instanceId,
+    });
     if (res.errorCode === ErrorCode.NONE) this.joined = false;
     return res.errorCode;
   }

@@ -13,6 +13,12 @@ import { commitOffsets, Conn, fetchOffsets } from '../harness/group-members.js';
 import { startGuardTargets } from '../harness/guard-targets.js';
 import type { GuardTargets } from '../harness/guard-targets.js';
 import { StreamsMember } from '../harness/streams-members.js';
+import { expectSameStreamsAnswers, streamsScriptArb } from '../harness/streams-differential.js';
+import fc from 'fast-check';
+
+/** Generated streams-group scripts in `npm test` (KOP_GUARD_DIFF_RUNS for more). */
+const GENERATED_RUNS = Number(process.env['KOP_GUARD_DIFF_RUNS'] ?? 5);
+const seed = process.env['KOP_GUARD_DIFF_SEED'] ? Number(process.env['KOP_GUARD_DIFF_SEED']) : undefined;
 
 const kafka4 = !(inject('kafkaVersion') ?? '').startsWith('3.');
 
@@ -122,6 +128,19 @@ describe.runIf(kafka4)('streams groups: the commit guard answers as the broker',
       expect(direct).toContainEqual(['tasks split', [1, 1]]);
       expect(direct.map(([name]) => name)).toContain('commit, older epoch, task given away');
       for (const [name, steps] of answers) expect({ name, steps }).toEqual({ name, steps: direct });
+    },
+  );
+
+  test(
+    `${GENERATED_RUNS} generated streams-group scripts: every answer as the broker's on every store`,
+    { timeout: 20 * 60_000 },
+    async () => {
+      await fc.assert(
+        fc.asyncProperty(streamsScriptArb(), (script) =>
+          expectSameStreamsAnswers(bed.targets, script, { broker, topic }, 'sgen'),
+        ),
+        { numRuns: GENERATED_RUNS, ...(seed === undefined ? {} : { seed }) },
+      );
     },
   );
 });
