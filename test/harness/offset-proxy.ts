@@ -7,6 +7,7 @@ import { createOffsetService } from '../../proxy/offsets/setup.js';
 import type { OffsetServiceHandle } from '../../proxy/offsets/setup.js';
 import type { OffsetServiceMetrics } from '../../proxy/offsets/service.js';
 import type { OffsetStore } from '../../backends/store.js';
+import type { ProxyOptions } from '../../proxy/core/server.js';
 import { startProxy } from './proxy.js';
 import type { RunningProxy } from './proxy.js';
 
@@ -18,13 +19,15 @@ export interface OffsetProxy extends RunningProxy {
 /**
  * `flags` are the CLI's options (e.g. ['--commit-guard', 'cas']); the store is given directly so a
  * test can read it. The store is not closed by stop(): the test owns it. `metrics` sees every commit
- * the offset service accepts or refuses, as the proxy's /metrics counters do.
+ * the offset service accepts or refuses, as the proxy's /metrics counters do. `proxyOptions`
+ * go to the proxy itself (e.g. the host it advertises, for a tap in front of it).
  */
 export async function startOffsetProxy(
   brokerBootstrap: string,
   store: OffsetStore,
   flags: string[] = [],
   metrics?: OffsetServiceMetrics,
+  proxyOptions: Pick<Partial<ProxyOptions>, 'advertisedHost'> = {},
 ): Promise<OffsetProxy> {
   const config: ProxyConfig = loadConfig(['--bootstrap-server', brokerBootstrap, ...flags], {});
   const log = process.env['KOP_TEST_LOG'] ? createLogger('debug') : silentLogger;
@@ -33,6 +36,7 @@ export async function startOffsetProxy(
     bootstrapServers: parseHostPortList(brokerBootstrap),
     extension: offsets.service,
     log,
+    ...proxyOptions,
   });
   return {
     ...running,

@@ -1,15 +1,55 @@
 // A TCP tap that relays bytes unchanged and notes the (API key, version) of every request a
-// client sends: it reads only the request header's first 4 bytes after each frame's size. Each
+// client sends: it reads only the request header's first 8 bytes after each frame's size. Each
 // connection is counted under the label the tap had when the client connected, so a test can run
-// clients one after another through the same tap and tell their requests apart.
+// clients one after another through the same tap and tell their requests apart. Answers of the
+// APIs a test names (`decodeAnswers`) are decoded too and handed to `onAnswer`, matched to their
+// request by correlation id (`onRequest` sees those requests as they pass): what the client asked
+// and was told, in the order it was told.
 import net from 'node:net';
+import { decodeRequestHeader, decodeResponseHeader } from '../../protocol/headers.js';
+import { getApiCodec, requestHeaderVersion, responseHeaderVersion } from '../../protocol/messages/index.js';
+import { Reader } from '../../protocol/reader.js';
 
 export interface TapAddress {
   host: string;
   port: number;
 }
 
+/** A decoded request: the connection's label, its API key and version, and its body. */
+export interface TappedRequest {
+  label: string;
+  apiKey: number;
+  apiVersion: number;
+  body: unknown;
+}
+
+/** A decoded answer, with the request it answers. */
+export interface TappedAnswer extends TappedRequest {
+  request: unknown;
+}
+
+/** Splits a byte stream into Kafka frames (int32 size, then the frame), calling `frame` for each. */
+function framer(frame: (f: Buffer) => void): (chunk: Buffer) => void {
+  let pending: Buffer = Buffer.alloc(0);
+  return (chunk) => {
+    pending = pending.length === 0 ? chunk : Buffer.concat([pending, chunk]);
+    while (pending.length >= 4) {
+      const size = pending.readInt32BE(0);
+      if (pending.length < 4 + size) break;
+      frame(pending.subarray(4, 4 + size));
+      pending = pending.subarray(4 + size);
+    }
+  };
+}
+
 export class RequestTap {
+  /** API keys whose answers are decoded and given to `onAnswer`. */
+  decodeAnswers: ReadonlySet<number> = new Set();
+  onAnswer: (answer: TappedAnswer) => void = () => undefined;
+  onRequest: (request: TappedRequest) => void = () => undefined;
+  /** Requests or answers that could not be decoded (a test should expect none). */
+  undecoded = 0;
+
   /** label -> "apiKey:version" -> requests seen. */
   private readonly seen = new Map<string, Map<string, number>>();
   private readonly servers: net.Server[] = [];
@@ -36,8 +76,11 @@ export class RequestTap {
   }
 
   private relay(client: net.Socket, target: TapAddress): void {
-    const counts = this.seen.get(this.label) ?? new Map<string, number>();
-    this.seen.set(this.label, counts);
+    const label = this.label;
+    const counts = this.seen.get(label) ?? new Map<string, number>();
+    this.seen.set(label, counts);
+    /** Correlation id -> (api key, version) of the requests whose answers are decoded. */
+    const asked = new Map<number, { apiKey: number; apiVersion: number; request: unknown }>();
     const upstream = net.connect(target);
     for (const s of [client, upstream]) {
       this.sockets.add(s);
@@ -48,20 +91,47 @@ export class RequestTap {
         upstream.destroy();
       });
     }
-    let pending: Buffer = Buffer.alloc(0);
-    client.on('data', (chunk: Buffer) => {
-      upstream.write(chunk);
-      pending = pending.length === 0 ? chunk : Buffer.concat([pending, chunk]);
-      // Frames: int32 size, then the request header (int16 api key, int16 api version, ...).
-      while (pending.length >= 8) {
-        const size = pending.readInt32BE(0);
-        const name = `${pending.readInt16BE(4)}:${pending.readInt16BE(6)}`;
-        if (pending.length < 4 + size) break;
-        counts.set(name, (counts.get(name) ?? 0) + 1);
-        pending = pending.subarray(4 + size);
+    // Frames: int32 size, then the request header (int16 api key, int16 api version, int32
+    // correlation id, ...) or the response header (int32 correlation id, ...).
+    const requests = framer((f) => {
+      if (f.length < 8) return;
+      const apiKey = f.readInt16BE(0);
+      const apiVersion = f.readInt16BE(2);
+      const name = `${apiKey}:${apiVersion}`;
+      counts.set(name, (counts.get(name) ?? 0) + 1);
+      if (!this.decodeAnswers.has(apiKey)) return;
+      try {
+        const r = new Reader(f);
+        decodeRequestHeader(r, requestHeaderVersion(apiKey, apiVersion));
+        const request = getApiCodec(apiKey)!.decodeRequest(r, apiVersion);
+        asked.set(f.readInt32BE(4), { apiKey, apiVersion, request });
+        this.onRequest({ label, apiKey, apiVersion, body: request });
+      } catch {
+        this.undecoded++;
       }
     });
-    upstream.on('data', (chunk: Buffer) => client.write(chunk));
+    const answers = framer((f) => {
+      if (asked.size === 0 || f.length < 4) return;
+      const request = asked.get(f.readInt32BE(0));
+      if (request === undefined) return;
+      asked.delete(f.readInt32BE(0));
+      try {
+        const r = new Reader(f);
+        decodeResponseHeader(r, responseHeaderVersion(request.apiKey, request.apiVersion));
+        const body = getApiCodec(request.apiKey)!.decodeResponse(r, request.apiVersion);
+        this.onAnswer({ label, ...request, body });
+      } catch {
+        this.undecoded++;
+      }
+    });
+    client.on('data', (chunk: Buffer) => {
+      upstream.write(chunk);
+      requests(chunk);
+    });
+    upstream.on('data', (chunk: Buffer) => {
+      client.write(chunk);
+      answers(chunk);
+    });
   }
 
   async close(): Promise<void> {

@@ -20,7 +20,9 @@ export interface ShareConsumeOptions {
   consumers?: number;
   ack?: ShareAck;
   /** Stop once this many records were delivered in all (after quietMs more). */
-  expectDeliveries: number;
+  expectDeliveries?: number;
+  /** Or once this many distinct keys were delivered (records delivered again count once). */
+  expectDistinct?: number;
   /** How long to go on polling after expectDeliveries, to see any delivery that should not come. */
   quietMs?: number;
   timeoutMs?: number;
@@ -60,7 +62,9 @@ export async function javaShareClient(bedClasspath: string): Promise<JavaShareCl
       const timeoutMs = o.timeoutMs ?? 60_000;
       const args = ['consume', '--topic', o.topic, '--group', o.group];
       args.push('--consumers', String(o.consumers ?? 1), '--ack', o.ack ?? 'implicit');
-      args.push('--expect-deliveries', String(o.expectDeliveries), '--quiet-ms', String(o.quietMs ?? 0));
+      if (o.expectDeliveries !== undefined) args.push('--expect-deliveries', String(o.expectDeliveries));
+      if (o.expectDistinct !== undefined) args.push('--expect-distinct', String(o.expectDistinct));
+      args.push('--quiet-ms', String(o.quietMs ?? 0));
       args.push('--timeout-ms', String(timeoutMs));
       if (o.sigkillWhenAcquired) args.push('--sigkill-when-acquired');
       // Room to start the JVM, join the group and commit the last acknowledgements.

@@ -40,6 +40,11 @@ export const SHARE_DRIVER: JavaProgram = {
   main: 'ShareDriver',
   sources: [javaSource('Driver.java'), javaSource('ShareDriver.java')],
 };
+/** ChurnDriver.java: a churning KIP-848 group of consumers; it borrows Driver's helpers. */
+export const CHURN_DRIVER: JavaProgram = {
+  main: 'ChurnDriver',
+  sources: [javaSource('Driver.java'), javaSource('ChurnDriver.java')],
+};
 /** StreamsDriver.java: a Kafka Streams word-count app; it borrows Driver's helpers. */
 export const STREAMS_DRIVER: JavaProgram = {
   main: 'StreamsDriver',

@@ -27,9 +27,11 @@ import org.apache.kafka.common.serialization.StringDeserializer;
  *
  * Usage:
  *   consume --bootstrap B --topic T --group G [--consumers C] [--ack implicit|accept|cycle|release]
- *           [--expect-deliveries D] [--quiet-ms Q] [--timeout-ms MS] [--sigkill-when-acquired]
+ *           [--expect-deliveries D | --expect-distinct K] [--quiet-ms Q] [--timeout-ms MS]
+ *           [--sigkill-when-acquired]
  *     C share consumers (one thread each, each its own member) poll until D records were delivered
- *     in all, then Q ms more (whatever arrives then is reported too), or until the timeout.
+ *     in all (or K distinct keys, when records may come again), then Q ms more (whatever arrives
+ *     then is reported too), or until the timeout.
  *     --ack: implicit acknowledgement, or explicit: accept every record; cycle (record i: i%3==0
  *     accept, 1 release on its first delivery and accept it later, 2 reject); release every
  *     delivery (until the broker's delivery count limit archives it).
@@ -89,6 +91,9 @@ public final class ShareDriver {
     int consumers = args.intValue("consumers", 1);
     String ack = args.optional("ack", "implicit");
     int expect = args.intValue("expect-deliveries", Integer.MAX_VALUE);
+    int expectDistinct = args.intValue("expect-distinct", Integer.MAX_VALUE);
+    // Keys delivered, for --expect-distinct (records delivered again count once).
+    java.util.Set<String> distinct = java.util.concurrent.ConcurrentHashMap.newKeySet();
     int quietMs = args.intValue("quiet-ms", 0);
     boolean sigkill = args.flag("sigkill-when-acquired");
     long deadline = System.currentTimeMillis() + args.intValue("timeout-ms", 60_000);
@@ -118,10 +123,12 @@ public final class ShareDriver {
               if (type != null) consumer.acknowledge(r, type);
               emitDelivery(id, r, type == null ? "implicit" : type.name());
               deliveries.incrementAndGet();
+              distinct.add(r.key());
             }
             if (!batch.isEmpty() && explicit(ack)) consumer.commitSync(Duration.ofSeconds(30));
             synchronized (reachedAt) {
-              if (reachedAt[0] == 0 && deliveries.get() >= expect) reachedAt[0] = System.currentTimeMillis();
+              boolean reached = deliveries.get() >= expect || distinct.size() >= expectDistinct;
+              if (reachedAt[0] == 0 && reached) reachedAt[0] = System.currentTimeMillis();
               if (reachedAt[0] != 0 && System.currentTimeMillis() - reachedAt[0] >= quietMs) stop.set(true);
             }
           }
@@ -140,7 +147,9 @@ public final class ShareDriver {
     }
     for (Thread t : threads) t.join();
     if (!failures.isEmpty()) throw new RuntimeException("a share consumer failed: " + failures.get(0), failures.get(0));
-    Driver.emit(new Driver.Json().put("type", "done").put("deliveries", deliveries.get()).put("timedOut", deliveries.get() < expect && expect != Integer.MAX_VALUE));
+    boolean timedOut = (expect != Integer.MAX_VALUE && deliveries.get() < expect)
+        || (expectDistinct != Integer.MAX_VALUE && distinct.size() < expectDistinct);
+    Driver.emit(new Driver.Json().put("type", "done").put("deliveries", deliveries.get()).put("timedOut", timedOut));
   }
 
   /** Explicit acknowledgements are committed after each batch; implicit ones ride on the next poll. */
