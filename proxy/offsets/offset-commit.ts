@@ -14,7 +14,8 @@ import type { OffsetCommitResponse } from '../../protocol/messages/offset-commit
 import type { RequestInfo } from '../core/extension.js';
 import type { Logger } from '../common/log.js';
 import type { BrokerAuthorizer } from './authorizer.js';
-import type { BrokerLookups } from './broker-lookups.js';
+import { cachedAnswer } from './broker-lookups.js';
+import type { BrokerLookups, CachedTopic } from './broker-lookups.js';
 import type { CommitFence, CommitRefusal } from './commit-fence.js';
 import type { GroupModes } from './group-modes.js';
 import type { GuardPolicy } from './guard-policy.js';
@@ -32,8 +33,10 @@ export interface CommitDeps extends Omit<HandlerDeps, 'store'> {
   guards: GuardPolicy;
   /** The group check: accept, refuse with which code, or the broker's (commit-fence.ts). */
   fence: CommitFence;
-  /** Undefined when unknown topics are allowed (the default, for mirroring). */
+  /** Undefined when unknown topics are allowed (for mirroring). */
   topicExists?: (topic: string, partition: number) => Promise<boolean>;
+  /** The topic cache's view of a topic, asked once per topic before topicExists (absent: always asked). */
+  cachedTopic?: (topic: string) => CachedTopic | undefined;
   /**
    * The request sent to the broker as the client sent it, on the client's connection, and the
    * broker's answer: for a group that commits transactionally, whose offsets the broker holds
@@ -62,22 +65,29 @@ function responseWith(req: OffsetCommitRequest, codes: Int16Array): OffsetCommit
 }
 
 /**
- * Flat indices (request order) of the partitions the cluster does not have, for
+ * Flat indices (request order) of the partitions the cluster does not have (null: none), for
  * `--unknown-topics reject`; partitions of denied topics are not asked about (they are refused
  * for authorization first, as the broker does).
  */
 async function unknownPartitions(
   req: OffsetCommitRequest,
   topicExists: (topic: string, partition: number) => Promise<boolean>,
+  cachedTopic: CommitDeps['cachedTopic'],
   denied: ReadonlySet<string> | undefined,
-): Promise<Set<number>> {
-  const unknown = new Set<number>();
+): Promise<Set<number> | null> {
+  let unknown: Set<number> | null = null;
   let k = 0;
   for (const topic of req.topics) {
-    const skip = denied !== undefined && denied.has(topic.name);
+    if (denied !== undefined && denied.has(topic.name)) {
+      k += topic.partitions.length;
+      continue;
+    }
+    const cached = cachedTopic?.(topic.name);
     for (const p of topic.partitions) {
       const at = k++;
-      if (!skip && !(await topicExists(topic.name, p.partitionIndex))) unknown.add(at);
+      const exists =
+        cachedAnswer(cached, p.partitionIndex) ?? (await topicExists(topic.name, p.partitionIndex));
+      if (!exists) (unknown ??= new Set()).add(at);
     }
   }
   return unknown;
@@ -122,7 +132,9 @@ export const handleOffsetCommit: OffsetHandler<
   const denied = auth?.deniedTopics;
 
   // Asked first, so that the loop below is plain synchronous code (it runs for every partition).
-  const unknown = deps.topicExists ? await unknownPartitions(req, deps.topicExists, denied) : null;
+  const unknown = deps.topicExists
+    ? await unknownPartitions(req, deps.topicExists, deps.cachedTopic, denied)
+    : null;
   let k = 0;
   for (const topic of req.topics) {
     const refusedTopic = denied !== undefined && denied.has(topic.name);
@@ -259,7 +271,11 @@ export class OffsetCommitApi {
     };
     // Without a cluster to ask (unit tests) nothing can be known to be missing.
     this.rejecting = lookups
-      ? { ...this.shared, topicExists: (t: string, p: number) => lookups.topicExists(t, p).catch(() => true) }
+      ? {
+          ...this.shared,
+          topicExists: (t: string, p: number) => lookups.topicExists(t, p).catch(() => true),
+          cachedTopic: (t: string) => lookups.cachedTopic(t),
+        }
       : this.shared;
   }
 
