@@ -21,7 +21,6 @@ import type { GroupModes } from './group-modes.js';
 import type { GuardPolicy } from './guard-policy.js';
 import { parseCasMetadata } from './guard-policy.js';
 import { MAX_METADATA_LENGTH } from './kafka-errors.js';
-import { authorizeFor } from './offset-handler.js';
 import type { HandlerDeps, OffsetHandler } from './offset-handler.js';
 import { commitByTopicId, FIRST_TOPIC_ID_VERSION } from './topic-id-offsets.js';
 import type { TopicIds } from './topic-ids.js';
@@ -291,14 +290,25 @@ export class OffsetCommitApi {
     });
   }
 
-  /** An OffsetCommit naming its topics (v10's by the names its ids map to). */
+  /**
+   * An OffsetCommit naming its topics (v10's by the names its ids map to). Its deps are one object
+   * literal of a fixed shape, not spreads of the shared deps and per-request parts: built for every
+   * commit, the spreads were 2.6% of the proxy's time on 100-partition commits.
+   */
   private commit(info: RequestInfo, req: OffsetCommitRequest): Promise<OffsetCommitResponse> {
     const deps = this.opts.unknownTopics.modeFor(req.groupId) === 'reject' ? this.rejecting : this.shared;
-    return handleOffsetCommit(req, info.apiVersion, {
-      ...deps,
-      ...authorizeFor(this.opts.authorizer, info, 'read'),
-      ...this.atBroker(info, req),
-      onAccepted: (g, writes) => this.accepted(g, req, info.apiVersion, writes),
+    const { authorizer } = this.opts;
+    const version = info.apiVersion;
+    const ask = info.askBroker;
+    return handleOffsetCommit(req, version, {
+      guards: deps.guards,
+      fence: deps.fence,
+      topicExists: deps.topicExists,
+      cachedTopic: deps.cachedTopic,
+      onRefused: deps.onRefused,
+      authorize: authorizer ? (g, topics) => authorizer.authorize(info, 'read', g, topics) : undefined,
+      commitAtBroker: ask ? () => this.commitAtBroker(ask, info, req) : undefined,
+      onAccepted: (g, writes) => this.accepted(g, req, version, writes),
     });
   }
 
@@ -309,20 +319,16 @@ export class OffsetCommitApi {
    * v2 carries everything v1 does but the partitions' commit timestamps (the broker takes its own
    * time, as for every later version); a v0 commit is anonymous in v2 too.
    */
-  private atBroker(info: RequestInfo, req: OffsetCommitRequest): Pick<CommitDeps, 'commitAtBroker'> {
-    const ask = info.askBroker;
-    if (!ask) return {};
+  private async commitAtBroker(
+    ask: NonNullable<RequestInfo['askBroker']>,
+    info: RequestInfo,
+    req: OffsetCommitRequest,
+  ): Promise<OffsetCommitResponse> {
     const lookups = this.opts.lookups;
-    return {
-      commitAtBroker: async () => {
-        const min = lookups
-          ? await lookups
-              .brokerMinVersion(info.nodeId, req.groupId, ApiKey.OffsetCommit)
-              .catch(() => undefined)
-          : undefined;
-        return ask(ApiKey.OffsetCommit, Math.max(info.apiVersion, min ?? 0), req);
-      },
-    };
+    const min = lookups
+      ? await lookups.brokerMinVersion(info.nodeId, req.groupId, ApiKey.OffsetCommit).catch(() => undefined)
+      : undefined;
+    return ask(ApiKey.OffsetCommit, Math.max(info.apiVersion, min ?? 0), req);
   }
 
   /** A v10 commit's group-level authorization, counted as the handler counts its refusals. */
