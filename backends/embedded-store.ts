@@ -163,7 +163,7 @@ export class EmbeddedStore implements OffsetStore {
     // maxDbs: layout 2's five databases, and layout 1's four while a migration runs.
     const root = open({
       path: opts.dataDir,
-      overlappingSync: process.env.GC_OVL === '1',
+      overlappingSync: false,
       noSync: false,
       maxDbs: 16,
       eventTurnBatching: false,

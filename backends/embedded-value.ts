@@ -68,16 +68,28 @@ export function encodeOffsetValues(writes: readonly OffsetWrite[]): EncodedValue
   let total = 0;
   let lastTopic: string | undefined;
   let topicLength = 0;
+  // A commit's partitions share their timestamps: each is turned into decimal once per run of
+  // equal values, not once per partition (a bigint's String() allocates every time).
+  let lastCommitTimestamp: bigint | undefined;
+  let commitTimestamp = '';
+  let lastExpireTimestamp: bigint | undefined;
+  let expireTimestamp = '';
   for (let i = 0; i < writes.length; i++) {
     const w = writes[i]!;
     if (w.topic !== lastTopic) {
       lastTopic = w.topic;
       topicLength = Buffer.byteLength(w.topic, 'utf8');
     }
+    if (w.commitTimestamp !== lastCommitTimestamp) {
+      lastCommitTimestamp = w.commitTimestamp;
+      commitTimestamp = String(w.commitTimestamp);
+    }
+    if (w.expireTimestamp !== lastExpireTimestamp) {
+      lastExpireTimestamp = w.expireTimestamp;
+      expireTimestamp = String(w.expireTimestamp);
+    }
     const k = i * 5;
     const offset = String(w.offset);
-    const commitTimestamp = String(w.commitTimestamp);
-    const expireTimestamp = String(w.expireTimestamp);
     // Metadata is most often "": no need to measure it.
     const metadataLength = w.metadata.length === 0 ? 0 : Buffer.byteLength(w.metadata, 'utf8');
     texts[k] = w.topic;

@@ -67,6 +67,23 @@ export const NAMED_OFFSETS_MAX_VERSION = ownMaxVersion(ApiKey.OffsetFetch)!;
 /** DescribeLogDirs v5 came with Kafka 4.3, as assignment epochs did (KIP-1251). */
 const FIRST_DESCRIBE_LOG_DIRS_OF_ASSIGNMENT_EPOCHS = 5;
 
+/** A topic in the metadata cache: its partition count, and whether the cache is fresh. */
+export interface CachedTopic {
+  partitions: number;
+  fresh: boolean;
+}
+
+/**
+ * Whether the cached topic has `partition`, when the cache can tell (undefined: ask the broker,
+ * BrokerLookups.topicExists). A partition the cache has is answered whatever the cache's age; one
+ * it lacks only by a fresh cache (the topic may have grown since).
+ */
+export function cachedAnswer(topic: CachedTopic | undefined, partition: number): boolean | undefined {
+  if (topic === undefined) return undefined;
+  if (partition >= 0 && partition < topic.partitions) return true;
+  return topic.fresh ? false : undefined;
+}
+
 export class BrokerLookups {
   private topics: { names: Map<string, number>; at: number } | null = null;
   private refreshing: Promise<void> | null = null;
@@ -416,6 +433,23 @@ export class BrokerLookups {
   }
 
   /**
+   * The topic as the cache knows it, without a request (undefined: not in it), for answering
+   * every partition of a commit with one look (cachedAnswer): asked per partition, the look and
+   * its promise were a visible share of a 100-partition commit's CPU. An old cache is refreshed
+   * in the background, as topicExists does.
+   */
+  cachedTopic(topic: string): CachedTopic | undefined {
+    const cached = this.topics;
+    const partitions = cached?.names.get(topic);
+    if (!cached || partitions === undefined) return undefined;
+    const fresh = Date.now() - cached.at < this.topicCacheMs;
+    // A topic the cache knows needs no request, so no deadline: a timer per partition of every
+    // commit was most of the CPU of a 100-partition commit.
+    if (!fresh) this.refreshInBackground();
+    return { partitions, fresh };
+  }
+
+  /**
    * Whether topic `topic` has partition `partition`, from metadata cached for a few seconds. A
    * partition the cache has is answered from it whatever its age, and an old cache is refreshed
    * in the background: a broker's coordinator also answers from a metadata cache that learns of
@@ -424,16 +458,8 @@ export class BrokerLookups {
    * What the cache lacks is asked for, within the request timeout.
    */
   topicExists(topic: string, partition: number): Promise<boolean> {
-    const cached = this.topics;
-    if (cached) {
-      const fresh = Date.now() - cached.at < this.topicCacheMs;
-      // A topic the cache knows needs no request, so no deadline: asked once per partition of
-      // every commit, a timer each was most of the CPU of a 100-partition commit.
-      const count = cached.names.get(topic);
-      const has = count !== undefined && partition >= 0 && partition < count;
-      if (has && !fresh) this.refreshInBackground();
-      if (has || (fresh && count !== undefined)) return Promise.resolve(has);
-    }
+    const known = cachedAnswer(this.cachedTopic(topic), partition);
+    if (known !== undefined) return Promise.resolve(known);
     return this.cluster.within(`looking up topic ${topic}`, async () => {
       const fresh = this.topics && Date.now() - this.topics.at < this.topicCacheMs;
       if (!fresh) await this.refreshTopics();

@@ -54,6 +54,7 @@ function fakeLookups(heartbeat: () => Promise<number>): BrokerLookups {
     newGroupCoordinator: async () => true,
     unknownGroupType: async () => null,
     topicExists: async () => true,
+    cachedTopic: () => undefined,
     brokerMinVersion: async () => undefined,
     groupIsEmpty: async () => false,
     fetchOffsets: async () => ({ errorCode: ErrorCode.NONE, topics: [] }),

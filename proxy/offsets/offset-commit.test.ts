@@ -118,6 +118,48 @@ describe('OffsetCommit: order of checks', () => {
     expect((await store.fetch('g', null)).map((o) => o.topic)).toEqual(['ok']);
   });
 
+  test('the topic cache answers what it can; the rest is looked up, in request order', async () => {
+    const store = new MemoryStore();
+    const asked: string[] = [];
+    const { d, seen } = deps(store, 'fence', {
+      topicExists: async (t, p) => {
+        asked.push(`${t}-${p}`);
+        return t === 'new';
+      },
+      // 'fresh' has 2 partitions and the cache is fresh: partition 5 is known missing. 'stale' has
+      // 2 partitions in an old cache: partition 5 may have been added since, so it is asked.
+      cachedTopic: (t) =>
+        t === 'fresh'
+          ? { partitions: 2, fresh: true }
+          : t === 'stale'
+            ? { partitions: 2, fresh: false }
+            : undefined,
+    });
+    const res = await handleOffsetCommit(
+      request('g', {
+        fresh: [{ partition: 1 }, { partition: 5 }],
+        stale: [{ partition: 0 }, { partition: 5 }],
+        new: [{ partition: 0 }],
+      }),
+      8,
+      d,
+    );
+    expect(codes(res)).toEqual([
+      ErrorCode.NONE,
+      ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+      ErrorCode.NONE,
+      ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+      ErrorCode.NONE,
+    ]);
+    expect(asked).toEqual(['stale-5', 'new-0']);
+    expect(seen.refused).toEqual(Array(2).fill(['g', 'unknown_topic', 1]));
+    expect((await store.fetch('g', null)).map((o) => `${o.topic}-${o.partition}`)).toEqual([
+      'fresh-1',
+      'stale-0',
+      'new-0',
+    ]);
+  });
+
   test('without a topic lookup (unknown topics allowed) every topic is stored', async () => {
     const store = new MemoryStore();
     const { d } = deps(store);

@@ -14,13 +14,13 @@ import type { OffsetCommitResponse } from '../../protocol/messages/offset-commit
 import type { RequestInfo } from '../core/extension.js';
 import type { Logger } from '../common/log.js';
 import type { BrokerAuthorizer } from './authorizer.js';
-import type { BrokerLookups } from './broker-lookups.js';
+import { cachedAnswer } from './broker-lookups.js';
+import type { BrokerLookups, CachedTopic } from './broker-lookups.js';
 import type { CommitFence, CommitRefusal } from './commit-fence.js';
 import type { GroupModes } from './group-modes.js';
 import type { GuardPolicy } from './guard-policy.js';
 import { parseCasMetadata } from './guard-policy.js';
 import { MAX_METADATA_LENGTH } from './kafka-errors.js';
-import { authorizeFor } from './offset-handler.js';
 import type { HandlerDeps, OffsetHandler } from './offset-handler.js';
 import { commitByTopicId, FIRST_TOPIC_ID_VERSION } from './topic-id-offsets.js';
 import type { TopicIds } from './topic-ids.js';
@@ -32,8 +32,10 @@ export interface CommitDeps extends Omit<HandlerDeps, 'store'> {
   guards: GuardPolicy;
   /** The group check: accept, refuse with which code, or the broker's (commit-fence.ts). */
   fence: CommitFence;
-  /** Undefined when unknown topics are allowed (the default, for mirroring). */
+  /** Undefined when unknown topics are allowed (for mirroring). */
   topicExists?: (topic: string, partition: number) => Promise<boolean>;
+  /** The topic cache's view of a topic, asked once per topic before topicExists (absent: always asked). */
+  cachedTopic?: (topic: string) => CachedTopic | undefined;
   /**
    * The request sent to the broker as the client sent it, on the client's connection, and the
    * broker's answer: for a group that commits transactionally, whose offsets the broker holds
@@ -62,22 +64,29 @@ function responseWith(req: OffsetCommitRequest, codes: Int16Array): OffsetCommit
 }
 
 /**
- * Flat indices (request order) of the partitions the cluster does not have, for
+ * Flat indices (request order) of the partitions the cluster does not have (null: none), for
  * `--unknown-topics reject`; partitions of denied topics are not asked about (they are refused
  * for authorization first, as the broker does).
  */
 async function unknownPartitions(
   req: OffsetCommitRequest,
   topicExists: (topic: string, partition: number) => Promise<boolean>,
+  cachedTopic: CommitDeps['cachedTopic'],
   denied: ReadonlySet<string> | undefined,
-): Promise<Set<number>> {
-  const unknown = new Set<number>();
+): Promise<Set<number> | null> {
+  let unknown: Set<number> | null = null;
   let k = 0;
   for (const topic of req.topics) {
-    const skip = denied !== undefined && denied.has(topic.name);
+    if (denied !== undefined && denied.has(topic.name)) {
+      k += topic.partitions.length;
+      continue;
+    }
+    const cached = cachedTopic?.(topic.name);
     for (const p of topic.partitions) {
       const at = k++;
-      if (!skip && !(await topicExists(topic.name, p.partitionIndex))) unknown.add(at);
+      const exists =
+        cachedAnswer(cached, p.partitionIndex) ?? (await topicExists(topic.name, p.partitionIndex));
+      if (!exists) (unknown ??= new Set()).add(at);
     }
   }
   return unknown;
@@ -122,7 +131,9 @@ export const handleOffsetCommit: OffsetHandler<
   const denied = auth?.deniedTopics;
 
   // Asked first, so that the loop below is plain synchronous code (it runs for every partition).
-  const unknown = deps.topicExists ? await unknownPartitions(req, deps.topicExists, denied) : null;
+  const unknown = deps.topicExists
+    ? await unknownPartitions(req, deps.topicExists, deps.cachedTopic, denied)
+    : null;
   let k = 0;
   for (const topic of req.topics) {
     const refusedTopic = denied !== undefined && denied.has(topic.name);
@@ -259,7 +270,11 @@ export class OffsetCommitApi {
     };
     // Without a cluster to ask (unit tests) nothing can be known to be missing.
     this.rejecting = lookups
-      ? { ...this.shared, topicExists: (t: string, p: number) => lookups.topicExists(t, p).catch(() => true) }
+      ? {
+          ...this.shared,
+          topicExists: (t: string, p: number) => lookups.topicExists(t, p).catch(() => true),
+          cachedTopic: (t: string) => lookups.cachedTopic(t),
+        }
       : this.shared;
   }
 
@@ -275,14 +290,25 @@ export class OffsetCommitApi {
     });
   }
 
-  /** An OffsetCommit naming its topics (v10's by the names its ids map to). */
+  /**
+   * An OffsetCommit naming its topics (v10's by the names its ids map to). Its deps are one object
+   * literal of a fixed shape, not spreads of the shared deps and per-request parts: built for every
+   * commit, the spreads were 2.6% of the proxy's time on 100-partition commits.
+   */
   private commit(info: RequestInfo, req: OffsetCommitRequest): Promise<OffsetCommitResponse> {
     const deps = this.opts.unknownTopics.modeFor(req.groupId) === 'reject' ? this.rejecting : this.shared;
-    return handleOffsetCommit(req, info.apiVersion, {
-      ...deps,
-      ...authorizeFor(this.opts.authorizer, info, 'read'),
-      ...this.atBroker(info, req),
-      onAccepted: (g, writes) => this.accepted(g, req, info.apiVersion, writes),
+    const { authorizer } = this.opts;
+    const version = info.apiVersion;
+    const ask = info.askBroker;
+    return handleOffsetCommit(req, version, {
+      guards: deps.guards,
+      fence: deps.fence,
+      topicExists: deps.topicExists,
+      cachedTopic: deps.cachedTopic,
+      onRefused: deps.onRefused,
+      authorize: authorizer ? (g, topics) => authorizer.authorize(info, 'read', g, topics) : undefined,
+      commitAtBroker: ask ? () => this.commitAtBroker(ask, info, req) : undefined,
+      onAccepted: (g, writes) => this.accepted(g, req, version, writes),
     });
   }
 
@@ -293,20 +319,16 @@ export class OffsetCommitApi {
    * v2 carries everything v1 does but the partitions' commit timestamps (the broker takes its own
    * time, as for every later version); a v0 commit is anonymous in v2 too.
    */
-  private atBroker(info: RequestInfo, req: OffsetCommitRequest): Pick<CommitDeps, 'commitAtBroker'> {
-    const ask = info.askBroker;
-    if (!ask) return {};
+  private async commitAtBroker(
+    ask: NonNullable<RequestInfo['askBroker']>,
+    info: RequestInfo,
+    req: OffsetCommitRequest,
+  ): Promise<OffsetCommitResponse> {
     const lookups = this.opts.lookups;
-    return {
-      commitAtBroker: async () => {
-        const min = lookups
-          ? await lookups
-              .brokerMinVersion(info.nodeId, req.groupId, ApiKey.OffsetCommit)
-              .catch(() => undefined)
-          : undefined;
-        return ask(ApiKey.OffsetCommit, Math.max(info.apiVersion, min ?? 0), req);
-      },
-    };
+    const min = lookups
+      ? await lookups.brokerMinVersion(info.nodeId, req.groupId, ApiKey.OffsetCommit).catch(() => undefined)
+      : undefined;
+    return ask(ApiKey.OffsetCommit, Math.max(info.apiVersion, min ?? 0), req);
   }
 
   /** A v10 commit's group-level authorization, counted as the handler counts its refusals. */
