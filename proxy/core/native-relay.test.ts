@@ -914,6 +914,15 @@ describe('the boundary', () => {
       expect(() => binding.status(wrong)).toThrow(TypeError);
       expect(() => binding.dispose(wrong)).toThrow(TypeError);
     }
+    // Too few arguments: refused by count, before any is read.
+    const call = binding as unknown as Record<string, (...args: unknown[]) => unknown>;
+    for (const [name, args, expected] of [
+      ['createContext', [], /createContext: 10 arguments expected/],
+      ['attach', [context, 1, 0, 1], /attach: 5 arguments expected/],
+      ['status', [], /native relay pair expected/],
+      ['dispose', [], /dispose: a native relay context expected/],
+    ] as const)
+      expect(() => call[name]!(...args), name).toThrow(expected);
     // A context where a pair belongs.
     expect(() => binding.status(context)).toThrow(/native relay pair expected/);
     expect(() => binding.handBack(context)).toThrow(TypeError);
