@@ -5,34 +5,37 @@
  * the store-health log lines. Never includes a credential: only codes, hosts and ports.
  */
 import net from 'node:net';
+import { redisReplyCode } from './redis-reply.js';
 
 export interface Endpoint {
   host: string;
   port: number;
 }
 
-const SOCKET_CODES =
-  /\b(ECONNREFUSED|ETIMEDOUT|EHOSTUNREACH|ENETUNREACH|ECONNRESET|EPIPE|ENOTFOUND|EAI_AGAIN)\b(?:\s+([^\s,()]+))?/;
+/** How the client reaches Redis: a failure with nothing else to tell is told by it. */
+export type RedisReach = 'standalone' | 'sentinel' | 'cluster';
 
-/** `where` is used when the error does not say which server it is about. */
-export function describeConnectionError(err: unknown, where: string): string {
+/**
+ * `where` is used when the error does not say which server it is about. Decided by the error's
+ * structure only (its `code`, its class, a Redis reply's code), never by its text.
+ */
+export function describeConnectionError(
+  err: unknown,
+  where: string,
+  reach: RedisReach = 'standalone',
+): string {
   const e = (err ?? {}) as NodeJS.ErrnoException & {
     address?: string;
     port?: number;
     hostname?: string;
     lastNodeError?: unknown;
   };
+  // ioredis's ClusterAllFailedError carries the last node's own error.
   if (e.lastNodeError !== undefined && e.lastNodeError !== err)
-    return describeConnectionError(e.lastNodeError, where);
-  const message = err instanceof Error ? err.message : String(err);
-  let code = e.code;
-  let server = e.address !== undefined && e.port !== undefined ? `${e.address}:${e.port}` : undefined;
-  const inText = SOCKET_CODES.exec(message);
-  if (inText !== null && (code === undefined || code === inText[1])) {
-    code = inText[1];
-    server ??= inText[2];
-  }
-  server ??= e.hostname ?? where;
+    return describeConnectionError(e.lastNodeError, where, reach);
+  const code = e.code;
+  const server =
+    e.address !== undefined && e.port !== undefined ? `${e.address}:${e.port}` : (e.hostname ?? where);
   switch (code) {
     case 'ECONNREFUSED':
       return `connection refused to ${server}`;
@@ -48,14 +51,27 @@ export function describeConnectionError(err: unknown, where: string): string {
     case 'EPIPE':
       return `connection to ${server} was reset`;
     default:
-      break; // any other code, or none: told by the message checks below
+      break; // any other code, or none: told by the checks below
   }
-  if (/WRONGPASS|NOAUTH|invalid password|AUTH failed/i.test(message))
-    return `authentication refused by ${where}`;
-  if (/All sentinels are unreachable/.test(message)) return `no sentinel answers at ${where}`;
-  if (/Failed to refresh slots cache/.test(message)) return `no cluster node answers at ${where}`;
+  const reply = redisReplyCode(err);
+  switch (reply) {
+    case 'WRONGPASS':
+    case 'NOAUTH':
+      return `authentication refused by ${where}`;
+    case null:
+      break;
+    default:
+      return `${where} answers ${reply}`;
+  }
   if (code !== undefined && /^(ERR_SSL|ERR_TLS|CERT_|UNABLE_TO|DEPTH_ZERO|SELF_SIGNED)/.test(code))
     return `TLS handshake with ${server} failed (${code})`;
+  if (code === undefined) {
+    // ioredis's connectors raise these without a code: all nodes of the slots refresh failed
+    // (named by its class, ClusterAllFailedError, which ioredis does not export), or no sentinel
+    // answered (a plain Error: the only uncoded one a Sentinel client emits).
+    if (e.name === 'ClusterAllFailedError') return `no cluster node answers at ${where}`;
+    if (reach === 'sentinel' && e.name === 'Error') return `no sentinel answers at ${where}`;
+  }
   return `${code ?? (err instanceof Error ? err.name : 'error')} at ${where}`;
 }
 

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { ReplyError } from 'ioredis';
 import { describeConnectionError } from './connection-problem.js';
 import { redactUrl } from './redact-url.js';
 import { parseRedisUrl } from './redis-url.js';
@@ -76,27 +77,63 @@ describe('store URL errors never repeat a password', () => {
 describe('connection errors in words', () => {
   const err = (code: string, extra: Record<string, unknown> = {}, message = code) =>
     Object.assign(new Error(message), { code, ...extra });
+  const named = (name: string, message: string, extra: Record<string, unknown> = {}) =>
+    Object.assign(new Error(message), { name, ...extra });
+  // Told by structure only: every row whose words depend on the message text would fail (the
+  // plain Errors below carry the texts that used to be matched, and must not be recognised).
   it.each([
-    [err('ECONNREFUSED', { address: '10.0.0.1', port: 6379 }), 'connection refused to 10.0.0.1:6379'],
-    [err('ETIMEDOUT'), 'connection to r:6379 timed out'],
-    [err('ENOTFOUND', { hostname: 'redis.internal' }), 'host redis.internal not found'],
     [
-      new Error('WRONGPASS invalid username-password pair or user is disabled.'),
+      err('ECONNREFUSED', { address: '10.0.0.1', port: 6379 }),
+      'standalone',
+      'connection refused to 10.0.0.1:6379',
+    ],
+    [err('ETIMEDOUT'), 'standalone', 'connection to r:6379 timed out'],
+    [err('ENOTFOUND', { hostname: 'redis.internal' }), 'standalone', 'host redis.internal not found'],
+    [err('ECONNRESET', {}, 'read ECONNREFUSED'), 'standalone', 'connection to r:6379 was reset'],
+    [
+      new ReplyError('WRONGPASS invalid username-password pair or user is disabled.'),
+      'standalone',
       'authentication refused by r:6379',
     ],
+    [new ReplyError('NOAUTH Authentication required.'), 'cluster', 'authentication refused by r:6379'],
+    [
+      new ReplyError('LOADING Redis is loading the dataset in memory'),
+      'standalone',
+      'r:6379 answers LOADING',
+    ],
+    [
+      new ReplyError("READONLY You can't write against a read only replica."),
+      'sentinel',
+      'r:6379 answers READONLY',
+    ],
+    [new Error('WRONGPASS invalid username-password pair'), 'standalone', 'Error at r:6379'],
     [
       new Error(
         'All sentinels are unreachable. Retrying from scratch after 10ms. Last error: connect ECONNREFUSED 127.0.0.1:26379',
       ),
-      'connection refused to 127.0.0.1:26379',
+      'sentinel',
+      'no sentinel answers at r:6379',
+    ],
+    [new Error('All sentinels are unreachable.'), 'standalone', 'Error at r:6379'],
+    [
+      named('ClusterAllFailedError', 'Failed to refresh slots cache.'),
+      'cluster',
+      'no cluster node answers at r:6379',
     ],
     [
-      Object.assign(new Error('Failed to refresh slots cache.'), {
+      named('ClusterAllFailedError', 'Failed to refresh slots cache.', {
         lastNodeError: err('ECONNREFUSED', { address: 'a', port: 1 }),
       }),
+      'cluster',
       'connection refused to a:1',
     ],
-  ])('%s', (e, words) => {
-    expect(describeConnectionError(e, 'r:6379')).toBe(words);
+    [new Error('Failed to refresh slots cache.'), 'cluster', 'Error at r:6379'],
+    [
+      err('ERR_SSL_WRONG_VERSION_NUMBER', { address: 'h', port: 2 }),
+      'standalone',
+      'TLS handshake with h:2 failed (ERR_SSL_WRONG_VERSION_NUMBER)',
+    ],
+  ] as const)('%s (%s)', (e, reach, words) => {
+    expect(describeConnectionError(e, 'r:6379', reach)).toBe(words);
   });
 });

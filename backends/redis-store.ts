@@ -13,6 +13,7 @@
 import { Redis, Cluster } from 'ioredis';
 import type { RedisOptions } from 'ioredis';
 import { describeConnectionError } from './connection-problem.js';
+import { isCorruptionReply } from './redis-reply.js';
 import { asStoreError, StoreCorruptError, StoreUnavailableError, withDeadline } from './errors.js';
 import { decodeOutcome, parseDecimal } from './outcome-codec.js';
 import type { EncodedOutcome } from './outcome-codec.js';
@@ -58,8 +59,6 @@ interface WaitPipeline {
   exec(): Promise<[Error | null, unknown][]>;
 }
 
-const isCorruption = (msg: string) => msg.includes('WRONGTYPE') || msg.includes('KOPCORRUPT');
-
 /** A commit whose outcome the first answer did not tell (see RedisStore.commit). */
 const UNKNOWN = Symbol('unknown');
 
@@ -80,8 +79,7 @@ async function untilOrUnknown(
     const result = await Promise.race([attempt, late]);
     return result === UNKNOWN ? {} : { outcome: result };
   } catch (err) {
-    const msg = err instanceof Error ? err.message : String(err);
-    if (isCorruption(msg) || err instanceof StoreUnavailableError) throw err;
+    if (isCorruptionReply(err) || err instanceof StoreUnavailableError) throw err;
     return { failure: err };
   } finally {
     clearTimeout(timer);
@@ -165,8 +163,11 @@ export class RedisStore implements OffsetStore {
     // Errors surface through the commands (an unhandled 'error' event would crash the process);
     // the last one is kept so failures can say which server did not answer, and why.
     const where = t.endpoints.map((e) => `${e.host}:${e.port}`).join(',');
-    this.client.on('error', (err: unknown) => (this.problem = describeConnectionError(err, where)));
-    this.client.on('node error', (err: unknown) => (this.problem = describeConnectionError(err, where)));
+    this.client.on('error', (err: unknown) => (this.problem = describeConnectionError(err, where, t.mode)));
+    this.client.on(
+      'node error',
+      (err: unknown) => (this.problem = describeConnectionError(err, where, t.mode)),
+    );
     this.client.on('ready', () => (this.problem = null));
     this.client.defineCommand('kopCommit', { numberOfKeys: 3, lua: COMMIT_LUA });
     this.client.defineCommand('kopUpdateGroup', { numberOfKeys: 1, lua: UPDATE_GROUP_LUA });
@@ -205,8 +206,8 @@ export class RedisStore implements OffsetStore {
   private checked<T>(group: string, op: () => Promise<T>): () => Promise<T> {
     return () =>
       op().catch((err: unknown) => {
-        const msg = err instanceof Error ? err.message : String(err);
-        if (isCorruption(msg)) throw new StoreCorruptError(group, msg, { cause: err });
+        if (isCorruptionReply(err))
+          throw new StoreCorruptError(group, (err as Error).message, { cause: err });
         throw err;
       });
   }
@@ -358,11 +359,7 @@ export class RedisStore implements OffsetStore {
         // A Cluster pipeline is not redirected when its commands fail differently (the script
         // MOVED, WAIT answered): learn the new slot owner and run it again (the request record
         // makes a second run harmless), within the validity.
-        if (
-          this.client instanceof Cluster &&
-          !isCorruption(script![0].message) &&
-          localNow() + 200 < validTo
-        ) {
+        if (this.client instanceof Cluster && !isCorruptionReply(script![0]) && localNow() + 200 < validTo) {
           this.client.refreshSlotsCache();
           await new Promise((r) => setTimeout(r, 100));
           continue;

@@ -5,10 +5,9 @@
  * over the measured window (after a warm-up).
  */
 import { ApiKey } from '../protocol/messages/index.js';
-import { defaultOffsetCommitRequest } from '../protocol/messages/offset-commit-request.js';
 import { decodeResponseFrame, encodeRequestFrame } from '../protocol/frames.js';
 import type { OffsetCommitResponse } from '../protocol/messages/offset-commit-response.js';
-import { ZERO_UUID } from '../protocol/generated-support.js';
+import { commitBody } from '../test/harness/commit-body.js';
 import { RawClient } from '../test/harness/raw-client.js';
 import { cpuMs } from './process-stats.js';
 
@@ -30,24 +29,7 @@ export class CommitFrame {
   constructor(group: string, topic: string, partitions: number) {
     this.frame = encodeRequestFrame(
       { apiKey: ApiKey.OffsetCommit, apiVersion: 8, correlationId: 0, clientId: 'bench' },
-      {
-        ...defaultOffsetCommitRequest(),
-        groupId: group,
-        generationIdOrMemberEpoch: -1,
-        memberId: '',
-        topics: [
-          {
-            name: topic,
-            topicId: ZERO_UUID,
-            partitions: Array.from({ length: partitions }, (_, p) => ({
-              partitionIndex: p,
-              committedOffset: MARK,
-              committedLeaderEpoch: -1,
-              committedMetadata: '',
-            })),
-          },
-        ],
-      },
+      commitBody(group, topic, partitions, MARK),
     );
     for (let at = 0; at + 8 <= this.frame.length; at++) {
       if (this.frame.readBigInt64BE(at) === MARK) this.offsetAt.push(at);

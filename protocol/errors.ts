@@ -63,6 +63,23 @@ export class ProtocolError extends Error {
     if (apiKey !== undefined) this.apiKey = apiKey;
     if (apiVersion !== undefined) this.apiVersion = apiVersion;
   }
+
+  /** Whether withApi has named an API in the message (a flag: a message may itself start with "[api "). */
+  private apiNamed = false;
+
+  /**
+   * Tags the error with the API it happened in, fields and message prefix, once: the first call
+   * (the innermost decoder's view) wins, later ones leave the error as it is.
+   */
+  withApi(apiKey: number, apiVersion: number): this {
+    this.apiKey ??= apiKey;
+    this.apiVersion ??= apiVersion;
+    if (!this.apiNamed) {
+      this.message = `[api ${apiKey} v${apiVersion}] ${this.message}`;
+      this.apiNamed = true;
+    }
+    return this;
+  }
 }
 
 /** A frame whose size prefix exceeds the configured limit (or is negative); raised before its body arrives. */
@@ -84,19 +101,14 @@ export class FrameTooLargeError extends ProtocolError {
  * one-error-type contract holds for callers; the original is kept as `cause`.
  */
 export function annotateProtocolError(err: unknown, apiKey: number, apiVersion: number): ProtocolError {
-  if (err instanceof ProtocolError) {
-    if (err.apiKey === undefined) err.apiKey = apiKey;
-    if (err.apiVersion === undefined) err.apiVersion = apiVersion;
-    if (!err.message.startsWith('[api ')) err.message = `[api ${apiKey} v${apiVersion}] ${err.message}`;
-    return err;
-  }
+  if (err instanceof ProtocolError) return err.withApi(apiKey, apiVersion);
   const wrapped = new ProtocolError(
     'DECODE_FAILED',
-    `[api ${apiKey} v${apiVersion}] ${err instanceof Error ? err.message : String(err)}`,
+    err instanceof Error ? err.message : String(err),
     -1,
     apiKey,
     apiVersion,
-  );
+  ).withApi(apiKey, apiVersion);
   wrapped.cause = err;
   return wrapped;
 }

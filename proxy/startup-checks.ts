@@ -7,11 +7,11 @@
 import { constants as fsConstants, mkdirSync, readFileSync, statfsSync, statSync } from 'node:fs';
 import { open, unlink } from 'node:fs/promises';
 import path from 'node:path';
-import tls from 'node:tls';
 import { redactUrl } from '../backends/redact-url.js';
 import { ConfigError, fileProblem } from './config.js';
 import type { ProxyConfig } from './config.js';
 import { loadNativeRelay } from './core/native-relay.js';
+import { refusedTlsPart } from './tls-pair.js';
 
 /**
  * Kernel file systems (statfs f_type, linux/magic.h) where a directory of files cannot live: a
@@ -139,22 +139,14 @@ export function checkTlsFiles(config: Pick<ProxyConfig, 'clientTls' | 'brokerTls
   ) => {
     const certPem = pem(certOption, cert, CERT, 'a certificate');
     const keyPem = pem(keyOption, key, KEY, 'a private key');
-    const caPem = ca ? pem(ca[0], ca[1], CERT, 'a CA certificate') : undefined;
-    try {
-      tls.createSecureContext({
-        ...(certPem ? { cert: certPem } : {}),
-        ...(keyPem ? { key: keyPem } : {}),
-        ...(caPem ? { ca: caPem } : {}),
-      });
-    } catch (err) {
-      const msg = (err as Error).message;
-      const option = /key values mismatch|private key/i.test(msg) ? keyOption : certOption;
-      throw new ConfigError(
-        option,
-        option === keyOption ? key : cert,
-        `not usable with ${option === keyOption ? certOption : keyOption}: ${msg}`,
-      );
-    }
+    if (ca) pem(ca[0], ca[1], CERT, 'a CA certificate');
+    const refused = refusedTlsPart(certPem, keyPem);
+    if (refused === null) return;
+    const why = refused.error.message;
+    if (refused.part === 'cert')
+      throw new ConfigError(certOption, cert, `not usable with ${keyOption}: ${why}`);
+    // A key that is not the certificate's is the key's fault, as is a key that does not load.
+    throw new ConfigError(keyOption, key, `not usable with ${certOption}: ${why}`);
   };
   if (config.clientTls) {
     const t = config.clientTls;

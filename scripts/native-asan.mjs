@@ -1,4 +1,4 @@
-// Runs the native relay's tests (proxy/core/native-relay.test.ts) against the addon built with
+// Runs the native relay's tests (proxy/core/native-relay*.test.ts) against the addon built with
 // AddressSanitizer and UndefinedBehaviorSanitizer (build/native/asan/, see build-native.mjs
 // --sanitize): any out-of-bounds access, use after free or undefined behaviour in the addon aborts
 // the run. `npm run test:native-asan`.
@@ -28,6 +28,7 @@ const run = spawnSync(
     '--project',
     'unit',
     'proxy/core/native-relay.test.ts',
+    'proxy/core/native-relay-boundary.test.ts',
   ],
   {
     cwd: repo,

@@ -4,58 +4,20 @@
  * Version conditions are simplified against the versions a struct can actually be used in, so a
  * field present in all of them costs no branch at run time.
  */
+import type { Cond } from './emit-code.js';
+import {
+  and,
+  cond,
+  ifElse,
+  indent,
+  pick,
+  readPrimitive,
+  sizePrimitive,
+  tsString,
+  writePrimitive,
+} from './emit-code.js';
 import { SpecError, contains, intersect, isEmpty, parseIntDefault } from './spec-model.js';
 import type { FieldSpec, FieldType, MessageSpec, StructSpec, VersionRange } from './spec-model.js';
-
-/** A version condition: a constant, or a JavaScript expression over `version`. */
-type Cond = 'true' | 'false' | string;
-
-export function kebabName(name: string): string {
-  return name
-    .replace(/([a-z0-9])([A-Z])/g, '$1-$2')
-    .replace(/([A-Z])([A-Z][a-z])/g, '$1-$2')
-    .toLowerCase();
-}
-
-function tsString(s: string): string {
-  return `'${s.replace(/\\/g, '\\\\').replace(/'/g, "\\'")}'`;
-}
-
-function cond(range: VersionRange, within: VersionRange): Cond {
-  const r = intersect(range, within);
-  if (isEmpty(r)) return 'false';
-  if (contains(r, within)) return 'true';
-  const parts: string[] = [];
-  if (r.min > within.min) parts.push(`version >= ${r.min}`);
-  if (r.max < within.max) parts.push(`version <= ${r.max}`);
-  return parts.join(' && ');
-}
-
-function and(a: Cond, b: Cond): Cond {
-  if (a === 'false' || b === 'false') return 'false';
-  if (a === 'true') return b;
-  if (b === 'true') return a;
-  return `${a} && ${b}`;
-}
-
-function pick(c: Cond, a: string, b: string): string {
-  if (c === 'true') return a;
-  if (c === 'false') return b;
-  return `(${c} ? ${a} : ${b})`;
-}
-
-function ifElse(c: Cond, a: string[], b: string[]): string[] {
-  if (c === 'true') return a;
-  if (c === 'false') return b;
-  if (a.length === 0 && b.length === 0) return [];
-  if (a.length === 0) return [`if (!(${c})) {`, ...indent(b), '}'];
-  if (b.length === 0) return [`if (${c}) {`, ...indent(a), '}'];
-  return [`if (${c}) {`, ...indent(a), '} else {', ...indent(b), '}'];
-}
-
-function indent(lines: string[]): string[] {
-  return lines.map((l) => (l === '' ? l : `  ${l}`));
-}
 
 const RESERVED = new Set([
   'Reader',
@@ -92,6 +54,8 @@ export class MessageEmitter {
   private readonly imports = new Set<string>();
   private readonly supportImports = new Set<string>();
   private readonly writerImports = new Set<string>();
+  /** Notes a function of generated-support.ts that the emitted code calls. */
+  private readonly needSupport = (name: string): void => void this.supportImports.add(name);
 
   constructor(msg: MessageSpec) {
     this.msg = msg;
@@ -212,40 +176,10 @@ export class MessageEmitter {
 
   // ---- decode ----
 
-  private readPrimitive(name: string, r: string, nullable: Cond, flexible: Cond): string {
-    switch (name) {
-      case 'bool':
-      case 'int8':
-      case 'int16':
-      case 'uint16':
-      case 'int32':
-      case 'uint32':
-      case 'int64':
-      case 'float64':
-      case 'uuid':
-        return `${r}.${name}()`;
-      case 'string':
-        return pick(
-          flexible,
-          pick(nullable, `${r}.compactNullableString()`, `${r}.compactString()`),
-          pick(nullable, `${r}.nullableString()`, `${r}.string()`),
-        );
-      case 'bytes':
-      case 'records':
-        return pick(
-          flexible,
-          pick(nullable, `${r}.compactNullableBytes()`, `${r}.compactBytes()`),
-          pick(nullable, `${r}.nullableBytes()`, `${r}.bytes()`),
-        );
-    }
-    throw new SpecError(`unknown primitive ${name}`);
-  }
-
   /** Statements that read one field's value from reader `r` into the existing variable `target`. */
   private readInto(fc: FieldContext, r: string, target: string): string[] {
     const t = fc.f.type;
-    if (t.kind === 'primitive')
-      return [`${target} = ${this.readPrimitive(t.name, r, fc.nullable, fc.flexible)};`];
+    if (t.kind === 'primitive') return [`${target} = ${readPrimitive(t.name, r, fc.nullable, fc.flexible)};`];
     if (t.kind === 'struct') {
       const read = `read${t.name}(${r}, version)`;
       return [`${target} = ${pick(fc.nullable, `(${r}.int8() < 0 ? null : ${read})`, read)};`];
@@ -254,7 +188,7 @@ export class MessageEmitter {
     const elRead =
       el.kind === 'struct'
         ? `read${el.name}(${r}, version)`
-        : this.readPrimitive((el as { name: string }).name, r, 'false', fc.flexible);
+        : readPrimitive((el as { name: string }).name, r, 'false', fc.flexible);
     const len = pick(
       fc.flexible,
       pick(fc.nullable, `${r}.compactNullableArrayLength()`, `${r}.compactArrayLength()`),
@@ -284,36 +218,6 @@ export class MessageEmitter {
 
   // ---- encode ----
 
-  private writePrimitive(name: string, v: string, nullable: Cond, flexible: Cond): string[] {
-    const call = (m: string): string => `w.${m}(${v});`;
-    switch (name) {
-      case 'bool':
-      case 'int8':
-      case 'int16':
-      case 'uint16':
-      case 'int32':
-      case 'uint32':
-      case 'int64':
-      case 'float64':
-      case 'uuid':
-        return [call(name)];
-      case 'string':
-        return ifElse(
-          flexible,
-          ifElse(nullable, [call('compactNullableString')], [call('compactString')]),
-          ifElse(nullable, [call('nullableString')], [call('string')]),
-        );
-      case 'bytes':
-      case 'records':
-        return ifElse(
-          flexible,
-          ifElse(nullable, [call('compactNullableBytes')], [call('compactBytes')]),
-          ifElse(nullable, [call('nullableBytes')], [call('bytes')]),
-        );
-    }
-    throw new SpecError(`unknown primitive ${name}`);
-  }
-
   /** A value expression, narrowed to non-null where the type allows null but this version does not. */
   private valueFor(fc: FieldContext, v: string, nullableInVersion: boolean): string {
     const typeNullable = this.fieldTsType(fc.f).endsWith('| null');
@@ -327,7 +231,7 @@ export class MessageEmitter {
     const both = (fn: (nullable: boolean) => string[]): string[] => ifElse(fc.nullable, fn(true), fn(false));
     if (t.kind === 'primitive') {
       return both((nl) =>
-        this.writePrimitive(t.name, this.valueFor(fc, v, nl), nl ? 'true' : 'false', fc.flexible),
+        writePrimitive(t.name, this.valueFor(fc, v, nl), nl ? 'true' : 'false', fc.flexible),
       );
     }
     if (t.kind === 'struct') {
@@ -348,7 +252,7 @@ export class MessageEmitter {
     const elWrite =
       el.kind === 'struct'
         ? [`write${el.name}(w, e, version);`]
-        : this.writePrimitive((el as { name: string }).name, 'e', 'false', fc.flexible);
+        : writePrimitive((el as { name: string }).name, 'e', 'false', fc.flexible);
     const writeLen = ifElse(fc.flexible, ['w.uvarint(a.length + 1);'], ['w.int32(a.length);']);
     const body =
       el.kind === 'primitive' && el.name === 'int32'
@@ -372,48 +276,13 @@ export class MessageEmitter {
 
   // ---- size ----
 
-  private sizePrimitive(name: string, v: string, nullable: Cond, flexible: Cond): string {
-    switch (name) {
-      case 'bool':
-      case 'int8':
-        return '1';
-      case 'int16':
-      case 'uint16':
-        return '2';
-      case 'int32':
-      case 'uint32':
-        return '4';
-      case 'int64':
-      case 'float64':
-        return '8';
-      case 'uuid':
-        return '16';
-    }
-    const fn = (n: string): string => {
-      this.supportImports.add(n);
-      return `${n}(${v})`;
-    };
-    if (name === 'string') {
-      return pick(
-        flexible,
-        pick(nullable, fn('sizeOfCompactNullableString'), fn('sizeOfCompactString')),
-        pick(nullable, fn('sizeOfNullableString'), fn('sizeOfString')),
-      );
-    }
-    return pick(
-      flexible,
-      pick(nullable, fn('sizeOfCompactNullableBytes'), fn('sizeOfCompactBytes')),
-      pick(nullable, fn('sizeOfNullableBytes'), fn('sizeOfBytes')),
-    );
-  }
-
   /** Statements adding the encoded size of `v` to the variable `acc`. */
   private sizeValue(fc: FieldContext, v: string, acc: string): string[] {
     const t = fc.f.type;
     const both = (fn: (nullable: boolean) => string[]): string[] => ifElse(fc.nullable, fn(true), fn(false));
     if (t.kind === 'primitive') {
       return both((nl) => [
-        `${acc} += ${this.sizePrimitive(t.name, this.valueFor(fc, v, nl), nl ? 'true' : 'false', fc.flexible)};`,
+        `${acc} += ${sizePrimitive(t.name, this.valueFor(fc, v, nl), nl ? 'true' : 'false', fc.flexible, this.needSupport)};`,
       ]);
     }
     if (t.kind === 'struct') {
@@ -424,7 +293,8 @@ export class MessageEmitter {
       );
     }
     const el = t.element;
-    const fixed = el.kind === 'primitive' ? this.sizePrimitive(el.name, 'e', 'false', fc.flexible) : '';
+    const fixed =
+      el.kind === 'primitive' ? sizePrimitive(el.name, 'e', 'false', fc.flexible, this.needSupport) : '';
     const elems = /^\d+$/.test(fixed)
       ? [`${acc} += a.length * ${fixed};`]
       : [`for (const e of a) ${acc} += ${el.kind === 'struct' ? `sizeOf${el.name}(e, version)` : fixed};`];

@@ -1,7 +1,7 @@
 /** Emits protocol/messages/index.ts: the codec registry, one entry per API key. */
 import { SpecError, isEmpty } from './spec-model.js';
 import type { MessageSpec } from './spec-model.js';
-import { kebabName } from './emit-message.js';
+import { kebabName } from './emit-code.js';
 
 /**
  * `specs`: the APIs with a codec. `allSpecs`: every request and response spec, removed APIs

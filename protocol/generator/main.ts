@@ -6,7 +6,8 @@
 import { mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { MessageEmitter, kebabName } from './emit-message.js';
+import { kebabName } from './emit-code.js';
+import { MessageEmitter } from './emit-message.js';
 import { emitRegistry } from './emit-registry.js';
 import { hasCodec, loadSpecs } from './spec-model.js';
 

@@ -61,7 +61,7 @@ type Op = number;
 const FETCH = 1;
 
 function fail(code: ProtocolErrorCode, message: string, offset: number, apiVersion: number): ProtocolError {
-  return new ProtocolError(code, `[api ${FETCH} v${apiVersion}] ${message}`, offset, FETCH, apiVersion);
+  return new ProtocolError(code, message, offset).withApi(FETCH, apiVersion);
 }
 
 export type TailOutcome = 'unchanged' | 'rewritten' | 'dropped';
@@ -422,11 +422,7 @@ export function rewriteFetchTail(section: Buffer, expose: ExposeBrokerNow, apiVe
     }
     r.expectEnd();
   } catch (e) {
-    if (e instanceof ProtocolError) {
-      e.apiKey ??= FETCH;
-      e.apiVersion ??= apiVersion;
-      if (!e.message.startsWith('[api ')) e.message = `[api ${FETCH} v${apiVersion}] ${e.message}`;
-    }
+    if (e instanceof ProtocolError) e.withApi(FETCH, apiVersion);
     throw e;
   }
 

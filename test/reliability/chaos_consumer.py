@@ -11,12 +11,15 @@ chaos run reads both alike, one per line on stdout:
 Runs until SIGTERM.
 """
 
-import argparse
-import json
+import os
 import signal
 import sys
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+# The bed's clients folder holds what this member shares with the others (committing_member.py).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bed", "clients"))
+
+from committing_member import commit_sync, committing_consumer, emit, member_args  # noqa: E402
+from confluent_kafka import TopicPartition  # noqa: E402
 
 running = True
 
@@ -26,31 +29,11 @@ def stop(*_):
     running = False
 
 
-def emit(obj):
-    sys.stdout.write(json.dumps(obj) + "\n")
-    sys.stdout.flush()
-
-
 def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("--bootstrap", required=True)
-    p.add_argument("--topic", required=True)
-    p.add_argument("--group", required=True)
-    args = p.parse_args()
+    args = member_args().parse_args()
     signal.signal(signal.SIGTERM, stop)
 
-    consumer = Consumer(
-        {
-            "bootstrap.servers": args.bootstrap,
-            "group.id": args.group,
-            "client.id": "chaos-librdkafka",
-            "enable.auto.commit": False,
-            "auto.offset.reset": "earliest",
-            "session.timeout.ms": 10000,
-            "reconnect.backoff.ms": 50,
-            "reconnect.backoff.max.ms": 1000,
-        }
-    )
+    consumer = committing_consumer(args, "chaos-librdkafka", {"auto.offset.reset": "earliest"})
 
     def on_assign(c, partitions):
         emit({"name": "partitions_assigned", "partitions": [{"partition": tp.partition} for tp in partitions]})
@@ -77,15 +60,10 @@ def main():
         )
         offsets = [TopicPartition(args.topic, p, hi + 1) for p, (lo, hi) in ranges.items()]
         listed = [{"partition": tp.partition, "offset": tp.offset} for tp in offsets]
-        try:
-            result = consumer.commit(offsets=offsets, asynchronous=False)
-            errs = [tp.error for tp in (result or []) if tp.error is not None]
-            if errs:
-                raise KafkaException(errs[0])
+        code = commit_sync(consumer, offsets)
+        if code is None:
             emit({"name": "offsets_committed", "success": True, "offsets": listed})
-        except KafkaException as e:
-            err = e.args[0]
-            code = err.name() if hasattr(err, "name") else str(err)
+        else:
             emit({"name": "offsets_committed", "success": False, "error": code, "offsets": listed})
     consumer.close()
 

@@ -4,13 +4,12 @@
 // acknowledged offset must be there, or superseded by a later commit (offsets only grow, so the
 // stored offset must be >= the highest acknowledged one and <= the highest one ever sent).
 import { readFileSync } from 'node:fs';
-import { ApiKey } from '../../protocol/messages/index.js';
-import { defaultOffsetCommitRequest } from '../../protocol/messages/offset-commit-request.js';
-import type { OffsetCommitRequest } from '../../protocol/messages/offset-commit-request.js';
 import { ZERO_UUID } from '../../protocol/generated-support.js';
+import { ApiKey } from '../../protocol/messages/index.js';
 import type { OffsetCommitResponse } from '../../protocol/messages/offset-commit-response.js';
 import { defaultOffsetFetchRequest } from '../../protocol/messages/offset-fetch-request.js';
 import type { OffsetFetchResponse } from '../../protocol/messages/offset-fetch-response.js';
+import { commitBody } from '../harness/commit-body.js';
 import { RawClient } from '../harness/raw-client.js';
 
 export interface CheckerOptions {
@@ -54,32 +53,7 @@ export interface Violation {
 
 let correlation = 1;
 
-export function commitBody(
-  group: string,
-  topic: string,
-  partitions: number,
-  offset: bigint,
-): OffsetCommitRequest {
-  return {
-    ...defaultOffsetCommitRequest(),
-    groupId: group,
-    generationIdOrMemberEpoch: -1,
-    memberId: '',
-    topics: [
-      {
-        name: topic,
-        // v10 names the topic by id only; the zero id (UNKNOWN_TOPIC_ID) where none is given.
-        topicId: ZERO_UUID,
-        partitions: Array.from({ length: partitions }, (_, p) => ({
-          partitionIndex: p,
-          committedOffset: offset,
-          committedLeaderEpoch: -1,
-          committedMetadata: '',
-        })),
-      },
-    ],
-  };
-}
+export { commitBody };
 
 /** OffsetCommit v8 of `offset` on partitions 0..n-1; returns the per-partition error codes. */
 export async function commitOnce(

@@ -118,6 +118,23 @@ static void *tagged(napi_env env, napi_value v, const napi_type_tag *tag, const 
     }                                                                                                 \
   } while (0)
 
+/*
+ * The first `n` arguments of a call, into argv; false, with an exception thrown, when the call
+ * cannot be read or passed fewer (then a TypeError saying `what`, with `code`).
+ */
+static bool args_of(napi_env env, napi_callback_info info, size_t n, napi_value *argv, const char *code, const char *what) {
+  size_t argc = n;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok) {
+    napi_throw_error(env, "KOP_NATIVE_RELAY", "native relay: napi_get_cb_info failed");
+    return false;
+  }
+  if (argc < n) {
+    napi_throw_type_error(env, code, what);
+    return false;
+  }
+  return true;
+}
+
 /* Lets go of what create_context made before it failed (the references are deleted if made). */
 static void context_abandon(context_t *ctx) {
   napi_env env = ctx->env;
@@ -144,13 +161,8 @@ static void context_abandon(context_t *ctx) {
  *   onHandback, onClosed, onStats, stats: Float64Array, streamLimit, onReserve) -> context
  */
 static napi_value create_context(napi_env env, napi_callback_info info) {
-  size_t argc = 10;
   napi_value argv[10];
-  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
-  if (argc < 10) {
-    napi_throw_type_error(env, NULL, "createContext: 10 arguments expected");
-    return NULL;
-  }
+  if (!args_of(env, info, 10, argv, NULL, "createContext: 10 arguments expected")) return NULL;
   napi_typedarray_type type;
   size_t len;
   void *data;
@@ -222,13 +234,8 @@ static int open_side(pair_t *p, side_t *s, int fd, int is_client) {
  * Throws when the sockets cannot be taken; nothing was read then.
  */
 static napi_value attach(napi_env env, napi_callback_info info) {
-  size_t argc = 5;
   napi_value argv[5];
-  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
-  if (argc < 5) {
-    napi_throw_type_error(env, NULL, "attach: 5 arguments expected");
-    return NULL;
-  }
+  if (!args_of(env, info, 5, argv, NULL, "attach: 5 arguments expected")) return NULL;
   context_t *ctx = tagged(env, argv[0], &CONTEXT_TAG, "attach: a native relay context expected");
   if (ctx == NULL) return NULL;
   if (ctx->disposed) {
@@ -299,12 +306,8 @@ static napi_value attach(napi_env env, napi_callback_info info) {
 }
 
 static pair_t *pair_arg(napi_env env, napi_callback_info info) {
-  size_t argc = 1;
   napi_value argv[1];
-  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 1) {
-    napi_throw_type_error(env, "KOP_NATIVE_RELAY", "a native relay pair expected");
-    return NULL;
-  }
+  if (!args_of(env, info, 1, argv, "KOP_NATIVE_RELAY", "a native relay pair expected")) return NULL;
   return tagged(env, argv[0], &PAIR_TAG, "a native relay pair expected");
 }
 
@@ -331,13 +334,8 @@ static napi_value close_pair(napi_env env, napi_callback_info info) {
  * Pairs still attached are relayed on, and report nothing more.
  */
 static napi_value dispose(napi_env env, napi_callback_info info) {
-  size_t argc = 1;
   napi_value argv[1];
-  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
-  if (argc < 1) {
-    napi_throw_type_error(env, "KOP_NATIVE_RELAY", "dispose: a native relay context expected");
-    return NULL;
-  }
+  if (!args_of(env, info, 1, argv, "KOP_NATIVE_RELAY", "dispose: a native relay context expected")) return NULL;
   context_t *ctx = tagged(env, argv[0], &CONTEXT_TAG, "dispose: a native relay context expected");
   if (ctx != NULL) let_go_of_js(ctx);
   return NULL;
@@ -367,12 +365,11 @@ static napi_value status(napi_env env, napi_callback_info info) {
  * and failNextHandback, for the path a Node-API failure takes.
  */
 static napi_value test_produce_answer_unchanged(napi_env env, napi_callback_info info) {
-  size_t argc = 2;
   napi_value argv[2], out;
   void *data;
   size_t len;
   int32_t version;
-  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  if (!args_of(env, info, 2, argv, "KOP_NATIVE_RELAY", "produceAnswerUnchanged: 2 arguments expected")) return NULL;
   CHECK(napi_get_buffer_info(env, argv[0], &data, &len));
   CHECK(napi_get_value_int32(env, argv[1], &version));
   CHECK(napi_get_boolean(env, produce_answer_unchanged(data, len, (int16_t)version), &out));
@@ -380,13 +377,12 @@ static napi_value test_produce_answer_unchanged(napi_env env, napi_callback_info
 }
 
 static napi_value test_produce_acks(napi_env env, napi_callback_info info) {
-  size_t argc = 3;
   napi_value argv[3], out;
   void *data;
   size_t len;
   int32_t version;
   bool flexible;
-  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  if (!args_of(env, info, 3, argv, "KOP_NATIVE_RELAY", "produceAcks: 3 arguments expected")) return NULL;
   CHECK(napi_get_buffer_info(env, argv[0], &data, &len));
   CHECK(napi_get_value_int32(env, argv[1], &version));
   CHECK(napi_get_value_bool(env, argv[2], &flexible));
@@ -397,10 +393,9 @@ static napi_value test_produce_acks(napi_env env, napi_callback_info info) {
 
 /* failNextHandback(context): the next handback of the context fails as a Node-API call would. */
 static napi_value test_fail_next_handback(napi_env env, napi_callback_info info) {
-  size_t argc = 1;
   napi_value argv[1];
-  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
-  context_t *ctx = argc < 1 ? NULL : tagged(env, argv[0], &CONTEXT_TAG, "a native relay context expected");
+  if (!args_of(env, info, 1, argv, "KOP_NATIVE_RELAY", "failNextHandback: a native relay context expected")) return NULL;
+  context_t *ctx = tagged(env, argv[0], &CONTEXT_TAG, "a native relay context expected");
   if (ctx != NULL) ctx->fail_next_handback = 1;
   return NULL;
 }

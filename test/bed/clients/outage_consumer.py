@@ -13,13 +13,13 @@ coordinator has for the partitions and closes. One JSON object per line on stdou
   {"type":"committed", "offsets":{"<partition>":offset}}
 """
 
-import argparse
-import json
 import select
 import sys
 import time
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from committing_member import commit_sync, committing_consumer, member_args
+from committing_member import emit as write_event
+from confluent_kafka import TopicPartition
 
 T0 = time.monotonic()
 
@@ -30,33 +30,18 @@ def now_ms():
 
 def emit(obj):
     obj["t"] = now_ms()
-    sys.stdout.write(json.dumps(obj) + "\n")
-    sys.stdout.flush()
+    write_event(obj)
 
 
 def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("--bootstrap", required=True)
-    p.add_argument("--topic", required=True)
-    p.add_argument("--group", required=True)
+    p = member_args()
     p.add_argument("--interval-ms", type=int, default=200)
     args = p.parse_args()
 
     def on_error(err):
         emit({"type": "client-error", "code": err.name(), "message": err.str()})
 
-    consumer = Consumer(
-        {
-            "bootstrap.servers": args.bootstrap,
-            "group.id": args.group,
-            "client.id": "outage-consumer",
-            "enable.auto.commit": False,
-            "session.timeout.ms": 10000,
-            "reconnect.backoff.ms": 50,
-            "reconnect.backoff.max.ms": 1000,
-            "error_cb": on_error,
-        }
-    )
+    consumer = committing_consumer(args, "outage-consumer", {"error_cb": on_error})
     assigned = []
 
     def on_assign(c, partitions):
@@ -83,16 +68,12 @@ def main():
         k += 1
         offsets = [TopicPartition(args.topic, p, k) for p in assigned]
         started = time.monotonic()
-        try:
-            result = consumer.commit(offsets=offsets, asynchronous=False)
-            errs = [tp.error for tp in (result or []) if tp.error is not None]
-            if errs:
-                raise KafkaException(errs[0])
-            emit({"type": "commit", "offset": k, "ok": True, "ms": int((time.monotonic() - started) * 1000)})
-        except KafkaException as e:
-            err = e.args[0]
-            code = err.name() if hasattr(err, "name") else str(err)
-            emit({"type": "commit", "offset": k, "ok": False, "code": code, "ms": int((time.monotonic() - started) * 1000)})
+        code = commit_sync(consumer, offsets)
+        ms = int((time.monotonic() - started) * 1000)
+        if code is None:
+            emit({"type": "commit", "offset": k, "ok": True, "ms": ms})
+        else:
+            emit({"type": "commit", "offset": k, "ok": False, "code": code, "ms": ms})
         next_commit = time.monotonic() + args.interval_ms / 1000.0
     try:
         member = consumer.memberid()
