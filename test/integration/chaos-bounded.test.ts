@@ -10,10 +10,11 @@ import { chaosRun } from '../reliability/chaos-run.js';
 import type { ChaosOptions } from '../reliability/chaos-run.js';
 
 const runs: Partial<ChaosOptions>[] = [
-  // Seed 36: Redis killed, frozen, partitioned and cut off, and both proxies killed at once (8
-  // faults); the embedded store's disk full twice and its proxy killed three times (5 faults).
-  { store: 'redis', seconds: 80, seed: 36, meanGapS: 8, maxFaultS: 6 },
-  { store: 'embedded', seconds: 70, seed: 36, meanGapS: 10, maxFaultS: 6 },
+  // Seed 8: Redis killed twice, frozen, partitioned twice and cut off, and both proxies killed at
+  // once (8 faults, every kind the Redis run has but the broker's); the embedded store's disk full
+  // three times and its proxy killed twice (5 faults).
+  { store: 'redis', seconds: 80, seed: 8, meanGapS: 8, maxFaultS: 6 },
+  { store: 'embedded', seconds: 70, seed: 8, meanGapS: 10, maxFaultS: 6 },
 ];
 
 describe('the chaos run, bounded', () => {
