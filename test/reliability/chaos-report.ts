@@ -5,6 +5,8 @@ import type { ReadBack, SecondSample } from './chaos-checker.js';
 import type { GroupReport } from './chaos-consumers.js';
 import type { FaultRecord } from './chaos-faults.js';
 import type { ChaosProxy } from './chaos-proxy.js';
+import { attributeRebalances, rebalanceReasons, rebalanceTable } from './chaos-rebalances.js';
+import type { RebalanceAttribution } from './chaos-rebalances.js';
 import type { Shared } from './load-run.js';
 
 /** Unready time within this long after a fault ended counts as the fault's. */
@@ -40,6 +42,7 @@ export interface ChaosResult {
   faults: FaultRecord[];
   groups: GroupReport[];
   unexplainedUnreadyS: number;
+  rebalances: RebalanceAttribution[];
   load: {
     sent: number;
     acked: number;
@@ -73,6 +76,7 @@ export function faultTableAndVerdict(i: ChaosInputs): ChaosResult {
     UNREADY_GRACE_S,
     i.measuredS,
   );
+  const rebalances = attributeRebalances(i.groups, i.faults);
   const reasons: string[] = [];
   const lostDirect = i.storeRead.lost.length + i.storeRead.consumerLost.length;
   const lostViaProxy = i.proxyRead.lost.length + i.proxyRead.consumerLost.length;
@@ -96,6 +100,7 @@ export function faultTableAndVerdict(i: ChaosInputs): ChaosResult {
     reasons.push(
       `unready for ${unready.seconds.toFixed(1)} s outside any fault: ${unready.examples.slice(0, 3).join('; ')}`,
     );
+  reasons.push(...rebalanceReasons(rebalances));
   const failedInjections = i.faults.filter((f) => f.note.includes('injection error'));
   if (failedInjections.length > 0)
     reasons.push(
@@ -116,7 +121,8 @@ export function faultTableAndVerdict(i: ChaosInputs): ChaosResult {
     `partition-commits-acked=${acked} requests-failed=${failed} lost=${lostDirect} lost-via-proxy=${lostViaProxy} ` +
     `stale-reads=${staleReads} records=${i.produced} missing=${sum(i.groups.map((g) => g.missing))} ` +
     `duplicates-outside-window=${sum(i.groups.map((g) => g.duplicatesOutsideWindow))} ` +
-    `unready-outside-faults=${unready.seconds.toFixed(1)}s rss=[${rssText}]` +
+    `unready-outside-faults=${unready.seconds.toFixed(1)}s ` +
+    `unexplained-rebalances=${sum(rebalances.filter((r) => r.proxy !== null).map((r) => r.unexplainedAtS.length))} rss=[${rssText}]` +
     (ok ? '' : ` reasons: ${reasons.join(' | ')}`);
   const lines = [
     `chaos run: ${o.store} store, ${i.proxies.length} proxies, seed ${o.seed}, ${o.seconds} s measured (${i.measuredS.toFixed(0)} s with the drain), ` +
@@ -128,6 +134,11 @@ export function faultTableAndVerdict(i: ChaosInputs): ChaosResult {
     ...faultTable(i.faults, i.series, i.proxies),
     '',
     ...groupTable(i.groups),
+    '',
+    ...rebalanceTable(
+      rebalances,
+      i.proxies.map((p) => p.name),
+    ),
     '',
     `load: ${sent} requests sent, ${acked} partition commits acknowledged, ${failed} requests failed ${JSON.stringify(failures)}; error codes ${JSON.stringify(errorCodes)}`,
     `read back: ${i.storeRead.groups} groups from the store directly (${lostDirect} wrong), through a fresh proxy (${lostViaProxy} wrong)`,
@@ -151,6 +162,7 @@ export function faultTableAndVerdict(i: ChaosInputs): ChaosResult {
     faults: i.faults,
     groups: i.groups,
     unexplainedUnreadyS: unready.seconds,
+    rebalances,
     load: { sent, acked, failed, failures, errorCodes },
     rss: i.rss,
     negativeControlLost: i.negativeControl,

@@ -1,9 +1,24 @@
 // Issue #43: the chaos run's own logic, without a broker: the seeded schedule deals every fault
-// kind a store allows in a run of the default length.
+// kind a store allows in a run of the default length; the rebalance verdict attributes each
+// reassignment through a proxy to a fault or the direct reference, and fails on the rest.
 import { describe, expect, test } from 'vitest';
+import type { FaultRecord } from '../reliability/chaos-faults.js';
+import { REBALANCE_GRACE_S, attributeRebalances, rebalanceReasons } from '../reliability/chaos-rebalances.js';
+import type { GroupRebalances } from '../reliability/chaos-rebalances.js';
 import { defaultChaosOptions } from '../reliability/chaos-run.js';
 import { FAULTS_BY_STORE, faultSchedule } from '../reliability/chaos-schedule.js';
-import type { StoreKind } from '../reliability/chaos-schedule.js';
+import type { FaultKind, StoreKind } from '../reliability/chaos-schedule.js';
+
+const fault = (kind: FaultKind, startedS: number, endedS: number, target = 0): FaultRecord => ({
+  id: 1,
+  kind,
+  target,
+  atS: startedS,
+  durationS: endedS - startedS,
+  startedS,
+  endedS,
+  note: '',
+});
 
 describe('the fault schedule', () => {
   const stores = Object.keys(FAULTS_BY_STORE) as StoreKind[];
@@ -58,5 +73,101 @@ describe('the fault schedule', () => {
     const without = faultSchedule({ ...o, exclude: ['broker-kill'] });
     expect(without.length).toBeGreaterThan(0);
     expect(without.filter((f) => f.kind === 'broker-kill')).toEqual([]);
+  });
+});
+
+describe('the rebalance verdict', () => {
+  const g = (kind: string, proxy: number | null, ...reassignedAtS: number[]): GroupRebalances => ({
+    kind,
+    proxy,
+    reassignedAtS,
+  });
+  const cases: {
+    name: string;
+    groups: GroupRebalances[];
+    faults: FaultRecord[];
+    /** Per group: [by its proxy's kill, by a broker kill, with the reference, unexplained]. */
+    expected: [number, number, number, number][];
+    fails: boolean;
+  }[] = [
+    {
+      name: 'no reassignment anywhere',
+      groups: [g('classic', 0), g('direct', null)],
+      faults: [fault('store-kill', 20, 30)],
+      expected: [
+        [0, 0, 0, 0],
+        [0, 0, 0, 0],
+      ],
+      fails: false,
+    },
+    {
+      name: 'a kill of the proxy the group goes through, rejoin within the grace',
+      groups: [g('classic', 1, 45), g('direct', null)],
+      faults: [fault('proxy-kill', 20, 30, 1)],
+      expected: [
+        [1, 0, 0, 0],
+        [0, 0, 0, 0],
+      ],
+      fails: false,
+    },
+    {
+      name: 'a kill of the other proxy explains nothing',
+      groups: [g('classic', 0, 25), g('direct', null)],
+      faults: [fault('proxy-kill', 20, 30, 1)],
+      expected: [
+        [0, 0, 0, 1],
+        [0, 0, 0, 0],
+      ],
+      fails: true,
+    },
+    {
+      name: 'a broker kill rebalances both sides',
+      groups: [g('classic', 0, 70), g('kip848', 1, 75), g('direct', null, 72)],
+      faults: [fault('broker-kill', 40, 60)],
+      expected: [
+        [0, 1, 0, 0],
+        [0, 1, 0, 0],
+        [0, 1, 0, 0],
+      ],
+      fails: false,
+    },
+    {
+      name: 'the direct group rebalanced at the same time (the machine, not the proxy)',
+      groups: [g('librdkafka', 0, 100), g('direct', null, 110)],
+      faults: [],
+      expected: [
+        [0, 0, 1, 0],
+        [0, 0, 0, 1],
+      ],
+      fails: false,
+    },
+    {
+      name: 'a store fault is no excuse, nor is a rebalance long after a kill',
+      groups: [g('classic', 0, 20 + REBALANCE_GRACE_S + 1, 105), g('direct', null)],
+      faults: [fault('proxy-kill', 10, 20, 0), fault('store-kill', 100, 110)],
+      expected: [
+        [0, 0, 0, 2],
+        [0, 0, 0, 0],
+      ],
+      fails: true,
+    },
+    {
+      name: 'the direct group alone rebalancing fails nothing',
+      groups: [g('classic', 0), g('direct', null, 50)],
+      faults: [],
+      expected: [
+        [0, 0, 0, 0],
+        [0, 0, 0, 1],
+      ],
+      fails: false,
+    },
+  ];
+  test.each(cases)('$name', ({ groups, faults, expected, fails }) => {
+    const a = attributeRebalances(groups, faults);
+    expect(a.map((r) => [r.byProxyKill, r.byBrokerKill, r.byReference, r.unexplainedAtS.length])).toEqual(
+      expected,
+    );
+    expect(a.map((r) => r.reassignments)).toEqual(groups.map((x) => x.reassignedAtS.length));
+    expect(rebalanceReasons(a).length > 0).toBe(fails);
   });
 });
