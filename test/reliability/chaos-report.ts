@@ -9,7 +9,11 @@ import { attributeRebalances, rebalanceReasons, rebalanceTable } from './chaos-r
 import type { RebalanceAttribution } from './chaos-rebalances.js';
 import type { Shared } from './load-run.js';
 
-/** Unready time within this long after a fault ended counts as the fault's. */
+/**
+ * Unready time (503, or nothing listening) within this long after a fault ended counts as the
+ * fault's: a restarted proxy's first readiness check, the store circuit's next probe, the
+ * broker's leadership settling. /readyz polls left unanswered are reported, not counted.
+ */
 export const UNREADY_GRACE_S = 15;
 
 export interface ChaosInputs {
@@ -42,6 +46,8 @@ export interface ChaosResult {
   faults: FaultRecord[];
   groups: GroupReport[];
   unexplainedUnreadyS: number;
+  /** /readyz polls without an answer in time, outside faults: the machine's, reported only. */
+  unansweredOutsideFaultsS: number;
   rebalances: RebalanceAttribution[];
   load: {
     sent: number;
@@ -72,6 +78,12 @@ export function faultTableAndVerdict(i: ChaosInputs): ChaosResult {
   const staleReads = sum(totals.map((t) => t.staleFetches)) + (failures['fetched offset wrong'] ?? 0);
   const unready = unexplainedUnready(
     i.proxies.flatMap((p) => p.unready),
+    i.faults,
+    UNREADY_GRACE_S,
+    i.measuredS,
+  );
+  const unanswered = unexplainedUnready(
+    i.proxies.flatMap((p) => p.unanswered),
     i.faults,
     UNREADY_GRACE_S,
     i.measuredS,
@@ -121,7 +133,7 @@ export function faultTableAndVerdict(i: ChaosInputs): ChaosResult {
     `partition-commits-acked=${acked} requests-failed=${failed} lost=${lostDirect} lost-via-proxy=${lostViaProxy} ` +
     `stale-reads=${staleReads} records=${i.produced} missing=${sum(i.groups.map((g) => g.missing))} ` +
     `duplicates-outside-window=${sum(i.groups.map((g) => g.duplicatesOutsideWindow))} ` +
-    `unready-outside-faults=${unready.seconds.toFixed(1)}s ` +
+    `unready-outside-faults=${unready.seconds.toFixed(1)}s unanswered-readyz-outside-faults=${unanswered.seconds.toFixed(1)}s ` +
     `unexplained-rebalances=${sum(rebalances.filter((r) => r.proxy !== null).map((r) => r.unexplainedAtS.length))} rss=[${rssText}]` +
     (ok ? '' : ` reasons: ${reasons.join(' | ')}`);
   const lines = [
@@ -145,7 +157,8 @@ export function faultTableAndVerdict(i: ChaosInputs): ChaosResult {
     `producer: ${i.produced} records acknowledged, ${i.producerErrors ?? 'unknown'} send errors`,
     ...i.proxies.map(
       (p, k) =>
-        `${p.name}: ${p.restarts} restarts (${p.failedStarts} failed starts), unready ${sum(p.unready.filter((u) => u.fromS >= 0).map((u) => u.toS - u.fromS)).toFixed(1)} s in all, ` +
+        `${p.name}: ${p.restarts} restarts (${p.failedStarts} failed starts), unready ${sum(p.unready.filter((u) => u.fromS >= 0).map((u) => u.toS - u.fromS)).toFixed(1)} s in all ` +
+        `(/readyz unanswered ${sum(p.unanswered.filter((u) => u.fromS >= 0).map((u) => u.toS - u.fromS)).toFixed(1)} s more), ` +
         `VmRSS start ${i.rss[k]!.startMb.toFixed(0)} MB, end ${i.rss[k]!.endMb.toFixed(0)} MB (incarnation ${i.rss[k]!.endIncarnation}), max ${i.rss[k]!.maxMb.toFixed(0)} MB, ` +
         `exit code ${i.exitCodes[k]}, warnings ${JSON.stringify(i.warnings[k])}`,
     ),
@@ -162,6 +175,7 @@ export function faultTableAndVerdict(i: ChaosInputs): ChaosResult {
     faults: i.faults,
     groups: i.groups,
     unexplainedUnreadyS: unready.seconds,
+    unansweredOutsideFaultsS: unanswered.seconds,
     rebalances,
     load: { sent, acked, failed, failures, errorCodes },
     rss: i.rss,

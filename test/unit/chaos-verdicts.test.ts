@@ -1,10 +1,18 @@
 // Issue #43: the chaos run's own logic, without a broker: the seeded schedule deals every fault
 // kind a store allows in a run of the default length; the rebalance verdict attributes each
-// reassignment through a proxy to a fault or the direct reference, and fails on the rest.
+// reassignment through a proxy to a fault or the direct reference, and fails on the rest; the
+// readiness verdict counts 503s and a closed port as unready, a /readyz poll without an answer in
+// time only as unanswered (the machine), and fails only on unready time beyond a fault and its grace.
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { describe, expect, test } from 'vitest';
+import { unexplainedUnready } from '../reliability/chaos-checker.js';
 import type { FaultRecord } from '../reliability/chaos-faults.js';
+import { ReadinessTrack, probeReadyz } from '../reliability/chaos-readiness.js';
+import type { ProbeOutcome } from '../reliability/chaos-readiness.js';
 import { REBALANCE_GRACE_S, attributeRebalances, rebalanceReasons } from '../reliability/chaos-rebalances.js';
 import type { GroupRebalances } from '../reliability/chaos-rebalances.js';
+import { UNREADY_GRACE_S } from '../reliability/chaos-report.js';
 import { defaultChaosOptions } from '../reliability/chaos-run.js';
 import { FAULTS_BY_STORE, faultSchedule } from '../reliability/chaos-schedule.js';
 import type { FaultKind, StoreKind } from '../reliability/chaos-schedule.js';
@@ -169,5 +177,129 @@ describe('the rebalance verdict', () => {
     );
     expect(a.map((r) => r.reassignments)).toEqual(groups.map((x) => x.reassignedAtS.length));
     expect(rebalanceReasons(a).length > 0).toBe(fails);
+  });
+});
+
+describe('the readiness verdict', () => {
+  /** Probes every 0.25 s from `from`, each answered `tookS` later. */
+  const track = (steps: [from: number, to: number, outcome: ProbeOutcome, tookS?: number][]) => {
+    const t = new ReadinessTrack();
+    for (const [from, to, outcome, tookS = 0.01] of steps)
+      for (let s = from; s < to; s += 0.25) t.record(s, s + tookS, outcome);
+    return t;
+  };
+  const ready: ProbeOutcome = { state: 'ready' };
+  const said503: ProbeOutcome = { state: 'unready', reason: '503 store unavailable' };
+  const down: ProbeOutcome = { state: 'unready', reason: 'not listening: ECONNREFUSED' };
+  const slow: ProbeOutcome = { state: 'unanswered' };
+
+  test('503s and a closed port are unready, polls without an answer in time are not', () => {
+    const t = track([
+      [0, 10, ready],
+      [10, 20, slow, 5],
+      [20, 30, ready],
+      [30, 34, said503],
+      [34, 40, ready],
+      [40, 43, down],
+      [43, 50, ready],
+    ]);
+    expect(t.unready.map((u) => [u.fromS, u.toS, u.reason])).toEqual([
+      [30, 34, '503 store unavailable'],
+      [40, 43, 'not listening: ECONNREFUSED'],
+    ]);
+    expect(t.unanswered.map((u) => [u.fromS, u.toS])).toEqual([[10, 20]]);
+  });
+
+  const cases: {
+    name: string;
+    steps: Parameters<typeof track>[0];
+    faults: FaultRecord[];
+    unreadyS: number;
+    unansweredS: number;
+  }[] = [
+    {
+      name: 'unanswered from the start, before any fault (load 32-50): reported, not failed',
+      steps: [
+        [0, 30, slow, 5],
+        [30, 60, ready],
+      ],
+      faults: [],
+      unreadyS: 0,
+      unansweredS: 30,
+    },
+    {
+      name: 'unready during a store fault and within the grace after it: passes',
+      steps: [
+        [0, 20, ready],
+        [20, 30 + UNREADY_GRACE_S - 1, said503],
+        [30 + UNREADY_GRACE_S - 1, 80, ready],
+      ],
+      faults: [fault('store-kill', 20, 30)],
+      unreadyS: 0,
+      unansweredS: 0,
+    },
+    {
+      name: 'unready (503) 10 s past the fault and its grace: fails',
+      steps: [
+        [0, 20, ready],
+        [20, 30 + UNREADY_GRACE_S + 10, said503],
+        [30 + UNREADY_GRACE_S + 10, 80, ready],
+      ],
+      faults: [fault('store-stop', 20, 30)],
+      unreadyS: 10,
+      unansweredS: 0,
+    },
+    {
+      name: 'a proxy down with no fault (it crashed): fails',
+      steps: [
+        [0, 20, ready],
+        [20, 28, down],
+        [28, 40, ready],
+      ],
+      faults: [],
+      unreadyS: 8,
+      unansweredS: 0,
+    },
+  ];
+  test.each(cases)('$name', ({ steps, faults, unreadyS, unansweredS }) => {
+    const t = track(steps);
+    const end = Math.max(...steps.map((s) => s[1]));
+    expect(unexplainedUnready(t.unready, faults, UNREADY_GRACE_S, end).seconds).toBeCloseTo(unreadyS, 0);
+    expect(unexplainedUnready(t.unanswered, faults, UNREADY_GRACE_S, end).seconds).toBeCloseTo(
+      unansweredS,
+      0,
+    );
+  });
+
+  test('probeReadyz: 200 ready, 503 unready with its body, no answer in time unanswered, closed port unready', async () => {
+    const server = http.createServer((req, res) => {
+      if (req.url === '/ok') res.end('ok');
+      else if (req.url === '/no') res.writeHead(503).end('store: timeout');
+      // '/hang' is never answered
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    try {
+      expect(await probeReadyz(`${base}/ok`, 2000)).toEqual({ state: 'ready' });
+      expect(await probeReadyz(`${base}/no`, 2000)).toEqual({
+        state: 'unready',
+        reason: '503 store: timeout',
+      });
+      expect(await probeReadyz(`${base}/hang`, 300)).toEqual({ state: 'unanswered' });
+    } finally {
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
+    }
+    // The first probe may find its kept-alive connection closed (as a SIGKILLed proxy's is), the
+    // next finds nothing listening: both are unready.
+    for (let i = 0; i < 2; i++)
+      expect(await probeReadyz(`${base}/ok`, 2000)).toMatchObject({
+        state: 'unready',
+        reason: /^not listening: /,
+      });
+    expect(await probeReadyz(`${base}/ok`, 2000)).toEqual({
+      state: 'unready',
+      reason: 'not listening: ECONNREFUSED',
+    });
   });
 });
