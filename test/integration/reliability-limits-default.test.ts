@@ -268,6 +268,61 @@ describe('a TLS handshake storm', () => {
   }, 300_000);
 });
 
+describe('TLS handshakes that never end, beyond --max-connections', () => {
+  let certs: TestCerts;
+  beforeAll(() => {
+    certs = makeTestCerts();
+  });
+  afterAll(() => certs?.remove());
+
+  test('count against the limit from accept: the rest are refused, the existing TLS client is answered', async () => {
+    const maxConnections = 100;
+    const { proxy, http } = await cliWithMetrics(brokerBootstrap, [
+      '--max-connections',
+      String(maxConnections),
+      '--client-tls-cert',
+      certs.files.serverCert,
+      '--client-tls-key',
+      certs.files.serverKey,
+    ]);
+    const clientTls = { ca: [certs.ca], servername: 'localhost' };
+    const other = await RawClient.connect(proxy.bootstrap, { tls: clientTls });
+    let probes: Probe[] = [];
+    try {
+      await roundTrips(other, 5);
+      // 300 connections that start a handshake and stop (half send the first bytes of a ClientHello).
+      probes = await openProbes(proxy.bootstrap, 300, (socket, i) => {
+        if (i % 2 === 0) socket.write(PARTIAL_CLIENT_HELLO);
+      });
+      const deadline = Date.now() + 30_000;
+      while (tally(probes).open + 1 > maxConnections && Date.now() < deadline) await sleep(200);
+      const seen = tally(probes);
+      const refused = (await scrape(http, 'kop_connections_refused_total'))!;
+      console.log(
+        `[limits-default] 300 TLS handshakes stopped half-way, --max-connections ${maxConnections}: ${seen.open} held, ` +
+          `${seen.closed} closed, kop_connections_refused_total ${refused}`,
+      );
+      // The existing client holds one of the 100: 99 handshakes held at most, the rest refused.
+      expect(seen.open).toBeLessThanOrEqual(maxConnections - 1);
+      expect(refused).toBeGreaterThanOrEqual(300 - (maxConnections - 1));
+      expect((await roundTrips(other, 5)).length).toBe(5);
+      closeProbes(probes);
+      await until(() => probes.every((p) => p.closed), 'handshakes closed', 10_000);
+      // Their places are free again: a new TLS client is served.
+      const fresh = await RawClient.connect(proxy.bootstrap, { tls: clientTls });
+      try {
+        await commitsAndFetches(fresh, 11n);
+      } finally {
+        fresh.close();
+      }
+    } finally {
+      closeProbes(probes);
+      other.close();
+      await proxy.stop('SIGKILL');
+    }
+  });
+});
+
 describe('descriptors exhausted while the store client and the cluster connection must reconnect', () => {
   test('Redis store: probes and an existing client answered, both reconnect by themselves once descriptors are free', async () => {
     const redisUrl = inject('redisUrl');
