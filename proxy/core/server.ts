@@ -144,6 +144,13 @@ export class KafkaProxy {
   private readonly unbound = new Map<number, ListenError>();
   private bindRetry: NodeJS.Timeout | null = null;
   private readonly connections = new Set<ProxyConnection>();
+  /**
+   * TLS connections accepted and not closed, their handshake ended or not: each holds a descriptor
+   * from accept on, and one stopped mid-handshake holds it until the handshake timeout (120 s), so
+   * --max-connections counts them from accept (500 half-open handshakes held 1,527 descriptors
+   * before).
+   */
+  private tlsAccepted = 0;
   private readonly versions: ApiVersionsPolicy;
   private readonly observer: ProxyObserver;
   private readonly policy: ConnectionPolicy;
@@ -428,7 +435,7 @@ export class KafkaProxy {
     const onSocket = (socket: net.Socket): void => this.accept(socket, nodeId);
     const clientTls = this.clientTls;
     if (clientTls) {
-      return tls.createServer(
+      const server = tls.createServer(
         {
           key: clientTls.key,
           cert: clientTls.cert,
@@ -438,6 +445,8 @@ export class KafkaProxy {
         },
         onSocket,
       );
+      server.on('connection', (raw: net.Socket) => this.admitTls(raw));
+      return server;
     }
     // Paused at accept, so that a plain TCP connection reads into a reused buffer from its first
     // byte (reused-reads.ts); the connection resumes it.
@@ -457,6 +466,31 @@ export class KafkaProxy {
     }
   }
 
+  /** A TLS connection at accept, before its handshake: counted against the limit from now on. */
+  private admitTls(raw: net.Socket): void {
+    if (this.tlsAccepted >= this.maxConnections) {
+      this.refuse(raw);
+      return;
+    }
+    this.tlsAccepted++;
+    raw.once('close', () => this.tlsAccepted--);
+  }
+
+  private get maxConnections(): number {
+    return this.opts.maxConnections ?? RELAY_DEFAULTS.maxConnections;
+  }
+
+  private refuse(client: net.Socket): void {
+    this.refused++;
+    if (this.refused === 1 || this.refused % 1000 === 0) {
+      this.log.warn('connection limit reached: refusing', {
+        limit: this.maxConnections,
+        refused: this.refused,
+      });
+    }
+    client.destroy();
+  }
+
   private accept(client: net.Socket, nodeId: number | null): void {
     if (this.stopping) {
       client.destroy();
@@ -464,15 +498,8 @@ export class KafkaProxy {
     }
     // A connection storm must not exhaust memory or file descriptors: refuse beyond the limit
     // (clients retry with backoff, as against a broker).
-    if (this.connections.size >= (this.opts.maxConnections ?? RELAY_DEFAULTS.maxConnections)) {
-      this.refused++;
-      if (this.refused === 1 || this.refused % 1000 === 0) {
-        this.log.warn('connection limit reached: refusing', {
-          limit: this.opts.maxConnections ?? RELAY_DEFAULTS.maxConnections,
-          refused: this.refused,
-        });
-      }
-      client.destroy();
+    if (this.connections.size >= this.maxConnections) {
+      this.refuse(client);
       return;
     }
     if (!this.opts.clientTls) reuseAcceptedReads(client);

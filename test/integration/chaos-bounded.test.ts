@@ -4,16 +4,19 @@
 // overlapping faults: proxy SIGKILL and restart, Redis SIGKILL, SIGSTOP, a frozen network that
 // delivers late, reset connections, and a full disk under the embedded store. The long runs and
 // their figures: `npm run chaos-run` and docs/reliability.md. The broker is the bed's, not killed
-// here (its restart takes 20-60 s on 2 loaded cores). Asserted: correctness only, never timing.
+// here (its restart takes 20-60 s on 2 loaded cores). Asserted: correctness only, never timing,
+// and no rebalance through a proxy that neither a fault nor the direct group explains.
 import { describe, expect, inject, test } from 'vitest';
 import { chaosRun } from '../reliability/chaos-run.js';
 import type { ChaosOptions } from '../reliability/chaos-run.js';
+import { rebalanceReasons } from '../reliability/chaos-rebalances.js';
 
 const runs: Partial<ChaosOptions>[] = [
-  // Seed 36: Redis killed, frozen, partitioned and cut off, and both proxies killed at once (8
-  // faults); the embedded store's disk full twice and its proxy killed three times (5 faults).
-  { store: 'redis', seconds: 80, seed: 36, meanGapS: 8, maxFaultS: 6 },
-  { store: 'embedded', seconds: 70, seed: 36, meanGapS: 10, maxFaultS: 6 },
+  // Seed 8: Redis killed twice, frozen, partitioned twice and cut off, and both proxies killed at
+  // once (8 faults, every kind the Redis run has but the broker's); the embedded store's disk full
+  // three times and its proxy killed twice (5 faults).
+  { store: 'redis', seconds: 80, seed: 8, meanGapS: 8, maxFaultS: 6 },
+  { store: 'embedded', seconds: 70, seed: 8, meanGapS: 10, maxFaultS: 6 },
 ];
 
 describe('the chaos run, bounded', () => {
@@ -39,6 +42,11 @@ describe('the chaos run, bounded', () => {
         expect(g.missing, `${g.kind}: records never consumed`).toBe(0);
         expect(g.duplicatesOutsideWindow, `${g.kind}: ${g.outsideExamples.join('; ')}`).toBe(0);
       }
+      // Every rebalance through a proxy came with a kill of that proxy (the broker is not killed
+      // here) or with one of the direct reference group. (The unready verdict is the run's, not
+      // asserted here: at load average 27 the proxies said 503 before any fault, their store
+      // check finding Redis slower than 375 ms; the run reports it.)
+      expect(rebalanceReasons(r.rebalances)).toEqual([]);
       expect(r.load.acked).toBeGreaterThan(0);
       // The checker can fail: one group deleted from the store is reported, all 5 partitions.
       expect(r.negativeControlLost).toBe(5);

@@ -8,7 +8,8 @@ import type { OffsetStore } from '../../backends/store.js';
 import { RawClient } from '../harness/raw-client.js';
 import type { ChaosGroup, GroupReport } from './chaos-consumers.js';
 import type { FaultRecord } from './chaos-faults.js';
-import type { ChaosProxy, UnreadyInterval } from './chaos-proxy.js';
+import type { ChaosProxy } from './chaos-proxy.js';
+import type { UnreadyInterval } from './chaos-readiness.js';
 import { fetchOnce } from './commit-checker.js';
 import type { LoadConnection, LostCommit } from './load-run.js';
 

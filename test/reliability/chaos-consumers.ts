@@ -63,6 +63,10 @@ export interface GroupReport {
   commitsFailed: Record<string, number>;
   /** Assignments after the first (rebalances the member went through). */
   reassignments: number;
+  /** When each of those came, on the run's clock (s): the rebalance verdict attributes them. */
+  reassignedAtS: number[];
+  /** The proxy instance the group goes through (its index), null for the direct reference. */
+  proxy: number | null;
   /** Consumer processes that exited by themselves (restarted at once). */
   deaths: string[];
 }
@@ -83,6 +87,9 @@ export class ChaosGroup {
     group: string,
     bootstrap: string,
     private readonly classpath: string,
+    proxy: number | null,
+    /** Seconds since the start of the measured run. */
+    private readonly clock: () => number,
   ) {
     this.report = {
       kind,
@@ -96,6 +103,8 @@ export class ChaosGroup {
       commitsOk: 0,
       commitsFailed: {},
       reassignments: 0,
+      reassignedAtS: [],
+      proxy,
       deaths: [],
     };
   }
@@ -171,7 +180,10 @@ export class ChaosGroup {
         r.commitsFailed[why] = (r.commitsFailed[why] ?? 0) + 1;
       }
     } else if (e['name'] === 'partitions_assigned') {
-      if ((e['partitions'] as unknown[]).length > 0 && this.assignments++ > 0) r.reassignments++;
+      if ((e['partitions'] as unknown[]).length > 0 && this.assignments++ > 0) {
+        r.reassignments++;
+        r.reassignedAtS.push(this.clock());
+      }
     }
   }
 

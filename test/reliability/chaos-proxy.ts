@@ -1,6 +1,7 @@
 /**
  * A proxy instance of the chaos run: the built CLI on fixed ports (so clients find it again after a
- * SIGKILL and restart), its /readyz polled every 250 ms into unready intervals, its VmRSS sampled.
+ * SIGKILL and restart), its /readyz polled every 250 ms into unready and unanswered intervals
+ * (chaos-readiness.ts), its VmRSS sampled.
  */
 import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
@@ -8,25 +9,21 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { freePortRange } from '../harness/proxy.js';
 import { memoryOf, sleep } from './commit-checker.js';
+import { ReadinessTrack, probeReadyz } from './chaos-readiness.js';
+import type { UnreadyInterval } from './chaos-readiness.js';
+
+/** A /readyz poll without an answer this long is "unanswered", not unready (chaos-readiness.ts). */
+const PROBE_TIMEOUT_MS = 5000;
 
 const BIN = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../bin/kafka-offset-proxy.js');
 const MB = 1024 * 1024;
-
-export interface UnreadyInterval {
-  /** Seconds on the run's clock (performance.now() / 1000 - t0). */
-  fromS: number;
-  toS: number;
-  /** The first reason seen (503 body, "not answering" while the process is down). */
-  reason: string;
-}
 
 export class ChaosProxy {
   private child: ChildProcess | null = null;
   private log = '';
   /** Output of earlier incarnations too (a SIGKILLed one's last lines matter). */
   private fullLog = '';
-  readonly unready: UnreadyInterval[] = [];
-  private open: UnreadyInterval | null = null;
+  private readonly readiness = new ReadinessTrack();
   private polling = false;
   /** [seconds, VmRSS MB] of the current incarnation, and the first incarnation's first sample. */
   readonly rss: { atS: number; mb: number; incarnation: number }[] = [];
@@ -151,23 +148,8 @@ export class ChaosProxy {
       let lastRss = -Infinity;
       while (this.polling) {
         const at = this.clock();
-        let reason: string | null = null;
-        try {
-          const res = await fetch(`http://127.0.0.1:${this.httpPort}/readyz`, {
-            signal: AbortSignal.timeout(5000),
-          });
-          if (res.status !== 200) reason = `503 ${(await res.text()).slice(0, 120).replace(/\s+/g, ' ')}`;
-        } catch {
-          reason = 'not answering';
-        }
-        if (reason !== null && this.open === null) {
-          this.open = { fromS: at, toS: at, reason };
-          this.unready.push(this.open);
-        } else if (reason !== null) this.open!.toS = this.clock();
-        else if (this.open !== null) {
-          this.open.toS = at;
-          this.open = null;
-        }
+        const outcome = await probeReadyz(`http://127.0.0.1:${this.httpPort}/readyz`, PROBE_TIMEOUT_MS);
+        this.readiness.record(at, this.clock(), outcome);
         const pid = this.pid;
         if (pid !== undefined && at - lastRss >= 5) {
           lastRss = at;
@@ -180,6 +162,16 @@ export class ChaosProxy {
         await sleep(250);
       }
     })();
+  }
+
+  /** Intervals it answered 503 or nothing listened on its port. */
+  get unready(): UnreadyInterval[] {
+    return this.readiness.unready;
+  }
+
+  /** Intervals its /readyz gave no answer within PROBE_TIMEOUT_MS (the machine, not a verdict). */
+  get unanswered(): UnreadyInterval[] {
+    return this.readiness.unanswered;
   }
 
   stopPolling(): void {

@@ -5,9 +5,15 @@ import type { ReadBack, SecondSample } from './chaos-checker.js';
 import type { GroupReport } from './chaos-consumers.js';
 import type { FaultRecord } from './chaos-faults.js';
 import type { ChaosProxy } from './chaos-proxy.js';
+import { attributeRebalances, rebalanceReasons, rebalanceTable } from './chaos-rebalances.js';
+import type { RebalanceAttribution } from './chaos-rebalances.js';
 import type { Shared } from './load-run.js';
 
-/** Unready time within this long after a fault ended counts as the fault's. */
+/**
+ * Unready time (503, or nothing listening) within this long after a fault ended counts as the
+ * fault's: a restarted proxy's first readiness check, the store circuit's next probe, the
+ * broker's leadership settling. /readyz polls left unanswered are reported, not counted.
+ */
 export const UNREADY_GRACE_S = 15;
 
 export interface ChaosInputs {
@@ -40,6 +46,9 @@ export interface ChaosResult {
   faults: FaultRecord[];
   groups: GroupReport[];
   unexplainedUnreadyS: number;
+  /** /readyz polls without an answer in time, outside faults: the machine's, reported only. */
+  unansweredOutsideFaultsS: number;
+  rebalances: RebalanceAttribution[];
   load: {
     sent: number;
     acked: number;
@@ -73,6 +82,13 @@ export function faultTableAndVerdict(i: ChaosInputs): ChaosResult {
     UNREADY_GRACE_S,
     i.measuredS,
   );
+  const unanswered = unexplainedUnready(
+    i.proxies.flatMap((p) => p.unanswered),
+    i.faults,
+    UNREADY_GRACE_S,
+    i.measuredS,
+  );
+  const rebalances = attributeRebalances(i.groups, i.faults);
   const reasons: string[] = [];
   const lostDirect = i.storeRead.lost.length + i.storeRead.consumerLost.length;
   const lostViaProxy = i.proxyRead.lost.length + i.proxyRead.consumerLost.length;
@@ -96,6 +112,7 @@ export function faultTableAndVerdict(i: ChaosInputs): ChaosResult {
     reasons.push(
       `unready for ${unready.seconds.toFixed(1)} s outside any fault: ${unready.examples.slice(0, 3).join('; ')}`,
     );
+  reasons.push(...rebalanceReasons(rebalances));
   const failedInjections = i.faults.filter((f) => f.note.includes('injection error'));
   if (failedInjections.length > 0)
     reasons.push(
@@ -116,7 +133,8 @@ export function faultTableAndVerdict(i: ChaosInputs): ChaosResult {
     `partition-commits-acked=${acked} requests-failed=${failed} lost=${lostDirect} lost-via-proxy=${lostViaProxy} ` +
     `stale-reads=${staleReads} records=${i.produced} missing=${sum(i.groups.map((g) => g.missing))} ` +
     `duplicates-outside-window=${sum(i.groups.map((g) => g.duplicatesOutsideWindow))} ` +
-    `unready-outside-faults=${unready.seconds.toFixed(1)}s rss=[${rssText}]` +
+    `unready-outside-faults=${unready.seconds.toFixed(1)}s unanswered-readyz-outside-faults=${unanswered.seconds.toFixed(1)}s ` +
+    `unexplained-rebalances=${sum(rebalances.filter((r) => r.proxy !== null).map((r) => r.unexplainedAtS.length))} rss=[${rssText}]` +
     (ok ? '' : ` reasons: ${reasons.join(' | ')}`);
   const lines = [
     `chaos run: ${o.store} store, ${i.proxies.length} proxies, seed ${o.seed}, ${o.seconds} s measured (${i.measuredS.toFixed(0)} s with the drain), ` +
@@ -129,12 +147,18 @@ export function faultTableAndVerdict(i: ChaosInputs): ChaosResult {
     '',
     ...groupTable(i.groups),
     '',
+    ...rebalanceTable(
+      rebalances,
+      i.proxies.map((p) => p.name),
+    ),
+    '',
     `load: ${sent} requests sent, ${acked} partition commits acknowledged, ${failed} requests failed ${JSON.stringify(failures)}; error codes ${JSON.stringify(errorCodes)}`,
     `read back: ${i.storeRead.groups} groups from the store directly (${lostDirect} wrong), through a fresh proxy (${lostViaProxy} wrong)`,
     `producer: ${i.produced} records acknowledged, ${i.producerErrors ?? 'unknown'} send errors`,
     ...i.proxies.map(
       (p, k) =>
-        `${p.name}: ${p.restarts} restarts (${p.failedStarts} failed starts), unready ${sum(p.unready.filter((u) => u.fromS >= 0).map((u) => u.toS - u.fromS)).toFixed(1)} s in all, ` +
+        `${p.name}: ${p.restarts} restarts (${p.failedStarts} failed starts), unready ${sum(p.unready.filter((u) => u.fromS >= 0).map((u) => u.toS - u.fromS)).toFixed(1)} s in all ` +
+        `(/readyz unanswered ${sum(p.unanswered.filter((u) => u.fromS >= 0).map((u) => u.toS - u.fromS)).toFixed(1)} s more), ` +
         `VmRSS start ${i.rss[k]!.startMb.toFixed(0)} MB, end ${i.rss[k]!.endMb.toFixed(0)} MB (incarnation ${i.rss[k]!.endIncarnation}), max ${i.rss[k]!.maxMb.toFixed(0)} MB, ` +
         `exit code ${i.exitCodes[k]}, warnings ${JSON.stringify(i.warnings[k])}`,
     ),
@@ -151,6 +175,8 @@ export function faultTableAndVerdict(i: ChaosInputs): ChaosResult {
     faults: i.faults,
     groups: i.groups,
     unexplainedUnreadyS: unready.seconds,
+    unansweredOutsideFaultsS: unanswered.seconds,
+    rebalances,
     load: { sent, acked, failed, failures, errorCodes },
     rss: i.rss,
     negativeControlLost: i.negativeControl,

@@ -170,14 +170,17 @@ export async function chaosRun(partial: Partial<ChaosOptions>): Promise<ChaosRes
     // ---- the consumers ----
     const produced = new ProducedRecords();
     if (o.records > 0) {
-      const kinds: [ConsumerKind, string][] = [
-        ['java-classic', proxies[0]!.bootstrap],
-        ['java-consumer', proxies[proxyCount - 1]!.bootstrap],
-        ['librdkafka', proxies[0]!.bootstrap],
-        ['direct-classic', cluster.bootstrap],
+      const kinds: [ConsumerKind, number | null][] = [
+        ['java-classic', 0],
+        ['java-consumer', proxyCount - 1],
+        ['librdkafka', 0],
+        ['direct-classic', null],
       ];
-      for (const [kind, bootstrap] of kinds)
-        groups.push(new ChaosGroup(kind, consumerTopic, `${runId}-${kind}`, bootstrap, cluster.classpath));
+      for (const [kind, proxy] of kinds) {
+        const bootstrap = proxy === null ? cluster.bootstrap : proxies[proxy]!.bootstrap;
+        const id = `${runId}-${kind}`;
+        groups.push(new ChaosGroup(kind, consumerTopic, id, bootstrap, cluster.classpath, proxy, clock));
+      }
       for (const g of groups) g.start();
       producer = runProducer(
         cluster.classpath,

@@ -1,6 +1,9 @@
 // Shared pieces of test/integration/reliability-limits.test.ts and reliability-unread-responses.test.ts:
 // the CLI with its metrics, many raw sockets opened at once (each recording what happened to it),
 // the proxy's own metrics read over HTTP, round-trip latencies.
+import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import http from 'node:http';
 import net from 'node:net';
 import { ApiKey } from '../../protocol/messages/index.js';
 import type { ApiVersionsResponse } from '../../protocol/messages/api-versions-response.js';
@@ -38,6 +41,20 @@ export async function scrape(http: string, name: string, labels = ''): Promise<n
     if (line.startsWith(series + ' ')) return Number(line.slice(series.length + 1));
   }
   return undefined;
+}
+
+/** The proxy's client connections (kop_connections_active) once they reach `want`, or at `timeoutMs`. */
+export async function clientConnectionsSettle(
+  http: string,
+  want: number,
+  timeoutMs: number,
+): Promise<number> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const clients = (await scrape(http, 'kop_connections_active', 'side="client"'))!;
+    if (clients === want || Date.now() > deadline) return clients;
+    await new Promise((r) => setTimeout(r, 200));
+  }
 }
 
 export interface Latencies {
@@ -152,3 +169,84 @@ export function tally(probes: Probe[]) {
 
 export const MiB = 1024 * 1024;
 export const mb = (bytes: number): string => (bytes / MiB).toFixed(0);
+
+/** The soft and hard RLIMIT_NOFILE of a process (/proc/PID/limits). */
+export function nofileOf(pid: number): { soft: number; hard: number } {
+  const m = /Max open files\s+(\d+)\s+(\d+)/.exec(readFileSync(`/proc/${pid}/limits`, 'utf8'));
+  if (m === null) throw new Error(`no open-files limit in /proc/${pid}/limits`);
+  return { soft: Number(m[1]), hard: Number(m[2]) };
+}
+
+/**
+ * Raises a process's soft RLIMIT_NOFILE to `need` (no privilege needed up to the hard limit);
+ * fails, naming the limit, where the hard limit is lower (`ulimit -Hn`).
+ */
+export function raiseNofile(pid: number, need: number): void {
+  const { soft, hard } = nofileOf(pid);
+  if (soft >= need) return;
+  if (hard < need)
+    throw new Error(
+      `this test needs ${need} descriptors per process; the hard limit is ${hard} (ulimit -Hn)`,
+    );
+  execFileSync('prlimit', ['--pid', String(pid), `--nofile=${need}:${hard}`]);
+}
+
+/** `pid`'s established TCP connections to 127.0.0.1:`port`: local port and descriptor (`ss -p`). */
+export function socketsOf(pid: number, port: number): { port: number; fd: number }[] {
+  const out = execFileSync('ss', ['-tnpH', 'state', 'established', `dport = :${port}`], { encoding: 'utf8' });
+  return out
+    .split('\n')
+    .map((l) => ({ m: /\S+:(\d+)\s+\S+:\d+/.exec(l), fd: new RegExp(`pid=${pid},fd=(\\d+)`).exec(l) }))
+    .filter(({ m, fd }) => m !== null && fd !== null)
+    .map(({ m, fd }) => ({ port: Number(m![1]), fd: Number(fd![1]) }));
+}
+
+/** Local ports of `pid`'s established TCP connections to 127.0.0.1:`port`. */
+export function socketsTo(pid: number, port: number): number[] {
+  return socketsOf(pid, port).map((s) => s.port);
+}
+
+/** Resets the TCP connections with these local ports (`ss -K`: a network that cut them). */
+export function resetSockets(localPorts: number[]): void {
+  for (const p of localPorts) execFileSync('ss', ['-K', '-tnH', 'src', `127.0.0.1:${p}`]);
+}
+
+/**
+ * /healthz and /readyz asked every 500 ms over one kept-alive HTTP connection, opened before the
+ * test takes the descriptors away (a new connection needs one; a kept-alive one does not). Each
+ * answer's status, or the error, is recorded.
+ */
+export function keptAliveProbes(hostPort: string) {
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+  const answers: { path: string; status: number | string }[] = [];
+  let running = true;
+  const ask = (path: string) =>
+    new Promise<number | string>((resolve) => {
+      const [host, port] = splitHostPort(hostPort);
+      const req = http.get({ host, port, path, agent, timeout: 10_000 }, (res) => {
+        res.resume();
+        res.on('end', () => resolve(res.statusCode ?? 0));
+      });
+      req.on('timeout', () => req.destroy(new Error('timeout')));
+      req.on('error', (err: NodeJS.ErrnoException) => resolve(err.code ?? err.message));
+    });
+  const loop = (async () => {
+    while (running) {
+      for (const path of ['/healthz', '/readyz']) answers.push({ path, status: await ask(path) });
+      await new Promise((r) => setTimeout(r, 500));
+    }
+  })();
+  return {
+    answers,
+    /** Answers (of any status) since index `from`, and the errors among them. */
+    since(from: number) {
+      const got = answers.slice(from);
+      return { got, errors: got.filter((a) => typeof a.status === 'string') };
+    },
+    async stop() {
+      running = false;
+      await loop;
+      agent.destroy();
+    },
+  };
+}
