@@ -60,6 +60,7 @@ export class TopicIds {
   private readonly now: () => number;
   private readonly listeners: RefreshListener[] = [];
   private confirmTimer: NodeJS.Timeout | null = null;
+  private refreshSentAt = 0;
 
   /** `list` asks the cluster for all its topics (Metadata v10+ carries their ids). */
   constructor(
@@ -98,6 +99,9 @@ export class TopicIds {
    */
   async fresh(): Promise<void> {
     if (this.snapshot !== null && this.now() - this.snapshot.at < this.maxAgeMs) return;
+    // A refresh outstanding for longer than the wait already: the cluster does not answer, and
+    // each lookup waiting for it again would add that wait to every request until it does.
+    if (this.refreshing !== null && this.now() - this.refreshSentAt >= this.staleWaitMs) return;
     await settledWithin(this.refresh(), this.staleWaitMs);
   }
 
@@ -145,6 +149,7 @@ export class TopicIds {
   private refresh(): Promise<Snapshot> {
     if (this.refreshing) return this.refreshing;
     const sentAt = this.now();
+    this.refreshSentAt = sentAt;
     this.refreshing = this.list()
       .then((topics) => {
         const byId = new Map<string, string>();
