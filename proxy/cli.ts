@@ -18,6 +18,7 @@ import { exitProcess, handleSignals } from './signals.js';
 import type { SignalActions } from './signals.js';
 import { routeConsoleToLog } from './console-to-log.js';
 import { RefusalLog } from './offsets/refusal-log.js';
+import { InternalGroupsHidden } from '../backends/internal-groups.js';
 import { createOffsetService, openOffsetStore, storeEndpoints } from './offsets/setup.js';
 import { StoreCircuit } from './offsets/store-circuit.js';
 import { StoreHealth } from './offsets/store-health.js';
@@ -129,7 +130,8 @@ export async function main(argv: string[]): Promise<void> {
       return failing.isOpen;
     },
   });
-  const store = metrics ? metrics.measureStore(circuit) : circuit;
+  // Lag, the admin API and the offset service never see the proxy's own records (internal-groups.ts).
+  const store = InternalGroupsHidden.over(metrics ? metrics.measureStore(circuit) : circuit);
   const dataLoss = new DataLossWatch({
     store: rawStore,
     log: log.child({ component: 'store' }),

@@ -23,6 +23,7 @@ import { userInfo } from 'node:os';
 import path from 'node:path';
 import { DataDirHeldError } from '../backends/data-dir-holder.js';
 import { StoreCorruptError, StoreUnavailableError } from '../backends/errors.js';
+import { InternalGroupsHidden } from '../backends/internal-groups.js';
 import { describeStoreTarget, openStoreTarget } from '../backends/open-store.js';
 import type { OffsetStore } from '../backends/store.js';
 import { readBrokerTls } from './broker-tls.js';
@@ -401,12 +402,15 @@ export async function offsetsMain(argv: string[], env: NodeJS.ProcessEnv = proce
         throw err;
       }
       // Failures name the store's target ("connection refused to h:p"), not the client library's text.
-      store = new StoreHealth(opened, {
-        target: describeStoreTarget(target),
-        endpoints: storeEndpoints(target),
-        log: silentLogger,
-        pingIntervalMs: MAX_TIMER_MS,
-      });
+      // The proxy's own records (backends/internal-groups.ts) are not the operator's groups.
+      store = InternalGroupsHidden.over(
+        new StoreHealth(opened, {
+          target: describeStoreTarget(target),
+          endpoints: storeEndpoints(target),
+          log: silentLogger,
+          pingIntervalMs: MAX_TIMER_MS,
+        }),
+      );
       console.error(`store: ${target.kind} ${describeStoreTarget(target)}`);
       return store;
     };

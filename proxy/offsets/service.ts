@@ -38,6 +38,7 @@ import { handleOffsetDelete } from './offset-delete.js';
 import { authorizeFor } from './offset-handler.js';
 import { fetchByTopicId, FIRST_TOPIC_ID_VERSION } from './topic-id-offsets.js';
 import { TopicIds } from './topic-ids.js';
+import type { TopicIncarnations } from './topic-incarnations.js';
 
 /** What the offset service counts (proxy/ops/metrics). */
 export type OffsetServiceMetrics = OffsetCommitMetrics;
@@ -65,6 +66,8 @@ export interface OffsetServiceOptions {
   streams?: StreamsGroups;
   /** Topic ids and names from the cluster's metadata, for v10; absent: no topic id is known. */
   topicIds?: TopicIds;
+  /** Which topic of a name stored offsets belong to (a topic re-created); absent: all count. */
+  incarnations?: TopicIncarnations;
 }
 
 /** Group tools' APIs whose answers are completed with the store's groups (group-views.ts). */
@@ -175,8 +178,11 @@ export class OffsetService implements ProxyExtension {
   private async answer(info: RequestInfo, request: AnyRequest): Promise<RequestDecision> {
     const { store, lookups, authorizer } = this.opts;
     switch (request.apiKey) {
-      case ApiKey.OffsetCommit:
-        return { action: 'respond', body: await this.commits.answer(info, request.body) };
+      case ApiKey.OffsetCommit: {
+        const body = await this.commits.answer(info, request.body);
+        this.opts.incarnations?.committed();
+        return { action: 'respond', body };
+      }
       case ApiKey.OffsetFetch: {
         const req = request.body;
         const body =
@@ -203,8 +209,9 @@ export class OffsetService implements ProxyExtension {
 
   /** An OffsetFetch naming its topics (v10's by the names its ids map to). */
   private fetch(info: RequestInfo, req: OffsetFetchRequest): Promise<OffsetFetchResponse> {
-    const lookups = this.opts.lookups;
+    const { lookups, incarnations } = this.opts;
     return handleOffsetFetch(req, info.apiVersion, {
+      ...(incarnations ? { hiddenBefore: (topics) => incarnations.hiddenBefore(topics) } : {}),
       store: this.opts.store,
       ...authorizeFor(this.opts.authorizer, info, 'describe'),
       fallbackUpstream: this.opts.fallbackUpstream,

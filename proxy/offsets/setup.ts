@@ -14,6 +14,8 @@ import { GuardPolicy } from './guard-policy.js';
 import type { CommitGuardMode, GroupOverride } from './guard-policy.js';
 import { OffsetService } from './service.js';
 import { TopicIds } from './topic-ids.js';
+import { TopicIncarnations } from './topic-incarnations.js';
+import { InternalGroupsHidden } from '../../backends/internal-groups.js';
 import type { OffsetServiceMetrics, OffsetServiceOptions } from './service.js';
 
 /**
@@ -40,6 +42,8 @@ export interface OffsetServiceHandle {
   store: OffsetStore;
   cluster: ClusterClient;
   lookups: BrokerLookups;
+  /** Which topic of a name stored offsets belong to (topic-incarnations.ts). */
+  incarnations: TopicIncarnations;
   close(): Promise<void>;
 }
 
@@ -90,13 +94,28 @@ export function createClusterClient(
 
 export function createOffsetService(
   config: OffsetServiceConfig,
-  store: OffsetStore,
+  rawStore: OffsetStore,
   brokerTls: UpstreamTls | null,
   log: Logger,
   metrics?: OffsetServiceMetrics,
 ): OffsetServiceHandle {
   const cluster = createClusterClient(config, brokerTls, log);
   const lookups = new BrokerLookups(cluster);
+  // Clients and tools never see the proxy's own records (internal-groups.ts).
+  const visible = InternalGroupsHidden.over(rawStore);
+  const store: OffsetStore = visible;
+  const topicIds = new TopicIds(() =>
+    cluster
+      .within('looking up topic ids', () => cluster.metadata(null))
+      .then((md) =>
+        md.topics.flatMap((t) =>
+          t.name !== null && t.errorCode === 0 ? [{ name: t.name, id: t.topicId }] : [],
+        ),
+      ),
+  );
+  const incarnations = new TopicIncarnations(visible.withInternalGroups, topicIds, {
+    log: log.child({ component: 'offsets' }),
+  });
   const service = new OffsetService({
     store,
     guards: new GuardPolicy(config.commitGuard, config.commitGuardGroups),
@@ -107,15 +126,8 @@ export function createOffsetService(
     lookups,
     authorizer: config.authorize === 'broker' ? new BrokerAuthorizer() : null,
     groups: new StoreGroupIndex(store, cluster),
-    topicIds: new TopicIds(() =>
-      cluster
-        .within('looking up topic ids', () => cluster.metadata(null))
-        .then((md) =>
-          md.topics.flatMap((t) =>
-            t.name !== null && t.errorCode === 0 ? [{ name: t.name, id: t.topicId }] : [],
-          ),
-        ),
-    ),
+    topicIds,
+    incarnations,
     log: log.child({ component: 'offsets' }),
     ...(metrics ? { metrics } : {}),
   });
@@ -124,7 +136,9 @@ export function createOffsetService(
     store,
     cluster,
     lookups,
+    incarnations,
     close: async () => {
+      topicIds.close();
       cluster.close();
       await store.close();
     },

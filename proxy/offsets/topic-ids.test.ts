@@ -128,4 +128,34 @@ describe('TopicIds', () => {
     expect(state.calls).toBe(1);
     expect((await ids.idsOf(['old'])).size).toBe(0);
   });
+
+  test('fresh(): refreshes an old cache, waits for a cluster that does not answer only once', async () => {
+    const c = clock();
+    let hang = false;
+    let calls = 0;
+    const seen: number[] = [];
+    const ids = new TopicIds(
+      () => {
+        calls++;
+        return hang
+          ? new Promise<TopicEntry[]>(() => undefined)
+          : Promise.resolve([{ name: 'a', id: 'ID-A' }]);
+      },
+      { now: c.now, staleWaitMs: 50 },
+    );
+    ids.onRefresh((_topics, sentAt) => seen.push(sentAt));
+    await ids.fresh();
+    await ids.fresh();
+    expect(calls).toBe(1);
+    expect(seen).toEqual([1_000]);
+    c.t += 5_000;
+    hang = true;
+    await ids.fresh(); // waits the 50 ms, the refresh still outstanding
+    c.t += 50;
+    let done = false;
+    void ids.fresh().then(() => (done = true)); // does not wait for it again
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(done).toBe(true);
+    expect(calls).toBe(2);
+  });
 });

@@ -37,6 +37,12 @@ export interface TopicIdsOptions {
   now?: () => number;
 }
 
+/**
+ * Told of every refresh: the cluster's topics and when the refresh was sent (each listed id
+ * existed at some moment after it). Its promise is not waited for (topic-incarnations.ts).
+ */
+export type RefreshListener = (topics: readonly TopicEntry[], sentAt: number) => void;
+
 interface Snapshot {
   byId: Map<string, string>;
   byName: Map<string, string>;
@@ -52,6 +58,9 @@ export class TopicIds {
   private readonly missGapMs: number;
   private readonly staleWaitMs: number;
   private readonly now: () => number;
+  private readonly listeners: RefreshListener[] = [];
+  private confirmTimer: NodeJS.Timeout | null = null;
+  private refreshSentAt = 0;
 
   /** `list` asks the cluster for all its topics (Metadata v10+ carries their ids). */
   constructor(
@@ -79,6 +88,42 @@ export class TopicIds {
     return pick(snap.byName, names);
   }
 
+  /** Calls `listener` with each refresh's topics from now on. */
+  onRefresh(listener: RefreshListener): void {
+    this.listeners.push(listener);
+  }
+
+  /**
+   * Has the cache refreshed if it is older than `maxAgeMs` (or empty), waiting for that no longer
+   * than `staleWaitMs`; never rejects (a cluster that does not answer leaves the old cache).
+   */
+  async fresh(): Promise<void> {
+    if (this.snapshot !== null && this.now() - this.snapshot.at < this.maxAgeMs) return;
+    // A refresh outstanding for longer than the wait already: the cluster does not answer, and
+    // each lookup waiting for it again would add that wait to every request until it does.
+    if (this.refreshing !== null && this.now() - this.refreshSentAt >= this.staleWaitMs) return;
+    await settledWithin(this.refresh(), this.staleWaitMs);
+  }
+
+  /**
+   * Has a refresh sent within `maxAgeMs` from now, and not before now (one timer at a time): after
+   * a commit, so the listeners learn that its topics still had their ids after it was stamped.
+   */
+  confirmSoon(): void {
+    if (this.confirmTimer !== null) return;
+    this.confirmTimer = setTimeout(() => {
+      this.confirmTimer = null;
+      void this.refresh().catch(() => undefined);
+    }, this.maxAgeMs);
+    this.confirmTimer.unref();
+  }
+
+  /** Stops a pending confirmSoon. */
+  close(): void {
+    if (this.confirmTimer !== null) clearTimeout(this.confirmTimer);
+    this.confirmTimer = null;
+  }
+
   /** A snapshot with every key in it if the cluster has it, refreshing as the class comment says. */
   private async covering(
     keys: readonly string[],
@@ -102,7 +147,10 @@ export class TopicIds {
   }
 
   private refresh(): Promise<Snapshot> {
-    this.refreshing ??= this.list()
+    if (this.refreshing) return this.refreshing;
+    const sentAt = this.now();
+    this.refreshSentAt = sentAt;
+    this.refreshing = this.list()
       .then((topics) => {
         const byId = new Map<string, string>();
         const byName = new Map<string, string>();
@@ -115,6 +163,8 @@ export class TopicIds {
         // A key found now is no longer missing; old misses go.
         for (const [k, at] of this.missed)
           if (byId.has(k) || byName.has(k) || this.now() - at >= this.missGapMs) this.missed.delete(k);
+        const named = topics.filter((t) => t.id !== ZERO_UUID);
+        for (const listener of this.listeners) listener(named, sentAt);
         return this.snapshot;
       })
       .finally(() => {
