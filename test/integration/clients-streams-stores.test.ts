@@ -189,6 +189,8 @@ describe.runIf(kafka4)(
         counts = await streams.readCounts(place.a, outputTopic);
         if (complete(counts, exact)) break;
       }
+      // A rebalance may still be settling (the dead member's tasks given out): closed once it has.
+      await Promise.all([running(b, 'B at the end'), running(restarted, 'A restarted at the end')]);
       const [survivor, restartedResult] = await Promise.all([b.stop(), restarted.stop()]);
       return {
         applicationId,
