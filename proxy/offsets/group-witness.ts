@@ -14,6 +14,7 @@ import type { ConsumerGroupHeartbeatRequest } from '../../protocol/messages/cons
 import type { ConsumerGroupHeartbeatResponse } from '../../protocol/messages/consumer-group-heartbeat-response.js';
 import type { AnyExchange } from '../core/extension.js';
 import type { Logger } from '../common/log.js';
+import { AnonymousClearance } from './anonymous-clearance.js';
 import { AssignmentEpochs, takesOverStaticLeave } from './assignment-epochs.js';
 import { commitVerdict, fetchVerdict } from './broker-verdict.js';
 import type { CommittedPartition, KnownGroup, Verdict } from './broker-verdict.js';
@@ -38,11 +39,14 @@ export interface GroupWitnessOptions {
   liveness?: MemberLiveness;
   /** What this instance saw of streams groups (tests pass one with a fake clock). */
   streams?: StreamsGroups;
+  /** Groups whose anonymous commits the broker accepted lately (tests pass one with a fake clock). */
+  anonymous?: AnonymousClearance;
 }
 
 export class GroupWitness {
   private readonly liveness: MemberLiveness;
   private readonly streams: StreamsGroups;
+  private readonly anonymous: AnonymousClearance;
   private readonly assignmentEpochs = new AssignmentEpochs();
   /** Groups of a type the guard does not know, already logged (once per group). */
   private readonly deferredLogged = new Set<string>();
@@ -50,6 +54,7 @@ export class GroupWitness {
   constructor(private readonly opts: GroupWitnessOptions) {
     this.liveness = opts.liveness ?? new MemberLiveness();
     this.streams = opts.streams ?? new StreamsGroups();
+    this.anonymous = opts.anonymous ?? new AnonymousClearance();
   }
 
   /** The commit fence's questions beyond the store; none without a broker (the store decides). */
@@ -95,6 +100,10 @@ export class GroupWitness {
       unknownType: () => lookups.unknownGroupType(group),
     };
     const verdict = await commitVerdict(lookups, group, id, known, partitions);
+    if (isAnonymous(id)) {
+      if (verdict.code === null) this.anonymous.accepted(group);
+      else this.anonymous.forget(group);
+    }
     if (verdict.deferredType !== undefined) this.deferred(group, verdict.deferredType);
     if (verdict.confirmed)
       this.liveness.classicConfirmed(
@@ -123,8 +132,14 @@ export class GroupWitness {
   }
 
   private committerFresh(group: string, id: CommitIdentity): boolean {
-    // The store's record has no streams members: an anonymous commit is the broker's to judge.
-    if (isAnonymous(id)) return !this.liveness.isUncertain(group) && !this.streams.isStreamsGroup(group);
+    // The store's record has no streams members: an anonymous commit is the broker's to judge,
+    // unless it accepted one for the group lately (anonymous-clearance.ts).
+    if (isAnonymous(id))
+      return (
+        !this.liveness.isUncertain(group) &&
+        !this.streams.isStreamsGroup(group) &&
+        this.anonymous.cleared(group)
+      );
     const gen = id.generationIdOrMemberEpoch;
     return (
       this.liveness.classicFresh(group, id.memberId, gen) ||
@@ -155,6 +170,7 @@ export class GroupWitness {
   forget(group: string, deleted: boolean): void {
     this.liveness.forget(group);
     this.streams.forget(group);
+    this.anonymous.forget(group);
     if (deleted) this.assignmentEpochs.forget(group);
   }
 

@@ -232,10 +232,12 @@ function serverProperties(
     // Fast start and fast first group use.
     'group.initial.rebalance.delay.ms=0',
     // Lower bounds only (the defaults stay): tests of session and rebalance timeouts may choose
-    // short ones instead of waiting out Kafka's default minimums (6 s classic, 45 s KIP-848).
+    // short ones instead of waiting out Kafka's default minimums (6 s classic, 45 s KIP-848 and
+    // KIP-1071 streams groups; a 3.9 broker ignores the streams one).
     'group.min.session.timeout.ms=500',
     'group.consumer.min.session.timeout.ms=1000',
     'group.consumer.min.heartbeat.interval.ms=200',
+    'group.streams.min.session.timeout.ms=5000',
     'offsets.topic.num.partitions=5',
     `offsets.topic.replication.factor=${n}`,
     'transaction.state.log.num.partitions=5',

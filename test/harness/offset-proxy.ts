@@ -48,3 +48,26 @@ export async function startOffsetProxy(
     },
   };
 }
+
+/** Partition offsets the offset service accepted and refused, by group (its `commits` counters). */
+export interface CommitCounts {
+  accepted: Map<string, number>;
+  refused: Map<string, number>;
+  metrics: OffsetServiceMetrics;
+}
+
+export function commitCounts(): CommitCounts {
+  const accepted = new Map<string, number>();
+  const refused = new Map<string, number>();
+  const add = (counts: Map<string, number>, group: string, n: number) =>
+    counts.set(group, (counts.get(group) ?? 0) + n);
+  return {
+    accepted,
+    refused,
+    metrics: {
+      commitAccepted: (group, n) => add(accepted, group, n),
+      commitRefused: (group, _reason, n) => add(refused, group, n),
+      mirrored: () => undefined,
+    },
+  };
+}

@@ -22,7 +22,6 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, test } from 'vitest';
 import { EmbeddedStore } from '../../backends/embedded-store.js';
-import type { OffsetServiceMetrics } from '../../proxy/offsets/service.js';
 import { javaClient, type JavaClient } from '../bed/clients/java.js';
 import { comparableOutput, kafkaTool } from '../bed/clients/kafka-tools.js';
 import {
@@ -34,7 +33,8 @@ import {
 } from '../bed/clients/java-streams.js';
 import { uniqueName } from '../bed/clients/scenarios.js';
 import type { ClientTarget } from '../bed/clients/types.js';
-import { startOffsetProxy, type OffsetProxy } from '../harness/offset-proxy.js';
+import { commitCounts, startOffsetProxy, type OffsetProxy } from '../harness/offset-proxy.js';
+import { wordCountText } from '../harness/word-count-text.js';
 
 type Route = 'direct' | 'proxy';
 const ROUTES: Route[] = ['direct', 'proxy'];
@@ -42,47 +42,17 @@ const PARTITIONS = 3;
 
 const kafka4 = !(inject('kafkaVersion') ?? '').startsWith('3.');
 
-/** A fixed text: 2,000 lines of 1-9 words from a small vocabulary, with capitals and punctuation. */
-function text(): { lines: string[]; counts: Record<string, number>; words: number } {
-  const vocabulary = (
-    'alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november ' +
-    'oscar papa quebec romeo sierra tango uniform victor whiskey xray yankee zulu kafka proxy ' +
-    'offset stream group commit fence broker topic partition record lag epoch task'
-  ).split(' ');
-  const lines: string[] = [];
-  const counts: Record<string, number> = {};
-  let words = 0;
-  for (let i = 0; i < 2000; i++) {
-    const line: string[] = [];
-    for (let j = 0; j < 1 + (i % 9); j++) {
-      const word = vocabulary[(i * 31 + j * 17) % vocabulary.length]!;
-      counts[word] = (counts[word] ?? 0) + 1;
-      words++;
-      line.push(j === 0 ? word[0]!.toUpperCase() + word.slice(1) : word);
-    }
-    lines.push(`${line.join(i % 4 === 0 ? ', ' : ' ')}.`);
-  }
-  return { lines, counts, words };
-}
-
 describe.runIf(kafka4)('a Kafka Streams word count directly and through the proxy (Kafka 4.4)', () => {
   const brokerBootstrap = inject('kafkaBootstrap');
   const classpath = inject('kafkaClasspath');
-  const input = text();
+  const input = wordCountText();
   let dir: string;
   let store: EmbeddedStore;
   let proxy: OffsetProxy;
   let java: JavaClient;
   let streams: JavaStreamsClient;
   const targets = {} as Record<Route, ClientTarget>;
-  /** Commits the proxy's offset service refused, by group (the `commits refused` counter). */
-  const refused = new Map<string, number>();
-  const accepted = new Map<string, number>();
-  const metrics: OffsetServiceMetrics = {
-    commitAccepted: (group, n) => accepted.set(group, (accepted.get(group) ?? 0) + n),
-    commitRefused: (group, _reason, n) => refused.set(group, (refused.get(group) ?? 0) + n),
-    mirrored: () => undefined,
-  };
+  const { accepted, refused, metrics } = commitCounts();
 
   beforeAll(async () => {
     dir = mkdtempSync(path.join(os.tmpdir(), 'kop-streams-'));

@@ -3,7 +3,8 @@
 // through the proxy on every store, get the same answer at every step (right, newer, older and
 // unknown member epochs, an admin commit while the group has members and once it is empty). On
 // the two proxy instances sharing Redis the commits go through the instance that did not see the
-// heartbeats, so the broker's verdict (StreamsGroupDescribe) decides them there.
+// heartbeats, so the broker's verdict (StreamsGroupDescribe) decides them there, the admin's
+// anonymous commit too.
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, inject, test } from 'vitest';
 import { ErrorCode } from '../../protocol/error-codes.js';
@@ -50,19 +51,9 @@ async function runScript(bootstraps: string[], group: string, topic: string): Pr
     await step('commit, newer epoch', commit({ ...me, epoch: epoch + 1 }, [0]));
     await step('commit, unknown member', commit({ memberId: 'nobody', epoch }, [0]));
     await step('commit, v8', commit(me, [0], 8));
-    // Through the instance that saw the heartbeats: another one accepts an anonymous commit to a
-    // streams group with members on the store's word (a known gap, docs/design.md).
-    await step(
-      'commit, admin while members',
-      commitOffsets(
-        beats,
-        group,
-        { generationIdOrMemberEpoch: -1, memberId: '', groupInstanceId: null },
-        topic,
-        [0],
-        7n,
-      ),
-    );
+    // On redis×2 through the instance that never saw the group's heartbeats: the store's record
+    // has no streams members, so the broker is asked (anonymous-clearance.ts).
+    await step('commit, admin while members', commit({ memberId: '', epoch: -1 }, [0]));
     await step('fetch, member epoch', fetch(a.memberId, epoch));
     await step('fetch, older epoch', fetch(a.memberId, epoch - 1));
     await step('fetch, unknown member', fetch('nobody', epoch));
@@ -125,6 +116,7 @@ describe.runIf(kafka4)('streams groups: the commit guard answers as the broker',
       expect(direct).toContainEqual(['commit, member epoch', [ErrorCode.NONE, ErrorCode.NONE]]);
       expect(direct).toContainEqual(['commit, newer epoch', [ErrorCode.STALE_MEMBER_EPOCH]]);
       expect(direct).toContainEqual(['commit, unknown member', [ErrorCode.UNKNOWN_MEMBER_ID]]);
+      expect(direct).toContainEqual(['commit, admin while members', [ErrorCode.UNKNOWN_MEMBER_ID]]);
       expect(direct).toContainEqual(['tasks split', [1, 1]]);
       expect(direct.map(([name]) => name)).toContain('commit, older epoch, task given away');
       for (const [name, steps] of answers) expect({ name, steps }).toEqual({ name, steps: direct });

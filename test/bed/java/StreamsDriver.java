@@ -12,6 +12,9 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AlterConfigOp;
+import org.apache.kafka.clients.admin.ConfigEntry;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
@@ -20,6 +23,7 @@ import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.PartitionInfo;
 import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.config.ConfigResource;
 import org.apache.kafka.common.serialization.LongDeserializer;
 import org.apache.kafka.common.serialization.Serdes;
 import org.apache.kafka.common.serialization.StringDeserializer;
@@ -45,11 +49,18 @@ import org.apache.kafka.streams.kstream.Produced;
  *   wordcount --bootstrap B --application-id A --input T --output O --state-dir D
  *             [--protocol classic|streams] [--guarantee at_least_once|exactly_once_v2]
  *             [--commit-interval-ms C] [--min-lines L] [--min-words W] [--quiet-ms Q] [--timeout-ms MS]
+ *             [--until-stdin-closed] [--sigkill-after N] [--session-timeout-ms S]
  *     Counts the words of T (lower case, split on non-word characters) into O (word -> count, a
  *     long). Stops once it has read at least L input lines and W words back from its repartition
  *     topic and then nothing new arrived for Q ms (or at the timeout), closes cleanly (which
  *     commits), and prints a `done` line. A stream thread that dies is counted (`threadDeaths`)
  *     and ends the app: the test must see it, not a restarted thread that hides it.
+ *     --until-stdin-closed: stops when its stdin closes instead (one of several instances of an
+ *     app, whose test decides when the group is done), or at the timeout.
+ *     --sigkill-after N: once this instance has processed N records (input lines plus words),
+ *     the process SIGKILLs itself mid-stream: no commit, no leave, no close, as a crash.
+ *     --session-timeout-ms S: first sets the group's streams.session.timeout.ms (a group config,
+ *     KIP-1071), so a crashed instance's tasks move on sooner than after the broker's 45 s default.
  *   read-counts --bootstrap B --topic O [--timeout-ms MS]
  *     Reads O from the start to its end (read_committed, no group) and prints the last count of
  *     each word.
@@ -96,6 +107,33 @@ public final class StreamsDriver {
     long minWords = args.intValue("min-words", 0);
     long quietMs = args.intValue("quiet-ms", 5000);
     long timeoutMs = args.intValue("timeout-ms", 120_000);
+    boolean untilStdinClosed = args.flag("until-stdin-closed");
+    long sigkillAfter = args.intValue("sigkill-after", 0);
+    AtomicLong processed = new AtomicLong();
+    java.util.concurrent.CountDownLatch stdinClosed = new java.util.concurrent.CountDownLatch(1);
+    if (untilStdinClosed) {
+      Thread reader = new Thread(() -> {
+        try {
+          while (System.in.read() >= 0) {
+            // only its end matters
+          }
+        } catch (java.io.IOException e) {
+          // a closed stdin ends the app all the same
+        }
+        stdinClosed.countDown();
+      }, "stdin-watch");
+      reader.setDaemon(true);
+      reader.start();
+    }
+
+    String sessionTimeoutMs = args.optional("session-timeout-ms");
+    if (sessionTimeoutMs != null) {
+      var op = new AlterConfigOp(new ConfigEntry("streams.session.timeout.ms", sessionTimeoutMs), AlterConfigOp.OpType.SET);
+      var group = new ConfigResource(ConfigResource.Type.GROUP, args.required("application-id"));
+      try (Admin admin = Admin.create(Driver.common(args))) {
+        admin.incrementalAlterConfigs(Map.of(group, List.of(op))).all().get(30, TimeUnit.SECONDS);
+      }
+    }
 
     Properties p = Driver.common(args);
     p.put(StreamsConfig.APPLICATION_ID_CONFIG, args.required("application-id"));
@@ -121,6 +159,7 @@ public final class StreamsDriver {
         .peek((k, v) -> {
           linesRead.incrementAndGet();
           lastActivity.set(System.nanoTime());
+          crashAt(processed.incrementAndGet(), sigkillAfter);
         })
         .flatMapValues(line -> Arrays.asList(line.toLowerCase().split("\\W+")))
         .filter((k, word) -> !word.isEmpty())
@@ -129,6 +168,7 @@ public final class StreamsDriver {
         .peek((word, v) -> {
           wordsCounted.incrementAndGet();
           lastActivity.set(System.nanoTime());
+          crashAt(processed.incrementAndGet(), sigkillAfter);
         })
         .groupByKey()
         .count(Materialized.as("counts"))
@@ -152,10 +192,12 @@ public final class StreamsDriver {
       KafkaStreams.State state = streams.state();
       if (state == KafkaStreams.State.ERROR || state == KafkaStreams.State.NOT_RUNNING || state == KafkaStreams.State.PENDING_ERROR) break;
       long now = System.nanoTime();
-      boolean drained = linesRead.get() >= minLines && wordsCounted.get() >= minWords
-          && state == KafkaStreams.State.RUNNING
-          && TimeUnit.NANOSECONDS.toMillis(now - lastActivity.get()) >= quietMs;
-      if (drained) break;
+      boolean done = untilStdinClosed
+          ? stdinClosed.getCount() == 0
+          : linesRead.get() >= minLines && wordsCounted.get() >= minWords
+              && state == KafkaStreams.State.RUNNING
+              && TimeUnit.NANOSECONDS.toMillis(now - lastActivity.get()) >= quietMs;
+      if (done) break;
       if (TimeUnit.NANOSECONDS.toMillis(now - start) >= timeoutMs) {
         timedOut = true;
         break;
@@ -172,6 +214,20 @@ public final class StreamsDriver {
     Driver.emit(new Driver.Json().put("type", "done").put("lines", linesRead.get()).put("words", wordsCounted.get())
         .put("threadDeaths", threadDeaths.get()).put("deaths", deathList).put("state", finalState)
         .put("closed", closed).put("timedOut", timedOut));
+  }
+
+  /** SIGKILLs this process when the instance's `processed`-th record is the `after`-th (0: never). */
+  static void crashAt(long processed, long after) {
+    if (after <= 0 || processed != after) return;
+    Driver.emit(new Driver.Json().put("type", "sigkill").put("processed", processed));
+    try {
+      System.out.flush();
+      new ProcessBuilder("kill", "-9", String.valueOf(ProcessHandle.current().pid())).inheritIO().start().waitFor();
+      Thread.sleep(60_000); // the signal arrives first
+    } catch (Exception e) {
+      // fall through to the error below
+    }
+    throw new IllegalStateException("still alive after kill -9");
   }
 
   static void readCounts(Driver.Args args) throws Exception {
