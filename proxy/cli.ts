@@ -228,7 +228,7 @@ export async function main(argv: string[]): Promise<void> {
       { registerOpsRoutes },
       { auditDenied, registerOffsetsAdminRoutes },
       { AdminAudit },
-      { adminChangesCounter },
+      { adminChangesCounter, cliChangesCounter },
     ] = await Promise.all([
       import('./ops/lag/lag-collector.js'),
       import('./ops/http/http-server.js'),
@@ -258,6 +258,9 @@ export async function main(argv: string[]): Promise<void> {
       });
     }
     const audit = new AdminAudit(log.child({ component: 'audit' }), adminChangesCounter(metrics.registry));
+    // The offsets CLI's changes, which it counts in the store (a process that ends at once).
+    const counted = rawStore;
+    if (counted.readCounts) cliChangesCounter(metrics.registry, () => counted.readCounts!());
     http = new OpsHttpServer({
       token: config.httpToken,
       log: log.child({ component: 'http' }),
