@@ -16,7 +16,7 @@ import type { LevelSetting } from './logger.js';
 import { ConfigReloader } from './reload.js';
 import { exitProcess, handleSignals } from './signals.js';
 import type { SignalActions } from './signals.js';
-import { routeConsoleToLog } from './console-to-log.js';
+import { routeConsoleToLog, routeCStderrToLog } from './console-to-log.js';
 import { RefusalLog } from './offsets/refusal-log.js';
 import { createOffsetService, openOffsetStore, storeEndpoints } from './offsets/setup.js';
 import { StoreCircuit } from './offsets/store-circuit.js';
@@ -65,8 +65,12 @@ export async function main(argv: string[]): Promise<void> {
     undefined,
     config.logFormat ?? defaultLogFormat(),
   );
-  // From here on, what libraries print with console.error/warn is a JSON line of the log too.
-  routeConsoleToLog(log.child({ component: 'library' }));
+  // From here on, what libraries print with console.error/warn, and what C code (LMDB) prints to
+  // the C library's stderr stream, is a JSON line of the log too.
+  const cStderrRouted =
+    (config.logFormat ?? defaultLogFormat()) === 'json' &&
+    routeCStderrToLog(loadNativeRelay().binding, 'kafka-offset-proxy');
+  routeConsoleToLog(log.child({ component: 'library' }), process.stderr, cStderrRouted);
   log.info('starting', startupSummary(config));
   // From here on no signal ends the process unannounced (proxy/signals.ts); stop and reload are
   // filled in once there is something to drain and to reload.
