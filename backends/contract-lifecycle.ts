@@ -1,6 +1,6 @@
 /**
  * The store contract on what is not a commit: deleting offsets and groups, listing groups, leases
- * across instances, and a closed store failing with StoreUnavailableError.
+ * and counts across instances, and a closed store failing with StoreUnavailableError.
  */
 import { expect, it } from 'vitest';
 import type { ContractStores } from './contract-support.js';
@@ -53,6 +53,23 @@ export function runLifecycleContract(ctx: ContractStores): void {
     await new Promise((r) => setTimeout(r, 600)); // b stopped renewing: its lease lapses
     expect(await ctx.store.lease(name, 'a', 10_000)).toBe(true);
     await ctx.store.releaseLease(name, 'a');
+  });
+
+  it('counts what every instance adds, from 0, and reads them all back', async () => {
+    const name = `count-${uniqueGroup('c')}`;
+    const other1 = `${name}:other`;
+    expect((await ctx.store.readCounts!()).get(name)).toBeUndefined();
+    await ctx.store.addToCount!(name);
+    await Promise.all([
+      ctx.other.addToCount!(name),
+      ctx.store.addToCount!(name),
+      ctx.other.addToCount!(other1),
+    ]);
+    // Read where it was last written (the embedded store's second instance in this process may
+    // still hold the read snapshot of this event-loop turn).
+    const counts = await ctx.other.readCounts!();
+    expect(counts.get(name)).toBe(3);
+    expect(counts.get(other1)).toBe(1);
   });
 
   it('pings, and fails with StoreUnavailableError once closed', async () => {

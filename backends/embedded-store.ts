@@ -95,7 +95,7 @@ export interface EmbeddedDatabases {
   requestTimes: Database<1, Buffer>;
   /**
    * 'layout' → 2; 'lease:<name>' → a lease's holder and end (ms since the epoch); 'marker' → the
-   * store's marker (proxy/data-loss-watch.ts).
+   * store's marker (proxy/data-loss-watch.ts); 'count:<name>' → a shared count (addToCount).
    */
   meta: Database<number | string | { h: string; u: number }, string>;
 }
@@ -365,6 +365,25 @@ export class EmbeddedStore implements OffsetStore {
     return this.write('releaseLease', () => {
       const cur = meta.get(key);
       if (typeof cur === 'object' && cur.h === holder) meta.removeSync(key);
+    });
+  }
+
+  /** In the meta database: the offsets CLI and the proxy share the directory (LMDB's processes). */
+  addToCount(name: string): Promise<void> {
+    const key = `count:${name}`;
+    const { meta } = this.db;
+    return this.write('addToCount', () => {
+      const cur = meta.get(key);
+      meta.putSync(key, (typeof cur === 'number' ? cur : 0) + 1);
+    });
+  }
+
+  readCounts(): Promise<Map<string, number>> {
+    return this.run('readCounts', async () => {
+      const out = new Map<string, number>();
+      for (const { key, value } of this.db.meta.getRange({ start: 'count:', end: 'count;' }))
+        if (typeof value === 'number') out.set(key.slice('count:'.length), value);
+      return out;
     });
   }
 

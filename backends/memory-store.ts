@@ -46,6 +46,7 @@ export class MemoryData {
   /** requestId → outcome, so a repeated request is answered, not applied twice. */
   readonly outcomes = new Map<string, CommitOutcome>();
   readonly leases = new Map<string, { holder: string; until: number }>();
+  readonly counts = new Map<string, number>();
 }
 
 export class MemoryStore implements OffsetStore {
@@ -53,12 +54,14 @@ export class MemoryStore implements OffsetStore {
   private readonly groups: Map<string, MemoryGroup>;
   private readonly outcomes: Map<string, CommitOutcome>;
   private readonly leases: MemoryData['leases'];
+  private readonly counts: MemoryData['counts'];
   private closed = false;
 
   constructor(data: MemoryData = new MemoryData()) {
     this.groups = data.groups;
     this.outcomes = data.outcomes;
     this.leases = data.leases;
+    this.counts = data.counts;
   }
 
   private open(): void {
@@ -162,6 +165,16 @@ export class MemoryStore implements OffsetStore {
   async releaseLease(name: string, holder: string): Promise<void> {
     this.open();
     if (this.leases.get(name)?.holder === holder) this.leases.delete(name);
+  }
+
+  async addToCount(name: string): Promise<void> {
+    this.open();
+    this.counts.set(name, (this.counts.get(name) ?? 0) + 1);
+  }
+
+  async readCounts(): Promise<Map<string, number>> {
+    this.open();
+    return new Map(this.counts);
   }
 
   async ping(): Promise<void> {

@@ -549,6 +549,20 @@ export class RedisStore implements OffsetStore {
     });
   }
 
+  /** One hash, `<prefix>:counts` (one slot in a Cluster), a field per count. */
+  addToCount(name: string): Promise<void> {
+    return this.run('addToCount', null, async () => {
+      await this.client.hincrby(`${this.target.prefix}:counts`, name, 1);
+    });
+  }
+
+  readCounts(): Promise<Map<string, number>> {
+    return this.run('readCounts', null, async () => {
+      const all = await this.client.hgetall(`${this.target.prefix}:counts`);
+      return new Map(Object.entries(all).map(([k, v]) => [k, Number(v)]));
+    });
+  }
+
   connectionProblem(): string | null {
     return this.client.status === 'ready' ? null : this.problem;
   }

@@ -253,6 +253,15 @@ export interface OffsetStore {
   ensureMarker?(candidate: string): Promise<Map<string, string>>;
   /** The marker at the places ensureMarker used: its value, or null where it is gone. */
   readMarker?(): Promise<Map<string, string | null>>;
+  /**
+   * Adds 1 to the shared count `name` (created at 0), for what a short-lived process does to the
+   * store and the long-running proxies report: the offsets CLI's admin changes, exported by every
+   * proxy on the store as kop_admin_cli_changes_total. At least once: a retried write whose first
+   * reply was lost may count twice.
+   */
+  addToCount?(name: string): Promise<void>;
+  /** Every count addToCount made on this store, by name. */
+  readCounts?(): Promise<Map<string, number>>;
   /** Calls `listener` whenever the store's client has (re)connected to a server. */
   onReconnect?(listener: () => void): void;
 

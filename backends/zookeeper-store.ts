@@ -327,6 +327,45 @@ export class ZooKeeperStore implements OffsetStore {
     });
   }
 
+  /**
+   * A persistent znode `<chroot>/kop-counts/<name>` holding the decimal count, changed by a
+   * setData against the version just read (two writers at once: one reads again).
+   */
+  addToCount(name: string): Promise<void> {
+    return this.session.run('addToCount', async (expired) => {
+      const client = await this.session.connected(expired);
+      const path = this.znodes.count(name);
+      const read = await this.session.read(client, path);
+      try {
+        if (read === null) {
+          await this.session.ensureDir(client, this.znodes.counts);
+          await this.session.write<string>(client, expired, (cb) =>
+            client.create(path, Buffer.from('1'), cb),
+          );
+          return;
+        }
+        const next = Buffer.from(String(countOf(read) + 1));
+        await this.session.write<Stat>(client, expired, (cb) =>
+          client.setData(path, next, read.stat.version, cb),
+        );
+      } catch (err) {
+        this.retryOnConflict(err);
+      }
+    });
+  }
+
+  readCounts(): Promise<Map<string, number>> {
+    return this.session.run('readCounts', async (expired) => {
+      const client = await this.session.connected(expired);
+      const out = new Map<string, number>();
+      for (const child of await this.session.children(client, this.znodes.counts)) {
+        const read = await this.session.read(client, `${this.znodes.counts}/${child}`);
+        if (read !== null) out.set(decodeSegment(child), countOf(read));
+      }
+      return out;
+    });
+  }
+
   ensureMarker(candidate: string): Promise<Map<string, string>> {
     return this.session.run('ensureMarker', async (expired) => {
       const client = await this.session.connected(expired);
@@ -389,4 +428,10 @@ export class ZooKeeperStore implements OffsetStore {
       if (r.status === 'rejected') this.markers.unshift({ path: due[i]!, at: 0 });
     });
   }
+}
+
+/** A count znode's value; 0 for one that is not a count (not ours: counted from 0 again). */
+function countOf(read: { data?: Buffer | undefined }): number {
+  const n = Number(read.data?.toString('utf8').trim());
+  return Number.isSafeInteger(n) && n >= 0 ? n : 0;
 }

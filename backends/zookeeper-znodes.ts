@@ -80,6 +80,12 @@ export class ZooKeeperZnodes {
   lease(name: string): string {
     return `${this.leases}/${encodeSegment(name)}`;
   }
+  get counts(): string {
+    return `${this.root}/kop-counts`;
+  }
+  count(name: string): string {
+    return `${this.counts}/${encodeSegment(name)}`;
+  }
   /** The store's marker: under the chroot, beside consumers/, written once, gone with the chroot. */
   get storeMarker(): string {
     return `${this.root}/kop-marker`;

@@ -16,7 +16,7 @@ import type { LevelSetting } from './logger.js';
 import { ConfigReloader } from './reload.js';
 import { exitProcess, handleSignals } from './signals.js';
 import type { SignalActions } from './signals.js';
-import { routeConsoleToLog } from './console-to-log.js';
+import { routeConsoleToLog, routeCStderrToLog } from './console-to-log.js';
 import { RefusalLog } from './offsets/refusal-log.js';
 import { InternalGroupsHidden } from '../backends/internal-groups.js';
 import { createOffsetService, openOffsetStore, storeEndpoints } from './offsets/setup.js';
@@ -66,8 +66,12 @@ export async function main(argv: string[]): Promise<void> {
     undefined,
     config.logFormat ?? defaultLogFormat(),
   );
-  // From here on, what libraries print with console.error/warn is a JSON line of the log too.
-  routeConsoleToLog(log.child({ component: 'library' }));
+  // From here on, what libraries print with console.error/warn, and what C code (LMDB) prints to
+  // the C library's stderr stream, is a JSON line of the log too.
+  const cStderrRouted =
+    (config.logFormat ?? defaultLogFormat()) === 'json' &&
+    routeCStderrToLog(loadNativeRelay().binding, 'kafka-offset-proxy');
+  routeConsoleToLog(log.child({ component: 'library' }), process.stderr, cStderrRouted);
   log.info('starting', startupSummary(config));
   // From here on no signal ends the process unannounced (proxy/signals.ts); stop and reload are
   // filled in once there is something to drain and to reload.
@@ -230,7 +234,7 @@ export async function main(argv: string[]): Promise<void> {
       { registerOpsRoutes },
       { auditDenied, registerOffsetsAdminRoutes },
       { AdminAudit },
-      { adminChangesCounter },
+      { adminChangesCounter, cliChangesCounter },
     ] = await Promise.all([
       import('./ops/lag/lag-collector.js'),
       import('./ops/http/http-server.js'),
@@ -260,6 +264,9 @@ export async function main(argv: string[]): Promise<void> {
       });
     }
     const audit = new AdminAudit(log.child({ component: 'audit' }), adminChangesCounter(metrics.registry));
+    // The offsets CLI's changes, which it counts in the store (a process that ends at once).
+    const counted = rawStore;
+    if (counted.readCounts) cliChangesCounter(metrics.registry, () => counted.readCounts!());
     http = new OpsHttpServer({
       token: config.httpToken,
       log: log.child({ component: 'http' }),

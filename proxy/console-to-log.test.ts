@@ -37,4 +37,13 @@ describe('routeConsoleToLog', () => {
     expect(String(first!['stack'])).toContain('lmdb/write.js:516:7');
     expect(second).toMatchObject({ level: 'warn', text: 'syncBatchThreshold is no longer supported' });
   });
+
+  it("writes no newline first when C's stderr stream writes JSON lines already", () => {
+    const out: string[] = [];
+    const log = createLogger('info', { service: 's' }, (l) => out.push(`${l}\n`));
+    routeConsoleToLog(log.child({ component: 'library' }), { write: (s: string) => out.push(s) }, true);
+    console.error(new Error('MDB_PROBLEM: Unexpected problem - txn should abort'));
+    expect(out).toHaveLength(1);
+    expect(JSON.parse(out[0]!)).toMatchObject({ event: 'library output' });
+  });
 });

@@ -61,6 +61,16 @@ describe('offsets CLI and live members', () => {
     expect(await stored()).toEqual(['0:10']);
     expect(await offsetsMain([...setArgs('0'), '--force'], {})).toBe(0);
     expect(await stored()).toEqual(['0:0']);
+    // Both counted in the store, where the proxies read them (kop_admin_cli_changes_total).
+    const store = new EmbeddedStore({ dataDir: dir });
+    try {
+      expect(Object.fromEntries(await store.readCounts())).toEqual({
+        'admin_changes:cli:set:refused': 1,
+        'admin_changes:cli:set:ok': 1,
+      });
+    } finally {
+      await store.close();
+    }
   });
 
   it('asks the cluster given in the environment; an unreachable one leaves the refusal', async () => {

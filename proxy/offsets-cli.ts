@@ -35,8 +35,8 @@ import { BrokerLookups } from './offsets/broker-lookups.js';
 import { createClusterClient, storeEndpoints } from './offsets/setup.js';
 import { StoreHealth } from './offsets/store-health.js';
 import { checkDataDir, checkTlsFiles } from './startup-checks.js';
-import { AdminAudit } from './ops/admin/audit.js';
-import type { AdminActor, AdminChange } from './ops/admin/audit.js';
+import { AdminAudit, storeCountName } from './ops/admin/audit.js';
+import type { AdminActor, AdminChange, CountChange } from './ops/admin/audit.js';
 import type { AdminGuard } from './ops/admin/offsets-admin.js';
 import {
   AdminError,
@@ -228,7 +228,7 @@ function integer(name: string, text: string | undefined, min: bigint, max = 9223
 const EXIT = { 'bad-input': 2, conflict: 3, unavailable: 4 } as const;
 
 /** The audit of the CLI's changes: JSON lines on stderr, whatever the terminal (they are records). */
-function cliAudit(): { audit: AdminAudit; actor: AdminActor } {
+function cliAudit(count: CountChange): { audit: AdminAudit; actor: AdminActor } {
   const log = createLogger('info', { service: 'kafka-offset-proxy', component: 'audit' }, undefined, 'json');
   let user: string | undefined;
   try {
@@ -236,7 +236,10 @@ function cliAudit(): { audit: AdminAudit; actor: AdminActor } {
   } catch {
     user = undefined; // no passwd entry for this uid (some containers)
   }
-  return { audit: new AdminAudit(log), actor: { remote: null, who: 'cli', ...(user ? { user } : {}) } };
+  return {
+    audit: new AdminAudit(log, count),
+    actor: { remote: null, who: 'cli', ...(user ? { user } : {}) },
+  };
 }
 
 /** Prints a dry run's plan on stdout; the exit code a real run would have had. */
@@ -326,6 +329,23 @@ export async function offsetsMain(argv: string[], env: NodeJS.ProcessEnv = proce
   }
   let store: OffsetStore | null = null;
   let cluster: ClusterClient | null = null;
+  /**
+   * Each audited change is also counted in the store, where the proxies read it
+   * (kop_admin_cli_changes_total): this process ends before anything could scrape it. Not dry
+   * runs: they change nothing, and one must not write to an embedded directory a proxy holds.
+   */
+  let counts: OffsetStore | null = null;
+  const counting: Promise<void>[] = [];
+  const countInStore: CountChange = (route, result) => {
+    if (counts?.addToCount === undefined || result === 'dry_run') return;
+    counting.push(
+      counts.addToCount(storeCountName(route, result)).catch((err: unknown) => {
+        console.error(
+          `kafka-offset-proxy offsets: a ${route} change (${result}) is audited but not counted in the store: ${(err as Error).message}`,
+        );
+      }),
+    );
+  };
   let brokerAsked = false;
   try {
     const { args, proxyArgv } = parseOffsetsCommand(argv);
@@ -356,7 +376,7 @@ export async function offsetsMain(argv: string[], env: NodeJS.ProcessEnv = proce
     };
     const force = args.has('force');
     const dryRun = args.has('dry-run');
-    const { audit, actor } = cliAudit();
+    const { audit, actor } = cliAudit(countInStore);
     const change = (c: Pick<AdminChange, 'route' | 'group' | 'targets'>): AdminChange => ({
       ...c,
       actor,
@@ -401,6 +421,7 @@ export async function offsetsMain(argv: string[], env: NodeJS.ProcessEnv = proce
           );
         throw err;
       }
+      if (writes) counts = opened;
       // Failures name the store's target ("connection refused to h:p"), not the client library's text.
       // The proxy's own records (backends/internal-groups.ts) are not the operator's groups.
       store = InternalGroupsHidden.over(
@@ -590,6 +611,7 @@ export async function offsetsMain(argv: string[], env: NodeJS.ProcessEnv = proce
     return EXIT.unavailable;
   } finally {
     (cluster as ClusterClient | null)?.close();
+    await Promise.all(counting);
     await (store as OffsetStore | null)?.close().catch(() => undefined);
   }
 }

@@ -18,7 +18,7 @@ import { fileURLToPath } from 'node:url';
 
 const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 /** The addon's sources (relay.h lists what each does); fuzz.c is the parsers' fuzz driver. */
-const NATIVE_SOURCES = ['relay-loop.c', 'relay-report.c', 'relay-napi.c'].map((f) =>
+const NATIVE_SOURCES = ['relay-loop.c', 'relay-report.c', 'relay-napi.c', 'c-stderr.c'].map((f) =>
   path.join(repo, 'proxy/core/native', f),
 );
 const required = process.argv.includes('--require');

@@ -54,6 +54,12 @@ export interface RelayBinding {
   close(pair: object): void;
   dispose(context: object): void;
   status(pair: object): [idleMs: number, awaiting: number, unsentToClient: number];
+  /**
+   * Makes the C library's stderr stream (LMDB's write errors, Node's fatal errors) write each of
+   * its writes as one JSON line to fd 2, with `fields` (JSON members, each followed by a comma)
+   * between "time" and "text" (native/c-stderr.c). False where it cannot (not Linux).
+   */
+  routeCStderr?(fields: string): boolean;
 }
 
 /** Plan bits, as native/relay.c reads them. */

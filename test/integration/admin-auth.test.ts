@@ -2,13 +2,18 @@
 // started with --http and no token refuses every admin write (403, the store unchanged) while its
 // probes, /metrics and reads answer; a proxy with a token refuses writes without it (401) and takes
 // them with it. Each attempt and each change leaves one audit line in the proxy's log and a count in
-// kop_admin_changes_total.
+// kop_admin_changes_total. The offsets CLI's changes (another process) are counted in the store they
+// share, and every proxy on it exports them as kop_admin_cli_changes_total.
+import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import path from 'node:path';
+import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, inject, test } from 'vitest';
 import { freePort } from '../bed/ports.js';
 import { createTopics, kafkajsClient } from '../bed/clients/kafkajs.js';
 import { uniqueName } from '../bed/clients/scenarios.js';
 import { ensureBuilt, spawnProxy } from '../harness/proxy.js';
+import { until } from '../reliability/fault-helpers.js';
 import type { ProxyProcess } from '../harness/proxy.js';
 
 const TOKEN = randomBytes(24).toString('hex');
@@ -22,13 +27,13 @@ interface Answer {
   text: string;
 }
 
-async function start(args: string[]): Promise<Started> {
+async function start(args: string[], store = 'memory://'): Promise<Started> {
   const httpPort = await freePort();
   const proxy = await spawnProxy([
     '--bootstrap-server',
     inject('kafkaBootstrap'),
     '--store',
-    'memory://',
+    store,
     '--http',
     `127.0.0.1:${httpPort}`,
     '--log-format',
@@ -65,6 +70,29 @@ function changes(metrics: string, route: string, result: string): number {
     metrics,
   );
   return m ? Number(m[1]) : 0;
+}
+
+/** The value of kop_admin_cli_changes_total{route, result} in a /metrics text (0 when absent). */
+function cliChanges(metrics: string, route: string, result: string): number {
+  const m = new RegExp(
+    `^kop_admin_cli_changes_total\\{route="${route}",result="${result}"\\} (\\d+)$`,
+    'm',
+  ).exec(metrics);
+  return m ? Number(m[1]) : 0;
+}
+
+/** Runs the built `offsets` CLI; resolves with its exit code and stderr. */
+async function offsetsCli(args: string[]): Promise<{ code: number; stderr: string }> {
+  const bin = path.resolve('bin/kafka-offset-proxy.js');
+  try {
+    const { stderr } = await promisify(execFile)(process.execPath, [bin, 'offsets', ...args], {
+      timeout: 60_000,
+    });
+    return { code: 0, stderr };
+  } catch (err) {
+    const e = err as { code?: number; stderr?: string };
+    return { code: e.code ?? -1, stderr: e.stderr ?? String(err) };
+  }
 }
 
 /** A group with committed offsets on a fresh topic, committed by kafkajs through the proxy. */
@@ -188,6 +216,42 @@ describe('admin API authentication', () => {
       expect(changes(metrics, 'delete_group', 'unauthorized')).toBe(1);
       expect(changes(metrics, 'set', 'ok')).toBe(1);
       expect(changes(metrics, 'delete', 'ok')).toBe(1);
+    });
+  });
+
+  describe('a proxy on the store the offsets CLI changes', () => {
+    // A key prefix of its own: the counts are the store's, shared by everything on it.
+    const store = `${inject('redisUrl')}?prefix=${uniqueName('kop-audit')}`;
+    let s: Started;
+    beforeAll(async () => {
+      s = await start(['--http-token', TOKEN], store);
+    });
+    afterAll(async () => {
+      await s?.proxy.stop();
+    });
+
+    test("exports the CLI's changes, counted in the store, as kop_admin_cli_changes_total", async () => {
+      const set = ['--store', store, '--group', 'g', '--topic', 't', '--partition', '0'];
+      const scrape = async () => (await s.call('GET', '/metrics', { token: TOKEN })).text;
+      await until(() => s.proxy.output().includes('"http listening"'), 'the HTTP API', 30_000);
+      expect(cliChanges(await scrape(), 'set', 'ok')).toBe(0);
+
+      expect(await offsetsCli(['set', ...set, '--offset', '5'])).toMatchObject({ code: 0 });
+      expect(await offsetsCli(['set', ...set, '--offset', '6'])).toMatchObject({ code: 0 });
+      expect(await offsetsCli(['set', ...set, '--offset', '1', '--dry-run'])).toMatchObject({ code: 0 });
+      const bad = await offsetsCli(['set', ...set, '--offset', '9', '--expected', '1']);
+      expect(bad.code, bad.stderr).toBe(3);
+      expect(await offsetsCli(['delete', '--store', store, '--group', 'g'])).toMatchObject({ code: 0 });
+
+      const metrics = await scrape();
+      expect(cliChanges(metrics, 'set', 'ok')).toBe(2);
+      // A dry run changes nothing: audited in the CLI's output, not counted.
+      expect(cliChanges(metrics, 'set', 'dry_run')).toBe(0);
+      expect(cliChanges(metrics, 'set', 'refused')).toBe(1);
+      expect(cliChanges(metrics, 'delete_group', 'ok')).toBe(1);
+      // Not the HTTP API's: those stay where they were.
+      expect(changes(metrics, 'set', 'ok')).toBe(0);
+      expect(metrics).toMatch(/^# TYPE kop_admin_cli_changes_total counter$/m);
     });
   });
 });

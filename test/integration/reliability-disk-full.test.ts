@@ -93,13 +93,16 @@ describe('embedded store on a full disk (tmpfs)', () => {
       expect(ready.status).toBe(503);
       expect(body.checks.store.error).toMatch(/no space left on device|MDB_/i);
       // The log stays one JSON object per line: lmdb-js's multi-line errors are routed through
-      // it; only the C library's own fragment ("Write error: ...", written to the file
-      // descriptor) stands on lines of its own.
+      // it, and so is the C library's own "Write error: ..." (fprintf to C's stderr stream, no
+      // newline: native/c-stderr.c makes each such write a JSON line).
       const lines = proxy
         .output()
         .split('\n')
-        .filter((l) => l.trim() !== '' && !l.startsWith('Write error: '));
+        .filter((l) => l.trim() !== '');
       for (const line of lines) expect(() => JSON.parse(line) as unknown, line).not.toThrow();
+      expect(proxy.output()).toMatch(
+        /"event":"library output".*"source":"C stderr","text":"Write error: No space left on device position \d+, size \d+"\}/,
+      );
       expect(proxy.output()).toMatch(
         /"offset store failing: offset requests answered at once".*[Nn]o space left/,
       );

@@ -6,7 +6,10 @@
 // SIGCONT), Redis partitioned away (a relay between the proxy and Redis that stops forwarding and
 // keeps every connection open, then forwards what it held), and the embedded store's disk full
 // (a tmpfs filled to the last page, then freed). The three outages run at once, each with its own
-// store and proxy, to keep the file's time near one outage.
+// store and proxy, to keep the file's time near one outage. Then, after them, for 30 s (the issue's
+// figure, three classic sessions), Redis killed (SIGKILL, restarted on its AOF) and ZooKeeper
+// stopped (and started again on its data directory), at once: the stores whose connections close
+// rather than hang.
 //
 // Asserted for each consumer: no rebalance callback and the same member id and generation (member
 // epoch) from before the outage to the end; every failed commit failed with a retriable exception,
@@ -25,6 +28,8 @@ import { uniqueName } from '../bed/clients/scenarios.js';
 import { freePort } from '../bed/ports.js';
 import { startRedis } from '../bed/redis.js';
 import type { RedisServer } from '../bed/redis.js';
+import { startZooKeeper } from '../bed/zookeeper.js';
+import type { ZooKeeperServer } from '../bed/zookeeper.js';
 import { JavaMember } from '../harness/java-member.js';
 import type { MemberLine, PartitionOffset } from '../harness/java-member.js';
 import { ensureBuilt, spawnProxy } from '../harness/proxy.js';
@@ -36,11 +41,15 @@ import { FaultRelay } from '../reliability/fault-relay.js';
 const brokerBootstrap = inject('kafkaBootstrap');
 const classpath = inject('kafkaClasspath');
 /** Longer than both sessions: 10 s (classic, Driver.java) and 45 s (KIP-848, the broker's default). */
-const OUTAGE_MS = 50_000;
+const LONG_OUTAGE_MS = 50_000;
+/** The issue's outage: three classic sessions. */
+const OUTAGE_MS = 30_000;
 const PROTOCOLS: GroupProtocol[] = ['classic', 'consumer'];
 
 interface Outage {
   name: string;
+  /** How long the store stays away. */
+  ms: number;
   /** The proxy's store options. */
   storeArgs: string[];
   /** The store's URL for reading it directly once the proxy has stopped. */
@@ -166,9 +175,9 @@ async function runOutage(expect: ExpectStatic, o: Outage, checkReadiness: boolea
     await o.down();
     // Readiness while the store is away (on the full disk: not ready, in the store's words).
     const seen: Readiness[] = [];
-    while (Date.now() < downAt + OUTAGE_MS) {
+    while (Date.now() < downAt + o.ms) {
       seen.push(await readyz(http));
-      await sleep(Math.min(2_000, Math.max(0, downAt + OUTAGE_MS - Date.now())));
+      await sleep(Math.min(2_000, Math.max(0, downAt + o.ms - Date.now())));
     }
     const upAt = Date.now();
     await o.up();
@@ -204,7 +213,7 @@ async function runOutage(expect: ExpectStatic, o: Outage, checkReadiness: boolea
     }
     const notReady = seen.filter((r) => r.status === 503);
     console.log(
-      `[store-outage-java] ${o.name}, ${OUTAGE_MS / 1000} s: ${report.join('; ')}; ` +
+      `[store-outage-java] ${o.name}, ${o.ms / 1000} s: ${report.join('; ')}; ` +
         `/readyz during: ${notReady.length} of ${seen.length} polls 503 (${notReady[0]?.body.slice(0, 200) ?? ''}), after: ${readyAfter.status}`,
     );
     if (checkReadiness) {
@@ -225,6 +234,8 @@ let redisFrozen: RedisServer | undefined;
 let redisBehindRelay: RedisServer | undefined;
 let relay: FaultRelay | undefined;
 let disk: SmallDisk | undefined;
+let redisKilled: RedisServer | undefined;
+let zk: ZooKeeperServer | undefined;
 
 beforeAll(async () => {
   disk = SmallDisk.mount(8);
@@ -239,13 +250,13 @@ afterAll(async () => {
   if (redisFrozen?.pid !== undefined) process.kill(redisFrozen.pid, 'SIGCONT');
   relay?.thaw();
   await relay?.close();
-  await Promise.all([redisFrozen?.kill(), redisBehindRelay?.kill()]);
+  await Promise.all([redisFrozen?.kill(), redisBehindRelay?.kill(), redisKilled?.kill(), zk?.stop()]);
   disk?.free();
   disk?.unmount();
 });
 
 describe.concurrent(
-  'a 50 s store outage under committing Java consumers (classic and KIP-848) costs them nothing',
+  `a ${LONG_OUTAGE_MS / 1000} s store outage under committing Java consumers (classic and KIP-848) costs them nothing`,
   () => {
     test('Redis frozen (SIGSTOP) and resumed', { timeout: 420_000 }, async ({ expect }) => {
       const r = redisFrozen!;
@@ -253,6 +264,7 @@ describe.concurrent(
         expect,
         {
           name: 'Redis SIGSTOP',
+          ms: LONG_OUTAGE_MS,
           storeArgs: ['--store', r.url],
           directUrl: r.url,
           down: async () => void process.kill(r.pid!, 'SIGSTOP'),
@@ -271,6 +283,7 @@ describe.concurrent(
           expect,
           {
             name: 'Redis partition',
+            ms: LONG_OUTAGE_MS,
             storeArgs: ['--store', `redis://${relay!.address}`],
             directUrl: r.url,
             down: async () => relay!.freeze(),
@@ -287,6 +300,7 @@ describe.concurrent(
         expect,
         {
           name: 'disk full',
+          ms: LONG_OUTAGE_MS,
           storeArgs: ['--data-dir', dataDir],
           directUrl: `embedded:${dataDir}`,
           down: async () => void disk!.fill(),
@@ -297,3 +311,39 @@ describe.concurrent(
     });
   },
 );
+
+// After the 50 s block, not beside it (a concurrent suite runs beside its concurrent siblings):
+// five outages at once, ten JVMs, starve the machine; these two run at once with each other only.
+describe(`a ${OUTAGE_MS / 1000} s store outage that closes the store's connections costs them nothing`, () => {
+  test.concurrent('Redis killed (SIGKILL) and restarted', { timeout: 420_000 }, async ({ expect }) => {
+    const r = (redisKilled = await startRedis({ appendfsync: 'always' }));
+    await runOutage(
+      expect,
+      {
+        name: 'Redis SIGKILL',
+        ms: OUTAGE_MS,
+        storeArgs: ['--store', r.url],
+        directUrl: r.url,
+        down: () => r.kill(),
+        up: () => r.start(),
+      },
+      false,
+    );
+  });
+
+  test.concurrent('ZooKeeper stopped and started', { timeout: 420_000 }, async ({ expect }) => {
+    const z = (zk = await startZooKeeper());
+    await runOutage(
+      expect,
+      {
+        name: 'ZooKeeper stop',
+        ms: OUTAGE_MS,
+        storeArgs: ['--store', z.url],
+        directUrl: z.url,
+        down: () => z.stop(),
+        up: () => z.start(),
+      },
+      false,
+    );
+  });
+});

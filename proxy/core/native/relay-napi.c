@@ -401,6 +401,33 @@ static napi_value test_fail_next_handback(napi_env env, napi_callback_info info)
 }
 #endif
 
+/* A string argument copied into `buf` (truncated to its size); 0 when it is not a string. */
+static int string_arg(napi_env env, napi_callback_info info, char *buf, size_t size) {
+  size_t argc = 1;
+  napi_value argv[1];
+  size_t len = 0;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 1) return 0;
+  return napi_get_value_string_utf8(env, argv[0], buf, size, &len) == napi_ok;
+}
+
+/* routeCStderr(fields): C's stderr stream as JSON log lines with `fields` (c-stderr.c); a boolean. */
+static napi_value route_c_stderr_js(napi_env env, napi_callback_info info) {
+  char fields[512];
+  napi_value out;
+  int done = string_arg(env, info, fields, sizeof fields) && route_c_stderr(fields);
+  CHECK(napi_get_boolean(env, done, &out));
+  return out;
+}
+
+#ifdef RELAY_TESTING_BUILD
+/* printToCStderr(text): fprintf(stderr, "%s", text), as LMDB prints its write errors. */
+static napi_value test_print_to_c_stderr(napi_env env, napi_callback_info info) {
+  char text[8192];
+  if (string_arg(env, info, text, sizeof text)) print_to_c_stderr(text);
+  return NULL;
+}
+#endif
+
 /* The module's exports; a failure here fails the require() with the exception thrown. */
 static napi_value init(napi_env env, napi_value exports) {
   napi_property_descriptor props[] = {
@@ -410,7 +437,9 @@ static napi_value init(napi_env env, napi_value exports) {
       {"close", NULL, close_pair, NULL, NULL, NULL, napi_default, NULL},
       {"status", NULL, status, NULL, NULL, NULL, napi_default, NULL},
       {"dispose", NULL, dispose, NULL, NULL, NULL, napi_default, NULL},
+      {"routeCStderr", NULL, route_c_stderr_js, NULL, NULL, NULL, napi_default, NULL},
 #ifdef RELAY_TESTING_BUILD
+      {"printToCStderr", NULL, test_print_to_c_stderr, NULL, NULL, NULL, napi_default, NULL},
       {"produceAnswerUnchanged", NULL, test_produce_answer_unchanged, NULL, NULL, NULL, napi_default, NULL},
       {"produceAcks", NULL, test_produce_acks, NULL, NULL, NULL, napi_default, NULL},
       {"failNextHandback", NULL, test_fail_next_handback, NULL, NULL, NULL, napi_default, NULL},

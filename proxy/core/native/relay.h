@@ -38,6 +38,7 @@
  *   relay-loop.c     the relay loop: reads, the frames' passage both ways, writes, backpressure
  *   relay-report.c   what goes to JavaScript: statistics, reservations, handing back, ends
  *   relay-napi.c     the JavaScript interface (Node-API), the lifetime of contexts and pairs
+ *   c-stderr.c       not the relay's: the C library's stderr stream as JSON log lines
  */
 #define NAPI_VERSION 8
 #include <node_api.h>
@@ -171,5 +172,11 @@ void stop_with(pair_t *p, int reason, int uv_err);
 /* relay-napi.c */
 void pair_unref(pair_t *p);
 void cleanup_done(context_t *ctx);
+
+/* c-stderr.c: the C library's stderr stream as JSON lines of the log (1: done, 0: not here). */
+int route_c_stderr(const char *json_fields);
+#ifdef RELAY_TESTING_BUILD
+void print_to_c_stderr(const char *text);
+#endif
 
 #endif

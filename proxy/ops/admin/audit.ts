@@ -2,8 +2,10 @@
  * The audit trail of admin changes to stored offsets, over HTTP and through the `offsets` CLI:
  * one structured line per partition changed (or planned, for a dry run), naming who (the caller's
  * address and the token it presented, or "cli"), the group, topic and partition, the offset before
- * and after, force and dry-run, and the outcome; and one count per change in
- * kop_admin_changes_total{route, result} (audit-metrics.ts) where the process has metrics.
+ * and after, force and dry-run, and the outcome; and one count per change: in
+ * kop_admin_changes_total{route, result} (audit-metrics.ts) in the proxy that serves the HTTP API,
+ * and for the CLI, a process that ends after one change, in the store (storeCountName), which
+ * every proxy on it exports as kop_admin_cli_changes_total{route, result}.
  *
  * The old offset is read just before the change, not in the same atomic step: a consumer
  * committing in between (only possible with force) makes it stale. A refused or failed change is
@@ -52,6 +54,19 @@ export interface AdminChange {
 
 /** Counts one audited change (a group of one request); see audit-metrics.ts. */
 export type CountChange = (route: AdminRoute, result: AuditResult) => void;
+
+/** The store count (OffsetStore.addToCount) of the CLI's changes with this route and result. */
+export function storeCountName(route: AdminRoute, result: AuditResult): string {
+  return `${CLI_COUNT_PREFIX}${route}:${result}`;
+}
+
+/** The route and result of a store count storeCountName made; null for any other count. */
+export function parseStoreCountName(name: string): { route: string; result: string } | null {
+  const m = /^admin_changes:cli:([a-z_]+):([a-z_]+)$/.exec(name);
+  return m ? { route: m[1]!, result: m[2]! } : null;
+}
+
+const CLI_COUNT_PREFIX = 'admin_changes:cli:';
 
 /** The event name of audit lines, for whoever filters them from a log. */
 export const AUDIT_EVENT = 'admin change';
