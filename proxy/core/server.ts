@@ -190,6 +190,7 @@ export class KafkaProxy {
             maxInFlight,
             observer: this.observer,
             requestPool: this.requestBuffers,
+            exposeBroker: (nodeId, upstream) => this.exposeBroker(nodeId, upstream),
           });
     this.policy = {
       log: this.log,
