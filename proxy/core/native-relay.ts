@@ -2,7 +2,7 @@
  * The relay's native data path (native/relay.c), seen from JavaScript: loading the addon, the plan
  * table it follows, the pairs handed to it and back, and its figures for the metrics.
  *
- * A connection pair whose frames the proxy only passes on (Produce, Fetch below v16, ListOffsets,
+ * A connection pair whose frames the proxy only passes on (Produce, Fetch, ListOffsets,
  * ... whose answers go back unchanged) costs the event loop a JavaScript call per read and per
  * write on the JavaScript path; on the native path it costs none: the addon reads both sockets
  * on the same libuv loop, keeps the order of answers and the backpressure, and calls JavaScript
