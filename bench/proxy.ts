@@ -10,7 +10,7 @@
 //   npx tsx bench/proxy.ts [--sides direct,proxy,bare,haproxy] [--baseline <dir>[,<dir>]]
 //     [--records N] [--rounds K] [--consume-rounds K] [--rate R] [--rate-records N]
 //     [--rate-rounds K] [--rtt-requests N] [--connections N] [--warmup-records N] [--store URL]
-//     [--cpu-prof <dir>] [--batch-sizes B,B,...] [--record-sizes S,S,...] [--sweep-mb MB] [--sweep-only]
+//     [--cpu-prof <dir>] [--batch-sizes B,B,...] [--record-sizes S,S,...] [--sweep-mb MB] [--sweep-only] [--moves]
 //     [--proxy-node-args=<node options>] [--proxy-output <file>] [--no-build]
 //     [--external-side 'name=command with {placeholders}']...
 //
@@ -98,6 +98,12 @@ const { values: args } = parseArgs({
     'record-sizes': { type: 'string' },
     'sweep-mb': { type: 'string', default: '100' },
     'sweep-only': { type: 'boolean', default: false },
+    /**
+     * Gives each proxy side an HTTP endpoint and logs, per run, its connections moved to the native
+     * relay (its metrics). Off by default: the metrics' event-loop-delay timer costs an idle proxy
+     * about 2 ms of CPU a second, which a short run counts as relay work.
+     */
+    moves: { type: 'boolean', default: false },
   },
 });
 const numbers = (list: string | undefined): number[] =>
@@ -317,8 +323,9 @@ async function main(): Promise<void> {
       if (name === 'direct') {
         sides.push(newSide(name, cluster.bootstrap, cluster.bootstrap));
       } else if (name === 'proxy' || baselines.has(name)) {
-        const http = `127.0.0.1:${await freePortRange(1)}`;
-        const proxyArgs = ['--bootstrap-server', cluster.bootstrap, '--log-level', 'info', '--http', http];
+        const http = args.moves ? `127.0.0.1:${await freePortRange(1)}` : undefined;
+        const proxyArgs = ['--bootstrap-server', cluster.bootstrap, '--log-level', 'info'];
+        if (http !== undefined) proxyArgs.push('--http', http);
         if (args.store) proxyArgs.push('--store', args.store);
         const nodeArgs =
           name === 'proxy' && args['cpu-prof']
@@ -331,7 +338,7 @@ async function main(): Promise<void> {
         proxies.push(proxy);
         // The proxy's listener for node 1 (port + 1 + node id), the connection a client would use.
         const side = newSide(name, proxy.bootstrap, `127.0.0.1:${proxy.port + 1 + nodeId}`, proxy.child.pid);
-        side.http = http;
+        if (http !== undefined) side.http = http;
         sides.push(side);
       } else if (name === 'bare' || name === 'haproxy') {
         const ports = relayPorts.get(name)!;
