@@ -331,8 +331,8 @@ export class NativeRelay {
     try {
       return rewriteFetchTail(section, expose, apiVersion, false).tail;
     } catch (err) {
-      if (!(err instanceof ProtocolError)) throw err;
-      this.opts.observer.frameRejected('broker_protocol');
+      // Thrown in the addon's read, anything would reach 'uncaughtException': the pair ends instead.
+      if (err instanceof ProtocolError) this.opts.observer.frameRejected('broker_protocol');
       return undefined;
     }
   }
