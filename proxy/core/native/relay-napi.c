@@ -401,12 +401,11 @@ static napi_value test_produce_acks(napi_env env, napi_callback_info info) {
  * it malformed, -2 when it ends before them. fetchTailUnchanged(section) -> boolean.
  */
 static napi_value test_fetch_walk(napi_env env, napi_callback_info info) {
-  size_t argc = 2;
   napi_value argv[2], out;
   void *data;
   size_t len;
   uint32_t cut;
-  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  if (!args_of(env, info, 2, argv, "KOP_NATIVE_RELAY", "fetchWalk: 2 arguments expected")) return NULL;
   CHECK(napi_get_buffer_info(env, argv[0], &data, &len));
   CHECK(napi_get_value_uint32(env, argv[1], &cut));
   if (cut > len) cut = (uint32_t)len;
@@ -421,11 +420,10 @@ static napi_value test_fetch_walk(napi_env env, napi_callback_info info) {
 }
 
 static napi_value test_fetch_tail_unchanged(napi_env env, napi_callback_info info) {
-  size_t argc = 1;
   napi_value argv[1], out;
   void *data;
   size_t len;
-  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  if (!args_of(env, info, 1, argv, "KOP_NATIVE_RELAY", "fetchTailUnchanged: a Buffer expected")) return NULL;
   CHECK(napi_get_buffer_info(env, argv[0], &data, &len));
   CHECK(napi_get_boolean(env, fetch_tail_unchanged(data, len), &out));
   return out;
