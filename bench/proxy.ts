@@ -10,7 +10,7 @@
 //   npx tsx bench/proxy.ts [--sides direct,proxy,bare,haproxy] [--baseline <dir>[,<dir>]]
 //     [--records N] [--rounds K] [--consume-rounds K] [--rate R] [--rate-records N]
 //     [--rate-rounds K] [--rtt-requests N] [--connections N] [--warmup-records N] [--store URL]
-//     [--cpu-prof <dir>] [--batch-sizes B,B,...] [--record-sizes S,S,...] [--sweep-mb MB] [--sweep-only]
+//     [--cpu-prof <dir>] [--batch-sizes B,B,...] [--record-sizes S,S,...] [--sweep-mb MB] [--sweep-only] [--moves]
 //     [--proxy-node-args=<node options>] [--proxy-output <file>] [--no-build]
 //     [--external-side 'name=command with {placeholders}']...
 //
@@ -98,6 +98,12 @@ const { values: args } = parseArgs({
     'record-sizes': { type: 'string' },
     'sweep-mb': { type: 'string', default: '100' },
     'sweep-only': { type: 'boolean', default: false },
+    /**
+     * Gives each proxy side an HTTP endpoint and logs, per run, its connections moved to the native
+     * relay (its metrics). Off by default: the metrics' event-loop-delay timer costs an idle proxy
+     * about 2 ms of CPU a second, which a short run counts as relay work.
+     */
+    moves: { type: 'boolean', default: false },
   },
 });
 const numbers = (list: string | undefined): number[] =>
@@ -155,6 +161,8 @@ interface Side {
   leader: string;
   /** The relay process, when there is one. */
   pid?: number;
+  /** A proxy side's HTTP endpoint (its metrics: how many connections moved to the native relay). */
+  http?: string;
   produce: ProducerPerfResult[];
   consume: ConsumerPerfResult[];
   rate: ProducerPerfResult[];
@@ -198,10 +206,17 @@ async function measured<T>(
   runs?: number[],
   label?: string,
 ): Promise<T> {
+  const movesBefore = await nativeMoves(side);
   const before = cpuSplitMs(side.pid);
   const threadsBefore = cpuByThreadMs(side.pid);
   const result = await fn();
   const after = cpuSplitMs(side.pid);
+  const movesAfter = await nativeMoves(side);
+  if (movesBefore !== null && movesAfter !== null)
+    log(
+      `${label ?? 'run'} ${side.name}: ${movesAfter.native - movesBefore.native} moves to the native relay, ` +
+        `${movesAfter.javascript - movesBefore.javascript} back to JavaScript`,
+    );
   if (side.pid !== undefined) {
     into.user += after.user - before.user;
     into.sys += after.sys - before.sys;
@@ -210,6 +225,17 @@ async function measured<T>(
       log(`${label} ${side.name} CPU ms by thread: ${threadDelta(threadsBefore, cpuByThreadMs(side.pid))}`);
   }
   return result;
+}
+
+/** A proxy side's native relay handovers since its start (its metrics), or null for other sides. */
+async function nativeMoves(side: Side): Promise<{ native: number; javascript: number } | null> {
+  if (side.http === undefined) return null;
+  const text = await (await fetch(`http://${side.http}/metrics`)).text();
+  const count = (to: string): number => {
+    const line = text.split('\n').find((l) => l.startsWith(`kop_native_relay_handovers_total{to="${to}"}`));
+    return line === undefined ? 0 : Number(line.split(' ').at(-1));
+  };
+  return { native: count('native'), javascript: count('javascript') };
 }
 
 /** "event loop 640, node 20, ..." : each thread name's CPU ms between two cpuByThreadMs readings. */
@@ -297,7 +323,9 @@ async function main(): Promise<void> {
       if (name === 'direct') {
         sides.push(newSide(name, cluster.bootstrap, cluster.bootstrap));
       } else if (name === 'proxy' || baselines.has(name)) {
+        const http = args.moves ? `127.0.0.1:${await freePortRange(1)}` : undefined;
         const proxyArgs = ['--bootstrap-server', cluster.bootstrap, '--log-level', 'info'];
+        if (http !== undefined) proxyArgs.push('--http', http);
         if (args.store) proxyArgs.push('--store', args.store);
         const nodeArgs =
           name === 'proxy' && args['cpu-prof']
@@ -309,7 +337,9 @@ async function main(): Promise<void> {
         const proxy = await spawnProxy(proxyArgs, {}, nodeArgs, bin);
         proxies.push(proxy);
         // The proxy's listener for node 1 (port + 1 + node id), the connection a client would use.
-        sides.push(newSide(name, proxy.bootstrap, `127.0.0.1:${proxy.port + 1 + nodeId}`, proxy.child.pid));
+        const side = newSide(name, proxy.bootstrap, `127.0.0.1:${proxy.port + 1 + nodeId}`, proxy.child.pid);
+        if (http !== undefined) side.http = http;
+        sides.push(side);
       } else if (name === 'bare' || name === 'haproxy') {
         const ports = relayPorts.get(name)!;
         const upstream = `127.0.0.1:${ports.listener}`;
@@ -525,15 +555,20 @@ async function produceSweep(sides: Side[], classpath: string, admin: { bootstrap
           const topic = `bench-sweep-${side.name}-${batch}-${size}-${round}-${Date.now()}`;
           await createTopics(admin, [{ topic, partitions: 3 }]);
           const cpu = { user: 0, sys: 0 };
-          const p = await measured(side, cpu, () =>
-            producerPerformance(classpath, side, {
-              topic,
-              numRecords,
-              recordSize: size,
-              // As throughput tuning guides set it: room for a whole batch per request.
-              props: [`batch.size=${batch}`, `max.request.size=${Math.max(1 << 20, 2 * batch)}`],
-              timeoutMs: TOOL_TIMEOUT_MS,
-            }),
+          const p = await measured(
+            side,
+            cpu,
+            () =>
+              producerPerformance(classpath, side, {
+                topic,
+                numRecords,
+                recordSize: size,
+                // As throughput tuning guides set it: room for a whole batch per request.
+                props: [`batch.size=${batch}`, `max.request.size=${Math.max(1 << 20, 2 * batch)}`],
+                timeoutMs: TOOL_TIMEOUT_MS,
+              }),
+            undefined,
+            `sweep ${batch}/${size}`,
           );
           const entry = side.sweep.get(key) ?? { cpuMs: [], recordsPerSec: [] };
           entry.cpuMs.push(cpu.user + cpu.sys);

@@ -29,6 +29,7 @@ const run = spawnSync(
     'unit',
     'proxy/core/native-relay.test.ts',
     'proxy/core/native-relay-boundary.test.ts',
+    'proxy/core/native-relay-fetch.test.ts',
   ],
   {
     cwd: repo,

@@ -155,7 +155,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     kind: 'enum',
     values: ['auto', 'on', 'off'],
     default: 'auto',
-    help: 'Relay plain TCP connections natively while every frame on them is one the proxy passes on unread (Produce, Fetch below v16, ListOffsets, ...): an addon reads and writes both sockets on the event loop without a JavaScript call per read, and hands the connection back to JavaScript for any frame the proxy reads. auto: when `npm run build` compiled the addon (the start log says whether it is used); on: the same, and the start fails with exit code 2 when the addon is not there or a side is TLS; off: JavaScript only. Gauge: kop_native_relay_connections.',
+    help: 'Relay plain TCP connections natively while every frame on them is one the proxy passes on unread (Produce, Fetch, ListOffsets, ...; the NodeEndpoints of Fetch answers rewritten by a JavaScript call): an addon reads and writes both sockets on the event loop without a JavaScript call per read, and hands the connection back to JavaScript for any frame the proxy reads. auto: when `npm run build` compiled the addon (the start log says whether it is used); on: the same, and the start fails with exit code 2 when the addon is not there or a side is TLS; off: JavaScript only. Gauge: kop_native_relay_connections.',
   },
   {
     name: 'native-relay-after',

@@ -111,6 +111,15 @@ export function answerOf(plan: ForwardingPlan): AnswerPlan {
   return plan.kind === 'answer-locally' ? plan.forwarded : plan.answer;
 }
 
+/**
+ * Whether the native relay can take frames of this plan (native-relay.ts): passed on unread, and
+ * the answer passed back as written or through a walk it knows (Produce's, or Fetch's up to the
+ * NodeEndpoints at its end).
+ */
+export function relayedNatively(plan: ApiPlan): boolean {
+  return plan.kind === 'relay' || (plan.kind === 'rewrite' && plan.answer.response === 'fetch-stream');
+}
+
 /** Fails to compile when a switch over a union misses a member; throws if one comes anyway. */
 export function unreachable(value: never): never {
   throw new Error(`unexpected ${JSON.stringify(value)}`);

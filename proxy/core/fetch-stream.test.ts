@@ -9,10 +9,10 @@ import { ApiKey, getApiCodec } from '../../protocol/messages/index.js';
 import {
   defaultFetchResponse,
   defaultFetchableTopicResponse,
-  defaultPartitionData,
 } from '../../protocol/messages/fetch-response.js';
-import type { FetchResponse, NodeEndpoint, PartitionData } from '../../protocol/messages/fetch-response.js';
+import type { FetchResponse, NodeEndpoint } from '../../protocol/messages/fetch-response.js';
 import { ApiPlans } from './api-plan.js';
+import { endpoint, partition, rich, topicId } from '../../test/harness/fetch-answers.js';
 import type { HostPort } from './broker-map.js';
 import { connectionBed } from '../../test/harness/connection-bed.js';
 import type { ConnectionBed } from '../../test/harness/connection-bed.js';
@@ -24,75 +24,6 @@ import {
   rewriteFetchTail,
 } from './fetch-stream.js';
 import type { ExposeBrokerNow, ExposedBroker, TailOutcome } from './fetch-stream.js';
-
-const topicId = (n: number): string => {
-  const b = Buffer.alloc(16);
-  b.writeUInt32BE(n, 12);
-  return b.toString('base64url');
-};
-
-function partition(i: number, records: Buffer | null, extra: Partial<PartitionData> = {}): PartitionData {
-  return {
-    ...defaultPartitionData(),
-    partitionIndex: i,
-    highWatermark: BigInt(1000 + i),
-    lastStableOffset: BigInt(900 + i),
-    logStartOffset: 0n,
-    records,
-    ...extra,
-  };
-}
-
-function endpoint(nodeId: number, host: string, port = 9092, rack: string | null = null): NodeEndpoint {
-  return { nodeId, host, port, rack };
-}
-
-/** A response exercising every part of the layout. */
-function rich(nodeEndpoints: NodeEndpoint[], unknown?: TaggedField[]): FetchResponse {
-  const body: FetchResponse = {
-    ...defaultFetchResponse(),
-    throttleTimeMs: 5,
-    sessionId: 77,
-    responses: [
-      {
-        ...defaultFetchableTopicResponse(),
-        topicId: topicId(1),
-        partitions: [
-          partition(0, Buffer.alloc(3000, 1), {
-            abortedTransactions: [
-              { producerId: 5n, firstOffset: 10n },
-              {
-                producerId: 6n,
-                firstOffset: 11n,
-                _unknownTaggedFields: [{ tag: 3, data: Buffer.from([9]) }],
-              },
-            ],
-          }),
-          partition(1, null, { abortedTransactions: null, errorCode: 6 }),
-          partition(2, Buffer.alloc(0), {
-            divergingEpoch: { epoch: 3, endOffset: 44n },
-            currentLeader: { leaderId: 2, leaderEpoch: 8 },
-            snapshotId: {
-              endOffset: 12n,
-              epoch: 1,
-              _unknownTaggedFields: [{ tag: 0, data: Buffer.from('x') }],
-            },
-            _unknownTaggedFields: [{ tag: 7, data: Buffer.from('seven') }],
-          }),
-        ],
-        _unknownTaggedFields: [{ tag: 1, data: Buffer.from('topic') }],
-      },
-      {
-        ...defaultFetchableTopicResponse(),
-        topicId: topicId(2),
-        partitions: Array.from({ length: 40 }, (_, i) => partition(i, Buffer.alloc(i * 7, i))),
-      },
-    ],
-    nodeEndpoints,
-  };
-  if (unknown) body._unknownTaggedFields = unknown;
-  return body;
-}
 
 const exposeTo =
   (host: string, seen: number[] = []): ExposeBrokerNow =>

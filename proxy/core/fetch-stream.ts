@@ -406,9 +406,16 @@ export function encodeTaggedSection(fields: readonly TaggedField[], target: numb
 
 /**
  * Rewrites a FetchResponse's top-level tagged-field section (`section`, exactly as the broker sent
- * it) so that it names no broker, keeping its length. See the module comment.
+ * it) so that it names no broker, keeping its length. See the module comment. With `mayWait`
+ * false (the native path cannot hold an answer back), NodeEndpoints naming a broker whose listener
+ * is not open yet are dropped rather than rewritten.
  */
-export function rewriteFetchTail(section: Buffer, expose: ExposeBrokerNow, apiVersion = 17): FetchTail {
+export function rewriteFetchTail(
+  section: Buffer,
+  expose: ExposeBrokerNow,
+  apiVersion = 17,
+  mayWait = true,
+): FetchTail {
   const fields: TaggedField[] = [];
   const endpointsOf = new Map<number, Endpoint[]>();
   try {
@@ -448,7 +455,7 @@ export function rewriteFetchTail(section: Buffer, expose: ExposeBrokerNow, apiVe
   if (!changed) return { tail: section, ready: null, outcome: 'unchanged' };
 
   const tail = encodeTaggedSection(rewritten, section.length);
-  if (tail !== null) {
+  if (tail !== null && (mayWait || readies.length === 0)) {
     const ready = readies.length === 0 ? null : Promise.all(readies).then(() => undefined);
     return { tail, ready, outcome: 'rewritten' };
   }

@@ -126,7 +126,9 @@ test('moves only after the streak, when every part is quiescent, with the reques
   expect(attached).toEqual([]);
   part.quiescent = true;
   handover.maybeMove();
-  expect(attached).toEqual([[{ correlationId: 1, apiKey: 0, apiVersion: 9, started: 5, walk: false }]]);
+  expect(attached).toEqual([
+    [{ correlationId: 1, apiKey: 0, apiVersion: 9, started: 5, walk: false, fetch: false }],
+  ]);
   expect(handover.onNative).toBe(true);
   expect(handover.quiescent).toBe(false);
   expect(queue.inFlight).toBe(0);

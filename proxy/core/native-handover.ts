@@ -192,5 +192,6 @@ function nativePending(p: BrokerPending): NativePending {
     apiVersion: p.apiVersion,
     started: p.started,
     walk: p.response === 'walk-produce',
+    fetch: p.response === 'fetch-stream',
   };
 }

@@ -81,9 +81,16 @@ describe("the addon's Produce walks decide as the JavaScript ones", () => {
         const plan = plans.of(api, v);
         const bits = nativePlan(plan, api, v);
         if (bits === 0) continue;
-        expect(plan.kind === 'relay' && plan.passedOnUnread, `${api} v${v}`).toBe(true);
+        // Fetch v16+: passed on unread, its answer streamed through the Fetch walk (bits 3).
+        const fetchStream = plan.kind === 'rewrite' && plan.answer.response === 'fetch-stream';
+        expect(
+          (plan.kind === 'relay' && plan.passedOnUnread) || (fetchStream && bits === 3),
+          `${api} v${v}`,
+        ).toBe(true);
       }
     }
+    expect(nativePlan(plans.of(ApiKey.Fetch, 18), ApiKey.Fetch, 18)).toBe(3);
+    expect(nativePlan(plans.of(ApiKey.Fetch, 15), ApiKey.Fetch, 15)).toBe(1);
     expect(nativePlan(plans.of(ApiKey.Metadata, 12), ApiKey.Metadata, 12)).toBe(0);
     expect(nativePlan(plans.of(ApiKey.ApiVersions, 3), ApiKey.ApiVersions, 3)).toBe(0);
     expect(nativePlan(plans.of(ApiKey.Produce, 9), ApiKey.Produce, 9)).toBe(1 | 4 | 8);
@@ -112,7 +119,7 @@ describe('the boundary', () => {
     // Too few arguments: refused by count, before any is read.
     const call = binding as unknown as Record<string, (...args: unknown[]) => unknown>;
     for (const [name, args, expected] of [
-      ['createContext', [], /createContext: 10 arguments expected/],
+      ['createContext', [], /createContext: 11 arguments expected/],
       ['attach', [context, 1, 0, 1], /attach: 5 arguments expected/],
       ['status', [], /native relay pair expected/],
       ['dispose', [], /dispose: a native relay context expected/],
@@ -149,7 +156,7 @@ describe('the boundary', () => {
       const stats = new Float64Array(b.statsHeader + 3 * b.statsSamples);
       const none = () => undefined;
       const ctx = b.createContext(new Uint8Array(b.maxApi * b.maxVersion), 1 << 20, 10,
-        performance.now(), none, none, none, stats, 65536, () => true);
+        performance.now(), none, none, none, stats, 65536, () => true, none);
       let client;
       const server = net.createServer({ pauseOnConnect: true }, (accepted) => {
         globalThis.kept = [b.attach(ctx, 1, accepted._handle.fd, client._handle.fd, new Float64Array(0)), accepted];

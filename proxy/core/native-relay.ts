@@ -2,7 +2,7 @@
  * The relay's native data path (native/relay.c), seen from JavaScript: loading the addon, the plan
  * table it follows, the pairs handed to it and back, and its figures for the metrics.
  *
- * A connection pair whose frames the proxy only passes on (Produce, Fetch below v16, ListOffsets,
+ * A connection pair whose frames the proxy only passes on (Produce, Fetch, ListOffsets,
  * ... whose answers go back unchanged) costs the event loop a JavaScript call per read and per
  * write on the JavaScript path; on the native path it costs none: the addon reads both sockets
  * on the same libuv loop, keeps the order of answers and the backpressure, and calls JavaScript
@@ -19,8 +19,11 @@ import { createRequire } from 'node:module';
 import type { Socket } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { requestHeaderVersion } from '../../protocol/messages/index.js';
+import { ProtocolError } from '../../protocol/errors.js';
 import { unreachable } from './api-plan.js';
 import type { ApiPlans, ApiPlan } from './api-plan.js';
+import { rewriteFetchTail } from './fetch-stream.js';
+import type { ExposeBrokerNow } from './fetch-stream.js';
 import type { ProxyObserver } from './observer.js';
 import { ALWAYS_READ_REQUEST_BYTES } from './request-pool.js';
 import type { RequestBufferPool } from './request-pool.js';
@@ -48,6 +51,7 @@ export interface RelayBinding {
     stats: Float64Array,
     streamLimit: number,
     onReserve: (id: number, bytes: number) => boolean,
+    onFetchTail: (id: number, section: Buffer, apiVersion: number) => Buffer | undefined,
   ): object;
   attach(context: object, id: number, clientFd: number, brokerFd: number, pending: Float64Array): object;
   handBack(pair: object): void;
@@ -65,6 +69,7 @@ export interface RelayBinding {
 /** Plan bits, as native/relay.c reads them. */
 const PLAN_AS_IS = 1;
 const PLAN_WALK = 2;
+const PLAN_FETCH = 3;
 const PLAN_ACKS = 4;
 const PLAN_FLEXIBLE = 8;
 
@@ -74,13 +79,20 @@ const PLAN_FLEXIBLE = 8;
  * not go back whole; the connection closes.
  */
 export type NativeEnd =
-  'client ended' | 'client error' | 'broker ended' | 'broker error' | 'native relay failed';
+  | 'client ended'
+  | 'client error'
+  | 'broker ended'
+  | 'broker error'
+  | 'native relay failed'
+  | 'bad response from broker';
 const ENDS: readonly NativeEnd[] = [
   'client ended',
   'client error',
   'broker ended',
   'broker error',
   'native relay failed',
+  // A Fetch answer being streamed was malformed: part of it has gone, so the pair ends.
+  'bad response from broker',
 ];
 
 /** A request handed over or back, awaiting the broker's answer. */
@@ -92,6 +104,8 @@ export interface NativePending {
   started: number;
   /** Its answer is a Produce v10+ one, walked for NodeEndpoints (when handed over). */
   walk?: boolean;
+  /** Its answer is a Fetch v16+ one, streamed through the Fetch walk (when handed over). */
+  fetch?: boolean;
 }
 
 /** The connection a pair belongs to: told when the addon hands the pair back or stops. */
@@ -171,6 +185,8 @@ export function nativePlan(plan: ApiPlan, apiKey: number, apiVersion: number): n
     case 'relay':
       break;
     case 'rewrite':
+      // Passed on unread; the answer streamed natively up to its NodeEndpoints (onFetchTail).
+      return plan.answer.response === 'fetch-stream' ? PLAN_FETCH : 0;
     case 'read':
     case 'answer-locally':
     case 'refuse':
@@ -198,6 +214,11 @@ export interface NativeRelayOptions {
    * its declared size in it. None: no bound (the tests').
    */
   requestPool?: RequestBufferPool;
+  /**
+   * Learns a broker named in a Fetch answer's NodeEndpoints (as ResponsePath's): the native path
+   * rewrites those through it. None: such an answer ends its pair ('bad response from broker').
+   */
+  exposeBroker?: ExposeBrokerNow;
 }
 
 /**
@@ -242,6 +263,7 @@ export class NativeRelay {
       this.stats,
       ALWAYS_READ_REQUEST_BYTES,
       (id, bytes) => this.reserve(id, bytes),
+      (_id, section, apiVersion) => this.fetchTail(section, apiVersion),
     );
     this.timer = setInterval(() => this.flushStats(), 1000);
     this.timer.unref();
@@ -264,7 +286,7 @@ export class NativeRelay {
       encoded[5 * i] = p.correlationId;
       encoded[5 * i + 1] = p.apiKey;
       encoded[5 * i + 2] = p.apiVersion;
-      encoded[5 * i + 3] = p.walk === true ? PLAN_WALK : PLAN_AS_IS;
+      encoded[5 * i + 3] = p.fetch === true ? PLAN_FETCH : p.walk === true ? PLAN_WALK : PLAN_AS_IS;
       encoded[5 * i + 4] = p.started;
     });
     const pair = this.binding.attach(this.context, id, clientFd, brokerFd, encoded);
@@ -300,6 +322,25 @@ export class NativeRelay {
     if (pool !== undefined && !pool.reserve(bytes)) return false;
     this.reserved.set(id, bytes);
     return true;
+  }
+
+  /**
+   * Called by the addon in the middle of a read (a plain call: it must touch no pair) with the
+   * top-level tagged fields of a streamed Fetch answer that holds NodeEndpoints: the same bytes
+   * with those rewritten to the proxy's addresses (fetch-stream.ts), or dropped when a broker's
+   * listener is not open yet (the addon cannot wait; the client refreshes its metadata instead).
+   * Undefined when the section is malformed: the pair ends.
+   */
+  private fetchTail(section: Buffer, apiVersion: number): Buffer | undefined {
+    const expose = this.opts.exposeBroker;
+    if (expose === undefined) return undefined;
+    try {
+      return rewriteFetchTail(section, expose, apiVersion, false).tail;
+    } catch (err) {
+      // Thrown in the addon's read, anything would reach 'uncaughtException': the pair ends instead.
+      if (err instanceof ProtocolError) this.opts.observer.frameRejected('broker_protocol');
+      return undefined;
+    }
   }
 
   /** The pair's reservation, if it holds one, goes back to the pool. */

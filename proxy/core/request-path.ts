@@ -17,7 +17,7 @@ import { ApiKey } from '../../protocol/messages/index.js';
 import type { AnyRequest } from '../../protocol/messages/index.js';
 import { defaultApiVersionsResponse } from '../../protocol/messages/api-versions-response.js';
 import { decodeTaggedRequest } from '../../protocol/tagged-frames.js';
-import { unreachable } from './api-plan.js';
+import { relayedNatively, unreachable } from './api-plan.js';
 import type { AnswerPlan, ApiPlans, ForwardingPlan, RelayPlan, RewritePlan } from './api-plan.js';
 import type { BrokerAnswers, AnswerSink } from './broker-answers.js';
 import type { BrokerLink } from './broker-link.js';
@@ -171,7 +171,7 @@ export class RequestPath implements ChunkReader, RequestReaderSink, Quiescent {
       if (acks === 0) return 'whole';
     }
     this.routed = { h, plan };
-    this.streak = plan.kind === 'relay' ? this.streak + 1 : 0;
+    this.streak = relayedNatively(plan) ? this.streak + 1 : 0;
     return 'stream';
   }
 
@@ -220,7 +220,7 @@ export class RequestPath implements ChunkReader, RequestReaderSink, Quiescent {
     const plan = plans.of(h.apiKey, h.apiVersion);
     // Large requests too: the native path passes them on as they arrive (with a reservation in
     // the request memory pool), so throughput-tuned producers move to it as well.
-    const native = plan.kind === 'relay';
+    const native = relayedNatively(plan);
     this.streak = native ? this.streak + 1 : 0;
     switch (plan.kind) {
       case 'api-versions-unsupported': {

@@ -219,7 +219,7 @@ export class ResponseQueue {
   /**
    * Takes every place out of the queue when each is a forwarded request awaiting the broker's
    * answer, none part way through, and that answer goes to the client as the broker writes it
-   * ('as-is') or after the Produce walk ('walk-produce'), with nothing else owed by the broker
+   * ('as-is') or after a walk ('walk-produce', 'fetch-stream'), with nothing else owed by the broker
    * (what the native path can take over: native-relay.ts); else leaves the queue as it is and
    * returns null.
    */
@@ -229,7 +229,8 @@ export class ResponseQueue {
     for (let i = 0; i < this.pending.length; i++) {
       const p = this.pending[i]!;
       if (p !== this.forwarded[i] || p.kind !== 'broker' || !p.awaitingBroker || p.out !== null) return null;
-      if (p.response !== 'as-is' && p.response !== 'walk-produce') return null;
+      if (p.response !== 'as-is' && p.response !== 'walk-produce' && p.response !== 'fetch-stream')
+        return null;
       handed.push(p);
     }
     this.forwarded.length = 0;

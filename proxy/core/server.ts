@@ -197,6 +197,7 @@ export class KafkaProxy {
             maxInFlight,
             observer: this.observer,
             requestPool: this.requestBuffers,
+            exposeBroker: (nodeId, upstream) => this.exposeBroker(nodeId, upstream),
           });
     this.policy = {
       log: this.log,

@@ -12,6 +12,7 @@ import { ApiPlans } from '../../proxy/core/api-plan.js';
 import { NativeRelay, nativeFd, pausedForNative } from '../../proxy/core/native-relay.js';
 import type { NativeEnd, NativeHost, NativePair, NativePending } from '../../proxy/core/native-relay.js';
 import { noopObserver } from '../../proxy/core/observer.js';
+import type { ExposeBrokerNow } from '../../proxy/core/fetch-stream.js';
 import type { RequestBufferPool } from '../../proxy/core/request-pool.js';
 import type { ProxyObserver } from '../../proxy/core/observer.js';
 import { connectWithReusedReads, readSocket, reuseAcceptedReads } from '../../proxy/core/reused-reads.js';
@@ -158,6 +159,7 @@ export async function start(
     pending?: NativePending[];
     maxFrameSize?: number;
     requestPool?: RequestBufferPool;
+    exposeBroker?: ExposeBrokerNow;
   } = {},
 ): Promise<Bed> {
   const relay = new NativeRelay(binding, {
@@ -166,6 +168,7 @@ export async function start(
     maxInFlight: opts.maxInFlight ?? 100,
     observer: opts.observer ?? noopObserver,
     ...(opts.requestPool ? { requestPool: opts.requestPool } : {}),
+    ...(opts.exposeBroker ? { exposeBroker: opts.exposeBroker } : {}),
   });
   const sockets: net.Socket[] = [];
   const brokerGot: Buffer[] = [];

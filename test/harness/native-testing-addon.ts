@@ -15,6 +15,13 @@ export interface RelayTestingBinding extends RelayBinding {
   produceAcks(payload: Buffer, apiVersion: number, flexible: boolean): number;
   /** The context's next handback fails as a Node-API call would (it ends the pair instead). */
   failNextHandback(context: object): void;
+  /**
+   * Where a Fetch v16-18 answer's (`payload`, after its size prefix) top-level tagged fields
+   * start, walked in two pieces cut at `cut`: -1 malformed, -2 it ends before them.
+   */
+  fetchWalk(payload: Buffer, cut: number): number;
+  /** Whether a Fetch answer's top-level tagged fields may go as written (no NodeEndpoints). */
+  fetchTailUnchanged(section: Buffer): boolean;
 }
 
 const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');

@@ -141,6 +141,7 @@ describe('the native relay with real clients', { timeout: 180_000 }, () => {
       },
     );
     expect(produced.records).toBe(100_000);
+    const movesBeforeConsume = await sample(http, 'kop_native_relay_handovers_total{to="native"}');
     const consumed = await consumerPerformance(
       classpath,
       { bootstrap: proxy.bootstrap },
@@ -150,6 +151,11 @@ describe('the native relay with real clients', { timeout: 180_000 }, () => {
       },
     );
     expect(consumed.records).toBe(100_000);
+    // A Java 4.x consumer's Fetch v17-18 answers are walked natively (NodeEndpoints at their
+    // end): its connections move to the native path too.
+    const consumerMoves =
+      (await sample(http, 'kop_native_relay_handovers_total{to="native"}')) - movesBeforeConsume;
+    expect(consumerMoves).toBeGreaterThan(0);
     // The records' bytes went in from the producer: counted whether the native path or
     // JavaScript relayed them.
     const inBytes = (await sample(http, 'kop_bytes_total{direction="client_in"}')) - before;

@@ -10,6 +10,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 /* ---- plan table (built by JavaScript, see native-relay.ts) --------------------------------- */
 
@@ -19,6 +20,7 @@
 #define PLAN_JS 0        /* JavaScript reads it: hand the pair back */
 #define PLAN_AS_IS 1     /* relayed, its answer as the broker wrote it */
 #define PLAN_WALK 2      /* relayed, its answer walked for Produce NodeEndpoints */
+#define PLAN_FETCH 3     /* relayed, its answer (Fetch v16-18) walked to its NodeEndpoints */
 #define PLAN_KIND 3
 #define PLAN_ACKS 4      /* Produce: acks=0 gets no answer */
 #define PLAN_FLEXIBLE 8  /* request header v2 (tagged fields after the client id) */
@@ -163,6 +165,192 @@ static inline int produce_answer_unchanged(const uint8_t *payload, size_t len, i
   }
   if (c.short_ || c.bad || c.off != len) return 0;
   return !found;
+}
+
+/* ---- the Fetch v16-18 answer walk ---------------------------------------------------------- */
+
+/*
+ * A Fetch v16-18 answer may end with NodeEndpoints (KIP-951), top-level tag 0, which names brokers
+ * by their real addresses; everything before the top-level tagged-field section (the record
+ * batches: nearly every byte) names none. fetch_walk_feed walks the answer's payload (after its
+ * size prefix) as its bytes arrive, cut anywhere, and says how many may go to the client at once;
+ * the section at the end (w->left bytes once w->in_tail) is held and looked at whole.
+ * The grammar is fetchResponseGrammar of proxy/core/fetch-stream.ts, with the same checks: an array
+ * count or a field longer than the bytes left in the frame, a varint over 32 bits, a known
+ * partition tag whose fields do not fill its size, are FW_BAD, where that walker throws.
+ *
+ * fetch_walk_step is a coroutine: it resumes at w->at (a case label inside its loops, the loops'
+ * counters kept in w) and returns when it needs bytes: w->skip > 0 to pass over, or a varint
+ * (w->want_varint), whose value is in w->value when it resumes.
+ */
+typedef struct {
+  int64_t left; /* payload bytes not walked yet (at the tail: the tail's length) */
+  int64_t skip; /* bytes to pass over before the next step */
+  uint32_t value, vacc;
+  int vindex, want_varint, in_tail, at;
+  uint32_t topics, t, partitions, pi, aborted, ai, tags, ti, ptags, pti, ptag, psize;
+  int64_t pstart; /* `left` where a known partition tag's fields started */
+} fetch_walk_t;
+
+enum { FW_GO = 0, FW_TAIL = 1, FW_BAD = -1 };
+
+#define FW_SKIP_(n, id)                                                                            \
+  do {                                                                                             \
+    if ((uint64_t)(n) > (uint64_t)w->left) return FW_BAD;                                          \
+    if ((n) > 0) {                                                                                 \
+      w->skip = (int64_t)(n);                                                                      \
+      w->at = (id);                                                                                \
+      return FW_GO;                                                                                \
+    }                                                                                              \
+    __attribute__((fallthrough));                                                                  \
+    case (id):;                                                                                    \
+  } while (0)
+#define FW_VARINT_(id)                                                                             \
+  do {                                                                                             \
+    w->want_varint = 1;                                                                            \
+    w->vacc = 0;                                                                                   \
+    w->vindex = 0;                                                                                 \
+    w->at = (id);                                                                                  \
+    return FW_GO;                                                                                  \
+    case (id):;                                                                                    \
+  } while (0)
+/* __COUNTER__: a label of its own for every resumption point, several in one macro too. */
+#define FW_SKIP(n) FW_SKIP_(n, __COUNTER__ + 1)
+#define FW_VARINT() FW_VARINT_(__COUNTER__ + 1)
+/* A count read as a varint must not exceed the bytes left (fetch-stream.ts checkCount). */
+#define FW_COUNT(into, minus)                                                                      \
+  do {                                                                                             \
+    FW_VARINT();                                                                                   \
+    if ((int64_t)w->value - (minus) > w->left) return FW_BAD;                                     \
+    (into) = w->value - (minus);                                                                   \
+  } while (0)
+/* A tagged-field section whose fields are all passed over. */
+#define FW_RAW_TAGS()                                                                              \
+  do {                                                                                             \
+    FW_COUNT(w->tags, 0);                                                                          \
+    for (w->ti = 0; w->ti < w->tags; w->ti++) {                                                    \
+      FW_VARINT();                                                                                 \
+      FW_VARINT();                                                                                 \
+      FW_SKIP(w->value);                                                                           \
+    }                                                                                              \
+  } while (0)
+
+static inline int fetch_walk_step(fetch_walk_t *w) {
+  switch (w->at) {
+    case 0:
+      FW_SKIP(4); /* correlation id */
+      FW_RAW_TAGS(); /* response header v1 */
+      FW_SKIP(10); /* throttle_time_ms, error_code, session_id */
+      FW_VARINT();
+      if (w->value == 0 || (int64_t)w->value - 1 > w->left) return FW_BAD; /* not nullable */
+      w->topics = w->value - 1;
+      for (w->t = 0; w->t < w->topics; w->t++) {
+        FW_SKIP(16); /* topic_id */
+        FW_VARINT();
+        if (w->value == 0 || (int64_t)w->value - 1 > w->left) return FW_BAD;
+        w->partitions = w->value - 1;
+        for (w->pi = 0; w->pi < w->partitions; w->pi++) {
+          /* partition_index, error_code, high_watermark, last_stable_offset, log_start_offset */
+          FW_SKIP(30);
+          FW_VARINT(); /* aborted transactions: a compact nullable array, 0 is null */
+          if (w->value > 0) {
+            if ((int64_t)w->value - 1 > w->left) return FW_BAD;
+            w->aborted = w->value - 1;
+            for (w->ai = 0; w->ai < w->aborted; w->ai++) {
+              FW_SKIP(16); /* producer_id, first_offset */
+              FW_RAW_TAGS();
+            }
+          }
+          FW_SKIP(4); /* preferred_read_replica */
+          FW_VARINT(); /* records: compact nullable bytes, 0 is null */
+          if (w->value > 1) FW_SKIP(w->value - 1);
+          /* The partition's tagged fields: the known ones (0-2) must fill their size exactly. */
+          FW_COUNT(w->ptags, 0);
+          for (w->pti = 0; w->pti < w->ptags; w->pti++) {
+            FW_VARINT();
+            w->ptag = w->value;
+            FW_VARINT();
+            w->psize = w->value;
+            if (w->ptag > 2) {
+              FW_SKIP(w->psize);
+              continue;
+            }
+            if ((int64_t)w->psize > w->left) return FW_BAD;
+            w->pstart = w->left;
+            /* DivergingEpoch: int32, int64; CurrentLeader: int32, int32; SnapshotId: int64, int32 */
+            FW_SKIP(w->ptag == 1 ? 8 : 12);
+            FW_RAW_TAGS();
+            if (w->pstart - w->left != (int64_t)w->psize) return FW_BAD;
+          }
+        }
+        FW_RAW_TAGS(); /* the topic's */
+      }
+      w->in_tail = 1;
+      return FW_TAIL;
+    default:
+      return FW_BAD;
+  }
+}
+
+/* Starts the walk of an answer of `payload_len` bytes after its size prefix. */
+static inline int fetch_walk_start(fetch_walk_t *w, int64_t payload_len) {
+  memset(w, 0, sizeof *w);
+  w->left = payload_len;
+  return fetch_walk_step(w);
+}
+
+/*
+ * Walks the next `len` bytes of the answer (never past its end): the count of them that may go to
+ * the client now, with *status FW_GO (all walked), FW_TAIL (the bytes from the count on are the
+ * tail's start) or FW_BAD (malformed: nothing of it may go on).
+ */
+static inline size_t fetch_walk_feed(fetch_walk_t *w, const uint8_t *b, size_t len, int *status) {
+  size_t off = 0;
+  *status = w->in_tail ? FW_TAIL : FW_GO;
+  while (off < len && !w->in_tail) {
+    if (w->skip > 0) {
+      size_t k = (uint64_t)w->skip < len - off ? (size_t)w->skip : len - off;
+      off += k;
+      w->skip -= (int64_t)k;
+      w->left -= (int64_t)k;
+      if (w->skip > 0) break;
+    } else if (w->want_varint) {
+      uint8_t v = b[off++];
+      w->left--;
+      if (w->vindex == 4 && v > 0x0f) {
+        *status = FW_BAD;
+        return 0;
+      }
+      w->vacc |= (uint32_t)(v & 0x7f) << (7 * w->vindex);
+      if (v & 0x80) {
+        w->vindex++;
+        continue;
+      }
+      w->value = w->vacc;
+      w->want_varint = 0;
+    }
+    int r = fetch_walk_step(w);
+    if (r == FW_BAD) {
+      *status = FW_BAD;
+      return 0;
+    }
+    if (r == FW_TAIL) *status = FW_TAIL;
+  }
+  return off;
+}
+
+/*
+ * The answer's top-level tagged-field section, whole: 1 when it may go to the client as written
+ * (well formed, no NodeEndpoints), 0 when JavaScript must see it (NodeEndpoints, or malformed).
+ */
+static inline int fetch_tail_unchanged(const uint8_t *s, size_t len) {
+  cursor_t c = {s, len, 0, 0, 0};
+  uint64_t n = uvarint(&c);
+  for (uint64_t i = 0; i < n && !c.short_ && !c.bad; i++) {
+    if (uvarint(&c) == 0) return 0;
+    skip(&c, uvarint(&c));
+  }
+  return !c.short_ && !c.bad && c.off == len;
 }
 
 enum { HEAD_MORE = -1, HEAD_JS = -2 };

@@ -5,6 +5,7 @@
  * them random bytes and mutations of well-formed frames from a fixed seed, each input in a heap
  * block of exactly its size (a read one byte past it is a heap-buffer-overflow), until a number of
  * inputs or of seconds is reached, and checks what the relay relies on:
+ *   - the Fetch answer walk gives the same answer walked in any pieces as in one;
  *   - the classifier answers "more bytes", "JavaScript's", or the frame's whole length (12 bytes
  *     at least, the size prefix plus the declared size, within the frame limit), and a prefix of
  *     the bytes never gets another length or another plan;
@@ -145,6 +146,52 @@ static void produce_answer(bytes_t *o) {
   }
 }
 
+/* Tagged fields of up to `most` fields, each of a few bytes. */
+static void tags(bytes_t *o, size_t most) {
+  size_t n = below(most + 1);
+  uvar(o, (uint32_t)n);
+  for (size_t i = 0; i < n; i++) {
+    uvar(o, (uint32_t)below(4));
+    compact_string(o, below(6));
+  }
+}
+
+/* A Fetch v16-18 answer's payload (after the size prefix), with or without NodeEndpoints. */
+static void fetch_answer(bytes_t *o) {
+  o->n = 0;
+  i32(o, (int32_t)next());
+  tags(o, 1); /* header */
+  filler(o, 10);
+  size_t topics = below(3);
+  uvar(o, (uint32_t)topics + 1);
+  for (size_t t = 0; t < topics; t++) {
+    filler(o, 16);
+    size_t partitions = below(3);
+    uvar(o, (uint32_t)partitions + 1);
+    for (size_t i = 0; i < partitions; i++) {
+      filler(o, 30);
+      size_t aborted = below(3); /* 0: null */
+      uvar(o, (uint32_t)aborted);
+      for (size_t a = 1; a < aborted; a++) {
+        filler(o, 16);
+        tags(o, 1);
+      }
+      filler(o, 4);
+      compact_string(o, below(40)); /* records */
+      size_t known = below(3);
+      uvar(o, (uint32_t)known);
+      for (size_t k = 0; k < known; k++) {
+        uvar(o, (uint32_t)k);
+        uvar(o, k == 1 ? 9 : 13);
+        filler(o, k == 1 ? 8 : 12);
+        uvar(o, 0);
+      }
+    }
+    tags(o, 1);
+  }
+  tags(o, 2); /* the top level: tag 0 is NodeEndpoints */
+}
+
 /* Flips, overwrites, cuts or lengthens a few bytes. */
 static void mutate(bytes_t *o) {
   size_t k = below(4);
@@ -222,6 +269,33 @@ static void check_answer(const bytes_t *in) {
   free(a);
 }
 
+/*
+ * The Fetch walk: walked in random pieces, the same answer (where the tail starts, or malformed)
+ * as in one piece, which never ends before or past the bytes there are.
+ */
+static int check_fetch(const bytes_t *in) {
+  uint8_t *a = exact(in->b, in->n);
+  fetch_walk_t whole, cut;
+  int s1 = fetch_walk_start(&whole, (int64_t)in->n), s2 = fetch_walk_start(&cut, (int64_t)in->n);
+  size_t safe1 = 0, safe2 = 0;
+  if (s1 != FW_BAD) safe1 = fetch_walk_feed(&whole, a, in->n, &s1);
+  for (size_t off = 0; off < in->n && s2 == FW_GO;) {
+    size_t k = 1 + below(in->n - off);
+    uint8_t *piece = exact(a + off, k); /* a heap block of its own: a read past it is caught */
+    safe2 += fetch_walk_feed(&cut, piece, k, &s2);
+    free(piece);
+    off += k;
+  }
+  EXPECT(s1 == s2, "whole %d, in pieces %d", s1, s2);
+  if (s1 == FW_TAIL) {
+    EXPECT(safe1 == safe2 && safe1 + (size_t)whole.left == in->n, "tail at %zu / %zu, left %lld of %zu", safe1, safe2,
+           (long long)whole.left, in->n);
+    (void)fetch_tail_unchanged(a + safe1, in->n - safe1);
+  }
+  free(a);
+  return s1 == FW_TAIL;
+}
+
 int main(int argc, char **argv) {
   if (argc != 4) {
     fprintf(stderr, "usage: fuzz <seed> <max inputs> <max seconds>\n");
@@ -236,14 +310,17 @@ int main(int argc, char **argv) {
   }
   struct timespec start, now;
   clock_gettime(CLOCK_MONOTONIC, &start);
-  unsigned long long n = 0, unchanged = 0, relayed = 0;
+  unsigned long long n = 0, unchanged = 0, relayed = 0, walked = 0;
   bytes_t in;
   for (; n < max_inputs; n++) {
     if (n % 256 == 0) {
       clock_gettime(CLOCK_MONOTONIC, &now);
       if ((double)(now.tv_sec - start.tv_sec) + (double)(now.tv_nsec - start.tv_nsec) / 1e9 >= max_seconds) break;
     }
-    switch (below(4)) {
+    switch (below(5)) {
+    case 4:
+      fetch_answer(&in);
+      break;
     case 0:
       in.n = 0;
       filler(&in, below(600));
@@ -262,12 +339,14 @@ int main(int argc, char **argv) {
     if (below(2)) mutate(&in);
     check_request(&in);
     check_answer(&in);
+    walked += (unsigned long long)check_fetch(&in);
     uint8_t *a = exact(in.b, in.n);
     unchanged += (unsigned long long)produce_answer_unchanged(a, in.n, 11);
     free(a);
     pending_t e;
     if (classify_request(plans, MAX_FRAME, in.b, in.n, &e) >= 0) relayed++;
   }
-  printf("fuzz: %llu inputs, %llu requests relayed whole, %llu answers unchanged, no failure\n", n, relayed, unchanged);
+  printf("fuzz: %llu inputs, %llu requests relayed whole, %llu answers unchanged, %llu Fetch answers walked to their tail, no failure\n", n,
+         relayed, unchanged, walked);
   return 0;
 }

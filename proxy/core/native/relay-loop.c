@@ -290,6 +290,56 @@ static int answer_streams(pair_t *p, const uint8_t *h) {
   return 1;
 }
 
+/* A Fetch answer's walk is over, the answer malformed: the pair ends (its start has gone). */
+static int fetch_bad(pair_t *p) {
+  uint8_t *tail = p->fetch_tail;
+  p->fetch_tail = NULL;
+  free(tail);
+  p->fetch_walking = 0;
+  stop_with(p, CLOSED_BAD_ANSWER, 0);
+  return 0;
+}
+
+/*
+ * The next `k` bytes of the Fetch answer being streamed (never past its end): what precedes its
+ * top-level tagged fields goes to the client, those are held. 0 when the pair stopped.
+ */
+static int fetch_pass(pair_t *p, pieces_t *out, const uint8_t *b, size_t k) {
+  int status;
+  size_t now = fetch_walk_feed(&p->fetch, b, k, &status);
+  if (status == FW_BAD) return fetch_bad(p);
+  if (!add_piece(&p->client, out, b, now)) return 0;
+  if (now == k) return 1;
+  /* The tail: its length is what the walk has left of the answer. */
+  size_t size = (size_t)p->fetch.left;
+  if (p->fetch_tail == NULL) {
+    p->fetch_tail = size > 0 ? malloc(size) : NULL;
+    if (p->fetch_tail == NULL) return fetch_bad(p);
+    p->fetch_tail_len = 0;
+  }
+  if (k - now > size - p->fetch_tail_len) return fetch_bad(p); /* cannot be: bytes past the answer */
+  memcpy(p->fetch_tail + p->fetch_tail_len, b + now, k - now);
+  p->fetch_tail_len += k - now;
+  return 1;
+}
+
+/*
+ * The Fetch answer's last byte is in: its tail goes as written, or as JavaScript rewrites its
+ * NodeEndpoints, written now (the next answer may reuse nothing of it). 0 when the pair stopped.
+ */
+static int fetch_done(pair_t *p, pieces_t *out, int16_t version) {
+  uint8_t *tail = p->fetch_tail;
+  size_t len = p->fetch_tail_len;
+  if (!p->fetch.in_tail || tail == NULL || len != (size_t)p->fetch.left) return fetch_bad(p);
+  if (!fetch_tail_unchanged(tail, len) && !rewrite_fetch_tail(p, tail, len, version)) return fetch_bad(p);
+  p->fetch_walking = 0;
+  int sent = add_piece(&p->client, out, tail, len) && send_pieces(&p->client, out->b, out->n);
+  out->n = 0;
+  p->fetch_tail = NULL;
+  free(tail);
+  return sent;
+}
+
 static void broker_read(pair_t *p, const uint8_t *data, size_t n) {
   pieces_t out = {.n = 0};
   side_t *client = &p->client;
@@ -297,10 +347,17 @@ static void broker_read(pair_t *p, const uint8_t *data, size_t n) {
   while (off < n) {
     if (p->resp_left > 0) {
       size_t k = (uint64_t)p->resp_left < n - off ? (size_t)p->resp_left : n - off;
-      if (!add_piece(client, &out, data + off, k)) return;
+      if (p->fetch_walking) {
+        if (!fetch_pass(p, &out, data + off, k)) return;
+      } else if (!add_piece(client, &out, data + off, k)) {
+        return;
+      }
       off += k;
       p->resp_left -= (int64_t)k;
-      if (p->resp_left == 0) answer_done(p);
+      if (p->resp_left == 0) {
+        if (p->fetch_walking && !fetch_done(p, &out, pend_head(p)->api_version)) return;
+        answer_done(p);
+      }
       continue;
     }
     if (p->resp_whole != NULL) {
@@ -359,6 +416,31 @@ static void broker_read(pair_t *p, const uint8_t *data, size_t n) {
       return;
     }
     int64_t total = 4 + (int64_t)be32(h);
+    if ((pend_head(p)->plan & PLAN_KIND) == PLAN_FETCH) {
+      /* The size prefix goes at once; the payload, from the correlation id on, through the walk. */
+      if (fetch_walk_start(&p->fetch, total - 4) == FW_BAD) {
+        fetch_bad(p);
+        return;
+      }
+      p->fetch_walking = 1;
+      if (held) {
+        if (!add_piece(client, &out, p->resp_head, 4) || !fetch_pass(p, &out, p->resp_head + 4, 4) ||
+            !send_pieces(client, out.b, out.n))
+          return;
+        out.n = 0;
+        p->resp_head_len = 0;
+        p->resp_left = total - 8;
+        if (p->resp_left == 0) {
+          if (!fetch_done(p, &out, pend_head(p)->api_version)) return;
+          answer_done(p);
+        }
+      } else {
+        if (!add_piece(client, &out, data + off, 4)) return;
+        off += 4;
+        p->resp_left = total - 4;
+      }
+      continue;
+    }
     if ((pend_head(p)->plan & PLAN_KIND) == PLAN_WALK) {
       /* The walk needs the whole answer: in this read, or gathered. */
       if (!held && (int64_t)(n - off) >= total) {

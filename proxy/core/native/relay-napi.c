@@ -18,6 +18,7 @@ void pair_unref(pair_t *p) {
   free(p->client.left);
   free(p->broker.left);
   free(p->resp_whole);
+  free(p->fetch_tail);
   free(p);
   ctx->pairs--;
   context_unref(ctx);
@@ -33,6 +34,7 @@ static void let_go_of_js(context_t *ctx) {
   (void)napi_delete_reference(env, ctx->on_stats);
   (void)napi_delete_reference(env, ctx->stats_ref);
   (void)napi_delete_reference(env, ctx->on_reserve);
+  if (ctx->on_fetch_tail != NULL) (void)napi_delete_reference(env, ctx->on_fetch_tail);
   (void)napi_async_destroy(env, ctx->async);
 }
 
@@ -138,8 +140,8 @@ static bool args_of(napi_env env, napi_callback_info info, size_t n, napi_value 
 /* Lets go of what create_context made before it failed (the references are deleted if made). */
 static void context_abandon(context_t *ctx) {
   napi_env env = ctx->env;
-  napi_ref refs[5] = {ctx->on_handback, ctx->on_closed, ctx->on_stats, ctx->stats_ref, ctx->on_reserve};
-  for (int i = 0; i < 5; i++)
+  napi_ref refs[6] = {ctx->on_handback, ctx->on_closed, ctx->on_stats, ctx->stats_ref, ctx->on_reserve, ctx->on_fetch_tail};
+  for (int i = 0; i < 6; i++)
     if (refs[i] != NULL) (void)napi_delete_reference(env, refs[i]);
   if (ctx->async != NULL) (void)napi_async_destroy(env, ctx->async);
   cleanup_done(ctx);
@@ -158,11 +160,12 @@ static void context_abandon(context_t *ctx) {
 
 /*
  * createContext(plans: Uint8Array(MAX_API * MAX_VERSION), maxFrameSize, maxInFlight, nowMs,
- *   onHandback, onClosed, onStats, stats: Float64Array, streamLimit, onReserve) -> context
+ *   onHandback, onClosed, onStats, stats: Float64Array, streamLimit, onReserve, onFetchTail) -> context
+ * onFetchTail answering anything but a Buffer of the section's length ends the pair (CLOSED_BAD_ANSWER).
  */
 static napi_value create_context(napi_env env, napi_callback_info info) {
-  napi_value argv[10];
-  if (!args_of(env, info, 10, argv, NULL, "createContext: 10 arguments expected")) return NULL;
+  napi_value argv[11];
+  if (!args_of(env, info, 11, argv, NULL, "createContext: 11 arguments expected")) return NULL;
   napi_typedarray_type type;
   size_t len;
   void *data;
@@ -200,6 +203,7 @@ static napi_value create_context(napi_env env, napi_callback_info info) {
   CHECK_CTX(napi_create_reference(env, argv[6], 1, &ctx->on_stats));
   CHECK_CTX(napi_create_reference(env, argv[7], 1, &ctx->stats_ref));
   CHECK_CTX(napi_create_reference(env, argv[9], 1, &ctx->on_reserve));
+  CHECK_CTX(napi_create_reference(env, argv[10], 1, &ctx->on_fetch_tail));
   napi_value name;
   CHECK_CTX(napi_create_string_utf8(env, "kop.nativeRelay", NAPI_AUTO_LENGTH, &name));
   CHECK_CTX(napi_async_init(env, NULL, name, &ctx->async));
@@ -391,6 +395,40 @@ static napi_value test_produce_acks(napi_env env, napi_callback_info info) {
   return out;
 }
 
+/*
+ * fetchWalk(payload, cut) -> where the Fetch answer's top-level tagged fields start in `payload`
+ * (the answer after its size prefix), walked in two pieces cut at `cut`; -1 when the walk finds
+ * it malformed, -2 when it ends before them. fetchTailUnchanged(section) -> boolean.
+ */
+static napi_value test_fetch_walk(napi_env env, napi_callback_info info) {
+  napi_value argv[2], out;
+  void *data;
+  size_t len;
+  uint32_t cut;
+  if (!args_of(env, info, 2, argv, "KOP_NATIVE_RELAY", "fetchWalk: 2 arguments expected")) return NULL;
+  CHECK(napi_get_buffer_info(env, argv[0], &data, &len));
+  CHECK(napi_get_value_uint32(env, argv[1], &cut));
+  if (cut > len) cut = (uint32_t)len;
+  fetch_walk_t w;
+  int status = fetch_walk_start(&w, (int64_t)len);
+  size_t safe = 0;
+  if (status != FW_BAD) safe = fetch_walk_feed(&w, data, cut, &status);
+  if (status == FW_GO && cut < len) safe += fetch_walk_feed(&w, (const uint8_t *)data + cut, len - cut, &status);
+  double result = status == FW_BAD ? -1 : status == FW_GO ? -2 : (double)safe;
+  CHECK(napi_create_double(env, result, &out));
+  return out;
+}
+
+static napi_value test_fetch_tail_unchanged(napi_env env, napi_callback_info info) {
+  napi_value argv[1], out;
+  void *data;
+  size_t len;
+  if (!args_of(env, info, 1, argv, "KOP_NATIVE_RELAY", "fetchTailUnchanged: a Buffer expected")) return NULL;
+  CHECK(napi_get_buffer_info(env, argv[0], &data, &len));
+  CHECK(napi_get_boolean(env, fetch_tail_unchanged(data, len), &out));
+  return out;
+}
+
 /* failNextHandback(context): the next handback of the context fails as a Node-API call would. */
 static napi_value test_fail_next_handback(napi_env env, napi_callback_info info) {
   napi_value argv[1];
@@ -443,6 +481,8 @@ static napi_value init(napi_env env, napi_value exports) {
       {"produceAnswerUnchanged", NULL, test_produce_answer_unchanged, NULL, NULL, NULL, napi_default, NULL},
       {"produceAcks", NULL, test_produce_acks, NULL, NULL, NULL, napi_default, NULL},
       {"failNextHandback", NULL, test_fail_next_handback, NULL, NULL, NULL, napi_default, NULL},
+      {"fetchWalk", NULL, test_fetch_walk, NULL, NULL, NULL, napi_default, NULL},
+      {"fetchTailUnchanged", NULL, test_fetch_tail_unchanged, NULL, NULL, NULL, napi_default, NULL},
 #endif
   };
   CHECK(napi_define_properties(env, exports, sizeof props / sizeof props[0], props));

@@ -124,6 +124,35 @@ void release_request(pair_t *p) {
   if (!p->ctx->disposed) (void)call_reserve(p, -(double)size);
 }
 
+/* ---- a Fetch answer's NodeEndpoints ------------------------------------------------------------ */
+
+/*
+ * A plain call of on_fetch_tail(id, section, version) (see call_js): JavaScript rewrites the
+ * NodeEndpoints in a streamed Fetch answer's top-level tagged fields to the proxy's addresses,
+ * or drops them, in exactly as many bytes (fetch-stream.ts rewriteFetchTail), which replace
+ * `section` here. 1 when it did; 0 when it refused them (malformed) or could not be asked.
+ */
+int rewrite_fetch_tail(pair_t *p, uint8_t *section, size_t len, int16_t version) {
+  context_t *ctx = p->ctx;
+  if (ctx->disposed) return 0;
+  napi_env env = ctx->env;
+  napi_handle_scope scope;
+  if (napi_open_handle_scope(env, &scope) != napi_ok) return 0;
+  napi_value argv[3], result;
+  void *copy, *data = NULL;
+  size_t got = 0;
+  bool is_buffer = false;
+  int ok = napi_create_int32(env, p->id, &argv[0]) == napi_ok &&
+           napi_create_buffer_copy(env, len, section, &copy, &argv[1]) == napi_ok &&
+           napi_create_int32(env, version, &argv[2]) == napi_ok &&
+           call_js(ctx, p, JS_PLAIN, ctx->on_fetch_tail, 3, argv, &result) == napi_ok && result != NULL &&
+           napi_is_buffer(env, result, &is_buffer) == napi_ok && is_buffer &&
+           napi_get_buffer_info(env, result, &data, &got) == napi_ok && got == len;
+  if (ok) memcpy(section, data, len);
+  (void)napi_close_handle_scope(env, scope);
+  return ok;
+}
+
 /* ---- handing back ---------------------------------------------------------------------------- */
 
 static int keep_left(side_t *s, const uint8_t *bytes, size_t len) {

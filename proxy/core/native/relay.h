@@ -13,6 +13,9 @@
  *     and its answer streamed back to the client, in order (a broker answers in order);
  *   - a Produce request is the same, but one with acks=0 gets no answer, and a Produce v10+ answer
  *     is walked for KIP-951 NodeEndpoints, which only JavaScript rewrites;
+ *   - a Fetch v16-18 answer is streamed through its walk (frames.h) but for its last bytes, the
+ *     top-level tagged fields, which go as written unless they hold NodeEndpoints: those
+ *     JavaScript rewrites, to the same length, in a plain call (rewrite_fetch_tail);
  *   - a request larger than stream_limit (64 KiB) that spans reads is passed on as its bytes
  *     arrive once JavaScript's request memory pool reserves its declared size (reserve_request):
  *     nothing else goes to the broker until its last byte, and a pool exhausted hands it back;
@@ -62,8 +65,10 @@
  * Reason codes reported to JavaScript when the relay stops on its own (native-relay.ts ENDS).
  * CLOSED_NATIVE_FAILED: a Node-API call failed in a libuv callback (no memory for the handback's
  * buffers, say): the pair cannot be handed back whole, so it ends and JavaScript closes it.
+ * CLOSED_BAD_ANSWER: a Fetch answer being streamed is malformed (part of it has gone to the
+ * client, so it cannot be handed back): the pair ends, as JavaScript ends it for such an answer.
  */
-enum { CLOSED_CLIENT_ENDED = 1, CLOSED_CLIENT_ERROR, CLOSED_BROKER_ENDED, CLOSED_BROKER_ERROR, CLOSED_NATIVE_FAILED };
+enum { CLOSED_CLIENT_ENDED = 1, CLOSED_CLIENT_ERROR, CLOSED_BROKER_ENDED, CLOSED_BROKER_ERROR, CLOSED_NATIVE_FAILED, CLOSED_BAD_ANSWER };
 
 typedef struct context {
   napi_env env;
@@ -83,6 +88,7 @@ typedef struct context {
   napi_ref on_closed;   /* (id, reason, errno name) */
   napi_ref on_stats;    /* () : take the samples */
   napi_ref on_reserve;  /* (id, bytes) : true when reserved; (id, -bytes) lets go */
+  napi_ref on_fetch_tail; /* (id, section, version) : the section rewritten, or undefined (bad) */
   napi_ref stats_ref;   /* the Float64Array below */
   double *stats;        /* [0] samples, [1..4] bytes client_in, client_out, broker_in, broker_out */
   napi_async_context async;
@@ -145,6 +151,14 @@ typedef struct pair {
   /* A Produce answer gathered whole for its walk (resp_whole_len of resp_whole_size). */
   uint8_t *resp_whole;
   size_t resp_whole_len, resp_whole_size;
+  /*
+   * A Fetch v16-18 answer being streamed (fetch_walking): its walk, and its top-level tagged
+   * fields held until its last byte (fetch_tail_len of fetch.left bytes).
+   */
+  int fetch_walking;
+  fetch_walk_t fetch;
+  uint8_t *fetch_tail;
+  size_t fetch_tail_len;
 
   /* Requests awaiting the broker's answer, oldest first (a ring). */
   pending_t *pend;
@@ -168,6 +182,7 @@ void start_handback(pair_t *p);
 void close_sides(pair_t *p);
 void maybe_handed_back(pair_t *p);
 void stop_with(pair_t *p, int reason, int uv_err);
+int rewrite_fetch_tail(pair_t *p, uint8_t *section, size_t len, int16_t version);
 
 /* relay-napi.c */
 void pair_unref(pair_t *p);
