@@ -187,6 +187,7 @@ describe('the boundary', () => {
       'handBack',
       'maxApi',
       'maxVersion',
+      'routeCStderr',
       'statsHeader',
       'statsSamples',
       'status',
