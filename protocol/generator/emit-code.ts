@@ -3,7 +3,7 @@
  * expressions, small code-shaping helpers, and the read/write/size code of each primitive type.
  * MessageEmitter (emit-message.ts) builds whole structs from them.
  */
-import { SpecError, contains, intersect, isEmpty } from './spec-model.js';
+import { FIXED_WIDTH_PRIMITIVES, SpecError, contains, intersect, isEmpty } from './spec-model.js';
 import type { VersionRange } from './spec-model.js';
 
 /** A version condition: a constant, or a JavaScript expression over `version`. */
@@ -58,17 +58,8 @@ export function indent(lines: string[]): string[] {
 
 /** The expression that reads one primitive from reader `r`. */
 export function readPrimitive(name: string, r: string, nullable: Cond, flexible: Cond): string {
+  if (FIXED_WIDTH_PRIMITIVES.has(name)) return `${r}.${name}()`;
   switch (name) {
-    case 'bool':
-    case 'int8':
-    case 'int16':
-    case 'uint16':
-    case 'int32':
-    case 'uint32':
-    case 'int64':
-    case 'float64':
-    case 'uuid':
-      return `${r}.${name}()`;
     case 'string':
       return pick(
         flexible,
@@ -89,17 +80,8 @@ export function readPrimitive(name: string, r: string, nullable: Cond, flexible:
 /** The statements that write one primitive `v` with writer `w`. */
 export function writePrimitive(name: string, v: string, nullable: Cond, flexible: Cond): string[] {
   const call = (m: string): string => `w.${m}(${v});`;
+  if (FIXED_WIDTH_PRIMITIVES.has(name)) return [call(name)];
   switch (name) {
-    case 'bool':
-    case 'int8':
-    case 'int16':
-    case 'uint16':
-    case 'int32':
-    case 'uint32':
-    case 'int64':
-    case 'float64':
-    case 'uuid':
-      return [call(name)];
     case 'string':
       return ifElse(
         flexible,

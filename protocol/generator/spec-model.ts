@@ -105,7 +105,8 @@ const FIELD_KEYS = new Set([
   'fields',
 ]);
 const COMMON_STRUCT_KEYS = new Set(['name', 'versions', 'fields']);
-const PRIMITIVES = new Set<string>([
+/** Primitives of one fixed width, whose reader and writer methods are named after them. */
+export const FIXED_WIDTH_PRIMITIVES: ReadonlySet<string> = new Set([
   'bool',
   'int8',
   'int16',
@@ -114,11 +115,9 @@ const PRIMITIVES = new Set<string>([
   'uint32',
   'int64',
   'float64',
-  'string',
   'uuid',
-  'bytes',
-  'records',
 ]);
+const PRIMITIVES = new Set<string>([...FIXED_WIDTH_PRIMITIVES, 'string', 'bytes', 'records']);
 const INT_RANGES: Record<string, [number, number]> = {
   int8: [-128, 127],
   int16: [-32768, 32767],
