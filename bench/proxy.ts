@@ -100,8 +100,9 @@ const { values: args } = parseArgs({
     'sweep-only': { type: 'boolean', default: false },
     /**
      * Gives each proxy side an HTTP endpoint and logs, per run, its connections moved to the native
-     * relay (its metrics). Off by default: the metrics' event-loop-delay timer costs an idle proxy
-     * about 2 ms of CPU a second, which a short run counts as relay work.
+     * relay (its metrics). Off by default: an idle proxy with its metrics on spent 2.5 ms of CPU a
+     * second in bench/memory.ts (their event-loop-delay timer most of it), which a short run counts
+     * as relay work.
      */
     moves: { type: 'boolean', default: false },
   },

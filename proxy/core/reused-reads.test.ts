@@ -65,8 +65,46 @@ describe('reuseAcceptedReads', () => {
     expect(reused).toBe(true);
     reader.expectIntact(data);
     reader.expectReused();
-    // A client connection keeps Node's read size, however full its reads.
-    for (const b of reader.buffers) expect(b.byteLength).toBe(64 * 1024);
+    // A client connection starts with a small buffer, which its first full read grows to Node's
+    // read size, and never beyond, however full its reads.
+    const sizes = [...reader.buffers].map((b) => b.byteLength);
+    expect(sizes.filter((size) => size === 1024)).toHaveLength(1);
+    expect(sizes.filter((size) => size !== 1024).every((size) => size === 64 * 1024)).toBe(true);
+  });
+
+  test('an idle connection holds a small buffer until a read fills it', async () => {
+    const reader = new SizingReader();
+    let client!: net.Socket;
+    const port = await accepting((s) => {
+      reuseAcceptedReads(s);
+      readSocket(s, reader);
+      s.resume();
+    });
+    await new Promise<void>((resolve) => {
+      client = net.connect(port, '127.0.0.1', resolve);
+      closers.push(() => client.destroy());
+    });
+    client.setNoDelay(true);
+    const readTo = async (n: number): Promise<void> => {
+      while (reader.reads.reduce((sum, r) => sum + r.bytes, 0) < n)
+        await new Promise((r) => setTimeout(r, 5));
+    };
+    // Requests of an idle client (ApiVersions, Metadata): each read in the first buffer.
+    const small = pattern(3 * 300);
+    for (let off = 0; off < small.length; off += 300) {
+      client.write(small.subarray(off, off + 300));
+      await readTo(off + 300);
+    }
+    expect(reader.reads.map((r) => r.size)).toEqual([1024, 1024, 1024]);
+    // A larger request fills it: the reads after it go into a buffer of Node's read size.
+    const large = pattern(20_000);
+    client.write(large);
+    await readTo(small.length + large.length);
+    const after = reader.reads.slice(3);
+    expect(after[0]).toEqual({ size: 1024, bytes: 1024 });
+    expect(after.slice(1).every((r) => r.size === 64 * 1024)).toBe(true);
+    expect(after.length).toBeGreaterThan(1);
+    reader.inner.expectIntact(Buffer.concat([small, large]));
   });
 
   test('pause and resume hold and restart reading', async () => {

@@ -30,7 +30,17 @@ export interface ChunkReader {
   readBytes(buffer: Buffer, end: number): boolean;
 }
 
-/** Bytes a read can take at first and again after small reads (Node's own read size). */
+/**
+ * Bytes a socket's first read can take. Most connections are idle most of their life, and an idle
+ * one has read only a request or two of a few hundred bytes (ApiVersions, Metadata): the pages of
+ * its read buffer that a read wrote stay resident as long as the connection lives, one or two 4 KB
+ * pages per socket in a 64 KB buffer, where small buffers share pages (docs/benchmarks.md, memory
+ * per connection). A read that fills it grows the buffer to READ_BUFFER_BYTES for the next one:
+ * one more read, once per connection that carries traffic.
+ */
+const FIRST_READ_BUFFER_BYTES = 1024;
+
+/** Bytes a read can take once a read filled the first buffer, and again after small reads (Node's own read size). */
 const READ_BUFFER_BYTES = 64 * 1024;
 
 /**
@@ -45,13 +55,14 @@ const SMALL_READS_TO_SHRINK = 64;
 
 /**
  * The read buffer of one socket, used again for the next read unless the reader still references
- * it. It grows to `maxBytes` when a read fills it and shrinks back after SMALL_READS_TO_SHRINK
- * small reads (Netty's adaptive receive buffers do the same): only a connection that carries bulk
- * traffic holds the larger buffer, while idle and chatty connections keep Node's read size.
+ * it. It starts at FIRST_READ_BUFFER_BYTES, grows to Node's read size when a read fills it and on
+ * to `maxBytes` when a read fills that, and shrinks back to Node's read size after
+ * SMALL_READS_TO_SHRINK small reads (Netty's adaptive receive buffers do the same): only a
+ * connection that carries bulk traffic holds the larger buffer, and an idle one a small one.
  */
 class ReusedReadBuffer {
   /** Where reads go now. */
-  buffer: Buffer = Buffer.allocUnsafeSlow(READ_BUFFER_BYTES);
+  buffer: Buffer = Buffer.allocUnsafeSlow(FIRST_READ_BUFFER_BYTES);
   private retained = false;
   /** The size the next read's buffer should have, when it is not the current one's. */
   private resizeTo = 0;
@@ -66,11 +77,12 @@ class ReusedReadBuffer {
   received(bytes: number, buffer: Uint8Array): void {
     if (this.reader === null) this.early.push(Buffer.from(buffer.subarray(0, bytes)));
     else this.retained = this.reader.readBytes(buffer as Buffer, bytes);
-    if (this.maxBytes === READ_BUFFER_BYTES) return;
     if (bytes > READ_BUFFER_BYTES) {
       this.smallReads = 0;
     } else if (bytes === buffer.length) {
-      this.resizeTo = this.maxBytes;
+      // Filled: more was probably waiting. Grow one step (the first buffer to Node's read size).
+      if (bytes < this.maxBytes)
+        this.resizeTo = bytes < READ_BUFFER_BYTES ? READ_BUFFER_BYTES : this.maxBytes;
     } else if (buffer.length > READ_BUFFER_BYTES && ++this.smallReads >= SMALL_READS_TO_SHRINK) {
       this.smallReads = 0;
       this.resizeTo = READ_BUFFER_BYTES;

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { MemoryStore } from '../../../backends/memory-store.js';
 import type { OffsetStore } from '../../../backends/store.js';
 import { ApiKey } from '../../../protocol/messages/index.js';
-import { createProxyMetrics } from './proxy-metrics.js';
+import { createProxyMetrics, EVENT_LOOP_DELAY_RESOLUTION_MS } from './proxy-metrics.js';
 
 /** The value of one sample in the registry, or undefined when the series does not exist. */
 async function sample(
@@ -154,6 +154,22 @@ describe('observer metrics', () => {
     expect(await createProxyMetrics({ processMetrics: false }).registry.metrics()).not.toContain(
       'process_cpu',
     );
+  });
+
+  it('shows an event loop stall at its length at the coarser delay resolution', async () => {
+    const m = createProxyMetrics();
+    // A scrape resets the histogram: what follows is measured afresh.
+    await m.registry.metrics();
+    await new Promise((r) => setTimeout(r, 3 * EVENT_LOOP_DELAY_RESOLUTION_MS));
+    const until = Date.now() + 300;
+    while (Date.now() < until) {
+      // Blocks the event loop, as a long synchronous task would.
+    }
+    await new Promise((r) => setTimeout(r, 3 * EVENT_LOOP_DELAY_RESOLUTION_MS));
+    const max = await sample(m, 'nodejs_eventloop_lag_max_seconds');
+    // The sample due during the stall waited for it whole (less up to one resolution).
+    expect(max).toBeGreaterThanOrEqual(0.3 - EVENT_LOOP_DELAY_RESOLUTION_MS / 1000);
+    expect(max).toBeLessThan(10);
   });
 });
 

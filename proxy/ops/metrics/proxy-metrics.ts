@@ -15,6 +15,14 @@ import { ObserverMetrics } from './observer-metrics.js';
 import { CommitMetrics } from './commit-metrics.js';
 import { productVersion } from '../../common/version.js';
 
+/**
+ * How often the event-loop-delay histogram (nodejs_eventloop_lag_*) samples, in ms. Every sample
+ * is a timer wake-up: prom-client's default of 10 ms cost an idle proxy about 3 ms of CPU a
+ * second, 50 ms costs a fifth of that (docs/benchmarks.md). A stall still shows at its full length
+ * (the next sample waits for it); only stalls shorter than this may fall between two samples.
+ */
+export const EVENT_LOOP_DELAY_RESOLUTION_MS = 50;
+
 export interface ProxyMetricsOptions {
   /** Label kop_requests_total with the API version (false: version=""), see --metrics-api-versions. */
   apiVersions?: boolean;
@@ -63,7 +71,11 @@ export interface ProxyMetrics {
 
 export function createProxyMetrics(opts: ProxyMetricsOptions = {}): ProxyMetrics {
   const registry = new Registry();
-  if (opts.processMetrics ?? true) collectDefaultMetrics({ register: registry });
+  if (opts.processMetrics ?? true)
+    collectDefaultMetrics({
+      register: registry,
+      eventLoopMonitoringPrecision: EVENT_LOOP_DELAY_RESOLUTION_MS,
+    });
   const storeMetrics = new StoreMetrics(registry);
   let proxy: ProxyState | null = null;
   let store: StoreState | null = null;
