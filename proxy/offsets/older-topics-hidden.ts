@@ -33,6 +33,7 @@ import type { HiddenBefore } from './topic-incarnations.js';
 const CAS_ATTEMPTS = 3;
 
 const keyOf = (tp: TopicPartition): string => `${tp.partition}:${tp.topic}`;
+const hasExpectation = (w: OffsetWrite): boolean => w.expectedOffset !== undefined;
 
 export class OlderTopicsHidden extends StoreDecorator {
   /** `store` with older topics' offsets hidden; a store already wrapped is returned as it is. */
@@ -59,9 +60,9 @@ export class OlderTopicsHidden extends StoreDecorator {
   }
 
   override async commit(request: CommitRequest): Promise<CommitOutcome> {
-    // The hot path: a commit without compare-and-set is the store's as it is.
-    const cas = request.writes.filter((w) => w.expectedOffset !== undefined);
-    if (cas.length === 0) return this.inner.commit(request);
+    // The hot path: a commit without compare-and-set is the store's as it is (no array built).
+    if (!request.writes.some(hasExpectation)) return this.inner.commit(request);
+    const cas = request.writes.filter(hasExpectation);
     const hidden = await this.hiddenBefore([...new Set(cas.map((w) => w.topic))]);
     const concerned = cas.filter((w) => hidden.has(w.topic));
     if (concerned.length === 0) return this.inner.commit(request);
