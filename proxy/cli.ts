@@ -246,7 +246,8 @@ export async function main(argv: string[]): Promise<void> {
     if (stopping) return;
     if (config.lag.intervalMs > 0) {
       lag = new LagCollector({
-        store,
+        // A re-created topic's older offsets are no offset there, as at the broker.
+        store: offsets.current,
         cluster: offsets.cluster,
         members: (groups) => offsets.lookups.memberCounts(groups),
         // One proxy per shared store exports lag series; a dead one's lease lapses after 3 intervals.
@@ -295,7 +296,7 @@ export async function main(argv: string[]): Promise<void> {
         ...(dataLoss.active ? { storeData: () => dataLoss.check() } : {}),
       },
     });
-    registerOffsetsAdminRoutes(http, store, {
+    registerOffsetsAdminRoutes(http, offsets.current, {
       groupIsEmptyAtBroker: (g) => offsets.lookups.groupIsEmpty(g),
       audit,
     });

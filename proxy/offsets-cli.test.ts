@@ -5,6 +5,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { EmbeddedStore } from '../backends/embedded-store.js';
+import { TOPIC_INCARNATIONS_GROUP } from '../backends/internal-groups.js';
+import { encodeIncarnation } from './offsets/topic-incarnations.js';
 import { getOffsets, setOffset } from './ops/admin/offsets-admin.js';
 import { offsetsMain } from './offsets-cli.js';
 
@@ -193,6 +195,41 @@ describe('offsets CLI: listing, dry runs, unknown groups, per-action help', () =
     // Known (a membership record), no offsets: nothing to print, not an error.
     expect(await offsetsMain(['get', '--data-dir', dir, '--group', 'members-only'], {})).toBe(0);
     expect(stdout.join('')).toBe('');
+  });
+
+  it('get, export, groups and set --expected: a re-created topic’s older offsets are none, as the proxies recorded', async () => {
+    await seed();
+    // A proxy recorded t re-created after orders' t-0 commit and before its t-1 commit. No
+    // cluster is given: the record answers (with one, a re-creation not recorded yet counts too).
+    const raw = new EmbeddedStore({ dataDir: dir });
+    const since = BigInt(Date.UTC(2025, 0, 2, 3, 4, 5, 500));
+    const record = { id: 'ID2', since, seen: Number(since) + 2_000, retired: ['ID1'], generation: 2n };
+    const written = await raw.commit({
+      group: TOPIC_INCARNATIONS_GROUP,
+      requestId: 'record',
+      writes: [encodeIncarnation('t', record, -1n)],
+    });
+    expect(written.status).toBe('ok');
+    await raw.close();
+    const lines = () =>
+      stdout
+        .join('')
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l) as { group: string; topic: string; partition: number; offset: string })
+        .map((l) => `${l.group} ${l.topic}-${l.partition}=${l.offset}`);
+    expect(await offsetsMain(['get', '--data-dir', dir, '--group', 'orders'], {})).toBe(0);
+    expect(lines()).toEqual(['orders t-1=11']);
+    stdout.length = 0;
+    expect(await offsetsMain(['export', '--data-dir', dir], {})).toBe(0);
+    expect(lines()).toEqual(['billing u-0=7', 'orders t-1=11']);
+    stdout.length = 0;
+    expect(await offsetsMain(['groups', '--data-dir', dir, '--json'], {})).toBe(0);
+    expect(stdout.join('')).toContain('{"group":"orders","partitions":1,');
+    const set = ['set', '--data-dir', dir, '--group', 'orders', '--topic', 't', '--partition', '0'];
+    expect(await offsetsMain([...set, '--offset', '3', '--expected', '10', '--force'], {})).toBe(3);
+    expect(stderr.join('\n')).toContain('expected offset 10, but it is -1');
+    expect(await offsetsMain([...set, '--offset', '3', '--expected', '-1', '--force'], {})).toBe(0);
   });
 
   it('set --dry-run: prints the change and writes nothing; a real run would be refused: exit 3', async () => {

@@ -32,7 +32,7 @@ import { ConfigError, describeOption, envName, loadConfig, MAX_TIMER_MS, OPTIONS
 import type { ProxyConfig } from './config.js';
 import { createLogger, silentLogger } from './logger.js';
 import { BrokerLookups } from './offsets/broker-lookups.js';
-import { createClusterClient, storeEndpoints } from './offsets/setup.js';
+import { cliCurrentStore, createClusterClient, storeEndpoints } from './offsets/setup.js';
 import { StoreHealth } from './offsets/store-health.js';
 import { checkDataDir, checkTlsFiles } from './startup-checks.js';
 import { AdminAudit, storeCountName } from './ops/admin/audit.js';
@@ -423,14 +423,19 @@ export async function offsetsMain(argv: string[], env: NodeJS.ProcessEnv = proce
       }
       if (writes) counts = opened;
       // Failures name the store's target ("connection refused to h:p"), not the client library's text.
-      // The proxy's own records (backends/internal-groups.ts) are not the operator's groups.
-      store = InternalGroupsHidden.over(
-        new StoreHealth(opened, {
-          target: describeStoreTarget(target),
-          endpoints: storeEndpoints(target),
-          log: silentLogger,
-          pingIntervalMs: MAX_TIMER_MS,
-        }),
+      // The proxy's own records (backends/internal-groups.ts) are not the operator's groups, and
+      // a re-created topic's older offsets are none, as at the broker (with the cluster when given).
+      store = cliCurrentStore(
+        InternalGroupsHidden.over(
+          new StoreHealth(opened, {
+            target: describeStoreTarget(target),
+            endpoints: storeEndpoints(target),
+            log: silentLogger,
+            pingIntervalMs: MAX_TIMER_MS,
+          }),
+        ),
+        bootstrap.length > 0 ? clusterSide().cluster : null,
+        config.requestTimeoutMs,
       );
       console.error(`store: ${target.kind} ${describeStoreTarget(target)}`);
       return store;

@@ -39,11 +39,6 @@ export interface FetchDeps extends HandlerDeps {
   memberFresh?: (group: string, memberId: string | null, memberEpoch: number) => boolean;
   /** The broker's answer to a fetch naming this member (broker-verdict.ts). */
   memberVerdict?: (group: string, memberId: string | null, memberEpoch: number) => Promise<Verdict>;
-  /**
-   * Per topic name, the time before which its stored offsets are an older topic's of the name
-   * (deleted and re-created: topic-incarnations.ts), read as no offset, as the broker deleted them.
-   */
-  hiddenBefore?: (topics: readonly string[]) => Promise<ReadonlyMap<string, bigint>>;
 }
 
 interface GroupQuery {
@@ -193,24 +188,13 @@ async function fetchAuthorized(
   }
   if (state?.transactional && deps.fetchFromBroker) {
     const broker = await deps.fetchFromBroker(q.groupId, wanted, requireStable);
-    return brokerOverStore(q, broker, await currentOnly(await deps.store.fetch(q.groupId, wanted), deps));
+    return brokerOverStore(q, broker, await deps.store.fetch(q.groupId, wanted));
   }
-  let stored = await currentOnly(await deps.store.fetch(q.groupId, wanted), deps);
+  let stored = await deps.store.fetch(q.groupId, wanted);
   if (deps.fallbackUpstream && deps.fetchFromBroker) {
-    stored = await currentOnly(await fillFromBroker(q.groupId, wanted, stored, requireStable, deps), deps);
+    stored = await fillFromBroker(q.groupId, wanted, stored, requireStable, deps);
   }
   return { errorCode: ErrorCode.NONE, topics: assemble(q, stored) };
-}
-
-/** The stored offsets without those of older topics of their names (FetchDeps.hiddenBefore). */
-async function currentOnly(stored: PartitionOffset[], deps: FetchDeps): Promise<PartitionOffset[]> {
-  if (!deps.hiddenBefore || stored.length === 0) return stored;
-  const hidden = await deps.hiddenBefore([...new Set(stored.map((o) => o.topic))]);
-  if (hidden.size === 0) return stored;
-  return stored.filter((o) => {
-    const since = hidden.get(o.topic);
-    return since === undefined || o.commitTimestamp >= since;
-  });
 }
 
 /**

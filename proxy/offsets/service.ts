@@ -39,6 +39,7 @@ import { authorizeFor } from './offset-handler.js';
 import { fetchByTopicId, FIRST_TOPIC_ID_VERSION } from './topic-id-offsets.js';
 import { TopicIds } from './topic-ids.js';
 import type { TopicIncarnations } from './topic-incarnations.js';
+import { OlderTopicsHidden } from './older-topics-hidden.js';
 
 /** What the offset service counts (proxy/ops/metrics). */
 export type OffsetServiceMetrics = OffsetCommitMetrics;
@@ -66,7 +67,10 @@ export interface OffsetServiceOptions {
   streams?: StreamsGroups;
   /** Topic ids and names from the cluster's metadata, for v10; absent: no topic id is known. */
   topicIds?: TopicIds;
-  /** Which topic of a name stored offsets belong to (a topic re-created); absent: all count. */
+  /**
+   * Which topic of a name stored offsets belong to (a topic re-created): the service reads and
+   * compares-and-sets through OlderTopicsHidden. Absent: all count.
+   */
   incarnations?: TopicIncarnations;
 }
 
@@ -98,9 +102,15 @@ export class OffsetService implements ProxyExtension {
   private readonly witness: GroupWitness;
   private readonly commits: OffsetCommitApi;
   private readonly topicIds: TopicIds;
+  /** The store as clients see it: an older topic's offsets are none (older-topics-hidden.ts). */
+  private readonly store: OffsetStore;
 
   constructor(private readonly opts: OffsetServiceOptions) {
-    this.recorder = new MembershipRecorder(opts.store, opts.log);
+    const incarnations = opts.incarnations;
+    this.store = incarnations
+      ? OlderTopicsHidden.over(opts.store, (topics) => incarnations.hiddenBefore(topics))
+      : opts.store;
+    this.recorder = new MembershipRecorder(this.store, opts.log);
     const authorizer = opts.authorizer;
     this.views = opts.groups
       ? new GroupViews(
@@ -111,7 +121,8 @@ export class OffsetService implements ProxyExtension {
       : null;
     this.apiKeys = new Set([...ANSWERED, ...OBSERVED_APIS, ...(this.views ? GROUP_VIEW_APIS : [])]);
     this.topicIds = opts.topicIds ?? new TopicIds(() => Promise.resolve([]));
-    const { store, lookups, log } = opts;
+    const { lookups, log } = opts;
+    const store = this.store;
     this.witness = new GroupWitness({
       store,
       lookups,
@@ -176,7 +187,8 @@ export class OffsetService implements ProxyExtension {
   }
 
   private async answer(info: RequestInfo, request: AnyRequest): Promise<RequestDecision> {
-    const { store, lookups, authorizer } = this.opts;
+    const { lookups, authorizer } = this.opts;
+    const store = this.store;
     switch (request.apiKey) {
       case ApiKey.OffsetCommit: {
         const body = await this.commits.answer(info, request.body);
@@ -209,10 +221,9 @@ export class OffsetService implements ProxyExtension {
 
   /** An OffsetFetch naming its topics (v10's by the names its ids map to). */
   private fetch(info: RequestInfo, req: OffsetFetchRequest): Promise<OffsetFetchResponse> {
-    const { lookups, incarnations } = this.opts;
+    const { lookups } = this.opts;
     return handleOffsetFetch(req, info.apiVersion, {
-      ...(incarnations ? { hiddenBefore: (topics) => incarnations.hiddenBefore(topics) } : {}),
-      store: this.opts.store,
+      store: this.store,
       ...authorizeFor(this.opts.authorizer, info, 'describe'),
       fallbackUpstream: this.opts.fallbackUpstream,
       ...(lookups ? { fetchFromBroker: (g, tps, stable) => lookups.fetchOffsets(g, tps, stable) } : {}),
@@ -246,7 +257,7 @@ export class OffsetService implements ProxyExtension {
         const res = exchange.response;
         // Only a group the broker deleted: a refused deletion (NON_EMPTY_GROUP) changes nothing.
         for (const r of res.results) this.witness.forget(r.groupId, r.errorCode === ErrorCode.NONE);
-        const answered = await afterDeleteGroups(res, this.opts.store, this.recorder);
+        const answered = await afterDeleteGroups(res, this.store, this.recorder);
         for (const r of answered.results) if (r.errorCode === 0) this.opts.groups?.drop(r.groupId);
         return answered;
       }

@@ -14,7 +14,9 @@ import { GuardPolicy } from './guard-policy.js';
 import type { CommitGuardMode, GroupOverride } from './guard-policy.js';
 import { OffsetService } from './service.js';
 import { TopicIds } from './topic-ids.js';
+import type { TopicIdsOptions } from './topic-ids.js';
 import { TopicIncarnations } from './topic-incarnations.js';
+import { OlderTopicsHidden } from './older-topics-hidden.js';
 import { InternalGroupsHidden } from '../../backends/internal-groups.js';
 import type { OffsetServiceMetrics, OffsetServiceOptions } from './service.js';
 
@@ -40,6 +42,11 @@ export interface OffsetServiceConfig {
 export interface OffsetServiceHandle {
   service: OffsetService;
   store: OffsetStore;
+  /**
+   * The store as clients see it, for every reader of offsets (the admin API, lag): a re-created
+   * topic's older offsets hidden, compare-and-set against what a read shows (older-topics-hidden.ts).
+   */
+  current: OffsetStore;
   cluster: ClusterClient;
   lookups: BrokerLookups;
   /** Which topic of a name stored offsets belong to (topic-incarnations.ts). */
@@ -92,6 +99,39 @@ export function createClusterClient(
   });
 }
 
+/** The cluster's topics and their ids, from Metadata for all topics (one request per refresh). */
+export function clusterTopicIds(cluster: ClusterClient, opts: TopicIdsOptions = {}): TopicIds {
+  return new TopicIds(
+    () =>
+      cluster
+        .within('looking up topic ids', () => cluster.metadata(null))
+        .then((md) =>
+          md.topics.flatMap((t) =>
+            t.name !== null && t.errorCode === 0 ? [{ name: t.name, id: t.topicId }] : [],
+          ),
+        ),
+    opts,
+  );
+}
+
+/**
+ * A store as the offsets CLI reads it: older topics' offsets hidden as the proxies recorded them,
+ * and, with a cluster, re-creations they have not recorded yet worked out as a restarted proxy
+ * would (records are read, never written: a read must not write to a store a proxy may hold).
+ */
+export function cliCurrentStore(
+  store: InternalGroupsHidden,
+  cluster: ClusterClient | null,
+  /** How long the cluster's topics are waited for (a command can wait; a client's request cannot). */
+  waitMs: number,
+): OffsetStore {
+  const topicIds = cluster
+    ? clusterTopicIds(cluster, { staleWaitMs: waitMs })
+    : new TopicIds(() => Promise.reject(new Error('no cluster')));
+  const incarnations = new TopicIncarnations(store.withInternalGroups, topicIds, { record: false });
+  return OlderTopicsHidden.over(store, (topics) => incarnations.hiddenBefore(topics));
+}
+
 export function createOffsetService(
   config: OffsetServiceConfig,
   rawStore: OffsetStore,
@@ -104,20 +144,13 @@ export function createOffsetService(
   // Clients and tools never see the proxy's own records (internal-groups.ts).
   const visible = InternalGroupsHidden.over(rawStore);
   const store: OffsetStore = visible;
-  const topicIds = new TopicIds(() =>
-    cluster
-      .within('looking up topic ids', () => cluster.metadata(null))
-      .then((md) =>
-        md.topics.flatMap((t) =>
-          t.name !== null && t.errorCode === 0 ? [{ name: t.name, id: t.topicId }] : [],
-        ),
-      ),
-  );
+  const topicIds = clusterTopicIds(cluster);
   const incarnations = new TopicIncarnations(visible.withInternalGroups, topicIds, {
     log: log.child({ component: 'offsets' }),
   });
+  const current = OlderTopicsHidden.over(visible, (topics) => incarnations.hiddenBefore(topics));
   const service = new OffsetService({
-    store,
+    store: current,
     guards: new GuardPolicy(config.commitGuard, config.commitGuardGroups),
     unknownTopics: config.unknownTopics,
     unknownTopicsGroups: config.unknownTopicsGroups,
@@ -125,7 +158,7 @@ export function createOffsetService(
     mirrorCommits: config.mirrorCommits,
     lookups,
     authorizer: config.authorize === 'broker' ? new BrokerAuthorizer() : null,
-    groups: new StoreGroupIndex(store, cluster),
+    groups: new StoreGroupIndex(current, cluster),
     topicIds,
     incarnations,
     log: log.child({ component: 'offsets' }),
@@ -134,6 +167,7 @@ export function createOffsetService(
   return {
     service,
     store,
+    current,
     cluster,
     lookups,
     incarnations,

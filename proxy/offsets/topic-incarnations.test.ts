@@ -11,6 +11,7 @@ import type { OffsetStore } from '../../backends/store.js';
 import { ErrorCode } from '../../protocol/error-codes.js';
 import { defaultOffsetFetchRequest } from '../../protocol/messages/offset-fetch-request.js';
 import { handleOffsetFetch } from './offset-fetch.js';
+import { OlderTopicsHidden } from './older-topics-hidden.js';
 import type { TopicEntry } from './topic-ids.js';
 import { TopicIds } from './topic-ids.js';
 import { TopicIncarnations, successor } from './topic-incarnations.js';
@@ -108,7 +109,7 @@ describe('TopicIncarnations', () => {
           groups: [{ groupId: 'g', memberId: null, memberEpoch: -1, topics }],
         },
         9,
-        { store: a.store, hiddenBefore: (t) => a.inc.hiddenBefore(t) },
+        { store: new OlderTopicsHidden(a.store, (t) => a.inc.hiddenBefore(t)) },
       );
       return res.groups[0]!.topics.flatMap((t) =>
         t.partitions.map((p) => `${t.name}/${p.partitionIndex}=${p.committedOffset}:${p.errorCode}`),

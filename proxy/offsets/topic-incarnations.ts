@@ -113,6 +113,25 @@ export function successor(
 export interface TopicIncarnationsOptions {
   marginMs?: number;
   log?: Logger;
+  /**
+   * False: the records are read, never written (the offsets CLI, a process that reads a store a
+   * running proxy may hold): a re-creation no proxy recorded yet is worked out in memory, as a
+   * restarted proxy would record it.
+   */
+  record?: boolean;
+}
+
+/** For each topic name, the time before which its stored offsets are an older topic's. */
+export type HiddenBefore = (topics: readonly string[]) => Promise<ReadonlyMap<string, bigint>>;
+
+/**
+ * The one rule every reader of stored offsets follows (OffsetFetch, the fence's compare-and-set,
+ * the admin API, the offsets CLI, lag): an offset committed before its name's `since` was
+ * committed to an older topic of the name, which the broker has deleted, and is no offset.
+ */
+export function ofCurrentTopic(o: PartitionOffset, hidden: ReadonlyMap<string, bigint>): boolean {
+  const since = hidden.get(o.topic);
+  return since === undefined || o.commitTimestamp >= since;
 }
 
 export class TopicIncarnations {
@@ -120,6 +139,10 @@ export class TopicIncarnations {
   private readonly known = new Map<string, Incarnation>();
   private loaded = false;
   private work: Promise<void> = Promise.resolve();
+  /** Reconciles queued and not yet done (a read waits for them, not for a settled queue). */
+  private outstanding = 0;
+  /** The first read of every record, when no refresh has read them (one at a time). */
+  private loading: Promise<void> | null = null;
   private readonly marginMs: number;
 
   /** `store` with internal groups (InternalGroupsHidden.withInternalGroups). */
@@ -134,10 +157,19 @@ export class TopicIncarnations {
 
   /** Takes a refresh's topics into the records; resolves when they are (never rejects). */
   observe(topics: readonly TopicEntry[], sentAt: number): Promise<void> {
+    return this.queue(() => this.reconcile(topics, sentAt));
+  }
+
+  /** Runs `step` after the ones queued before it; never rejects (a failure is logged). */
+  private queue(step: () => Promise<void>): Promise<void> {
+    this.outstanding++;
     this.work = this.work
-      .then(() => this.reconcile(topics, sentAt))
+      .then(step)
       .catch((err: unknown) => {
         this.opts.log?.warn('could not record topic incarnations', { error: err });
+      })
+      .finally(() => {
+        this.outstanding--;
       });
     return this.work;
   }
@@ -151,7 +183,18 @@ export class TopicIncarnations {
     const out = new Map<string, bigint>();
     if (topics.length === 0) return out;
     await this.topicIds.fresh();
-    await Promise.race([this.work, new Promise((r) => setTimeout(r, RECONCILE_WAIT_MS).unref())]);
+    // Without the cluster (unreachable, or a CLI given none) the records in the store still answer.
+    if (!this.loaded)
+      this.loading ??= this.queue(async () => {
+        if (!this.loaded) await this.read([]);
+      }).finally(() => {
+        this.loading = null;
+      });
+    if (this.outstanding > 0) {
+      let timer: NodeJS.Timeout | undefined;
+      const late = new Promise((r) => (timer = setTimeout(r, RECONCILE_WAIT_MS)));
+      await Promise.race([this.work, late]).finally(() => clearTimeout(timer));
+    }
     for (const t of topics) {
       const since = this.known.get(t)?.since ?? 0n;
       if (since > 0n) out.set(t, since);
@@ -192,6 +235,10 @@ export class TopicIncarnations {
         writes.push({ topic: t.name, next, write: encodeIncarnation(t.name, next, r?.generation ?? -1n) });
       }
       if (writes.length === 0) return;
+      if (this.opts.record === false) {
+        for (const w of writes) this.known.set(w.topic, w.next);
+        return;
+      }
       const outcome = await this.store.commit({
         group: TOPIC_INCARNATIONS_GROUP,
         writes: writes.map((w) => w.write),

@@ -3,7 +3,8 @@
 // codes and offsets, for topic ids the cluster knows, ids it never had, a deleted topic and a
 // topic deleted and re-created under its name (old id and new id). Offsets committed in v10 are
 // in the store by name, read by v9; a Java 4.4 KIP-848 consumer through the proxy commits in v10.
-// On a Kafka 3.9 broker (no v10) the proxy offers v9, as the broker.
+// On a Kafka 3.9 broker (no v10) the proxy offers v9, as the broker. On both, after a re-creation,
+// every reader of the store (CLI, admin API, lag, cas: commits) answers as the broker.
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -22,11 +23,12 @@ import type { RequestInfo } from '../../proxy/core/extension.js';
 import { createTopics } from '../bed/clients/kafkajs.js';
 import { javaClient } from '../bed/clients/java.js';
 import { uniqueName } from '../bed/clients/scenarios.js';
-import { KAFKA_COMPAT_VERSION, startKafka, type KafkaCluster } from '../bed/kafka.js';
+import { KAFKA_COMPAT_VERSION, kafkaClasspath, startKafka, type KafkaCluster } from '../bed/kafka.js';
 import { startRedis, type RedisServer } from '../bed/redis.js';
 import { INCARNATION_CLOCK_MARGIN_MS } from '../../proxy/offsets/topic-incarnations.js';
 import { Conn, topicIds } from '../harness/group-members.js';
 import { startOffsetProxy } from '../harness/offset-proxy.js';
+import { recreatedTopicEverywhere } from '../harness/recreated-topic.js';
 import type { OffsetProxy } from '../harness/offset-proxy.js';
 
 const UNKNOWN_TOPIC_ID = 100;
@@ -436,6 +438,12 @@ describe('a topic deleted and re-created: its old offsets are gone through the p
   });
 });
 
+describe("a topic deleted and re-created: every reader of the store answers as the bed's broker", () => {
+  test('kafka-consumer-groups, OffsetFetch, the offsets CLI, the admin API, lag and cas: commits', async () => {
+    await recreatedTopicEverywhere(inject('kafkaBootstrap'), inject('kafkaClasspath'));
+  }, 300_000);
+});
+
 describe(`OffsetCommit and OffsetFetch on a Kafka ${KAFKA_COMPAT_VERSION} broker (no v10)`, () => {
   let cluster: KafkaCluster;
   let dir: string;
@@ -466,4 +474,8 @@ describe(`OffsetCommit and OffsetFetch on a Kafka ${KAFKA_COMPAT_VERSION} broker
       via.close();
     }
   });
+
+  test('a topic deleted and re-created: every reader of the store answers as the broker', async () => {
+    await recreatedTopicEverywhere(cluster.bootstrap, await kafkaClasspath(KAFKA_COMPAT_VERSION));
+  }, 300_000);
 });

@@ -10,6 +10,7 @@ import { silentLogger } from '../../common/log.js';
 import { computeLag, currentOffsetSums, lagSums, partitionKey } from './compute-lag.js';
 import { GroupFilter } from './group-filter.js';
 import { LagCollector } from './lag-collector.js';
+import { OlderTopicsHidden } from '../../offsets/older-topics-hidden.js';
 import type { LogEndSource } from './log-end-offsets.js';
 import { fetchLogEndOffsets } from './log-end-offsets.js';
 
@@ -254,6 +255,41 @@ describe('LagCollector', () => {
       'orders/t/1': 6,
       'audit/t/0': 8,
     });
+  });
+
+  it('reads the store as clients see it: a re-created topic’s older offsets are no offset', async () => {
+    const { groups, registry, collector } = setup();
+    const raw = new MemoryStore(new MemoryData());
+    for (const [group, offsets] of groups) {
+      const outcome = await raw.commit({ group, requestId: group, writes: offsets });
+      expect(outcome.status).toBe('ok');
+    }
+    // t re-created at 3000: orders' t/0 (1000) and audit's t/0 (2000) were the older topic's.
+    const hiddenBefore = (topics: readonly string[]) =>
+      Promise.resolve(new Map(topics.includes('t') ? [['t', 3_000n]] : []));
+    const seen = new Registry();
+    const current = new LagCollector({
+      store: new OlderTopicsHidden(raw, hiddenBefore),
+      cluster: fakeCluster({ t: { 0: [1, 100n], 1: [1, 250n] } }),
+      registry: seen,
+      log: silentLogger,
+      intervalMs: 60_000,
+      include: [],
+      exclude: ['tmp-*'],
+      maxGroups: 100,
+      now: () => 10_000,
+    });
+    expect(await current.refresh()).toBe(true);
+    expect(await seriesOf(seen, 'kafka_consumergroup_current_offset')).toEqual({
+      'orders/t/0': -1,
+      'orders/t/1': 200,
+    });
+    expect(await seriesOf(seen, 'kop_consumergroup_last_commit_age_seconds')).toEqual({
+      'orders/t/1': 6,
+    });
+    // The same rows without the decorator: the older offsets count (what lag showed before).
+    expect(await collector.refresh()).toBe(true);
+    expect((await seriesOf(registry, 'kafka_consumergroup_current_offset'))['orders/t/0']).toBe(90);
   });
 
   it('lets the commit age grow between refreshes', async () => {
