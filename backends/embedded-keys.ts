@@ -1,5 +1,5 @@
 /**
- * Keys of the embedded store's layout 2, as raw bytes (LMDB `keyEncoding: 'binary'`).
+ * Keys of the embedded store's layouts 2 and 3, as raw bytes (LMDB `keyEncoding: 'binary'`).
  *
  * Group and topic names are anything Kafka accepts: up to 32,767 bytes of any Unicode, NUL
  * included. Layout 1 put them into lmdb-js's ordered-binary array keys, whose encoding of a string
@@ -41,8 +41,9 @@ export function nameDigest(name: string): Buffer {
 export const groupKey = (group: string): Buffer => nameDigest(group);
 
 /**
- * offsets: digest(group) ‖ digest(topic) ‖ partition. The partition is an int32 with its sign bit
- * flipped, big-endian, so partitions sort numerically (negative ones first).
+ * offsets: digest(group) ‖ digest(topic) ‖ n, where n is the block of partitions (layout 3,
+ * embedded-value.ts) or the partition (layout 2's offsets-v2, read by the migration). n is an int32
+ * with its sign bit flipped, big-endian, so keys sort numerically (negative ones first).
  */
 export function offsetKey(
   groupDigest: Buffer,
@@ -58,26 +59,11 @@ export function offsetKey(
 
 export const OFFSET_KEY_BYTES = DIGEST_BYTES * 2 + PARTITION_BYTES;
 
-/** The partition of the offsets key at `start` of `bytes`. */
+/** The int32 (block or partition) of the offsets key at `start` of `bytes`. */
 export function partitionOf(bytes: Uint8Array, start = 0): number {
   const at = start + DIGEST_BYTES * 2;
   return ((bytes[at]! << 24) | (bytes[at + 1]! << 16) | (bytes[at + 2]! << 8) | bytes[at + 3]!) ^ 0x80000000;
 }
-
-/**
- * lmdb-js key encoder of offsets-v2: keys are written as the bytes given, and read back as their
- * partition only. A walk over a group needs nothing else from a key (the topic is in the value),
- * and a Buffer copied out per key was half the time of a whole-group read.
- */
-export const offsetKeyEncoder = {
-  writeKey(key: Uint8Array, target: Uint8Array, start: number): number {
-    target.set(key, start);
-    return start + key.length;
-  },
-  readKey(bytes: Uint8Array, start: number): number {
-    return partitionOf(bytes, start);
-  },
-};
 
 /** requests: digest(group) ‖ first 16 bytes of digest(requestId). */
 export function requestKey(groupDigest: Buffer, requestId: string): Buffer {

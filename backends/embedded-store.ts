@@ -1,21 +1,21 @@
 /**
- * The default store: LMDB (npm `lmdb`) in a local data directory. Layout 2, one LMDB environment
+ * The default store: LMDB (npm `lmdb`) in a local data directory. Layout 3, one LMDB environment
  * with these sub-databases, keyed by raw bytes built in embedded-keys.ts (fixed-width digests of
  * the names, so any name Kafka accepts fits and every range is bounded by construction):
- *   offsets-v2       G ‖ T ‖ partition → [topic, offset, leader epoch, metadata, commit timestamp,
- *                    expire timestamp]  (bigints as decimal strings)
+ *   offsets-v3       G ‖ T ‖ block → the topic and the offsets of its partitions p with
+ *                    p >> 7 = block (embedded-value.ts)
  *   groups-v2        G → { n, s }  (the group name, its GroupState or null)
  *   requests-v2      G ‖ R → { at, r }  (recent commit outcomes, for idempotent resends)
  *   request-times-v2 at ‖ G ‖ R → 1  (the same, by time, so expiry reads only what expires)
- *   meta             'layout' → 2
+ *   meta             'layout' → 3
  * where G = digest(group), T = digest(topic), R = digest(requestId). Every group with offsets or
  * membership has a groups-v2 record, so listing groups walks that one database.
  *
- * A data directory of layout 1 (earlier releases: ordered-binary array keys of the names) is
- * migrated when the store opens (embedded-migrate.ts).
+ * A data directory of layout 1 (ordered-binary array keys of the names) or layout 2 (one offsets
+ * value per partition, in offsets-v2) is migrated when the store opens (embedded-migrate.ts).
  *
  * A commit runs inside one LMDB write transaction: the guard reads the group state and the
- * current offsets and writes every partition inside it, so it is all-or-none and serialised
+ * current offsets and writes every block of partitions inside it, so it is all-or-none and serialised
  * against every other writer (LMDB has a single writer, also across processes sharing the
  * directory). Every write that arrives while a transaction is being committed and synced joins
  * the next one (group commit, embedded-group-commit.ts): one fsync covers them all.
@@ -45,21 +45,27 @@ import { walkInPages } from './bounded-walk.js';
 import { applyGroupUpdate, decideCommit } from './commit-guard.js';
 import {
   groupKey,
-  OFFSET_KEY_BYTES,
   offsetKey,
-  offsetKeyEncoder,
   prefixRange,
   requestKey,
   requestKeyOf,
   requestTimeKey,
   timeBound,
 } from './embedded-keys.js';
-import { LAYOUT, migrateToLayout2 } from './embedded-migrate.js';
+import { LAYOUT, migrate, readableLayout } from './embedded-migrate.js';
 import type { MigrationReport } from './embedded-migrate.js';
 import { StoreCorruptError, StoreUnavailableError, withDeadline } from './errors.js';
 import { GroupCommit, settle } from './embedded-group-commit.js';
-import { encodeOffsetValues } from './embedded-value.js';
-import { decodeOutcome, encodeOutcome, parseDecimal } from './outcome-codec.js';
+import {
+  blockOf,
+  decodeBlock,
+  encodeBlockWrites,
+  mergeBlock,
+  topicHeader,
+  withoutPartitions,
+} from './embedded-value.js';
+import type { BlockWrite } from './embedded-value.js';
+import { decodeOutcome, encodeOutcome } from './outcome-codec.js';
 import type { EncodedOutcome } from './outcome-codec.js';
 import type {
   CommitOutcome,
@@ -72,12 +78,6 @@ import type {
 } from './store.js';
 import { DEFAULT_STORE_TIMEOUT_MS } from './store.js';
 
-/**
- * An offsets-v2 value: [topic, offset, leader epoch, metadata, commit timestamp, expire timestamp].
- * A tuple, not an object: MessagePack then carries no record definition in every value.
- */
-export type StoredValue = [string, string, number, string, string, string];
-
 /** A groups-v2 value. */
 export interface GroupRecord {
   n: string;
@@ -86,15 +86,13 @@ export interface GroupRecord {
 
 export interface EmbeddedDatabases {
   root: RootDatabase;
-  /** Keys are written as Buffers and read back as the partition number (offsetKeyEncoder). */
-  offsets: Database<StoredValue, Buffer | number>;
-  /** The same database with its keys read back whole, for removing a range. */
-  offsetKeys: Database<StoredValue, Buffer>;
+  /** offsets-v3: raw bytes both ways (embedded-value.ts encodes and decodes the values). */
+  offsets: Database<Buffer, Buffer>;
   groups: Database<GroupRecord, Buffer>;
   requests: Database<{ at: number; r: EncodedOutcome }, Buffer>;
   requestTimes: Database<1, Buffer>;
   /**
-   * 'layout' → 2; 'lease:<name>' → a lease's holder and end (ms since the epoch); 'marker' → the
+   * 'layout' → 3; 'lease:<name>' → a lease's holder and end (ms since the epoch); 'marker' → the
    * store's marker (proxy/data-loss-watch.ts); 'count:<name>' → a shared count (addToCount).
    */
   meta: Database<number | string | { h: string; u: number }, string>;
@@ -112,20 +110,18 @@ export interface EmbeddedStoreOptions {
   requestTtlMs?: number;
   /** Expired request records removed per write transaction of a sweep (default 5,000). */
   sweepBatch?: number;
-  /** Told what an opening migration from layout 1 copied (not called when nothing was migrated). */
+  /** Told what an opening migration from layout 1 or 2 copied (not called when none ran). */
   onMigrated?: (report: MigrationReport) => void;
   /** Called once the environment is closed: the data directory's hold is released then. */
   onClosed?: () => Promise<void>;
 }
 
-/** Opens (creating if needed) the layout-2 databases of an LMDB environment. */
-export function openLayout2(root: RootDatabase): EmbeddedDatabases {
+/** Opens (creating if needed) the layout-3 databases of an LMDB environment. */
+export function openDatabases(root: RootDatabase): EmbeddedDatabases {
   const binary = { keyEncoding: 'binary' as const };
   return {
     root,
-    // keyEncoder is an lmdb-js option its typings leave out of DatabaseOptions.
-    offsets: root.openDB({ name: 'offsets-v2', keyEncoder: offsetKeyEncoder } as { name: string }),
-    offsetKeys: root.openDB({ name: 'offsets-v2', ...binary }),
+    offsets: root.openDB({ name: 'offsets-v3', ...binary, encoding: 'binary' }),
     groups: root.openDB({ name: 'groups-v2', ...binary }),
     requests: root.openDB({ name: 'requests-v2', ...binary }),
     requestTimes: root.openDB({ name: 'request-times-v2', ...binary }),
@@ -139,7 +135,7 @@ const DATA_FILE = 'data.mdb';
 export class EmbeddedStore implements OffsetStore {
   readonly kind = 'embedded';
   /**
-   * Settles when the store can serve: the directory is open and in layout 2 (migrated if it was
+   * Settles when the store can serve: the directory is open and in layout 3 (migrated if it was
    * older). Every operation waits for it; `openStore` awaits it so a failure stops start-up.
    */
   readonly ready: Promise<void>;
@@ -160,7 +156,7 @@ export class EmbeddedStore implements OffsetStore {
     this.requestTtlMs = opts.requestTtlMs ?? 60_000;
     this.sweepBatch = opts.sweepBatch ?? 5_000;
     this.onClosed = opts.onClosed;
-    // maxDbs: layout 2's five databases, and layout 1's four while a migration runs.
+    // maxDbs: layout 3's five databases, and layout 1's four and offsets-v2 while a migration runs.
     const root = open({
       path: opts.dataDir,
       overlappingSync: false,
@@ -168,7 +164,7 @@ export class EmbeddedStore implements OffsetStore {
       maxDbs: 16,
       eventTurnBatching: false,
     });
-    this.db = openLayout2(root);
+    this.db = openDatabases(root);
     this.ready = this.prepare(opts.onMigrated);
     // An unobserved failure is reported by the first operation (and by openStore at start-up).
     this.ready.catch(() => undefined);
@@ -184,13 +180,13 @@ export class EmbeddedStore implements OffsetStore {
 
   private async prepare(onMigrated?: (report: MigrationReport) => void): Promise<void> {
     const layout = this.db.meta.get('layout');
-    if (layout !== undefined && layout !== LAYOUT)
+    if (!readableLayout(layout))
       throw new StoreUnavailableError(
-        `embedded store: the data directory has layout ${layout}, this release reads layout ${LAYOUT}` +
-          ' (written by a newer release?)',
+        `embedded store: the data directory has layout ${String(layout)}, this release reads layouts` +
+          ` 1 to ${LAYOUT} (written by a newer release?)`,
       );
-    const report = await settle('embedded store: opening', migrateToLayout2(this.db));
-    if (report.groups + report.offsets + report.unreadable > 0) onMigrated?.(report);
+    const report = await settle('embedded store: opening', migrate(this.db));
+    if (report.from !== LAYOUT) onMigrated?.(report);
   }
 
   /** A read: the deadline answers the caller, and a late read changes nothing. */
@@ -214,25 +210,6 @@ export class EmbeddedStore implements OffsetStore {
     return this.writes.submit(label, body);
   }
 
-  private decode(group: string, partition: number, v: unknown, topic?: string): PartitionOffset {
-    const [t, o, e, m, c, x] = Array.isArray(v) && v.length === 6 ? (v as unknown[]) : [];
-    const offset = parseDecimal(o);
-    const commitTimestamp = parseDecimal(c);
-    const expireTimestamp = parseDecimal(x);
-    if (
-      offset === undefined ||
-      commitTimestamp === undefined ||
-      expireTimestamp === undefined ||
-      typeof t !== 'string' ||
-      typeof e !== 'number' ||
-      typeof m !== 'string'
-    )
-      throw new StoreCorruptError(group, `offset record of partition ${partition} is malformed`);
-    if (topic !== undefined && t !== topic)
-      throw new StoreCorruptError(group, `offset record of ${topic}-${partition} names topic ${t}`);
-    return { topic: t, partition, offset, leaderEpoch: e, metadata: m, commitTimestamp, expireTimestamp };
-  }
-
   private readRecord(group: string, key: Buffer): GroupRecord | undefined {
     const r = this.db.groups.get(key) as unknown;
     if (r === undefined) return undefined;
@@ -252,29 +229,30 @@ export class EmbeddedStore implements OffsetStore {
     const { offsets, groups, requests, requestTimes } = this.db;
     const g = groupKey(group);
     const reqKey = requestKey(g, request.requestId);
-    // The values are encoded before the transaction: inside it the one writer waits for every
+    // The records are encoded before the transaction: inside it the one writer waits for every
     // line of the body, and so do the commits queued behind this one.
-    const values = encodeOffsetValues(request.writes);
+    let blocks: BlockWrite[];
+    try {
+      blocks = encodeBlockWrites(request.writes);
+    } catch (err) {
+      return Promise.reject(err instanceof Error ? err : new Error(String(err)));
+    }
     return this.write('commit', () => {
       const seen = requests.get(reqKey);
       if (seen !== undefined) return decodeOutcome(seen.r);
       const record = this.readRecord(group, g);
-      // Inside a transaction gets take their key at once: one scratch key serves every read.
-      const scratch = Buffer.allocUnsafe(OFFSET_KEY_BYTES);
-      const { outcome, newState } = decideCommit(record?.s ?? null, request, (tp) => {
-        const v = offsets.get(offsetKey(g, tp.topic, tp.partition, scratch));
-        return v === undefined ? -1n : this.decode(group, tp.partition, v, tp.topic).offset;
-      });
-      // Everything above only reads (and throws on a corrupt record); the puts come last, so a
+      const { outcome, newState } = decideCommit(record?.s ?? null, request, (tp) =>
+        this.storedOffset(group, g, tp),
+      );
+      // Everything here only reads (and throws on a corrupt record); the puts come last, so a
       // body that throws wrote nothing into the transaction it shares with other commits.
       // Synchronous puts: inside a transaction they are part of it and return no promise.
       if (outcome.status === 'ok') {
+        const keys = blocks.map((b) => offsetKey(g, b.topic, b.block));
+        // A read inside the transaction sees the puts of the bodies before this one.
+        const values = blocks.map((b, i) => mergeBlock(offsets.getBinaryFast(keys[i]!), b, group));
         if (newState !== null) groups.putSync(g, { n: group, s: newState });
-        const { writes } = request;
-        for (let i = 0; i < writes.length; i++) {
-          const w = writes[i]!;
-          offsets.putSync(offsetKey(g, w.topic, w.partition, scratch), values[i] as unknown as StoredValue);
-        }
+        for (let i = 0; i < keys.length; i++) offsets.putSync(keys[i]!, values[i]!);
       }
       const at = Date.now();
       requests.putSync(reqKey, { at, r: encodeOutcome(outcome) });
@@ -283,22 +261,47 @@ export class EmbeddedStore implements OffsetStore {
     });
   }
 
+  /** The stored offset of one partition, -1n when none (for a compare-and-set). */
+  private storedOffset(group: string, g: Buffer, tp: TopicPartition): bigint {
+    const stored = this.db.offsets.getBinaryFast(offsetKey(g, tp.topic, blockOf(tp.partition)));
+    if (stored === undefined) return -1n;
+    const found: PartitionOffset[] = [];
+    decodeBlock(stored, group, found, {
+      header: topicHeader(tp.topic),
+      wanted: (p) => p === tp.partition,
+    });
+    return found[0]?.offset ?? -1n;
+  }
+
   fetch(group: string, partitions: TopicPartition[] | null): Promise<PartitionOffset[]> {
     return this.run('fetch', async () => {
       const g = groupKey(group);
       const out: PartitionOffset[] = [];
       if (partitions === null) {
         // One snapshot for the whole group (a commit is never seen half-applied), in pages.
-        await walkInPages(this.db.offsets.getRange(prefixRange(g)), ({ key, value }) =>
-          out.push(this.decode(group, key as number, value)),
-        );
+        await walkInPages(this.db.offsets.getRange(prefixRange(g)), ({ value }) => {
+          decodeBlock(value, group, out);
+        });
         return out;
       }
-      // A get copies its key: one scratch key serves every partition.
-      const scratch = Buffer.allocUnsafe(OFFSET_KEY_BYTES);
+      // Each block is read and decoded once, and the partitions answered in the order asked.
+      const blocks = new Map<string, Map<number, PartitionOffset>>();
       for (const tp of partitions) {
-        const v = this.db.offsets.get(offsetKey(g, tp.topic, tp.partition, scratch));
-        if (v !== undefined) out.push(this.decode(group, tp.partition, v, tp.topic));
+        const block = blockOf(tp.partition);
+        const id = `${block}:${tp.topic}`;
+        let found = blocks.get(id);
+        if (found === undefined) {
+          found = new Map();
+          blocks.set(id, found);
+          const stored = this.db.offsets.getBinaryFast(offsetKey(g, tp.topic, block));
+          if (stored !== undefined) {
+            const decoded: PartitionOffset[] = [];
+            decodeBlock(stored, group, decoded, { header: topicHeader(tp.topic) });
+            for (const o of decoded) found.set(o.partition, o);
+          }
+        }
+        const o = found.get(tp.partition);
+        if (o !== undefined) out.push({ ...o });
       }
       return out;
     });
@@ -306,8 +309,27 @@ export class EmbeddedStore implements OffsetStore {
 
   deleteOffsets(group: string, partitions: TopicPartition[]): Promise<void> {
     const g = groupKey(group);
+    const byBlock = new Map<string, { topic: string; block: number; partitions: Set<number> }>();
+    for (const tp of partitions) {
+      const block = blockOf(tp.partition);
+      const id = `${block}:${tp.topic}`;
+      const entry = byBlock.get(id) ?? { topic: tp.topic, block, partitions: new Set<number>() };
+      entry.partitions.add(tp.partition);
+      byBlock.set(id, entry);
+    }
+    const { offsets } = this.db;
     return this.write('deleteOffsets', () => {
-      for (const tp of partitions) this.db.offsets.removeSync(offsetKey(g, tp.topic, tp.partition));
+      // Reads (and corruption checks) first, then the changes.
+      const changes = [...byBlock.values()].map(({ topic, block, partitions: ps }) => {
+        const key = offsetKey(g, topic, block);
+        const stored = offsets.getBinaryFast(key);
+        return { key, stored, left: stored && withoutPartitions(stored, topicHeader(topic), ps, group) };
+      });
+      for (const { key, stored, left } of changes) {
+        if (stored === undefined) continue;
+        if (left === undefined) offsets.removeSync(key);
+        else offsets.putSync(key, left);
+      }
     });
   }
 
@@ -317,9 +339,9 @@ export class EmbeddedStore implements OffsetStore {
    */
   deleteGroup(group: string): Promise<void> {
     const g = groupKey(group);
-    const { offsetKeys, groups } = this.db;
+    const { offsets, groups } = this.db;
     return this.write('deleteGroup', () => {
-      for (const key of offsetKeys.getKeys(prefixRange(g))) offsetKeys.removeSync(key);
+      for (const key of offsets.getKeys(prefixRange(g))) offsets.removeSync(key);
       groups.removeSync(g);
     });
   }

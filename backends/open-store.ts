@@ -211,7 +211,7 @@ async function openEmbedded(
     dataDir: dir,
     ...common,
     ...(notice
-      ? { onMigrated: (report) => notice('embedded store migrated to layout 2', { dataDir: dir, ...report }) }
+      ? { onMigrated: (report) => notice('embedded store migrated to layout 3', { dataDir: dir, ...report }) }
       : {}),
     ...(hold ? { onClosed: () => hold.release() } : {}),
   });

@@ -10,7 +10,7 @@ import { open } from 'lmdb';
 import { afterAll, describe, expect, inject, it } from 'vitest';
 import { runStoreContract, write } from '../../backends/contract.js';
 import { groupKey, offsetKey } from '../../backends/embedded-keys.js';
-import { EmbeddedStore, openLayout2 } from '../../backends/embedded-store.js';
+import { EmbeddedStore, openDatabases } from '../../backends/embedded-store.js';
 import { StoreCorruptError, StoreUnavailableError } from '../../backends/errors.js';
 import { ZERO_UUID } from '../../protocol/generated-support.js';
 import { decodeResponseFrame, encodeRequestFrame } from '../../protocol/frames.js';
@@ -281,8 +281,12 @@ describe('embedded store', () => {
     try {
       await store.commit({ group: 'good', writes: [w], requestId: 'r1' });
       const env = open({ path: dir, maxDbs: 16 });
-      const db = openLayout2(env);
-      await db.offsets.put(offsetKey(groupKey('bad'), 't', 0), ['t', 'twelve', 1, '', '0', '-1']);
+      const db = openDatabases(env);
+      // Block 0 of topic t: the header says so, then a record cut short.
+      await db.offsets.put(
+        offsetKey(groupKey('bad'), 't', 0),
+        Buffer.from([3, 0, 0, 0, 1, 0x74, 0, 0, 0, 0, 0, 0, 0, 12]),
+      );
       await db.groups.put(groupKey('bad-state'), 'not a record' as never);
       // A record under another group's key (what a digest collision would look like).
       await db.groups.put(groupKey('borrowed'), { n: 'lender', s: null });
