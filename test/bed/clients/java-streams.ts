@@ -70,7 +70,10 @@ export interface InstanceOptions {
 }
 
 export interface StreamsInstance {
-  /** Its JSON lines so far (state changes and thread deaths by app, `sigkill`, `done`). */
+  /**
+   * Its JSON lines so far (state changes and thread deaths by app; `sigkill`, with the input lines
+   * and words each app had processed; `done`).
+   */
   readonly lines: Record<string, unknown>[];
   /** How the process ended. */
   readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;

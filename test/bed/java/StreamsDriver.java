@@ -359,10 +359,10 @@ public final class StreamsDriver {
     }
   }
 
-  /** SIGKILLs this process, after a line with what each app has processed. */
+  /** SIGKILLs this process, after a line with what each app has processed (input lines, words). */
   static void sigkill(List<WordCountApp> apps) {
     Driver.Json processed = new Driver.Json();
-    for (WordCountApp app : apps) processed.put(app.applicationId, app.processed());
+    for (WordCountApp app : apps) processed.put(app.applicationId, List.of(app.linesRead.get(), app.wordsCounted.get()));
     Driver.emit(new Driver.Json().put("type", "sigkill").put("processed", processed));
     try {
       System.out.flush();
