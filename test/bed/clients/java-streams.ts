@@ -38,32 +38,51 @@ export interface WordCountResult {
   timedOut: boolean;
 }
 
-/** One instance of a word-count app that several run together (`startInstance`). */
-export interface InstanceOptions {
+/** One app of a `startInstance` process: its application id, where it connects, what it counts. */
+export interface InstanceApp {
   applicationId: string;
+  /** Bootstrap only (no SASL): each app of one process may connect elsewhere. */
+  target: ClientTarget;
   input: string;
   output: string;
   protocol: StreamsProtocol;
   guarantee: ProcessingGuarantee;
+}
+
+/**
+ * One instance each of several word-count apps in one process (`startInstance`): a test runs two
+ * or three such processes, so one SIGKILL crashes an instance of every app at once and the JVM
+ * starts are shared.
+ */
+export interface InstanceOptions {
+  apps: InstanceApp[];
   /** The instance's state directory: a restarted instance gets its predecessor's, as on one host. */
   stateDir: string;
-  /** The process SIGKILLs itself once it has processed this many records (lines plus words). */
+  /** The process SIGKILLs itself once every app has processed this many records (lines plus words). */
   sigkillAfter?: number;
-  /** Sets the group's `streams.session.timeout.ms` first (the bed's broker allows 5 s and more). */
+  /**
+   * Each app's session timeout: the group's `streams.session.timeout.ms` (streams protocol; the
+   * bed's broker allows 5 s and more) or the consumer's `session.timeout.ms` (classic).
+   */
   sessionTimeoutMs?: number;
   commitIntervalMs?: number;
   timeoutMs?: number;
 }
 
 export interface StreamsInstance {
-  /** Its JSON lines so far (state changes, `sigkill`, `thread-died`, `done`). */
+  /**
+   * Its JSON lines so far (state changes and thread deaths by app; `sigkill`, with the input lines
+   * and words each app had processed; `done`).
+   */
   readonly lines: Record<string, unknown>[];
   /** How the process ended. */
   readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
-  /** The last state KafkaStreams reported. */
-  state(): string | undefined;
-  /** Closes its stdin (the app then closes cleanly, which commits) and returns its `done` line. */
-  stop(): Promise<WordCountResult>;
+  /** The last state KafkaStreams reported for the app. */
+  state(applicationId: string): string | undefined;
+  /** The app's stream threads that died here so far (also those of a process since SIGKILLed). */
+  deaths(applicationId: string): string[];
+  /** Closes its stdin (every app then closes cleanly, which commits); their `done` figures by app. */
+  stop(): Promise<Record<string, WordCountResult>>;
   /** SIGKILLs it if it still runs (clean-up; a test's crash is the instance's own `sigkillAfter`). */
   kill(): void;
   /** Its lines and the end of its stderr, for a failure's message. */
@@ -72,80 +91,115 @@ export interface StreamsInstance {
 
 const SETPRIV = '/usr/bin/setpriv';
 
-function resultOf(done: Record<string, unknown>): WordCountResult {
+function resultOf(app: Record<string, unknown>, timedOut: boolean): WordCountResult {
   return {
-    lines: Number(done['lines']),
-    words: Number(done['words']),
-    threadDeaths: Number(done['threadDeaths']),
-    deaths: done['deaths'] as string[],
-    state: String(done['state']),
-    timedOut: done['timedOut'] === true,
+    lines: Number(app['lines']),
+    words: Number(app['words']),
+    threadDeaths: Number(app['threadDeaths']),
+    deaths: app['deaths'] as string[],
+    state: String(app['state']),
+    timedOut,
   };
 }
 
+/** Runs `use` on a new scratch directory, removed afterwards. */
+async function withScratch<T>(use: (dir: string) => Promise<T>): Promise<T> {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kop-streams-'));
+  try {
+    return await use(dir);
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 export interface JavaStreamsClient {
-  /** Produces each line as one record (key: its line number). */
-  produceLines(target: ClientTarget, topic: string, lines: string[]): Promise<void>;
+  /** Creates the topics, each with `partitions` partitions. */
+  createTopics(target: ClientTarget, topics: string[], partitions: number): Promise<void>;
+  /** Produces each line as one record (key: its line number) into each topic. */
+  produceLines(target: ClientTarget, topics: string | string[], lines: string[]): Promise<void>;
   wordCount(target: ClientTarget, opts: WordCountOptions): Promise<WordCountResult>;
   /** The last count of each word in `topic` (read_committed, from the start to its end). */
   readCounts(target: ClientTarget, topic: string): Promise<Record<string, number>>;
-  /** Starts an instance that runs until stopped (or its own SIGKILL), its lines read as they come. */
-  startInstance(target: ClientTarget, opts: InstanceOptions): Promise<StreamsInstance>;
+  /** `readCounts` of several topics at once (one JVM), by topic. */
+  readCountsOf(target: ClientTarget, topics: string[]): Promise<Record<string, Record<string, number>>>;
+  /** Starts an instance of each app in one process that runs until stopped (or its own SIGKILL). */
+  startInstance(opts: InstanceOptions): Promise<StreamsInstance>;
 }
+
+/** A process that starts many apps needs more than the 256 MiB heap of the bed's short-lived JVMs. */
+const INSTANCE_HEAP = '-Xmx1g';
 
 export async function javaStreamsClient(bedClasspath: string): Promise<JavaStreamsClient> {
   const run = await programRunner(bedClasspath, STREAMS_DRIVER);
+  const readCountsOf = async (target: ClientTarget, topics: string[]) => {
+    const args = ['read-counts', '--topics', topics.join(','), '--timeout-ms', '90000'];
+    const { lines, result } = await run(target, args, 150_000);
+    assertSucceeded(`StreamsDriver read-counts ${topics.join(',')}`, result);
+    const line = single(lines, 'counts', 'read-counts');
+    if (line['timedOut'] === true)
+      throw new Error(`read-counts ${topics.join(',')}: did not reach the end in time`);
+    return line['topics'] as Record<string, Record<string, number>>;
+  };
   return {
-    async produceLines(target, topic, lines) {
-      const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kop-streams-input-'));
-      try {
+    async createTopics(target, topics, partitions) {
+      const args = ['create-topics', '--topics', topics.join(','), '--partitions', String(partitions)];
+      const { result } = await run(target, args, 120_000);
+      assertSucceeded(`StreamsDriver create-topics ${topics.join(',')}`, result);
+    },
+
+    async produceLines(target, topics, lines) {
+      const names = typeof topics === 'string' ? [topics] : topics;
+      await withScratch(async (dir) => {
         const file = path.join(dir, 'lines.txt');
         fs.writeFileSync(file, lines.join('\n') + '\n');
-        const { lines: out, result } = await run(target, ['produce-lines', '--topic', topic, '--file', file]);
-        assertSucceeded(`StreamsDriver produce-lines ${topic}`, result);
+        const args = ['produce-lines', '--topics', names.join(','), '--file', file];
+        const { lines: out, result } = await run(target, args, 120_000);
+        assertSucceeded(`StreamsDriver produce-lines ${names.join(',')}`, result);
         const count = Number(single(out, 'produced', 'produce-lines')['count']);
         if (count !== lines.length) throw new Error(`produced ${count} of ${lines.length} lines`);
-      } finally {
-        fs.rmSync(dir, { recursive: true, force: true });
-      }
+      });
     },
 
     async wordCount(target, o) {
-      const stateDir = fs.mkdtempSync(path.join(os.tmpdir(), 'kop-streams-state-'));
       const timeoutMs = o.timeoutMs ?? 180_000;
-      const args = ['wordcount', '--application-id', o.applicationId, '--input', o.input];
-      args.push('--output', o.output, '--state-dir', stateDir);
-      args.push('--protocol', o.protocol, '--guarantee', o.guarantee);
-      args.push('--commit-interval-ms', String(o.commitIntervalMs ?? 200));
-      args.push('--min-lines', String(o.minLines ?? 0), '--min-words', String(o.minWords ?? 0));
-      args.push('--quiet-ms', String(o.quietMs ?? 3000), '--timeout-ms', String(timeoutMs));
-      try {
+      return withScratch(async (stateDir) => {
+        const args = ['wordcount', '--application-id', o.applicationId, '--input', o.input];
+        args.push('--output', o.output, '--state-dir', stateDir);
+        args.push('--protocol', o.protocol, '--guarantee', o.guarantee);
+        args.push('--commit-interval-ms', String(o.commitIntervalMs ?? 200));
+        args.push('--min-lines', String(o.minLines ?? 0), '--min-words', String(o.minWords ?? 0));
+        args.push('--quiet-ms', String(o.quietMs ?? 3000), '--timeout-ms', String(timeoutMs));
         // Room to start the JVM and to close the app cleanly (which commits) after the deadline.
         const { lines, result } = await run(target, args, timeoutMs + 90_000);
         assertSucceeded(`StreamsDriver wordcount ${o.applicationId}`, result);
-        return resultOf(single(lines, 'done', 'wordcount'));
-      } finally {
-        fs.rmSync(stateDir, { recursive: true, force: true });
-      }
+        const done = single(lines, 'done', 'wordcount');
+        return resultOf(done, done['timedOut'] === true);
+      });
     },
 
     async readCounts(target, topic) {
-      const { lines, result } = await run(target, ['read-counts', '--topic', topic], 120_000);
-      assertSucceeded(`StreamsDriver read-counts ${topic}`, result);
-      const line = single(lines, 'counts', 'read-counts');
-      if (line['timedOut'] === true) throw new Error(`read-counts ${topic}: did not reach the end in time`);
-      return line['counts'] as Record<string, number>;
+      return (await readCountsOf(target, [topic]))[topic]!;
     },
 
-    async startInstance(target, o) {
-      const args = ['wordcount', '--application-id', o.applicationId, '--input', o.input];
-      args.push('--output', o.output, '--state-dir', o.stateDir, '--until-stdin-closed');
-      args.push('--protocol', o.protocol, '--guarantee', o.guarantee);
+    readCountsOf,
+
+    async startInstance(o) {
+      const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'kop-streams-apps-'));
+      const appsFile = path.join(scratch, 'apps.tsv');
+      const rows = o.apps.map((app) => {
+        if (app.target.sasl) throw new Error(`${app.applicationId}: an instance's apps connect without SASL`);
+        return [app.applicationId, app.target.bootstrap, app.input, app.output, app.protocol, app.guarantee];
+      });
+      fs.writeFileSync(appsFile, rows.map((row) => row.join('\t')).join('\n') + '\n');
+      const args = ['wordcount-apps', '--apps-file', appsFile, '--state-dir', o.stateDir];
       args.push('--commit-interval-ms', String(o.commitIntervalMs ?? 200));
-      args.push('--timeout-ms', String(o.timeoutMs ?? 600_000));
+      args.push('--timeout-ms', String(o.timeoutMs ?? 900_000));
       if (o.sigkillAfter !== undefined) args.push('--sigkill-after', String(o.sigkillAfter));
       if (o.sessionTimeoutMs !== undefined) args.push('--session-timeout-ms', String(o.sessionTimeoutMs));
-      const argv = await programArgv(bedClasspath, STREAMS_DRIVER, target, args);
+      // Each app has its own bootstrap (in the file); the process's own is the first app's.
+      const argv = await programArgv(bedClasspath, STREAMS_DRIVER, o.apps[0]!.target, args);
+      // After the bed's flags: the last -Xmx wins.
+      argv.splice(argv.indexOf('-cp'), 0, INSTANCE_HEAP);
       // Killed with the test's process if that dies first (run.ts does the same for every client).
       const child = fs.existsSync(SETPRIV)
         ? spawn(SETPRIV, ['--pdeathsig', 'SIGKILL', '--', 'java', ...argv], {
@@ -171,22 +225,30 @@ export async function javaStreamsClient(bedClasspath: string): Promise<JavaStrea
       child.stderr.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-20_000)));
       child.stdin.on('error', () => {});
       const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
-        child.once('close', (code, signal) => resolve({ code, signal })),
+        child.once('close', (code, signal) => {
+          fs.rmSync(scratch, { recursive: true, force: true });
+          resolve({ code, signal });
+        }),
       );
       const explain = () =>
-        `${o.applicationId} instance lines:\n${lines.map((l) => JSON.stringify(l)).join('\n')}\n` +
-        `stderr (tail):\n${stderr.slice(-4000)}`;
+        `instance of ${o.apps.map((a) => a.applicationId).join(', ')}: lines:\n` +
+        `${lines.map((l) => JSON.stringify(l)).join('\n')}\nstderr (tail):\n${stderr.slice(-4000)}`;
+      const ofApp = (type: string, applicationId: string) =>
+        lines.filter((l) => l['type'] === type && l['app'] === applicationId);
       return {
         lines,
         exited,
-        state: () => lines.filter((l) => l['type'] === 'state').at(-1)?.['state'] as string | undefined,
+        state: (applicationId) => ofApp('state', applicationId).at(-1)?.['state'] as string | undefined,
+        deaths: (applicationId) => ofApp('thread-died', applicationId).map((l) => String(l['error'])),
         async stop() {
           child.stdin.end();
           const { code } = await exited;
           const done = lines.find((l) => l['type'] === 'done');
           if (code !== 0 || !done)
             throw new Error(`instance ended with ${code}, no clean close\n${explain()}`);
-          return resultOf(done);
+          const timedOut = done['timedOut'] === true;
+          const apps = done['apps'] as Record<string, unknown>[];
+          return Object.fromEntries(apps.map((app) => [String(app['app']), resultOf(app, timedOut)]));
         },
         kill() {
           if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
