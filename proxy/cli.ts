@@ -183,6 +183,8 @@ export async function main(argv: string[]): Promise<void> {
   );
   let lag: LagCollector | null = null;
   let http: OpsHttpServer | null = null;
+  /** --admin-http: the admin routes' own endpoint (null: they are on `http`). */
+  let adminHttp: OpsHttpServer | null = null;
   // Handled before clients can connect (the bootstrap listener opens early in proxy.start): a signal
   // during the rest of the start (broker listeners, the HTTP endpoint, the lag collector) shuts
   // down as gracefully as later. A second signal is proxy/signals.ts's: it ends the process at once.
@@ -203,7 +205,7 @@ export async function main(argv: string[]): Promise<void> {
       .stop()
       .then(() => {
         pending = 'the lag collector and the HTTP endpoint';
-        return Promise.all([lag?.stop(), http?.close()]);
+        return Promise.all([lag?.stop(), http?.close(), adminHttp?.close()]);
       })
       .then(() => {
         pending = 'closing the offset store';
@@ -296,19 +298,33 @@ export async function main(argv: string[]): Promise<void> {
         ...(dataLoss.active ? { storeData: () => dataLoss.check() } : {}),
       },
     });
-    registerOffsetsAdminRoutes(http, offsets.current, {
+    // With --admin-http the admin API (its writes above all) has its own address, so the probes
+    // and /metrics can be exposed where the offsets must not be changed.
+    if (config.adminHttp) {
+      adminHttp = new OpsHttpServer({
+        token: config.httpToken,
+        log: log.child({ component: 'admin-http' }),
+        onDenied: auditDenied(audit),
+      });
+    }
+    registerOffsetsAdminRoutes(adminHttp ?? http, offsets.current, {
       groupIsEmptyAtBroker: (g) => offsets.lookups.groupIsEmpty(g),
       audit,
     });
-    let bound: HostPort;
-    try {
-      bound = await http.listen(config.http);
-    } catch (err) {
-      await proxy.stop();
-      return cannotBind(
-        new ConfigError('http', shownOption('http'), `cannot be bound: ${bindProblem(err)}`).message,
-      );
-    }
+    const bindOrExit = async (option: 'http' | 'admin-http', server: OpsHttpServer, at: HostPort) => {
+      try {
+        return await server.listen(at);
+      } catch (err) {
+        await proxy.stop();
+        await http?.close();
+        return cannotBind(
+          new ConfigError(option, shownOption(option), `cannot be bound: ${bindProblem(err)}`).message,
+        );
+      }
+    };
+    const bound = await bindOrExit('http', http, config.http);
+    const adminBound =
+      adminHttp && config.adminHttp ? await bindOrExit('admin-http', adminHttp, config.adminHttp) : undefined;
     if (stopping) return;
     lag?.start();
     log.info('http listening', {
@@ -316,14 +332,31 @@ export async function main(argv: string[]): Promise<void> {
       port: bound.port,
       token: config.httpToken !== undefined,
       // What an operator must know at a glance: can offsets be changed over HTTP at all.
-      adminWrites: config.httpToken !== undefined ? 'token required' : 'disabled (no --http-token)',
+      adminWrites: adminHttp
+        ? 'on admin-http only'
+        : config.httpToken !== undefined
+          ? 'token required'
+          : 'disabled (no --http-token)',
     });
+    if (adminBound) {
+      log.info('admin http listening', {
+        host: adminBound.host,
+        port: adminBound.port,
+        adminWrites: config.httpToken !== undefined ? 'token required' : 'disabled (no --http-token)',
+      });
+    }
   }
   const reloader = new ConfigReloader(config, {
     argv,
     env: envAtStart,
     logLevel,
-    setHttpToken: http === null ? null : (token) => http?.setToken(token),
+    setHttpToken:
+      http === null
+        ? null
+        : (token) => {
+            http?.setToken(token);
+            adminHttp?.setToken(token);
+          },
     replaceClientTls: config.clientTls ? (tls) => proxy.replaceClientTls(tls) : null,
   });
   signalActions.reload = () => reloader.reload();

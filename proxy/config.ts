@@ -52,6 +52,8 @@ export interface ProxyConfig {
   storeTarget: StoreTarget;
   dataDir: string;
   http: HostPort | undefined;
+  /** --admin-http: the admin routes listen here instead of on `http`. */
+  adminHttp: HostPort | undefined;
   httpToken: string | undefined;
   lag: { intervalMs: number; include: string[]; exclude: string[]; maxGroups: number };
   metricsApiVersions: boolean;
@@ -324,6 +326,7 @@ export function loadConfig(
     storeTarget,
     dataDir: storeTarget.kind === 'embedded' ? storeTarget.dir : dataDir,
     http: value('http', (t) => parseHostPortStrict(t, 0)),
+    adminHttp: value('admin-http', (t) => parseHostPortStrict(t, 0)),
     httpToken: token,
     lag: {
       intervalMs: int('lag-interval-ms'),

@@ -28,6 +28,11 @@ const NEEDS: readonly Need[] = [
     why: `${WITHOUT_HTTP} (there is no HTTP endpoint for the token to protect); give http too, or remove http-token`,
   },
   {
+    options: ['admin-http'],
+    met: (c) => c.http !== undefined,
+    why: `${WITHOUT_HTTP} (the admin API is served only with the HTTP endpoint); give http too, or remove admin-http`,
+  },
+  {
     // lag-interval-ms 0 (lag off) says what is true without --http too.
     options: ['lag-interval-ms'],
     met: (c) => c.http !== undefined || c.lag.intervalMs === 0,

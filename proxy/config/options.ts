@@ -89,7 +89,12 @@ export const OPTIONS: readonly OptionSpec[] = [
   {
     name: 'http',
     kind: 'hostport',
-    help: 'Address of the HTTP endpoint (metrics, health, admin), e.g. 127.0.0.1:9464.',
+    help: 'Address of the HTTP endpoint (metrics, health, admin unless --admin-http), e.g. 127.0.0.1:9464.',
+  },
+  {
+    name: 'admin-http',
+    kind: 'hostport',
+    help: 'Address of a separate HTTP endpoint for the offsets admin API (/admin), e.g. 127.0.0.1:9465: the admin routes are served only there, while --http keeps the probes and /metrics. Same --http-token. Needs --http.',
   },
   { name: 'config', kind: 'file', help: 'YAML file with any of these options (flag names as keys).' },
   {

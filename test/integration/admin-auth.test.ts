@@ -12,6 +12,8 @@ import { afterAll, beforeAll, describe, expect, inject, test } from 'vitest';
 import { freePort } from '../bed/ports.js';
 import { createTopics, kafkajsClient } from '../bed/clients/kafkajs.js';
 import { uniqueName } from '../bed/clients/scenarios.js';
+import { httpCall } from '../harness/http-call.js';
+import type { HttpAnswer } from '../harness/http-call.js';
 import { ensureBuilt, spawnProxy } from '../harness/proxy.js';
 import { until } from '../reliability/fault-helpers.js';
 import type { ProxyProcess } from '../harness/proxy.js';
@@ -20,11 +22,7 @@ const TOKEN = randomBytes(24).toString('hex');
 
 interface Started {
   proxy: ProxyProcess;
-  call(method: string, path: string, opts?: { body?: unknown; token?: string }): Promise<Answer>;
-}
-interface Answer {
-  status: number;
-  text: string;
+  call(method: string, path: string, opts?: { body?: unknown; token?: string }): Promise<HttpAnswer>;
 }
 
 async function start(args: string[], store = 'memory://'): Promise<Started> {
@@ -40,18 +38,8 @@ async function start(args: string[], store = 'memory://'): Promise<Started> {
     'json',
     ...args,
   ]);
-  const call = async (method: string, path: string, opts: { body?: unknown; token?: string } = {}) => {
-    const res = await fetch(`http://127.0.0.1:${httpPort}${path}`, {
-      method,
-      headers: {
-        ...(opts.token ? { authorization: `Bearer ${opts.token}` } : {}),
-        ...(opts.body !== undefined ? { 'content-type': 'application/json' } : {}),
-      },
-      ...(opts.body !== undefined ? { body: JSON.stringify(opts.body) } : {}),
-      signal: AbortSignal.timeout(30_000),
-    });
-    return { status: res.status, text: await res.text() };
-  };
+  const call = (method: string, path: string, opts: { body?: unknown; token?: string } = {}) =>
+    httpCall(httpPort, method, path, opts);
   return { proxy, call };
 }
 

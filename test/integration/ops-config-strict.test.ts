@@ -158,6 +158,12 @@ const rows: Row[] = [
     secret: 'yaml-token-secret-0123',
   },
   {
+    why: 'admin listener without --http',
+    args: [...k, '--admin-http', '127.0.0.1:0'],
+    names: 'admin-http="127.0.0.1:0"',
+    says: /has no effect without http/,
+  },
+  {
     why: 'lag interval without --http',
     args: [...k, '--lag-interval-ms', '5000'],
     names: 'lag-interval-ms="5000"',

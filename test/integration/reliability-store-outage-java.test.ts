@@ -18,25 +18,24 @@
 // committed successfully (or a later commit whose answer it did not wait for). On the full disk,
 // /readyz answers 503 naming the cause, and 200 again once space is freed. The figures are printed
 // for docs/reliability.md; nothing here asserts a speed.
-import { join } from 'node:path';
 import { afterAll, beforeAll, describe, inject, test } from 'vitest';
 import type { ExpectStatic } from 'vitest';
 import { openStore } from '../../backends/open-store.js';
 import type { GroupProtocol } from '../bed/clients/java.js';
 import { createTopics } from '../bed/clients/kafkajs.js';
 import { uniqueName } from '../bed/clients/scenarios.js';
-import { freePort } from '../bed/ports.js';
-import { startRedis } from '../bed/redis.js';
-import type { RedisServer } from '../bed/redis.js';
-import { startZooKeeper } from '../bed/zookeeper.js';
-import type { ZooKeeperServer } from '../bed/zookeeper.js';
 import { JavaMember } from '../harness/java-member.js';
 import type { MemberLine, PartitionOffset } from '../harness/java-member.js';
-import { ensureBuilt, spawnProxy } from '../harness/proxy.js';
+import { ensureBuilt } from '../harness/proxy.js';
+import { pollReadiness, readyz } from '../harness/readiness-poll.js';
 import { RecordFeeder } from '../harness/record-feeder.js';
-import { SmallDisk } from '../harness/small-disk.js';
-import { sleep } from '../reliability/commit-checker.js';
-import { FaultRelay } from '../reliability/fault-relay.js';
+import {
+  expectReadinessNamedTheCause,
+  OUTAGE_TITLES,
+  OutageStores,
+  spawnOutageProxy,
+} from '../harness/store-outages.js';
+import type { Outage, OutageKind } from '../harness/store-outages.js';
 
 const brokerBootstrap = inject('kafkaBootstrap');
 const classpath = inject('kafkaClasspath');
@@ -45,32 +44,6 @@ const LONG_OUTAGE_MS = 50_000;
 /** The issue's outage: three classic sessions. */
 const OUTAGE_MS = 30_000;
 const PROTOCOLS: GroupProtocol[] = ['classic', 'consumer'];
-
-interface Outage {
-  name: string;
-  /** How long the store stays away. */
-  ms: number;
-  /** The proxy's store options. */
-  storeArgs: string[];
-  /** The store's URL for reading it directly once the proxy has stopped. */
-  directUrl: string;
-  down(): Promise<void>;
-  up(): Promise<void>;
-}
-
-interface Readiness {
-  status: number;
-  body: string;
-}
-
-async function readyz(http: number): Promise<Readiness> {
-  try {
-    const r = await fetch(`http://127.0.0.1:${http}/readyz`, { signal: AbortSignal.timeout(5_000) });
-    return { status: r.status, body: await r.text() };
-  } catch (e) {
-    return { status: 0, body: String(e) };
-  }
-}
 
 const key = (offsets: PartitionOffset[]): string =>
   JSON.stringify([...offsets].sort((a, b) => a.partition - b.partition));
@@ -137,22 +110,15 @@ function judge(
   );
 }
 
-async function runOutage(expect: ExpectStatic, o: Outage, checkReadiness: boolean): Promise<void> {
-  await ensureBuilt();
+/** `ms`: how long the store stays away. */
+async function runOutage(expect: ExpectStatic, o: Outage, ms: number): Promise<void> {
   const base = uniqueName(`java-outage-${o.name.replace(/\W+/g, '-')}`);
   const topic = (p: GroupProtocol) => `${base}-${p}`;
   await createTopics(
     { bootstrap: brokerBootstrap },
     PROTOCOLS.map((p) => ({ topic: topic(p), partitions: 2 })),
   );
-  const http = await freePort();
-  const proxy = await spawnProxy([
-    '--bootstrap-server',
-    brokerBootstrap,
-    ...o.storeArgs,
-    '--http',
-    `127.0.0.1:${http}`,
-  ]);
+  const { proxy, http } = await spawnOutageProxy(brokerBootstrap, o);
   const feeder = await RecordFeeder.start(brokerBootstrap, PROTOCOLS.map(topic));
   const members: JavaMember[] = [];
   const explainAll = () =>
@@ -174,11 +140,7 @@ async function runOutage(expect: ExpectStatic, o: Outage, checkReadiness: boolea
     const downAt = Date.now();
     await o.down();
     // Readiness while the store is away (on the full disk: not ready, in the store's words).
-    const seen: Readiness[] = [];
-    while (Date.now() < downAt + o.ms) {
-      seen.push(await readyz(http));
-      await sleep(Math.min(2_000, Math.max(0, downAt + o.ms - Date.now())));
-    }
+    const seen = await pollReadiness(http, downAt + ms);
     const upAt = Date.now();
     await o.up();
     await Promise.all(
@@ -213,14 +175,10 @@ async function runOutage(expect: ExpectStatic, o: Outage, checkReadiness: boolea
     }
     const notReady = seen.filter((r) => r.status === 503);
     console.log(
-      `[store-outage-java] ${o.name}, ${o.ms / 1000} s: ${report.join('; ')}; ` +
+      `[store-outage-java] ${o.name}, ${ms / 1000} s: ${report.join('; ')}; ` +
         `/readyz during: ${notReady.length} of ${seen.length} polls 503 (${notReady[0]?.body.slice(0, 200) ?? ''}), after: ${readyAfter.status}`,
     );
-    if (checkReadiness) {
-      expect(notReady.length, JSON.stringify(seen)).toBeGreaterThan(0);
-      expect(notReady.map((r) => r.body).join('\n')).toMatch(/no space left on device|MDB_MAP_FULL|ENOSPC/i);
-      expect(readyAfter.status, readyAfter.body).toBe(200);
-    }
+    if (o.checkReadiness) expectReadinessNamedTheCause(expect, seen, readyAfter);
   } catch (e) {
     throw new Error(`${String(e)}\n${explainAll()}`, { cause: e });
   } finally {
@@ -230,120 +188,35 @@ async function runOutage(expect: ExpectStatic, o: Outage, checkReadiness: boolea
   }
 }
 
-let redisFrozen: RedisServer | undefined;
-let redisBehindRelay: RedisServer | undefined;
-let relay: FaultRelay | undefined;
-let disk: SmallDisk | undefined;
-let redisKilled: RedisServer | undefined;
-let zk: ZooKeeperServer | undefined;
-
+const LONG: OutageKind[] = ['redis-frozen', 'redis-partition', 'disk-full'];
+/** The stores whose connections close rather than hang. */
+const CLOSING: OutageKind[] = ['redis-killed', 'zookeeper-stop'];
+let stores: OutageStores | undefined;
+// The build (when a source is newer than dist/) runs here, once, not inside the tests' time: at a
+// load average of 30 it took minutes.
 beforeAll(async () => {
-  disk = SmallDisk.mount(8);
-  [redisFrozen, redisBehindRelay] = await Promise.all([
-    startRedis({ appendfsync: 'always' }),
-    startRedis({ appendfsync: 'always' }),
-  ]);
-  relay = await FaultRelay.start({ host: redisBehindRelay.host, port: redisBehindRelay.port });
-});
-
-afterAll(async () => {
-  if (redisFrozen?.pid !== undefined) process.kill(redisFrozen.pid, 'SIGCONT');
-  relay?.thaw();
-  await relay?.close();
-  await Promise.all([redisFrozen?.kill(), redisBehindRelay?.kill(), redisKilled?.kill(), zk?.stop()]);
-  disk?.free();
-  disk?.unmount();
-});
+  await ensureBuilt();
+  stores = await OutageStores.start([...LONG, ...CLOSING]);
+}, 600_000);
+afterAll(() => stores?.stop());
 
 describe.concurrent(
   `a ${LONG_OUTAGE_MS / 1000} s store outage under committing Java consumers (classic and KIP-848) costs them nothing`,
   () => {
-    test('Redis frozen (SIGSTOP) and resumed', { timeout: 420_000 }, async ({ expect }) => {
-      const r = redisFrozen!;
-      await runOutage(
-        expect,
-        {
-          name: 'Redis SIGSTOP',
-          ms: LONG_OUTAGE_MS,
-          storeArgs: ['--store', r.url],
-          directUrl: r.url,
-          down: async () => void process.kill(r.pid!, 'SIGSTOP'),
-          up: async () => void process.kill(r.pid!, 'SIGCONT'),
-        },
-        false,
+    for (const kind of LONG) {
+      test(OUTAGE_TITLES[kind], { timeout: 420_000 }, async ({ expect }) =>
+        runOutage(expect, stores!.outage(kind), LONG_OUTAGE_MS),
       );
-    });
-
-    test(
-      'Redis partitioned away (connections kept open, nothing forwarded)',
-      { timeout: 420_000 },
-      async ({ expect }) => {
-        const r = redisBehindRelay!;
-        await runOutage(
-          expect,
-          {
-            name: 'Redis partition',
-            ms: LONG_OUTAGE_MS,
-            storeArgs: ['--store', `redis://${relay!.address}`],
-            directUrl: r.url,
-            down: async () => relay!.freeze(),
-            up: async () => relay!.thaw(),
-          },
-          false,
-        );
-      },
-    );
-
-    test('embedded store on a full disk, then space freed', { timeout: 420_000 }, async ({ expect }) => {
-      const dataDir = join(disk!.path, 'data');
-      await runOutage(
-        expect,
-        {
-          name: 'disk full',
-          ms: LONG_OUTAGE_MS,
-          storeArgs: ['--data-dir', dataDir],
-          directUrl: `embedded:${dataDir}`,
-          down: async () => void disk!.fill(),
-          up: async () => disk!.free(),
-        },
-        true,
-      );
-    });
+    }
   },
 );
 
 // After the 50 s block, not beside it (a concurrent suite runs beside its concurrent siblings):
 // five outages at once, ten JVMs, starve the machine; these two run at once with each other only.
 describe(`a ${OUTAGE_MS / 1000} s store outage that closes the store's connections costs them nothing`, () => {
-  test.concurrent('Redis killed (SIGKILL) and restarted', { timeout: 420_000 }, async ({ expect }) => {
-    const r = (redisKilled = await startRedis({ appendfsync: 'always' }));
-    await runOutage(
-      expect,
-      {
-        name: 'Redis SIGKILL',
-        ms: OUTAGE_MS,
-        storeArgs: ['--store', r.url],
-        directUrl: r.url,
-        down: () => r.kill(),
-        up: () => r.start(),
-      },
-      false,
+  for (const kind of CLOSING) {
+    test.concurrent(OUTAGE_TITLES[kind], { timeout: 420_000 }, async ({ expect }) =>
+      runOutage(expect, stores!.outage(kind), OUTAGE_MS),
     );
-  });
-
-  test.concurrent('ZooKeeper stopped and started', { timeout: 420_000 }, async ({ expect }) => {
-    const z = (zk = await startZooKeeper());
-    await runOutage(
-      expect,
-      {
-        name: 'ZooKeeper stop',
-        ms: OUTAGE_MS,
-        storeArgs: ['--store', z.url],
-        directUrl: z.url,
-        down: () => z.stop(),
-        up: () => z.start(),
-      },
-      false,
-    );
-  });
+  }
 });
