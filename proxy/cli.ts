@@ -20,7 +20,7 @@ import { routeConsoleToLog, routeCStderrToLog } from './console-to-log.js';
 import { RefusalLog } from './offsets/refusal-log.js';
 import { InternalGroupsHidden } from '../backends/internal-groups.js';
 import { createOffsetService, openOffsetStore, storeEndpoints } from './offsets/setup.js';
-import { StoreCircuit } from './offsets/store-circuit.js';
+import { StoreCircuit, storeReadiness } from './offsets/store-circuit.js';
 import { StoreHealth } from './offsets/store-health.js';
 import { bindProblem, KafkaProxy, ListenError } from './core/server.js';
 import { loadNativeRelay } from './core/native-relay.js';
@@ -277,12 +277,7 @@ export async function main(argv: string[]): Promise<void> {
       registry: metrics.registry,
       log: log.child({ component: 'readiness' }),
       readiness: {
-        // A store that fails writes still answers pings: the circuit's reason says so.
-        store: async () => {
-          const problem = failing.problem;
-          if (problem !== null) throw new Error(problem);
-          await store.ping();
-        },
+        store: () => storeReadiness(failing, () => store.ping()),
         broker: async () => {
           await offsets.cluster.metadata([]);
         },

@@ -7,7 +7,10 @@
  *
  * Only StoreUnavailableError counts as "not answering": a corrupt record is an answer. A failed
  * operation is confirmed with a ping before the store is declared down, so one slow operation does
- * not flap the state.
+ * not flap the state; and a ping that times out while the store answered other operations since it
+ * was sent does not either: under load Redis answered commits in 1-2 s while a ping now and then
+ * missed its deadline, and the store was declared down (and the circuit opened) with every commit
+ * succeeding (issue 43). Slow is not down.
  */
 import { StoreUnavailableError } from '../../backends/errors.js';
 import { probeEndpoints } from '../../backends/connection-problem.js';
@@ -58,6 +61,8 @@ export class StoreHealth extends StoreDecorator {
   /** Why the store does not answer (the last probe or client report); null while it answers. */
   private why: string | null = null;
   private confirming: Promise<void> | null = null;
+  /** Date.now() of the store's last answer to an operation or ping (0: none yet). */
+  private lastAnswerAt = 0;
   private readonly timer: NodeJS.Timeout;
   private closed = false;
 
@@ -84,10 +89,14 @@ export class StoreHealth extends StoreDecorator {
   /** Pings the store once now and logs its state; resolves when known (never rejects). */
   async check(): Promise<void> {
     if (this.closed) return;
+    const sentAt = Date.now();
     try {
       await this.inner.ping();
+      this.lastAnswerAt = Date.now();
       this.answered();
     } catch (err) {
+      // Slow, not down: the store answered something else after this ping was sent.
+      if (err instanceof StoreUnavailableError && err.timedOut && this.lastAnswerAt > sentAt) return;
       await this.failed(err);
     }
   }
@@ -165,6 +174,7 @@ export class StoreHealth extends StoreDecorator {
   protected around<T>(op: StoreOperation, run: () => Promise<T>): Promise<T> {
     return run().then(
       (value) => {
+        this.lastAnswerAt = Date.now();
         if (this.state !== true) this.answered();
         return value;
       },
