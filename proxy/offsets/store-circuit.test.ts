@@ -247,6 +247,12 @@ describe('StoreCircuit', () => {
     expect(circuit.isOpen).toBe(false);
     await expect(circuit.commit(commit(2n))).resolves.toEqual({ status: 'ok' });
 
+    // A ping that times out alone (a readiness poll) is left to the health watcher.
+    inner.ping = () =>
+      Promise.reject(new StoreUnavailableError('redis store: ping: no answer', { timedOut: true }));
+    await expect(circuit.ping()).rejects.toBeInstanceOf(StoreUnavailableError);
+    expect(circuit.isOpen).toBe(false);
+
     // With nothing answered since it was sent, the same timeout opens it.
     const alone = circuit.listGroups().catch((e: unknown) => e);
     await vi.advanceTimersByTimeAsync(1500);

@@ -205,7 +205,10 @@ export class StoreCircuit extends StoreDecorator {
         return value;
       },
       (err: unknown) => {
-        if (err instanceof StoreUnavailableError) {
+        // A ping that timed out is the health watcher's to judge (it asks again before calling
+        // the store down, store-health.ts): readiness polls ping through here.
+        const pingTimedOut = op === 'ping' && err instanceof StoreUnavailableError && err.timedOut;
+        if (err instanceof StoreUnavailableError && !pingTimedOut) {
           this.trip(err.message, {
             readsFailed: READS.has(op),
             ...(err.timedOut ? { timedOutSentAt: sentAt } : {}),

@@ -166,7 +166,16 @@ describe('StoreHealth', () => {
     await checking;
     expect(health.up).toBe(true);
     expect(downs).toEqual([]);
-    // Nothing answered while it waited: not answering.
+    // Nothing answered while it waited, twice in a row: not answering.
+    let pings = 0;
+    inner.ping = () => {
+      pings++;
+      return pings === 1 ? Promise.reject(timedOut()) : Promise.resolve();
+    };
+    await health.check();
+    expect(health.up).toBe(true);
+    expect(pings).toBe(2);
+    inner.ping = () => Promise.reject(timedOut());
     await health.check();
     expect(health.up).toBe(false);
     expect(downs).toEqual(['memory store: ping: memory store: ping: no answer within 50 ms']);
