@@ -370,6 +370,7 @@ export function proxyOptions(
     maxBufferedResponseBytes: config.maxBufferedResponseBytes,
     idleTimeoutMs: config.idleTimeoutMs,
     requestTimeoutMs: config.requestTimeoutMs,
+    tlsHandshakeTimeoutMs: config.clientTlsHandshakeTimeoutMs,
     shutdownTimeoutMs: drainBudgetMs(config.shutdownTimeoutMs),
     clientTls: config.clientTls
       ? {
