@@ -20,7 +20,7 @@ import { routeConsoleToLog, routeCStderrToLog } from './console-to-log.js';
 import { RefusalLog } from './offsets/refusal-log.js';
 import { InternalGroupsHidden } from '../backends/internal-groups.js';
 import { createOffsetService, openOffsetStore, storeEndpoints } from './offsets/setup.js';
-import { StoreCircuit } from './offsets/store-circuit.js';
+import { StoreCircuit, storeReadiness } from './offsets/store-circuit.js';
 import { StoreHealth } from './offsets/store-health.js';
 import { bindProblem, KafkaProxy, ListenError } from './core/server.js';
 import { loadNativeRelay } from './core/native-relay.js';
@@ -279,12 +279,7 @@ export async function main(argv: string[]): Promise<void> {
       registry: metrics.registry,
       log: log.child({ component: 'readiness' }),
       readiness: {
-        // A store that fails writes still answers pings: the circuit's reason says so.
-        store: async () => {
-          const problem = failing.problem;
-          if (problem !== null) throw new Error(problem);
-          await store.ping();
-        },
+        store: () => storeReadiness(failing, () => store.ping()),
         broker: async () => {
           await offsets.cluster.metadata([]);
         },
@@ -408,6 +403,7 @@ export function proxyOptions(
     maxBufferedResponseBytes: config.maxBufferedResponseBytes,
     idleTimeoutMs: config.idleTimeoutMs,
     requestTimeoutMs: config.requestTimeoutMs,
+    tlsHandshakeTimeoutMs: config.clientTlsHandshakeTimeoutMs,
     shutdownTimeoutMs: drainBudgetMs(config.shutdownTimeoutMs),
     clientTls: config.clientTls
       ? {

@@ -77,8 +77,10 @@ describe('defaults', () => {
 
   test("every default is accepted by its own option's validation", () => {
     // Giving each default explicitly changes nothing: a default outside its range would fail here.
-    // With --http: the lag and metrics options have no effect without it, and are refused alone.
-    const base = [...BOOT, '--http', '127.0.0.1:9464'];
+    // With --http: the lag and metrics options have no effect without it, and are refused alone;
+    // with client TLS for the handshake timeout, likewise.
+    const clientTls = ['--client-tls-cert', 'server.pem', '--client-tls-key', 'server-key.pem'];
+    const base = [...BOOT, '--http', '127.0.0.1:9464', ...clientTls];
     const argv = [...base];
     for (const o of OPTIONS) if (o.default !== undefined) argv.push(`--${o.name}=${o.default}`);
     const explicit = loadConfig(argv, {});

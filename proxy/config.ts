@@ -66,6 +66,7 @@ export interface ProxyConfig {
   maxBufferedResponseBytes: number;
   idleTimeoutMs: number;
   requestTimeoutMs: number;
+  clientTlsHandshakeTimeoutMs: number;
   shutdownTimeoutMs: number;
   clientTls: { cert: string; key: string; ca: string | undefined; requireCert: boolean } | undefined;
   brokerTls:
@@ -344,6 +345,7 @@ export function loadConfig(
     maxBufferedResponseBytes: int('max-buffered-response-bytes'),
     idleTimeoutMs: int('idle-timeout-ms'),
     requestTimeoutMs: int('request-timeout-ms'),
+    clientTlsHandshakeTimeoutMs: int('client-tls-handshake-timeout-ms'),
     shutdownTimeoutMs: int('shutdown-timeout-ms'),
     clientTls: clientCertAndKey ? { ...clientCertAndKey, ca: clientCa, requireCert } : undefined,
     brokerTls: brokerTls

@@ -49,6 +49,11 @@ const NEEDS: readonly Need[] = [
     why: 'has no effect with lag-interval-ms 0 (consumer lag is not computed)',
   },
   {
+    options: ['client-tls-handshake-timeout-ms'],
+    met: (c) => c.clientTls !== undefined,
+    why: 'has no effect without client-tls-cert (the listeners serve plaintext)',
+  },
+  {
     options: ['native-relay-after'],
     met: (c) => c.nativeRelay !== 'off',
     why: 'has no effect with native-relay off',

@@ -13,6 +13,8 @@ export const RELAY_DEFAULTS = {
   maxBufferedResponseBytes: 256 * 1024 * 1024,
   idleTimeoutMs: 600_000,
   requestTimeoutMs: 10_000,
+  /** A client TLS handshake not finished this long after accept is closed (Node's own: 120 s). */
+  tlsHandshakeTimeoutMs: 10_000,
   shutdownTimeoutMs: 10_000,
   bindFailure: 'exit',
 } as const;

@@ -70,6 +70,11 @@ export interface ProxyOptions {
    */
   maxBufferedResponseBytes?: number;
   clientTls?: ClientTls | null;
+  /**
+   * A client TLS handshake not finished this long after accept is closed, freeing its place under
+   * maxConnections (default 10 s).
+   */
+  tlsHandshakeTimeoutMs?: number;
   brokerTls?: UpstreamTls | null;
   extension?: ProxyExtension | null;
   log?: Logger;
@@ -443,10 +448,15 @@ export class KafkaProxy {
           ca: clientTls.ca,
           requestCert: clientTls.requireClientCert,
           rejectUnauthorized: clientTls.requireClientCert,
+          handshakeTimeout: this.opts.tlsHandshakeTimeoutMs ?? RELAY_DEFAULTS.tlsHandshakeTimeoutMs,
         },
         onSocket,
       );
       server.on('connection', (raw: net.Socket) => this.admitTls(raw));
+      // Node only reports a handshake that timed out or failed (here): without this the socket
+      // stays open, holding its place under maxConnections for as long as the client keeps it (a
+      // ClientHello's first bytes and then nothing were still open after 10 minutes).
+      server.on('tlsClientError', (_err: Error, socket: tls.TLSSocket) => socket.destroy());
       return server;
     }
     // Paused at accept, so that a plain TCP connection reads into a reused buffer from its first

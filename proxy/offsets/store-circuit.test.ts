@@ -4,15 +4,28 @@ import { MemoryStore } from '../../backends/memory-store.js';
 import type { CommitRequest } from '../../backends/store.js';
 import { createLogger } from '../logger.js';
 import { storeFailureCode } from './kafka-errors.js';
-import { PROBE_LEASE, StoreCircuit } from './store-circuit.js';
+import {
+  FLAP_WINDOW_MS,
+  MAX_HOLD_MS,
+  PROBE_INTERVAL_MS,
+  PROBE_LEASE,
+  StoreCircuit,
+  storeReadiness,
+} from './store-circuit.js';
 
 /** A memory store whose reads, writes, or both can fail, counting the calls that reached it. */
 class FailingStore extends MemoryStore {
   reads: string | null = null;
   writes: string | null = null;
+  /** While set, pings and leases (the probe) are not answered until it resolves. */
+  stall: Promise<void> | null = null;
   calls = 0;
+  pings = 0;
+  leaseCalls = 0;
   override async ping(): Promise<void> {
     this.calls++;
+    this.pings++;
+    if (this.stall !== null) await this.stall;
     if (this.reads !== null) throw new StoreUnavailableError(this.reads);
   }
   override async fetch(...args: Parameters<MemoryStore['fetch']>) {
@@ -28,6 +41,7 @@ class FailingStore extends MemoryStore {
   }
   override async lease(name: string, holder: string, ttlMs: number) {
     this.calls++;
+    this.leaseCalls++;
     if (this.reads !== null || this.writes !== null)
       throw new StoreUnavailableError(this.reads ?? this.writes!);
     return super.lease(name, holder, ttlMs);
@@ -50,7 +64,7 @@ const commit = (offset: bigint): CommitRequest => ({
   ],
 });
 
-function setup() {
+function setup(probeIntervalMs = 1000) {
   const lines: Record<string, unknown>[] = [];
   const log = createLogger('debug', {}, (l) => lines.push(JSON.parse(l) as Record<string, unknown>));
   const inner = new FailingStore();
@@ -58,7 +72,7 @@ function setup() {
   const circuit = new StoreCircuit(inner, {
     log,
     probeHolder: 'me',
-    probeIntervalMs: 1000,
+    probeIntervalMs,
     onChange: (open) => changes.push(open),
   });
   return { inner, circuit, lines, changes, events: () => lines.map((l) => l['event']) };
@@ -172,5 +186,169 @@ describe('StoreCircuit', () => {
     inner.fetch = () => Promise.reject(new Error('group "g": offset record is malformed'));
     await expect(circuit.fetch('g', null)).rejects.toThrow('malformed');
     expect(circuit.isOpen).toBe(false);
+  });
+
+  it('closes at the first probe that succeeds: a store back is served within one probe interval', async () => {
+    const { inner, circuit, lines } = setup(PROBE_INTERVAL_MS);
+    inner.reads = 'connection refused to r:6379';
+    await expect(circuit.commit(commit(1n))).rejects.toBeInstanceOf(StoreUnavailableError);
+    await vi.advanceTimersByTimeAsync(1234);
+    expect(circuit.isOpen).toBe(true);
+    // A probe every interval while the store refuses at once: at 0, 250, 500, 750 and 1000 ms.
+    expect(inner.pings).toBe(5);
+    inner.reads = null;
+    await vi.advanceTimersByTimeAsync(PROBE_INTERVAL_MS);
+    expect(circuit.isOpen).toBe(false);
+    expect(lines.at(-1)).toMatchObject({ event: 'offset store takes requests again', failingMs: 1250 });
+  });
+
+  it('one trial at a time: a probe the store does not answer is not followed by another', async () => {
+    const { inner, circuit } = setup(PROBE_INTERVAL_MS);
+    inner.reads = 'redis store: commit: no answer within 1500 ms';
+    await expect(circuit.commit(commit(1n))).rejects.toBeInstanceOf(StoreUnavailableError);
+    let answer!: () => void;
+    inner.stall = new Promise((r) => (answer = r));
+    await vi.advanceTimersByTimeAsync(10_000);
+    // The one ping sent at once waits (a frozen store); no second one piles up behind it.
+    expect(inner.pings).toBe(1);
+    const before = inner.calls;
+    await expect(circuit.commit(commit(2n))).rejects.toThrow('not tried');
+    expect(inner.calls).toBe(before);
+    // The store thaws: the waiting ping is answered, the write trial follows after the interval.
+    inner.reads = null;
+    inner.stall = null;
+    answer();
+    await vi.advanceTimersByTimeAsync(PROBE_INTERVAL_MS);
+    expect(circuit.isOpen).toBe(false);
+    expect(inner.leaseCalls).toBe(1);
+  });
+
+  it('a timeout while the store answers other operations is slow, not down: the circuit stays closed', async () => {
+    const { inner, circuit, changes } = setup(PROBE_INTERVAL_MS);
+    // One operation (a SCAN of a large keyspace, a commit on a loaded machine) misses its deadline...
+    inner.listGroups = () =>
+      new Promise((_, reject) =>
+        setTimeout(
+          () =>
+            reject(
+              new StoreUnavailableError('redis store: listGroups: no answer within 1500 ms', {
+                timedOut: true,
+              }),
+            ),
+          1500,
+        ),
+      );
+    const slow = circuit.listGroups().catch((e: unknown) => e);
+    // ...while others sent after it are answered.
+    await vi.advanceTimersByTimeAsync(500);
+    await expect(circuit.commit(commit(1n))).resolves.toEqual({ status: 'ok' });
+    await vi.advanceTimersByTimeAsync(1000);
+    expect(await slow).toBeInstanceOf(StoreUnavailableError);
+    expect(circuit.isOpen).toBe(false);
+    await expect(circuit.commit(commit(2n))).resolves.toEqual({ status: 'ok' });
+
+    // A ping that times out alone (a readiness poll) is left to the health watcher.
+    inner.ping = () =>
+      Promise.reject(new StoreUnavailableError('redis store: ping: no answer', { timedOut: true }));
+    await expect(circuit.ping()).rejects.toBeInstanceOf(StoreUnavailableError);
+    expect(circuit.isOpen).toBe(false);
+
+    // With nothing answered since it was sent, the same timeout opens it.
+    const alone = circuit.listGroups().catch((e: unknown) => e);
+    await vi.advanceTimersByTimeAsync(1500);
+    expect(await alone).toBeInstanceOf(StoreUnavailableError);
+    expect(circuit.problem).toBe('redis store: listGroups: no answer within 1500 ms');
+    expect(changes).toEqual([true]);
+  });
+
+  it('a connection failure opens it at once, even right after an answer', async () => {
+    const { inner, circuit } = setup(PROBE_INTERVAL_MS);
+    await expect(circuit.commit(commit(1n))).resolves.toEqual({ status: 'ok' });
+    inner.writes = 'redis store: commit: connection to r:6379 was reset';
+    await expect(circuit.commit(commit(2n))).rejects.toBeInstanceOf(StoreUnavailableError);
+    expect(circuit.problem).toBe('redis store: commit: connection to r:6379 was reset');
+  });
+
+  it('trip() from the health watcher: a timed-out ping does not open it when the store answered since', async () => {
+    const { circuit } = setup(PROBE_INTERVAL_MS);
+    const sentAt = Date.now();
+    await vi.advanceTimersByTimeAsync(100);
+    await circuit.fetch('g', null);
+    expect(circuit.trip('redis store: ping: no answer within 1500 ms', { timedOutSentAt: sentAt })).toBe(
+      false,
+    );
+    expect(circuit.isOpen).toBe(false);
+    expect(circuit.trip('redis store: ping: no answer within 1500 ms', { timedOutSentAt: Date.now() })).toBe(
+      true,
+    );
+  });
+
+  it('without flapping: reopened soon after closing, it holds twice as long, up to a limit; then starts again', async () => {
+    const { inner, circuit, lines } = setup(PROBE_INTERVAL_MS);
+    const openFor: number[] = [];
+    // A nearly full disk: every commit fails, the probe's small write passes.
+    for (let i = 0; i < 8; i++) {
+      inner.writes = 'embedded store: commit: write transaction failed: No space left on device';
+      await expect(circuit.commit(commit(BigInt(i)))).rejects.toBeInstanceOf(StoreUnavailableError);
+      inner.writes = null;
+      await vi.advanceTimersByTimeAsync(MAX_HOLD_MS + PROBE_INTERVAL_MS);
+      expect(circuit.isOpen).toBe(false);
+      openFor.push(lines.at(-1)!['failingMs'] as number);
+      // The next commit fails within the flap window (here: at once).
+    }
+    expect(openFor).toEqual([250, 500, 1000, 2000, 4000, 8000, 8000, 8000]);
+    // Closed for the flap window: the next failure holds one interval again.
+    await vi.advanceTimersByTimeAsync(FLAP_WINDOW_MS);
+    inner.writes = 'embedded store: commit: write transaction failed: No space left on device';
+    await expect(circuit.commit(commit(9n))).rejects.toBeInstanceOf(StoreUnavailableError);
+    inner.writes = null;
+    await vi.advanceTimersByTimeAsync(MAX_HOLD_MS);
+    expect(lines.at(-1)).toMatchObject({ failingMs: 250 });
+  });
+});
+
+describe('storeReadiness', () => {
+  beforeEach(() => {
+    vi.useFakeTimers();
+  });
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  const timedOut = () =>
+    new StoreUnavailableError('redis store: ping: no answer within 1500 ms', { timedOut: true });
+
+  it('ready when the ping answers; not ready, with the reason, while the circuit is open', async () => {
+    const { circuit } = setup(PROBE_INTERVAL_MS);
+    await expect(storeReadiness(circuit, () => circuit.ping())).resolves.toBeUndefined();
+    circuit.trip('connection refused to r:6379');
+    await expect(storeReadiness(circuit, () => Promise.resolve())).rejects.toThrow(
+      'connection refused to r:6379',
+    );
+  });
+
+  it('a ping that times out is ready when the store answered other operations meanwhile, not otherwise', async () => {
+    const { circuit } = setup(PROBE_INTERVAL_MS);
+    const slowPing = () =>
+      new Promise<void>((_, reject) => {
+        setTimeout(() => reject(timedOut()), 1500);
+      });
+    // Under load: commits answered while the ping waits.
+    const busy = storeReadiness(circuit, slowPing);
+    await vi.advanceTimersByTimeAsync(700);
+    await circuit.commit(commit(1n));
+    await vi.advanceTimersByTimeAsync(800);
+    await expect(busy).resolves.toBeUndefined();
+    // Nothing answered: not ready.
+    const idle = storeReadiness(circuit, slowPing).catch((e: unknown) => e);
+    await vi.advanceTimersByTimeAsync(1500);
+    expect(await idle).toBeInstanceOf(StoreUnavailableError);
+    // A ping refused (not a timeout) is not ready however recent the last answer.
+    await circuit.commit(commit(2n));
+    await expect(
+      storeReadiness(circuit, () =>
+        Promise.reject(new StoreUnavailableError('connection refused to r:6379')),
+      ),
+    ).rejects.toThrow('connection refused');
   });
 });

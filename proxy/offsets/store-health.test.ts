@@ -144,4 +144,42 @@ describe('StoreHealth', () => {
     );
     await health.close();
   });
+
+  it('a ping that times out while other operations are answered is slow, not down', async () => {
+    const inner = new SwitchableStore();
+    const { log, events } = logged();
+    const downs: string[] = [];
+    const health = new StoreHealth(inner, {
+      target: 'r:6379',
+      log,
+      pingIntervalMs: 1_000_000,
+      onDown: (why) => downs.push(why),
+    });
+    await health.check();
+    const timedOut = () =>
+      new StoreUnavailableError('memory store: ping: no answer within 50 ms', { timedOut: true });
+    // A loaded store: the ping misses its deadline, a fetch sent after it is answered meanwhile.
+    inner.ping = () => new Promise((_, reject) => setTimeout(() => reject(timedOut()), 50));
+    const checking = health.check();
+    await new Promise((r) => setTimeout(r, 10));
+    expect(await health.fetch('g', null)).toEqual([]);
+    await checking;
+    expect(health.up).toBe(true);
+    expect(downs).toEqual([]);
+    // Nothing answered while it waited, twice in a row: not answering.
+    let pings = 0;
+    inner.ping = () => {
+      pings++;
+      return pings === 1 ? Promise.reject(timedOut()) : Promise.resolve();
+    };
+    await health.check();
+    expect(health.up).toBe(true);
+    expect(pings).toBe(2);
+    inner.ping = () => Promise.reject(timedOut());
+    await health.check();
+    expect(health.up).toBe(false);
+    expect(downs).toEqual(['memory store: ping: memory store: ping: no answer within 50 ms']);
+    expect(events()).toEqual(['offset store open', 'offset store not answering']);
+    await health.close();
+  });
 });

@@ -44,8 +44,8 @@ describe('the chaos run, bounded', () => {
       }
       // Every rebalance through a proxy came with a kill of that proxy (the broker is not killed
       // here) or with one of the direct reference group. (The unready verdict is the run's, not
-      // asserted here: at load average 27 the proxies said 503 before any fault, their store
-      // check finding Redis slower than 375 ms; the run reports it.)
+      // asserted here: at load average 27-37 the proxies said 503 before any fault, Redis or the
+      // broker answering nothing for seconds on the starved machine; the run reports it.)
       expect(rebalanceReasons(r.rebalances)).toEqual([]);
       expect(r.load.acked).toBeGreaterThan(0);
       // The checker can fail: one group deleted from the store is reported, all 5 partitions.

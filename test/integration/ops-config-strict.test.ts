@@ -195,6 +195,12 @@ const rows: Row[] = [
     says: /has no effect with native-relay off/,
   },
   {
+    why: 'TLS handshake timeout without client TLS',
+    args: [...k, '--client-tls-handshake-timeout-ms', '3000'],
+    names: 'client-tls-handshake-timeout-ms="3000"',
+    says: /has no effect without client-tls-cert/,
+  },
+  {
     why: 'client TLS key without its certificate',
     args: [...k, '--client-tls-key', '/nonexistent/key.pem'],
     names: 'client-tls-cert=null',
