@@ -49,7 +49,7 @@ export const PROBE_INTERVAL_MS = 250;
 export const FLAP_WINDOW_MS = 10_000;
 
 /** The longest hold: a store that keeps failing right after each trial is tried this often. */
-export const MAX_HOLD_MS = 8_000;
+export const MAX_HOLD_MS = 2_000;
 
 /** The lease the probe writes: its own name, so it never holds a lease anything else takes. */
 export const PROBE_LEASE = 'kop-store-write-probe';
