@@ -46,26 +46,16 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { createTopics } from '../test/bed/clients/kafkajs.js';
-import {
-  consumerPerformance,
-  producerPerformance,
-  type ConsumerPerfResult,
-  type ProducerPerfResult,
-} from '../test/bed/clients/kafka-tools.js';
+import { consumerPerformance, producerPerformance } from '../test/bed/clients/kafka-tools.js';
 import { startKafka } from '../test/bed/kafka.js';
 import { freePortRange, spawnProxy } from '../test/harness/proxy.js';
 import type { ProxyProcess } from '../test/harness/proxy.js';
-import {
-  RawClient,
-  apiVersionsRequest,
-  brokerAddresses,
-  metadataRequestBody,
-  produceRequest,
-  splitHostPort,
-} from '../test/harness/raw-client.js';
-import { ApiKey } from '../protocol/messages/index.js';
-import type { MetadataResponse } from '../protocol/messages/metadata-response.js';
-import { childPids, cpuByThreadMs, cpuSplitMs, statusKb } from './process-stats.js';
+import { RawClient, apiVersionsRequest, produceRequest, splitHostPort } from '../test/harness/raw-client.js';
+import { report, sweepReport } from './data-path-report.js';
+import type { DataPathRun } from './data-path-report.js';
+import { leaderThrough, log, measured, newSide, ordered } from './data-path-sides.js';
+import type { Side, SideName } from './data-path-sides.js';
+import { childPids, statusKb } from './process-stats.js';
 import { startBareRelay, startExternalRelay, startHaproxy } from './relays.js';
 import type { RelayProcess } from './relays.js';
 
@@ -129,8 +119,6 @@ const WARMUP_RECORDS = Number(args['warmup-records']);
 /** A loaded shared machine can take minutes for a run. */
 const TOOL_TIMEOUT_MS = 600_000;
 const SIDE_NAMES = ['direct', 'proxy', 'bare', 'haproxy'];
-/** A side of SIDE_NAMES, or `baseline`, `baseline2`, ... for the checkouts of --baseline. */
-type SideName = string;
 const chosen: SideName[] = args.sides.split(',').map((s) => s.trim());
 for (const s of chosen) if (!SIDE_NAMES.includes(s)) throw new Error(`unknown side ${s}`);
 /** --baseline a,b: other built checkouts' proxies, as sides after `proxy`. */
@@ -153,119 +141,18 @@ const externals = new Map(
   }),
 );
 chosen.push(...externals.keys());
-
-interface Side {
-  name: SideName;
-  /** Where clients bootstrap. */
-  bootstrap: string;
-  /** The address of the partition leader's connection (node 1) as a client of this side uses it. */
-  leader: string;
-  /** The relay process, when there is one. */
-  pid?: number;
-  /** A proxy side's HTTP endpoint (its metrics: how many connections moved to the native relay). */
-  http?: string;
-  produce: ProducerPerfResult[];
-  consume: ConsumerPerfResult[];
-  rate: ProducerPerfResult[];
-  rttUs: number[];
-  /** The relay's VmRSS growth with CONNECTIONS open connections, in MB. */
-  connectionsRssMb?: number;
-  cpu: { produce: Cpu; consume: Cpu; rate: Cpu; rtt: Cpu };
-  /** The relay's CPU ms (user + sys) of each produce and consume run, in order: warm-up shows here. */
-  cpuPerRunMs: { produce: number[]; consume: number[] };
-  /** The relay's CPU over the warm-up's produce and consume runs (WARMUP_RECORDS each). */
-  warmupCpu: Cpu;
-  /** The produce sweep, by `batch.size/record size`: each run's relay CPU ms and records/s. */
-  sweep: Map<string, { cpuMs: number[]; recordsPerSec: number[] }>;
-}
-interface Cpu {
-  user: number;
-  sys: number;
-}
-
-const median = (xs: number[]): number => {
-  const s = [...xs].sort((a, b) => a - b);
-  const mid = Math.floor(s.length / 2);
-  return s.length % 2 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2;
+const RUN: DataPathRun = {
+  records: RECORDS,
+  recordSize: RECORD_SIZE,
+  rounds: ROUNDS,
+  consumeRounds: CONSUME_ROUNDS,
+  rate: RATE,
+  warmupRecords: WARMUP_RECORDS,
+  connections: CONNECTIONS,
+  sweepMb: Number(args['sweep-mb']),
+  sweep: SWEEP,
+  isProxy: (name) => name === 'proxy' || baselines.has(name),
 };
-const pct = (xs: number[], q: number): number =>
-  [...xs].sort((a, b) => a - b)[Math.floor(q * (xs.length - 1))]!;
-
-function log(line: string): void {
-  console.log(`[bench] ${line}`);
-}
-
-/**
- * Runs `fn` and adds the side's relay CPU time over it to `into` (and to `runs`, when given). When
- * `label` is given it logs that time split by thread: the event loop against V8's compiler and GC
- * threads, which is what tells a relay still compiling from one doing its work.
- */
-async function measured<T>(
-  side: Side,
-  into: Cpu,
-  fn: () => Promise<T>,
-  runs?: number[],
-  label?: string,
-): Promise<T> {
-  const movesBefore = await nativeMoves(side);
-  const before = cpuSplitMs(side.pid);
-  const threadsBefore = cpuByThreadMs(side.pid);
-  const result = await fn();
-  const after = cpuSplitMs(side.pid);
-  const movesAfter = await nativeMoves(side);
-  if (movesBefore !== null && movesAfter !== null)
-    log(
-      `${label ?? 'run'} ${side.name}: ${movesAfter.native - movesBefore.native} moves to the native relay, ` +
-        `${movesAfter.javascript - movesBefore.javascript} back to JavaScript`,
-    );
-  if (side.pid !== undefined) {
-    into.user += after.user - before.user;
-    into.sys += after.sys - before.sys;
-    runs?.push(after.user - before.user + after.sys - before.sys);
-    if (label !== undefined)
-      log(`${label} ${side.name} CPU ms by thread: ${threadDelta(threadsBefore, cpuByThreadMs(side.pid))}`);
-  }
-  return result;
-}
-
-/** A proxy side's native relay handovers since its start (its metrics), or null for other sides. */
-async function nativeMoves(side: Side): Promise<{ native: number; javascript: number } | null> {
-  if (side.http === undefined) return null;
-  const text = await (await fetch(`http://${side.http}/metrics`)).text();
-  const count = (to: string): number => {
-    const line = text.split('\n').find((l) => l.startsWith(`kop_native_relay_handovers_total{to="${to}"}`));
-    return line === undefined ? 0 : Number(line.split(' ').at(-1));
-  };
-  return { native: count('native'), javascript: count('javascript') };
-}
-
-/** "event loop 640, node 20, ..." : each thread name's CPU ms between two cpuByThreadMs readings. */
-function threadDelta(before: Map<string, number>, after: Map<string, number>): string {
-  return [...after]
-    .map(([name, ms]) => [name, ms - (before.get(name) ?? 0)] as const)
-    .filter(([, ms]) => ms > 0)
-    .sort((a, b) => b[1] - a[1])
-    .map(([name, ms]) => `${name} ${ms.toFixed(0)}`)
-    .join(', ');
-}
-
-/** The partition leader's (node `nodeId`'s) address as the side at `bootstrap` answers Metadata. */
-async function leaderThrough(bootstrap: string, nodeId: number): Promise<string> {
-  const client = await RawClient.connect(bootstrap);
-  try {
-    const body = await client.request<MetadataResponse>(ApiKey.Metadata, 12, 1, metadataRequestBody());
-    const node = brokerAddresses(body).find((b) => b.nodeId === nodeId);
-    if (!node) throw new Error(`${bootstrap}: Metadata names no node ${nodeId}`);
-    return `${node.host}:${node.port}`;
-  } finally {
-    client.close();
-  }
-}
-
-/** The sides in round `round`'s order: as given, reversed every other round. */
-function ordered(sides: Side[], round: number): Side[] {
-  return round % 2 === 0 ? sides : [...sides].reverse();
-}
 
 async function main(): Promise<void> {
   if (!args['no-build']) {
@@ -298,26 +185,6 @@ async function main(): Promise<void> {
   const t0 = Date.now();
   const load: number[] = [];
   const loadTimer = setInterval(() => load.push(os.loadavg()[0]!), 10_000);
-
-  const newSide = (name: SideName, bootstrap: string, leader: string, pid?: number): Side => ({
-    name,
-    bootstrap,
-    leader,
-    pid,
-    produce: [],
-    consume: [],
-    rate: [],
-    rttUs: [],
-    cpu: {
-      produce: { user: 0, sys: 0 },
-      consume: { user: 0, sys: 0 },
-      rate: { user: 0, sys: 0 },
-      rtt: { user: 0, sys: 0 },
-    },
-    cpuPerRunMs: { produce: [], consume: [] },
-    warmupCpu: { user: 0, sys: 0 },
-    sweep: new Map(),
-  });
 
   try {
     for (const name of chosen) {
@@ -411,7 +278,7 @@ async function main(): Promise<void> {
 
     if (SWEEP.batches.length > 0) await produceSweep(sides, classpath, admin);
     if (SWEEP_ONLY) {
-      sweepReport(sides, t0, load);
+      sweepReport(RUN, sides, t0, load);
       return;
     }
 
@@ -530,8 +397,8 @@ async function main(): Promise<void> {
       }
     }
 
-    report(sides, t0, load);
-    if (SWEEP.batches.length > 0) sweepReport(sides, t0, load);
+    report(RUN, sides, t0, load);
+    if (SWEEP.batches.length > 0) sweepReport(RUN, sides, t0, load);
   } finally {
     clearInterval(loadTimer);
     for (const proxy of proxies) log(`proxy exited with ${await proxy.stop()}`);
@@ -584,119 +451,6 @@ async function produceSweep(sides: Side[], classpath: string, admin: { bootstrap
       }
     }
   }
-}
-
-/**
- * The sweep's table: per batch.size and record size, each side's median CPU ms per produced MB
- * (relays) and MB/s, and each proxy's CPU per MB over HAProxy's (the issue's bound is 1.2).
- */
-function sweepReport(sides: Side[], t0: number, load: number[]): void {
-  const haproxy = sides.find((s) => s.name === 'haproxy');
-  const proxies = sides.filter((s) => s.name === 'proxy' || baselines.has(s.name));
-  const loadRange = load.length
-    ? `${Math.min(...load).toFixed(1)}-${Math.max(...load).toFixed(1)}`
-    : os.loadavg()[0]!.toFixed(1);
-  const cpuPerMb = (side: Side, key: string, size: number): number | null => {
-    const e = side.sweep.get(key);
-    if (side.pid === undefined || !e) return null;
-    const mb = (Math.round((Number(args['sweep-mb']) * 1e6) / size) * size) / 1e6;
-    return median(e.cpuMs) / mb;
-  };
-  const lines = [
-    `produce sweep: ${args['sweep-mb']} MB per run, ${ROUNDS} rounds, medians; ` +
-      `${Math.round((Date.now() - t0) / 1000)} s; load average (1 min) ${loadRange}`,
-    '',
-    `| batch.size | record B | ${sides.map((s) => (s.pid === undefined ? `${s.name} MB/s` : `${s.name} CPU ms/MB, MB/s`)).join(' | ')} | ${proxies.map((p) => `${p.name} / haproxy CPU`).join(' | ')} |`,
-    `|---:|---:|${sides.map(() => '---:').join('|')}|${proxies.map(() => '---:').join('|')}|`,
-  ];
-  for (const batch of SWEEP.batches) {
-    for (const size of SWEEP.records) {
-      const key = `${batch}/${size}`;
-      const cells = sides.map((s) => {
-        const mbs = ((median(s.sweep.get(key)?.recordsPerSec ?? [0]) * size) / 1e6).toFixed(1);
-        const cpu = cpuPerMb(s, key, size);
-        return cpu === null ? mbs : `${cpu.toFixed(2)}, ${mbs}`;
-      });
-      const h = haproxy ? cpuPerMb(haproxy, key, size) : null;
-      const ratios = proxies.map((p) => {
-        const c = cpuPerMb(p, key, size);
-        return c !== null && h ? (c / h).toFixed(2) : '';
-      });
-      lines.push(`| ${batch} | ${size} | ${cells.join(' | ')} | ${ratios.join(' | ')} |`);
-    }
-  }
-  console.log(lines.join('\n'));
-}
-
-function report(sides: Side[], t0: number, load: number[]): void {
-  const direct = sides.find((s) => s.name === 'direct');
-  const mbPerRun = (RECORDS * RECORD_SIZE) / 1e6;
-  /** Median over rounds of the side's records/s divided by direct's in the same round. */
-  const ratio = (side: Side, runs: (s: Side) => { recordsPerSec: number }[]): number | null =>
-    direct ? median(runs(side).map((r, i) => r.recordsPerSec / runs(direct)[i]!.recordsPerSec)) : null;
-  const perMb = (cpu: Cpu, runs: number): number | null => (cpu.user + cpu.sys) / (runs * mbPerRun);
-  const rows = sides.map((s) => {
-    const relay = s.pid !== undefined;
-    return {
-      side: s.name,
-      produceRecPerSec: s.produce.map((r) => Math.round(r.recordsPerSec)),
-      produceRatio: ratio(s, (x) => x.produce),
-      consumeRecPerSec: s.consume.map((r) => Math.round(r.recordsPerSec)),
-      consumeRatio: ratio(s, (x) => x.consume),
-      cpuMsPerMbProduce: relay ? perMb(s.cpu.produce, s.produce.length) : null,
-      cpuMsPerMbConsume: relay ? perMb(s.cpu.consume, s.consume.length) : null,
-      cpuUserSysMs: relay ? s.cpu : null,
-      cpuMsPerRun: relay ? s.cpuPerRunMs : null,
-      /** CPU per MB over the warm-up (produce and consume together): the cost before compilation settles. */
-      warmupCpuMsPerMb:
-        relay && WARMUP_RECORDS > 0
-          ? (s.warmupCpu.user + s.warmupCpu.sys) / ((2 * WARMUP_RECORDS * RECORD_SIZE) / 1e6)
-          : null,
-      /** Over the relay's whole life (warm-up included), by thread name: JIT and GC threads show here. */
-      cpuMsByThread: relay ? Object.fromEntries(cpuByThreadMs(s.pid)) : null,
-      peakRssMb: relay ? statusKb(s.pid!, 'VmHWM') / 1024 : null,
-      rssMbPer1000Connections:
-        s.connectionsRssMb !== undefined ? (s.connectionsRssMb * 1000) / CONNECTIONS : null,
-      fixedRateP50P99Ms: s.rate.map((r) => [r.p50Ms, r.p99Ms]),
-      fixedRateMedianP50P99Ms: s.rate.length
-        ? [median(s.rate.map((r) => r.p50Ms)), median(s.rate.map((r) => r.p99Ms))]
-        : null,
-      roundTripP50P99Us: s.rttUs.length
-        ? [Math.round(pct(s.rttUs, 0.5)), Math.round(pct(s.rttUs, 0.99))]
-        : null,
-    };
-  });
-  const loadRange = load.length
-    ? `${Math.min(...load).toFixed(1)}-${Math.max(...load).toFixed(1)}`
-    : os.loadavg()[0]!.toFixed(1);
-  console.log(
-    JSON.stringify(
-      {
-        records: RECORDS,
-        recordSize: RECORD_SIZE,
-        rounds: ROUNDS,
-        consumeRounds: CONSUME_ROUNDS,
-        rate: RATE,
-        rows,
-        wallSeconds: Math.round((Date.now() - t0) / 1000),
-        loadAverage1mRange: loadRange,
-      },
-      null,
-      2,
-    ),
-  );
-  const f = (x: number | null | undefined, digits = 2): string => (x == null ? '' : x.toFixed(digits));
-  const lines = [
-    `${RECORDS} x ${RECORD_SIZE} B, ${ROUNDS} produce and ${CONSUME_ROUNDS} consume rounds, fixed rate ${RATE}/s; load average (1 min) ${loadRange}`,
-    '',
-    '| side | produce rec/s (median) | ratio to direct | consume rec/s (median) | ratio to direct | CPU ms/MB produce | CPU ms/MB consume | peak RSS MB | RSS MB per 1,000 connections | p50 / p99 ms at fixed rate | Produce round trip p50 / p99 µs |',
-    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
-    ...rows.map(
-      (r) =>
-        `| ${r.side} | ${Math.round(median(r.produceRecPerSec))} | ${f(r.produceRatio)} | ${Math.round(median(r.consumeRecPerSec))} | ${f(r.consumeRatio)} | ${f(r.cpuMsPerMbProduce)} | ${f(r.cpuMsPerMbConsume)} | ${f(r.peakRssMb, 0)} | ${f(r.rssMbPer1000Connections, 1)} | ${r.fixedRateMedianP50P99Ms?.join(' / ') ?? ''} | ${r.roundTripP50P99Us?.join(' / ') ?? ''} |`,
-    ),
-  ];
-  console.log(lines.join('\n'));
 }
 
 main().catch((err: unknown) => {

@@ -401,8 +401,7 @@ export async function offsetsMain(argv: string[], env: NodeJS.ProcessEnv = proce
           try {
             await checkDataDir(target.dir, config.given.has('store') ? 'store' : 'data-dir');
           } catch (err) {
-            if (err instanceof ConfigError)
-              throw new AdminError(err.message.replace(/^invalid configuration: /, '--'), 'bad-input');
+            if (err instanceof ConfigError) throw new AdminError(err.asFlag(), 'bad-input');
             throw err;
           }
         }

@@ -8,6 +8,7 @@ import type { ClusterClient, ClusterErrorCode } from '../client/cluster-client.j
 import { ErrorCode } from '../../protocol/error-codes.js';
 import { ApiKey } from '../../protocol/messages/index.js';
 import { BrokerLookups, NAMED_OFFSETS_MAX_VERSION } from './broker-lookups.js';
+import { mirrorCommit } from './commit-mirror.js';
 
 const CACHE_MS = 30;
 
@@ -116,7 +117,7 @@ describe('BrokerLookups: offsets asked of the broker by topic name', () => {
       commitTimestamp: 0n,
       expireTimestamp: -1n,
     };
-    await lookups.mirrorCommit('g', { generationIdOrMemberEpoch: -1, memberId: '', groupInstanceId: null }, [
+    await mirrorCommit(lookups, 'g', { generationIdOrMemberEpoch: -1, memberId: '', groupInstanceId: null }, [
       write,
     ]);
     expect(asked).toEqual([

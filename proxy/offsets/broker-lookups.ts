@@ -3,13 +3,12 @@
  * offsets at its coordinator (transactional groups and `--fallback upstream`), whether a group is
  * empty at the broker, which topics exist, and mirrored commits (`--mirror-commits`).
  */
-import type { OffsetWrite, TopicPartition } from '../../backends/store.js';
+import type { TopicPartition } from '../../backends/store.js';
 import { ErrorCode } from '../../protocol/error-codes.js';
 import { ZERO_UUID } from '../../protocol/generated-support.js';
 import { defaultDescribeGroupsRequest } from '../../protocol/messages/describe-groups-request.js';
 import type { DescribeGroupsResponse } from '../../protocol/messages/describe-groups-response.js';
 import { ApiKey } from '../../protocol/messages/index.js';
-import { defaultOffsetCommitRequest } from '../../protocol/messages/offset-commit-request.js';
 import { defaultOffsetFetchRequest } from '../../protocol/messages/offset-fetch-request.js';
 import { defaultConsumerGroupDescribeRequest } from '../../protocol/messages/consumer-group-describe-request.js';
 import type { ConsumerGroupDescribeResponse } from '../../protocol/messages/consumer-group-describe-response.js';
@@ -23,7 +22,7 @@ import type { ClusterClient } from '../client/cluster-client.js';
 import type { FetchedGroup } from './offset-fetch.js';
 import { ownMaxVersion } from '../client/own-versions.js';
 
-const RETRY_COORDINATOR = new Set<number>([
+export const RETRY_COORDINATOR = new Set<number>([
   ErrorCode.NOT_COORDINATOR,
   ErrorCode.COORDINATOR_NOT_AVAILABLE,
   ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
@@ -113,6 +112,17 @@ export class BrokerLookups {
       }
       return result;
     });
+  }
+
+  /**
+   * Runs `op` with the cluster client against the group's coordinator, as atCoordinator does: for
+   * the modules that ask the coordinator beside these lookups (commit-mirror.ts).
+   */
+  coordinatorRequest<T>(
+    group: string,
+    op: (cluster: ClusterClient, nodeId: number) => Promise<{ result: T; retry: boolean }>,
+  ): Promise<T> {
+    return this.atCoordinator(group, (nodeId) => op(this.cluster, nodeId));
   }
 
   async fetchOffsets(
@@ -492,72 +502,5 @@ export class BrokerLookups {
         this.refreshing = null;
       });
     return this.refreshing;
-  }
-
-  /**
-   * Writes an accepted commit to the broker as well, with the committing member's identity (the
-   * broker fences it the same way), so broker-based tooling keeps working and leaving the proxy
-   * is instant. Resolves with the number of partitions the broker refused.
-   */
-  async mirrorCommit(
-    group: string,
-    identity: { generationIdOrMemberEpoch: number; memberId: string; groupInstanceId: string | null },
-    writes: OffsetWrite[],
-  ): Promise<number> {
-    const refused = await this.commitAtBroker(group, identity, writes);
-    if (refused.memberGone && identity.generationIdOrMemberEpoch >= 0) {
-      // The copy raced the member's departure (a consumer commits, then leaves at once): once the
-      // group is empty the broker takes the same offsets as an admin-style commit.
-      const anonymous = { generationIdOrMemberEpoch: -1, memberId: '', groupInstanceId: null };
-      return (await this.commitAtBroker(group, anonymous, writes)).count;
-    }
-    return refused.count;
-  }
-
-  private async commitAtBroker(
-    group: string,
-    identity: { generationIdOrMemberEpoch: number; memberId: string; groupInstanceId: string | null },
-    writes: OffsetWrite[],
-  ): Promise<{ count: number; memberGone: boolean }> {
-    const byTopic = new Map<string, OffsetWrite[]>();
-    for (const w of writes) byTopic.set(w.topic, [...(byTopic.get(w.topic) ?? []), w]);
-    const gone: number[] = [
-      ErrorCode.UNKNOWN_MEMBER_ID,
-      ErrorCode.ILLEGAL_GENERATION,
-      ErrorCode.STALE_MEMBER_EPOCH,
-    ];
-    return this.atCoordinator(group, async (nodeId) => {
-      const { body } = await this.cluster.request(
-        nodeId,
-        ApiKey.OffsetCommit,
-        (v: number) => ({
-          ...defaultOffsetCommitRequest(),
-          groupId: group,
-          generationIdOrMemberEpoch: identity.generationIdOrMemberEpoch,
-          memberId: identity.memberId,
-          groupInstanceId: v >= 7 ? identity.groupInstanceId : null,
-          topics: [...byTopic.entries()].map(([name, ws]) => ({
-            name,
-            topicId: ZERO_UUID, // v10+ only, above the cap
-            partitions: ws.map((w) => ({
-              partitionIndex: w.partition,
-              committedOffset: w.offset,
-              committedLeaderEpoch: v >= 6 ? w.leaderEpoch : -1,
-              commitTimestamp: -1n,
-              committedMetadata: w.metadata,
-            })),
-          })),
-        }),
-        NAMED_OFFSETS_MAX_VERSION,
-      );
-      const codes = body.topics.flatMap((t) => t.partitions.map((p) => p.errorCode));
-      return {
-        result: {
-          count: codes.filter((c) => c !== ErrorCode.NONE).length,
-          memberGone: codes.length > 0 && codes.every((c) => gone.includes(c)),
-        },
-        retry: codes.some((c) => RETRY_COORDINATOR.has(c)),
-      };
-    });
   }
 }

@@ -16,6 +16,7 @@ import type { Logger } from '../common/log.js';
 import type { BrokerAuthorizer } from './authorizer.js';
 import { cachedAnswer } from './broker-lookups.js';
 import type { BrokerLookups, CachedTopic } from './broker-lookups.js';
+import { mirrorCommit } from './commit-mirror.js';
 import type { CommitFence, CommitRefusal } from './commit-fence.js';
 import type { GroupModes } from './group-modes.js';
 import type { GuardPolicy } from './guard-policy.js';
@@ -362,7 +363,7 @@ export class OffsetCommitApi {
       groupInstanceId: version >= 7 ? req.groupInstanceId : null,
     };
     // Asynchronous: the client's commit is acknowledged by the store, not by the broker.
-    lookups.mirrorCommit(group, identity, writes).then(
+    mirrorCommit(lookups, group, identity, writes).then(
       (refused) => {
         metrics?.mirrored(refused === 0);
         if (refused > 0) log.warn('broker refused a mirrored commit', { group, partitions: refused });

@@ -11,8 +11,10 @@
 // And the checks can fail: a short run with the proxy stopped (SIGSTOP) for longer than the request
 // deadline, and an acknowledged commit deleted from the store, must be reported; so must RSS growth.
 import { expect, inject, test } from 'vitest';
-import type { LoadRunResult, MemorySample } from '../reliability/load-run.js';
-import { formatReport, rssVerdict, runLoad } from '../reliability/load-run.js';
+import { rssVerdict } from '../reliability/load-proxy-process.js';
+import { formatReport } from '../reliability/load-report.js';
+import { runLoad } from '../reliability/load-run.js';
+import type { LoadRunResult, MemorySample } from '../reliability/load-run-types.js';
 
 const bootstrap = inject('kafkaBootstrap');
 const SECONDS = Number(process.env['KOP_LOAD_SECONDS'] ?? 40);

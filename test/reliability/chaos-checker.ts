@@ -11,7 +11,8 @@ import type { FaultRecord } from './chaos-faults.js';
 import type { ChaosProxy } from './chaos-proxy.js';
 import type { UnreadyInterval } from './chaos-readiness.js';
 import { fetchOnce } from './commit-checker.js';
-import type { LoadConnection, LostCommit } from './load-run.js';
+import type { LoadConnection } from './load-connection.js';
+import type { LostCommit } from './load-run-types.js';
 
 export type GroupReader = (group: string, topic: string, partitions: number) => Promise<Map<number, number>>;
 

@@ -7,7 +7,7 @@ import type { FaultRecord } from './chaos-faults.js';
 import type { ChaosProxy } from './chaos-proxy.js';
 import { attributeRebalances, rebalanceReasons, rebalanceTable } from './chaos-rebalances.js';
 import type { RebalanceAttribution } from './chaos-rebalances.js';
-import type { Shared } from './load-run.js';
+import type { Shared } from './load-connection.js';
 
 /**
  * Unready time (503, or nothing listening) within this long after a fault ended counts as the

@@ -45,8 +45,9 @@ import type { SecondSample } from './chaos-checker.js';
 import { startChaosStore } from './chaos-stores.js';
 import type { ChaosStore } from './chaos-stores.js';
 import { sleep } from './commit-checker.js';
-import { LoadConnection, defaultLoadRunOptions, newShared } from './load-run.js';
-import type { Shared } from './load-run.js';
+import { LoadConnection, newShared } from './load-connection.js';
+import type { Shared } from './load-connection.js';
+import { defaultLoadRunOptions } from './load-run-types.js';
 
 export interface ChaosOptions {
   store: StoreKind;

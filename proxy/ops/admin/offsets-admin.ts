@@ -26,6 +26,7 @@ import { ApiKey } from '../../../protocol/messages/index.js';
 import { defaultListGroupsRequest } from '../../../protocol/messages/list-groups-request.js';
 import type { ClusterClient } from '../../client/cluster-client.js';
 import type { BrokerLookups } from '../../offsets/broker-lookups.js';
+import { mirrorCommit } from '../../offsets/commit-mirror.js';
 import { commitAnonymous, emptyAtBroker } from '../../offsets/empty-at-broker.js';
 
 /** One line of an export: one partition's committed offset. */
@@ -383,7 +384,8 @@ export async function importToCluster(
 ): Promise<number> {
   let done = 0;
   for (const [group, ls] of byGroup(lines)) {
-    const refused = await lookups.mirrorCommit(
+    const refused = await mirrorCommit(
+      lookups,
       group,
       { generationIdOrMemberEpoch: -1, memberId: '', groupInstanceId: null },
       ls.map(lineToWrite),

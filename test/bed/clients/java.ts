@@ -33,22 +33,24 @@ export interface JavaProgram {
   moreJars?: RegExp;
 }
 
+/** Driver.java and its admin commands: every program of the bed is compiled with them. */
+const DRIVER_SOURCES = [javaSource('Driver.java'), javaSource('DriverAdmin.java')];
 /** Driver.java: builds against every Kafka version the bed runs. */
-export const DRIVER: JavaProgram = { main: 'Driver', sources: [javaSource('Driver.java')] };
+export const DRIVER: JavaProgram = { main: 'Driver', sources: DRIVER_SOURCES };
 /** ShareDriver.java: KafkaShareConsumer, Kafka 4.x clients only; it borrows Driver's helpers. */
 export const SHARE_DRIVER: JavaProgram = {
   main: 'ShareDriver',
-  sources: [javaSource('Driver.java'), javaSource('ShareDriver.java')],
+  sources: [...DRIVER_SOURCES, javaSource('ShareDriver.java')],
 };
 /** ChurnDriver.java: a churning KIP-848 group of consumers; it borrows Driver's helpers. */
 export const CHURN_DRIVER: JavaProgram = {
   main: 'ChurnDriver',
-  sources: [javaSource('Driver.java'), javaSource('ChurnDriver.java')],
+  sources: [...DRIVER_SOURCES, javaSource('ChurnDriver.java')],
 };
 /** StreamsDriver.java: a Kafka Streams word-count app; it borrows Driver's helpers. */
 export const STREAMS_DRIVER: JavaProgram = {
   main: 'StreamsDriver',
-  sources: [javaSource('Driver.java'), javaSource('StreamsDriver.java')],
+  sources: [...DRIVER_SOURCES, javaSource('StreamsDriver.java')],
   // kafka-streams' runtime dependencies beyond the client's (its pom's compile scope).
   moreJars: /^(kafka-streams|rocksdbjni|jackson-annotations|jackson-databind|jackson-core)-[0-9]/,
 };

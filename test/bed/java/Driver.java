@@ -13,8 +13,6 @@ import java.util.concurrent.TimeUnit;
 
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
-import org.apache.kafka.clients.admin.DescribeClusterResult;
-import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
@@ -28,7 +26,6 @@ import org.apache.kafka.clients.producer.RecordMetadata;
 import org.apache.kafka.common.Node;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.errors.RetriableException;
-import org.apache.kafka.common.errors.TopicExistsException;
 import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.common.serialization.StringSerializer;
 
@@ -52,6 +49,7 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *   warmup   (loads the client classes without a broker, to record a class-data-sharing archive)
  *   admin describe-cluster | group-offsets --group G | create-topic --topic T [--partitions P]
  *            [--replication-factor R] | delete-group --group G | list-groups | describe-group --group G
+ *            (the admin commands are in DriverAdmin.java)
  * Common: --sasl-mechanism PLAIN|SCRAM-SHA-256|SCRAM-SHA-512 --username U --password P
  */
 public final class Driver {
@@ -73,12 +71,12 @@ public final class Driver {
         case "consume" -> consume(args);
         case "transform" -> transform(args);
         case "warmup" -> warmup();
-        case "admin describe-cluster" -> describeCluster(args);
-        case "admin group-offsets" -> groupOffsets(args);
-        case "admin create-topic" -> createTopic(args);
-        case "admin delete-group" -> deleteGroup(args);
-        case "admin list-groups" -> listGroups(args);
-        case "admin describe-group" -> describeGroup(args);
+        case "admin describe-cluster" -> DriverAdmin.describeCluster(args);
+        case "admin group-offsets" -> DriverAdmin.groupOffsets(args);
+        case "admin create-topic" -> DriverAdmin.createTopic(args);
+        case "admin delete-group" -> DriverAdmin.deleteGroup(args);
+        case "admin list-groups" -> DriverAdmin.listGroups(args);
+        case "admin describe-group" -> DriverAdmin.describeGroup(args);
         default -> throw new IllegalArgumentException("unknown command: " + command);
       }
     });
@@ -413,88 +411,6 @@ public final class Driver {
       admin.close(Duration.ZERO);
     }
     emit(new Json().put("type", "warmup").put("ok", true));
-  }
-
-  // ---------------------------------------------------------------- admin
-
-  static void describeCluster(Args args) throws Exception {
-    try (Admin admin = Admin.create(common(args))) {
-      DescribeClusterResult r = admin.describeCluster();
-      List<Json> nodes = new ArrayList<>();
-      for (Node n : r.nodes().get(30, TimeUnit.SECONDS)) nodes.add(nodeJson(n));
-      Node controller = r.controller().get(30, TimeUnit.SECONDS);
-      emit(new Json().put("type", "cluster").put("clusterId", r.clusterId().get(30, TimeUnit.SECONDS)).put("controller", controller == null ? null : nodeJson(controller)).put("nodes", nodes));
-    }
-  }
-
-  static void groupOffsets(Args args) throws Exception {
-    String group = args.required("group");
-    try (Admin admin = Admin.create(common(args))) {
-      emitCommitted(admin.listConsumerGroupOffsets(group).partitionsToOffsetAndMetadata().get(30, TimeUnit.SECONDS));
-    }
-  }
-
-  static void createTopic(Args args) throws Exception {
-    String topic = args.required("topic");
-    int partitions = args.intValue("partitions", 1);
-    short rf = (short) args.intValue("replication-factor", 1);
-    boolean created = true;
-    try (Admin admin = Admin.create(common(args))) {
-      admin.createTopics(List.of(new NewTopic(topic, partitions, rf))).all().get(30, TimeUnit.SECONDS);
-    } catch (java.util.concurrent.ExecutionException e) {
-      if (!(e.getCause() instanceof TopicExistsException)) throw e;
-      created = false;
-    }
-    emit(new Json().put("type", "topic").put("topic", topic).put("created", created));
-  }
-
-  static void deleteGroup(Args args) throws Exception {
-    String group = args.required("group");
-    try (Admin admin = Admin.create(common(args))) {
-      admin.deleteConsumerGroups(List.of(group)).all().get(30, TimeUnit.SECONDS);
-    }
-    emit(new Json().put("type", "group-deleted").put("group", group));
-  }
-
-  /** Admin.listConsumerGroups: one line per group, with its state as the client reports it. */
-  static void listGroups(Args args) throws Exception {
-    try (Admin admin = Admin.create(common(args))) {
-      for (Object listing : admin.listConsumerGroups().all().get(30, TimeUnit.SECONDS)) {
-        emit(new Json().put("type", "group").put("group", (String) call(listing, "groupId")).put("state", stateName(call(listing, "groupState", "state"))));
-      }
-    }
-    emit(new Json().put("type", "listed"));
-  }
-
-  /** Admin.describeConsumerGroups of one group: state, members and partition assignor. */
-  static void describeGroup(Args args) throws Exception {
-    String group = args.required("group");
-    try (Admin admin = Admin.create(common(args))) {
-      Object d = admin.describeConsumerGroups(List.of(group)).describedGroups().get(group).get(30, TimeUnit.SECONDS);
-      Collection<?> members = (Collection<?>) call(d, "members");
-      emit(new Json().put("type", "described").put("group", group).put("state", stateName(call(d, "groupState", "state"))).put("members", members.size()).put("simple", call(d, "isSimpleConsumerGroup")));
-    }
-  }
-
-  /**
-   * The first of these no-argument methods that exists: 4.x renamed `state()` to `groupState()`,
-   * and the driver compiles against 3.9 and 4.x alike.
-   */
-  static Object call(Object target, String... names) throws Exception {
-    for (String name : names) {
-      try {
-        return target.getClass().getMethod(name).invoke(target);
-      } catch (NoSuchMethodException e) {
-        // try the next name
-      }
-    }
-    throw new NoSuchMethodException(target.getClass().getName() + "." + String.join("/", names));
-  }
-
-  /** An Optional<state> or a state, as its name ("Empty", "Stable", ...). */
-  static String stateName(Object state) {
-    if (state instanceof java.util.Optional<?> o) return o.map(String::valueOf).orElse("");
-    return String.valueOf(state);
   }
 
   // ---------------------------------------------------------------- configuration
