@@ -69,3 +69,19 @@ export function asStoreError(what: string, err: unknown): Error {
     cause: err,
   });
 }
+
+/**
+ * A store URL that cannot be used. The message is `<what> <url>: <reason>` with the URL redacted;
+ * `reason` alone lets a caller that names the URL itself (the proxy's --store error) say why
+ * without cutting the message apart.
+ */
+export class StoreUrlError extends Error {
+  override readonly name = 'StoreUrlError';
+  constructor(
+    what: string,
+    shownUrl: string,
+    readonly reason: string,
+  ) {
+    super(`${what} ${shownUrl}: ${reason}`);
+  }
+}

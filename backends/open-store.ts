@@ -17,6 +17,7 @@
 import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, rmSync, writeSync } from 'node:fs';
 import path from 'node:path';
 import { holdDataDir } from './data-dir-holder.js';
+import { StoreUrlError } from './errors.js';
 import { redactUrl } from './redact-url.js';
 import { parseRedisUrl } from './redis-url.js';
 import type { RedisTarget } from './redis-url.js';
@@ -63,14 +64,18 @@ export function parseStoreUrl(url: string | undefined, dataDir: string = DEFAULT
         try {
           dir = decodeURIComponent(rest.slice(2));
         } catch {
-          throw new Error(`invalid store URL ${JSON.stringify(trimmed)}: bad percent-encoding`);
+          throw new StoreUrlError('invalid store URL', JSON.stringify(trimmed), 'bad percent-encoding');
         }
       }
       return { kind: 'embedded', dir: dir === '' ? dataDir : dir, url: trimmed };
     }
     case 'memory':
       if (trimmed !== 'memory://' && trimmed !== 'memory:')
-        throw new Error(`invalid store URL ${JSON.stringify(redactUrl(trimmed))}: expected memory://`);
+        throw new StoreUrlError(
+          'invalid store URL',
+          JSON.stringify(redactUrl(trimmed)),
+          'expected memory://',
+        );
       return { kind: 'memory', url: trimmed };
     case 'redis':
     case 'rediss':
@@ -80,9 +85,10 @@ export function parseStoreUrl(url: string | undefined, dataDir: string = DEFAULT
     case 'zk':
       return { kind: 'zookeeper', zookeeper: parseZooKeeperUrl(trimmed), url: trimmed };
     default:
-      throw new Error(
-        `unsupported store URL ${JSON.stringify(redactUrl(trimmed))}: expected one of ${STORE_URL_FORMS} ` +
-          '(or no URL for the embedded store)',
+      throw new StoreUrlError(
+        'unsupported store URL',
+        JSON.stringify(redactUrl(trimmed)),
+        `expected one of ${STORE_URL_FORMS} (or no URL for the embedded store)`,
       );
   }
 }

@@ -10,6 +10,7 @@
  * sentinelPassword= (the sentinels' own password, when it differs from the data nodes').
  */
 import { redactUrl } from './redact-url.js';
+import { StoreUrlError } from './errors.js';
 
 export interface RedisEndpoint {
   host: string;
@@ -34,7 +35,7 @@ export interface RedisTarget {
 
 function fail(url: string, why: string): never {
   // No password is repeated in the message (`why` names parts of the URL through shown()).
-  throw new Error(`invalid Redis store URL ${redactUrl(url)}: ${why}`);
+  throw new StoreUrlError('invalid Redis store URL', redactUrl(url), why);
 }
 
 /**

@@ -5,6 +5,7 @@
  * ACLs require it); no error message repeats it.
  */
 import { redactUrl } from './redact-url.js';
+import { StoreUrlError } from './errors.js';
 
 /** Smallest accepted maxMultiBytes: a multi must hold the fence, the marker and a partition. */
 export const MIN_MULTI_BYTES = 1024;
@@ -19,7 +20,7 @@ export interface ZooKeeperTarget {
 
 export function parseZooKeeperUrl(url: string): ZooKeeperTarget {
   const fail = (why: string): never => {
-    throw new Error(`invalid ZooKeeper store URL ${redactUrl(url)}: ${why}`);
+    throw new StoreUrlError('invalid ZooKeeper store URL', redactUrl(url), why);
   };
   /** A piece of the URL for an error message, only if it survives redaction (it may hold a password). */
   const shown = (piece: string): string =>

@@ -336,6 +336,20 @@ describe('validation errors name the option, the value and the accepted form', (
     expect(store.message).not.toContain('hunter2');
   });
 
+  test.each([
+    ['mysql://u:pw@h/db', /^expected one of embedded:/],
+    ['redis://:pw@h:99999', /port/],
+    ['zk://u:pw@', /^expected zk:/],
+    ['memory://x', /^expected memory:\/\/$/],
+    ['embedded://%zz', /^bad percent-encoding$/],
+  ])('--store %s: the parser reason after the URL, shown once and redacted', (url, reason) => {
+    const e = refusal([...BOOT, '--store', url]);
+    expect(e.key).toBe('store');
+    expect(e.reason).toMatch(reason);
+    expect(e.reason.startsWith(url)).toBe(false);
+    expect(e.message).not.toContain(':pw@');
+  });
+
   test('a --config file that cannot be read, is not YAML, not a mapping, or has unknown keys', () => {
     expect(refusal([...BOOT, '--config', path.join(dir, 'missing.yaml')]).message).toMatch(
       /config=.*cannot read: no such file or directory \(ENOENT\)/,

@@ -10,6 +10,7 @@ import net from 'node:net';
 import path from 'node:path';
 import { parseStoreUrl } from '../backends/open-store.js';
 import type { StoreTarget } from '../backends/open-store.js';
+import { StoreUrlError } from '../backends/errors.js';
 import type { HostPort } from './core/broker-map.js';
 import type { LogFormat, LogLevel } from './logger.js';
 import { SASL_MECHANISMS } from './client/sasl-client.js';
@@ -282,11 +283,9 @@ export function loadConfig(
       try {
         return parseStoreUrl(t, dataDir);
       } catch (err) {
-        // The store parsers name what is wrong and redact the URL themselves; the URL is not repeated.
-        const message = (err as Error).message;
-        const shown = shownValue('store', t.trim());
-        const at = message.indexOf(`${shown}: `);
-        throw new ConfigError('store', shown, at < 0 ? message : message.slice(at + shown.length + 2));
+        // The store parsers say what is wrong apart from the URL, which the option error shows once.
+        if (!(err instanceof StoreUrlError)) throw err;
+        throw new ConfigError('store', shownValue('store', t.trim()), err.reason);
       }
     }) ?? parseStoreUrl(undefined, dataDir);
   if (
