@@ -26,6 +26,8 @@ export interface MappedLaunch {
   portShift: number;
   bootstrap: string;
   httpBase: string;
+  /** The admin API's own endpoint, when the artefact sets KOP_ADMIN_HTTP. */
+  adminBase: string | undefined;
 }
 
 const replaceAll = (text: string, table: Record<string, string>): string =>
@@ -47,11 +49,13 @@ export async function mapToBed(
   const base = await freePortRange(2 + Math.max(0, ...mapping.nodeIds));
   const portShift = base - listen.port;
   const httpPort = await freePort();
+  const adminPort = env['KOP_ADMIN_HTTP'] === undefined ? undefined : await freePort();
   const out: Record<string, string> = {};
   for (const [name, value] of Object.entries(env)) {
     let v = replaceAll(value, mapping.addresses);
     if (name === 'KOP_LISTEN') v = `127.0.0.1:${base}`;
     else if (name === 'KOP_HTTP') v = `127.0.0.1:${httpPort}`;
+    else if (name === 'KOP_ADMIN_HTTP') v = `127.0.0.1:${adminPort}`;
     else if (name === 'KOP_ADVERTISED_HOST') v = '127.0.0.1';
     else if (name === 'KOP_BROKER_PORT') {
       v = v.replace(/(\d+)=(\d+)/g, (_m, id: string, port: string) => `${id}=${Number(port) + portShift}`);
@@ -65,7 +69,14 @@ export async function mapToBed(
     portShift,
     bootstrap: `127.0.0.1:${base}`,
     httpBase: `http://127.0.0.1:${httpPort}`,
+    adminBase: adminPort === undefined ? undefined : `http://127.0.0.1:${adminPort}`,
   };
+}
+
+export interface CallOptions {
+  token?: string | undefined;
+  body?: unknown;
+  at?: 'http' | 'admin';
 }
 
 export interface DeployedProxy {
@@ -73,12 +84,11 @@ export interface DeployedProxy {
   launch: MappedLaunch;
   /** GET on the HTTP endpoint, with the bearer token when given. */
   get(urlPath: string, token?: string): Promise<{ status: number; body: string }>;
-  /** Any method on the HTTP endpoint, with a JSON body and the bearer token when given. */
-  call(
-    method: string,
-    urlPath: string,
-    opts?: { token?: string | undefined; body?: unknown },
-  ): Promise<{ status: number; body: string }>;
+  /**
+   * Any method on the HTTP endpoint (or, with `at: 'admin'`, on the admin endpoint), with a JSON
+   * body and the bearer token when given.
+   */
+  call(method: string, urlPath: string, opts?: CallOptions): Promise<{ status: number; body: string }>;
   /** SIGTERM, and the exit status. */
   stop(): Promise<ExitStatus>;
   log(): string;
@@ -101,12 +111,10 @@ export async function startDeployed(
     cwd: opts.cwd,
     env: { PATH: process.env['PATH'] ?? '/usr/bin:/bin', ...launch.env },
   });
-  const call = async (
-    method: string,
-    urlPath: string,
-    opts: { token?: string | undefined; body?: unknown } = {},
-  ) => {
-    const res = await fetch(`${launch.httpBase}${urlPath}`, {
+  const call = async (method: string, urlPath: string, opts: CallOptions = {}) => {
+    const base = opts.at === 'admin' ? launch.adminBase : launch.httpBase;
+    if (base === undefined) throw new Error(`${name} has no admin endpoint (KOP_ADMIN_HTTP)`);
+    const res = await fetch(`${base}${urlPath}`, {
       method,
       headers: {
         ...(opts.token === undefined ? {} : { authorization: `Bearer ${opts.token}` }),

@@ -6,14 +6,20 @@
 // kafkajs produces, consumes and commits through it, the probes answer, the proxy announces the
 // brokers on the ports the Service (or the firewall plan) exposes, an offset change over HTTP is
 // refused without the token (401, or 403 where the artefact ships none) and taken with it, and
-// SIGTERM stops it with 0.
+// SIGTERM stops it with 0. With the chart's http.admin.enabled the admin API answers only on the
+// admin port (404 on the http port the probes and /metrics use).
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, test } from 'vitest';
-import { describeCluster, fetchCommittedOffsets, kafkajsClient } from '../bed/clients/kafkajs.js';
-import { commitStopResume, expectExactlyRecords } from '../bed/clients/scenarios.js';
+import {
+  createTopics,
+  describeCluster,
+  fetchCommittedOffsets,
+  kafkajsClient,
+} from '../bed/clients/kafkajs.js';
+import { commitStopResume, expectExactlyRecords, uniqueName } from '../bed/clients/scenarios.js';
 import { startKafka } from '../bed/kafka.js';
 import type { KafkaCluster } from '../bed/kafka.js';
 import { startRedis } from '../bed/redis.js';
@@ -259,6 +265,77 @@ describe.concurrent('deployment artefacts against a 3-broker cluster', () => {
     proxy = await startDeployed('embedded-again', launch, { cwd: REPO, readinessPath: pod.probes.readiness });
     try {
       expect(await storedOffsets(proxy, group, token)).toEqual(committed);
+    } finally {
+      expect((await proxy.stop()).code).toBe(0);
+    }
+  });
+
+  test('chart with http.admin.enabled: /admin only on the admin port, probes and /metrics on http', async () => {
+    const file = path.join(EXAMPLES_DIR, 'embedded.yaml');
+    const values = readValues(file);
+    const objects = parseObjects(
+      renderChart([file], { release: 'kop', namespace: 'kafka', set: ['http.admin.enabled=true'] }),
+    );
+    const pod = podLaunch(objects, {});
+    const config = proxyConfig([], pod.env);
+    const container = onlyObject(objects, 'Deployment')['spec'].template.spec.containers[0];
+    const adminContainerPort = container.ports.find((p: any) => p.name === 'admin')?.containerPort;
+    expect(config.adminHttp?.port, 'KOP_ADMIN_HTTP is on the container port "admin"').toBe(
+      adminContainerPort,
+    );
+    const adminService = onlyObject(objects, 'Service', 'kop-kafka-offset-proxy-admin');
+    expect(adminService['spec'].ports).toEqual([
+      { name: 'admin', port: adminContainerPort, targetPort: 'admin', protocol: 'TCP' },
+    ]);
+    const token = pod.env['KOP_HTTP_TOKEN']!;
+    const dataDir = path.join(scratch, 'admin-port-volume');
+    const launch = await mapToBed(onBed(pod.command), pod.env, {
+      addresses: { [values.kafka.bootstrapServers[0]]: cluster.bootstrap },
+      paths: imagePaths(dataDir),
+      nodeIds: valuesNodeIds(file),
+    });
+    expect(launch.adminBase).toBeDefined();
+    const proxy = await startDeployed('admin-port', launch, {
+      cwd: REPO,
+      readinessPath: pod.probes.readiness,
+    });
+    try {
+      await expectProbes(proxy, pod.probes);
+      expect((await proxy.get('/metrics', token)).status, '/metrics stays on http').toBe(200);
+      const topic = uniqueName('deploy-admin');
+      const group = `${topic}-g`;
+      await createTopics({ bootstrap: cluster.bootstrap }, [{ topic, partitions: 1, replicationFactor: 3 }]);
+      const put = `/admin/groups/${group}/offsets/${topic}/0`;
+      const read = `/admin/groups/${group}/offsets`;
+      // The http port (the probes' Service): no admin route, even with the token.
+      for (const [method, route] of [
+        ['PUT', put],
+        ['GET', read],
+        ['DELETE', `/admin/groups/${group}`],
+      ]) {
+        const r = await proxy.call(method!, route!, {
+          token,
+          body: method === 'PUT' ? { offset: '7' } : undefined,
+        });
+        expect(r.status, `${method} ${route} on http: ${r.body}`).toBe(404);
+      }
+      // The admin port: the token rules of the admin API; the change is stored and audited.
+      const anonymous = await proxy.call('PUT', put, { at: 'admin', body: { offset: '7' } });
+      expect(anonymous.status, anonymous.body).toBe(401);
+      const ok = await proxy.call('PUT', put, { at: 'admin', token, body: { offset: '7' } });
+      expect(ok.status, ok.body).toBe(200);
+      const back = await proxy.call('GET', read, { at: 'admin', token });
+      expect(back.status, back.body).toBe(200);
+      expect(JSON.parse(back.body).offsets.map((o: { offset: string }) => o.offset)).toEqual(['7']);
+      expect(await fetchCommittedOffsets({ bootstrap: launch.bootstrap }, group, topic)).toEqual([
+        { topic, partition: 0, offset: 7 },
+      ]);
+      expect(proxy.log()).toMatch(/"event":"admin change".*"result":"ok","who":"http-token"/);
+      for (const probe of ['/healthz', '/readyz', '/metrics']) {
+        expect((await proxy.call('GET', probe, { at: 'admin', token })).status, `${probe} on admin`).toBe(
+          404,
+        );
+      }
     } finally {
       expect((await proxy.stop()).code).toBe(0);
     }

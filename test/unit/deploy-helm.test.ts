@@ -179,11 +179,33 @@ describe.each(valuesExamples())('chart with $name', ({ file }) => {
       `${kafkaService.metadata.name}.${NAMESPACE}.svc.cluster.local`;
     expect(config.advertisedHost).toBe(advertised);
 
-    const httpService = objectsOf(objects, 'Service').find((s) => s !== kafkaService)!;
-    expect(httpService['spec'].type).toBe('ClusterIP');
-    expect(httpService['spec'].ports).toEqual([
+    const byPort = (name: string) =>
+      objectsOf(objects, 'Service').filter((s) => s['spec'].ports.some((p: any) => p.name === name));
+    const [httpService, ...moreHttp] = byPort('http');
+    expect(moreHttp).toEqual([]);
+    expect(httpService!['spec'].type).toBe('ClusterIP');
+    expect(httpService!['spec'].ports).toEqual([
       { name: 'http', port: config.http!.port, targetPort: 'http', protocol: 'TCP' },
     ]);
+    // http.admin.enabled: the admin API's own address, container port and Service; else none of them.
+    expect(config.adminHttp !== undefined).toBe(values.http?.admin?.enabled === true);
+    const adminServices = byPort('admin');
+    expect(objectsOf(objects, 'Service')).toHaveLength(2 + adminServices.length);
+    if (config.adminHttp) {
+      expect(WILDCARD).toContain(config.adminHttp.host);
+      expect(containerPorts.get('admin')).toBe(config.adminHttp.port);
+      expect(adminServices).toHaveLength(1);
+      expect(adminServices[0]!['spec'].type).toBe('ClusterIP');
+      expect(adminServices[0]!['spec'].ports).toEqual([
+        { name: 'admin', port: config.adminHttp.port, targetPort: 'admin', protocol: 'TCP' },
+      ]);
+      expect(matches(adminServices[0]!['spec'].selector, deployment['spec'].template.metadata.labels)).toBe(
+        true,
+      );
+    } else {
+      expect(containerPorts.has('admin')).toBe(false);
+      expect(adminServices).toEqual([]);
+    }
   });
 
   test('the admin token: from a Secret of the values, or generated into the chart Secret, and taken by the proxy', () => {
@@ -403,6 +425,16 @@ describe('chart', () => {
       name: 'a broker port on the HTTP port',
       set: ['brokers.ports.1=9464'],
       message: /already the http port/,
+    },
+    {
+      name: 'the admin port on the HTTP port',
+      set: ['http.admin.enabled=true', 'http.admin.port=9464'],
+      message: /http.admin.port 9464 is already the http port/,
+    },
+    {
+      name: 'a broker port on the admin port',
+      set: ['http.admin.enabled=true', 'brokers.ports.1=9465'],
+      message: /already the admin port/,
     },
     { name: 'a node id past the port range', set: ['brokers.nodeIds={70000}'], message: /outside 1-65535/ },
     {

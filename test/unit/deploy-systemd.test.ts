@@ -53,6 +53,17 @@ describe('systemd unit', () => {
     expect(fs.readFileSync(ENV_FILE, 'utf8')).toMatch(/^#KOP_HTTP_TOKEN=$/m);
   });
 
+  test('the commented admin address, once uncommented, puts /admin apart from KOP_HTTP on this machine', () => {
+    const [, , ...args] = execStart(unit);
+    const example = /^#KOP_ADMIN_HTTP=(\S+)$/m.exec(fs.readFileSync(ENV_FILE, 'utf8'));
+    expect(example, 'a commented KOP_ADMIN_HTTP example').not.toBeNull();
+    const env = { ...environment(), KOP_ADMIN_HTTP: example![1]! };
+    expect(unknownOptionVariables(env)).toEqual([]);
+    const config = proxyConfig(args, env);
+    expect(config.adminHttp?.host, 'the admin API stays on this machine').toBe('127.0.0.1');
+    expect(config.adminHttp?.port).not.toBe(config.http?.port);
+  });
+
   test('a dedicated user owns the data directory, which is the embedded store and the working directory', () => {
     const user = one('User');
     expect(user).not.toBe('root');

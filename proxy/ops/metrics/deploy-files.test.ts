@@ -147,6 +147,15 @@ describe('docker-compose and Prometheus configuration', () => {
     for (const m of mounts) expect(existsSync(path.join(repo, m)), m).toBe(true);
   });
 
+  it('comments an admin address whose port is published, as KOP_HTTP is, on this machine only', () => {
+    const text = read('docker-compose.yml');
+    const port = /^ {6}# KOP_ADMIN_HTTP: 0\.0\.0\.0:(\d+)$/m.exec(text)?.[1];
+    expect(port, 'a commented KOP_ADMIN_HTTP example').toBeDefined();
+    expect(text).toMatch(new RegExp(`^ {6}# - '127\\.0\\.0\\.1:${port}:${port}'$`, 'm'));
+    const env = services['proxy'].environment as Record<string, string>;
+    expect(env['KOP_HTTP']!.split(':')[1]).not.toBe(port);
+  });
+
   it('mounts the Grafana provisioning where the dashboard provider looks', () => {
     const mounts = services['grafana'].volumes as string[];
     const provider = yaml('deploy/grafana/provisioning/dashboards/kafka-offset-proxy.yml')['providers'][0];

@@ -45,6 +45,10 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- printf "%s-http" (include "kop.fullname" .) | trunc 63 | trimSuffix "-" }}
 {{- end }}
 
+{{- define "kop.adminServiceName" -}}
+{{- printf "%s-admin" (include "kop.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
 {{/* "true" when the offsets live in the embedded store (no store URL from the values or a Secret). */}}
 {{- define "kop.embedded" -}}
 {{- if and (not .Values.store.url) (not .Values.store.existingSecret) }}true{{ end }}
@@ -82,6 +86,12 @@ Broker N is on listener.port + 1 + N unless brokers.ports maps it (the rule of p
 {{- $base := int .Values.listener.port }}
 {{- $ports := list (dict "name" "bootstrap" "port" $base) }}
 {{- $seen := dict (toString $base) "bootstrap" (toString (int .Values.http.port)) "http" }}
+{{- if .Values.http.admin.enabled }}
+{{- if hasKey $seen (toString (int .Values.http.admin.port)) }}
+{{- fail (printf "http.admin.port %d is already the %s port" (int .Values.http.admin.port) (get $seen (toString (int .Values.http.admin.port)))) }}
+{{- end }}
+{{- $_ := set $seen (toString (int .Values.http.admin.port)) "admin" }}
+{{- end }}
 {{- range $id := $ids | uniq }}
 {{- $port := add $base 1 $id }}
 {{- if hasKey $.Values.brokers.ports (toString $id) }}
