@@ -136,3 +136,53 @@ export function report(run: DataPathRun, sides: Side[], t0: number, load: number
   ];
   console.log(lines.join('\n'));
 }
+
+/**
+ * The consumers' table: per consumer (Java ConsumerPerformance, librdkafka, kafkajs) and side, the
+ * median relay CPU ms per consumed MB and records/s, and each relay's median CPU over HAProxy's for
+ * that consumer (issue 42's bound: at or below 1).
+ */
+export function consumersReport(run: DataPathRun, sides: Side[], consumers: string[], load: number[]): void {
+  const mbPerRun = (run.records * run.recordSize) / 1e6;
+  const haproxy = sides.find((s) => s.name === 'haproxy');
+  const relays = sides.filter((s) => s.pid !== undefined && s !== haproxy);
+  const cpuPerMb = (side: Side, consumer: string): number | null => {
+    const e = side.consumers.get(consumer);
+    return side.pid === undefined || !e?.cpuMs.length ? null : median(e.cpuMs) / mbPerRun;
+  };
+  const rows = consumers.map((consumer) => {
+    const h = haproxy ? cpuPerMb(haproxy, consumer) : null;
+    const cells = sides.map((s) => {
+      const recs = Math.round(median(s.consumers.get(consumer)?.recordsPerSec ?? [0]));
+      const cpu = cpuPerMb(s, consumer);
+      return cpu === null ? `${recs}` : `${cpu.toFixed(2)}, ${recs}`;
+    });
+    const ratios = relays.map((r) => {
+      const c = cpuPerMb(r, consumer);
+      return c !== null && h ? (c / h).toFixed(2) : '';
+    });
+    return { consumer, cells, ratios };
+  });
+  console.log(
+    JSON.stringify({
+      consumers: Object.fromEntries(
+        consumers.map((c) => [
+          c,
+          Object.fromEntries(
+            sides.map((s) => [s.name, { cpuMsPerMb: cpuPerMb(s, c), runs: s.consumers.get(c) ?? null }]),
+          ),
+        ]),
+      ),
+    }),
+  );
+  console.log(
+    [
+      `consume by consumer: ${run.records} x ${run.recordSize} B per run, ${run.consumeRounds} rounds, medians; ` +
+        `load average (1 min) ${loadRange(load)}`,
+      '',
+      `| consumer | ${sides.map((s) => (s.pid === undefined ? `${s.name} rec/s` : `${s.name} CPU ms/MB, rec/s`)).join(' | ')} | ${relays.map((r) => `${r.name} / haproxy CPU`).join(' | ')} |`,
+      `|---|${sides.map(() => '---:').join('|')}|${relays.map(() => '---:').join('|')}|`,
+      ...rows.map((r) => `| ${r.consumer} | ${r.cells.join(' | ')} | ${r.ratios.join(' | ')} |`),
+    ].join('\n'),
+  );
+}

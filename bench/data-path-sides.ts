@@ -33,6 +33,8 @@ export interface Side {
   warmupCpu: Cpu;
   /** The produce sweep, by `batch.size/record size`: each run's relay CPU ms and records/s. */
   sweep: Map<string, { cpuMs: number[]; recordsPerSec: number[] }>;
+  /** The consume rounds by consumer (`java`, `librdkafka`, `kafkajs`): each run's relay CPU ms and records/s. */
+  consumers: Map<string, { cpuMs: number[]; recordsPerSec: number[] }>;
 }
 export interface Cpu {
   user: number;
@@ -143,5 +145,6 @@ export function newSide(name: SideName, bootstrap: string, leader: string, pid?:
     cpuPerRunMs: { produce: [], consume: [] },
     warmupCpu: { user: 0, sys: 0 },
     sweep: new Map(),
+    consumers: new Map(),
   };
 }

@@ -9,7 +9,7 @@
 //
 //   npx tsx bench/proxy.ts [--sides direct,proxy,bare,haproxy] [--baseline <dir>[,<dir>]]
 //     [--records N] [--rounds K] [--consume-rounds K] [--rate R] [--rate-records N]
-//     [--rate-rounds K] [--rtt-requests N] [--connections N] [--warmup-records N] [--store URL]
+//     [--consumers java,librdkafka,kafkajs] [--rate-rounds K] [--rtt-requests N] [--connections N] [--warmup-records N] [--store URL]
 //     [--cpu-prof <dir>] [--batch-sizes B,B,...] [--record-sizes S,S,...] [--sweep-mb MB] [--sweep-only] [--moves]
 //     [--proxy-node-args=<node options>] [--proxy-output <file>] [--no-build]
 //     [--external-side 'name=command with {placeholders}']...
@@ -20,7 +20,8 @@
 // reported on its own (warmupCpuMsPerMb): what a relay costs before it is compiled.
 // Rounds run every side, the order reversed every other round, so load from elsewhere on the machine
 // hits all alike. Produce: each run into a fresh 3-partition topic. Consume: every run reads the first
-// produced topic (N records) in a new group. Then ProducerPerformance at a fixed rate, and single
+// produced topic (N records) in a new group, with each consumer `--consumers` names (Java's
+// ConsumerPerformance, librdkafka through kcat, kafkajs: bench/consumers.ts) in turn. Then ProducerPerformance at a fixed rate, and single
 // Produce requests one at a time on one raw connection to the partition leader (µs round trips).
 // `--batch-sizes` and `--record-sizes` add a produce sweep: every producer batch.size by every record
 // size, --rounds runs of --sweep-mb MB each per side, and a table of every side's CPU per MB and
@@ -51,7 +52,9 @@ import { startKafka } from '../test/bed/kafka.js';
 import { freePortRange, spawnProxy } from '../test/harness/proxy.js';
 import type { ProxyProcess } from '../test/harness/proxy.js';
 import { RawClient, apiVersionsRequest, produceRequest, splitHostPort } from '../test/harness/raw-client.js';
-import { report, sweepReport } from './data-path-report.js';
+import { consumeWithKafkajs, consumeWithKcat, parseConsumers } from './consumers.js';
+import type { ConsumerName } from './consumers.js';
+import { consumersReport, report, sweepReport } from './data-path-report.js';
 import type { DataPathRun } from './data-path-report.js';
 import { leaderThrough, log, measured, newSide, ordered } from './data-path-sides.js';
 import type { Side, SideName } from './data-path-sides.js';
@@ -69,6 +72,8 @@ const { values: args } = parseArgs({
     'record-size': { type: 'string', default: '1024' },
     rounds: { type: 'string', default: '3' },
     'consume-rounds': { type: 'string', default: '5' },
+    /** Which consumers read in the consume rounds, each against every side (bench/consumers.ts). */
+    consumers: { type: 'string', default: 'java' },
     rate: { type: 'string', default: '2000' },
     'rate-records': { type: 'string', default: '20000' },
     'rate-rounds': { type: 'string', default: '2' },
@@ -112,6 +117,7 @@ const RATE = Number(args.rate);
 const RATE_RECORDS = Number(args['rate-records']);
 const ROUNDS = Number(args.rounds);
 const CONSUME_ROUNDS = Number(args['consume-rounds']);
+const CONSUMERS = parseConsumers(args.consumers);
 const RATE_ROUNDS = Number(args['rate-rounds']);
 const RTT_REQUESTS = Number(args['rtt-requests']);
 const CONNECTIONS = Number(args.connections);
@@ -309,26 +315,34 @@ async function main(): Promise<void> {
     }
 
     // Consume runs are short (a few seconds each), so there are more of them, every one reading the
-    // same topic (the same bytes, equally warm in the page cache) in a new group.
+    // same topic (the same bytes, equally warm in the page cache) in a new group. Every consumer
+    // reads through every side in each round, so all of them meet the same load.
     for (let round = 0; round < CONSUME_ROUNDS; round++) {
-      for (const side of ordered(sides, round)) {
-        const c = await measured(
-          side,
-          side.cpu.consume,
-          () =>
-            consumerPerformance(classpath, side, {
-              topic: consumeTopic!,
-              numRecords: RECORDS,
-              group: `bench-consume-${side.name}-${round}-${Date.now()}`,
-              timeoutMs: TOOL_TIMEOUT_MS,
-            }),
-          side.cpuPerRunMs.consume,
-          `consume round ${round}`,
-        );
-        side.consume.push(c);
-        log(
-          `consume round ${round} ${side.name}: ${c.recordsPerSec.toFixed(0)} rec/s, ${c.mbPerSec} MB/s (fetch ${c.fetchTimeMs} ms)`,
-        );
+      for (const consumer of CONSUMERS) {
+        for (const side of ordered(sides, round)) {
+          const cpu = { user: 0, sys: 0 };
+          const group = `bench-consume-${consumer}-${side.name}-${round}-${Date.now()}`;
+          const recordsPerSec = await measured(
+            side,
+            cpu,
+            () => consumeOnce(consumer, classpath, side, consumeTopic!, group),
+            undefined,
+            `consume ${consumer} round ${round}`,
+          );
+          const entry = side.consumers.get(consumer) ?? { cpuMs: [], recordsPerSec: [] };
+          entry.cpuMs.push(cpu.user + cpu.sys);
+          entry.recordsPerSec.push(recordsPerSec);
+          side.consumers.set(consumer, entry);
+          if (consumer === 'java') {
+            side.cpu.consume.user += cpu.user;
+            side.cpu.consume.sys += cpu.sys;
+            side.cpuPerRunMs.consume.push(cpu.user + cpu.sys);
+          }
+          log(
+            `consume ${consumer} round ${round} ${side.name}: ${recordsPerSec.toFixed(0)} rec/s` +
+              (side.pid !== undefined ? `, ${(cpu.user + cpu.sys).toFixed(0)} CPU ms` : ''),
+          );
+        }
       }
     }
 
@@ -398,6 +412,7 @@ async function main(): Promise<void> {
     }
 
     report(RUN, sides, t0, load);
+    if (CONSUME_ROUNDS > 0) consumersReport(RUN, sides, CONSUMERS, load);
     if (SWEEP.batches.length > 0) sweepReport(RUN, sides, t0, load);
   } finally {
     clearInterval(loadTimer);
@@ -410,6 +425,27 @@ async function main(): Promise<void> {
     for (const relay of relays) await relay.stop();
     await cluster.stop();
   }
+}
+
+/** One consume run of `consumer` through `side`: RECORDS records of `topic` in group `group`; records/s. */
+async function consumeOnce(
+  consumer: ConsumerName,
+  classpath: string,
+  side: Side,
+  topic: string,
+  group: string,
+): Promise<number> {
+  const run = { topic, records: RECORDS, group, timeoutMs: TOOL_TIMEOUT_MS };
+  if (consumer === 'librdkafka') return (await consumeWithKcat(side.bootstrap, run)).recordsPerSec;
+  if (consumer === 'kafkajs') return (await consumeWithKafkajs(side.bootstrap, run)).recordsPerSec;
+  const c = await consumerPerformance(classpath, side, {
+    topic,
+    numRecords: RECORDS,
+    group,
+    timeoutMs: TOOL_TIMEOUT_MS,
+  });
+  side.consume.push(c);
+  return c.recordsPerSec;
 }
 
 /** Every batch.size by every record size: --rounds produce runs of --sweep-mb MB per side. */
