@@ -209,6 +209,12 @@ describe('invalid configuration', () => {
     },
     { option: 'http', why: 'no port', args: () => [...k, '--http', 'localhost'], allowed: /host:port/ },
     {
+      option: 'admin-http',
+      why: 'no port',
+      args: () => [...k, '--http', '127.0.0.1:0', '--admin-http', 'localhost'],
+      allowed: /host:port/,
+    },
+    {
       option: 'config',
       why: 'missing file',
       args: () => ['--config', f('none.yaml')],
@@ -345,6 +351,20 @@ describe('invalid configuration', () => {
       option: 'store-timeout-ms',
       why: 'over the timer limit (fired at once)',
       args: () => [...k, '--store-timeout-ms', '3000000000'],
+      allowed: TIMER,
+    },
+    {
+      option: 'client-tls-handshake-timeout-ms',
+      why: 'zero',
+      args: () => [
+        ...k,
+        '--client-tls-cert',
+        certs.files.serverCert,
+        '--client-tls-key',
+        certs.files.serverKey,
+        '--client-tls-handshake-timeout-ms',
+        '0',
+      ],
       allowed: TIMER,
     },
     {
