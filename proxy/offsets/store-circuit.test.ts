@@ -11,6 +11,7 @@ import {
   PROBE_LEASE,
   StoreCircuit,
   storeReadiness,
+  WRITE_FAILURE_MEMORY_MS,
 } from './store-circuit.js';
 
 /** A memory store whose reads, writes, or both can fail, counting the calls that reached it. */
@@ -325,6 +326,28 @@ describe('storeReadiness', () => {
     await expect(storeReadiness(circuit, () => Promise.resolve())).rejects.toThrow(
       'connection refused to r:6379',
     );
+  });
+
+  it('not ready after a refused write while the write trial passes (a nearly full disk), until a write succeeds', async () => {
+    const { inner, circuit } = setup(PROBE_INTERVAL_MS);
+    const full = 'embedded store: commit: write transaction failed: No space left on device';
+    // Commits fail; the probe's small lease passes (pages freed by earlier transactions).
+    inner.writes = full;
+    await expect(circuit.commit(commit(1n))).rejects.toBeInstanceOf(StoreUnavailableError);
+    const leaseOk = vi.spyOn(inner, 'lease').mockResolvedValue(true);
+    await vi.advanceTimersByTimeAsync(MAX_HOLD_MS + PROBE_INTERVAL_MS);
+    expect(circuit.isOpen).toBe(false);
+    await expect(storeReadiness(circuit, () => circuit.ping())).rejects.toThrow(/No space left on device/);
+    // It wears off when nothing fails any more ...
+    await vi.advanceTimersByTimeAsync(WRITE_FAILURE_MEMORY_MS);
+    await expect(storeReadiness(circuit, () => circuit.ping())).resolves.toBeUndefined();
+    // ... and ends at once when a write succeeds.
+    await expect(circuit.commit(commit(2n))).rejects.toBeInstanceOf(StoreUnavailableError);
+    await vi.advanceTimersByTimeAsync(MAX_HOLD_MS + PROBE_INTERVAL_MS);
+    inner.writes = null;
+    await circuit.commit(commit(3n));
+    await expect(storeReadiness(circuit, () => circuit.ping())).resolves.toBeUndefined();
+    leaseOk.mockRestore();
   });
 
   it('a ping that times out is ready when the store answered other operations meanwhile, not otherwise', async () => {

@@ -51,6 +51,13 @@ export const FLAP_WINDOW_MS = 10_000;
 /** The longest hold: a store that keeps failing right after each trial is tried this often. */
 export const MAX_HOLD_MS = 2_000;
 
+/**
+ * How long /readyz stays 503 after a write the store refused, unless a later write succeeded. The
+ * circuit's write trial can pass on a nearly full disk (its small lease fits in pages freed by
+ * earlier transactions) while every commit fails: readiness must follow the commits, not the trial.
+ */
+export const WRITE_FAILURE_MEMORY_MS = 5_000;
+
 /** The lease the probe writes: its own name, so it never holds a lease anything else takes. */
 export const PROBE_LEASE = 'kop-store-write-probe';
 
@@ -85,6 +92,8 @@ export class StoreCircuit extends StoreDecorator {
   /** Date.now() of the last answer of the store through this circuit (0: none yet). */
   private lastAnswerAt = 0;
   private why = '';
+  /** The last write the store refused, until a later write succeeds. */
+  private lastWriteFailure: { at: number; why: string } | null = null;
   /** While open: the last probe's ping succeeded, so reads are let through (only writes fail). */
   private readsOk = false;
   private probeTimer: NodeJS.Timeout | null = null;
@@ -110,6 +119,13 @@ export class StoreCircuit extends StoreDecorator {
   /** Why the circuit is open (the store's own error), null while it is closed. */
   get problem(): string | null {
     return this.openedAt === null ? null : this.why;
+  }
+
+  /** A write the store refused within WRITE_FAILURE_MEMORY_MS, with no write succeeding since. */
+  get recentWriteFailure(): string | null {
+    const f = this.lastWriteFailure;
+    if (f === null || Date.now() - f.at >= WRITE_FAILURE_MEMORY_MS) return null;
+    return `a write failed ${Date.now() - f.at} ms ago: ${f.why}`;
   }
 
   /** The store answered an operation (or a probe) after `time` (a Date.now()): it is up, if slow. */
@@ -202,6 +218,7 @@ export class StoreCircuit extends StoreDecorator {
     return run().then(
       (value) => {
         this.lastAnswerAt = Date.now();
+        if (!READS.has(op)) this.lastWriteFailure = null;
         return value;
       },
       (err: unknown) => {
@@ -209,6 +226,7 @@ export class StoreCircuit extends StoreDecorator {
         // the store down, store-health.ts): readiness polls ping through here.
         const pingTimedOut = op === 'ping' && err instanceof StoreUnavailableError && err.timedOut;
         if (err instanceof StoreUnavailableError && !pingTimedOut) {
+          if (!READS.has(op)) this.lastWriteFailure = { at: Date.now(), why: err.message };
           this.trip(err.message, {
             readsFailed: READS.has(op),
             ...(err.timedOut ? { timedOutSentAt: sentAt } : {}),
@@ -232,13 +250,14 @@ export class StoreCircuit extends StoreDecorator {
 
 /**
  * The store part of /readyz: not ready while the circuit is open (a store that fails writes still
- * answers pings: the circuit's reason says so), nor when a ping fails. A ping that times out while
+ * answers pings: the circuit's reason says so), nor for WRITE_FAILURE_MEMORY_MS after a write the
+ * store refused (unless a write succeeded since), nor when a ping fails. A ping that times out while
  * the store answered other operations since it was sent is ready: the store answers, slowly (under
  * load, commits answered in 1-2 s while a ping now and then missed its deadline, and /readyz said
  * 503 for 2-7 s with nothing failing; issue 43).
  */
 export async function storeReadiness(circuit: StoreCircuit, ping: () => Promise<void>): Promise<void> {
-  const problem = circuit.problem;
+  const problem = circuit.problem ?? circuit.recentWriteFailure;
   if (problem !== null) throw new Error(problem);
   const sentAt = Date.now();
   try {
