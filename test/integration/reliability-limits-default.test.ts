@@ -370,14 +370,20 @@ describe('descriptors exhausted while the store client and the cluster connectio
       // Closing them frees their descriptors, which the reconnects would take at once: the soft
       // limit goes down to the lowest of them first (a descriptor's number must be below it), so
       // every descriptor stays taken, as when something else grabbed them first.
-      const toReset = [
-        ...socketsOf(pid, redisPort),
-        ...socketsOf(pid, brokerPort).filter((s) => clusterPorts.includes(s.port)),
-      ];
+      const storeToReset = socketsOf(pid, redisPort);
+      const clusterToReset = socketsOf(pid, brokerPort).filter((s) => clusterPorts.includes(s.port));
+      const toReset = [...storeToReset, ...clusterToReset];
       const lowest = Math.min(...toReset.map((s) => s.fd));
       execFileSync('prlimit', ['--pid', String(pid), `--nofile=${lowest}:${hard}`]);
       const answersFrom = probes.answers.length;
-      resetSockets(toReset.map((s) => s.port));
+      resetSockets(
+        storeToReset.map((s) => s.port),
+        redisPort,
+      );
+      resetSockets(
+        clusterToReset.map((s) => s.port),
+        brokerPort,
+      );
       await sleep(3_000);
       // Meanwhile the existing client: Metadata on its own broker connection; a commit and a
       // fetch, which need the store: answered (an error code while the store is unreachable).

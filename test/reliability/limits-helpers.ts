@@ -206,9 +206,15 @@ export function socketsTo(pid: number, port: number): number[] {
   return socketsOf(pid, port).map((s) => s.port);
 }
 
-/** Resets the TCP connections with these local ports (`ss -K`: a network that cut them). */
-export function resetSockets(localPorts: number[]): void {
-  for (const p of localPorts) execFileSync('ss', ['-K', '-tnH', 'src', `127.0.0.1:${p}`]);
+/**
+ * Resets the TCP connections from these local ports to `remotePort` (`ss -K`: a network that cut
+ * them). The remote port is part of the filter: `ss -K` acts on every process, and Linux gives the
+ * same ephemeral port to connections to different destinations, so a local port alone can name a
+ * connection of another process (the test's own HTTP probe, another test's client).
+ */
+export function resetSockets(localPorts: number[], remotePort: number): void {
+  for (const p of localPorts)
+    execFileSync('ss', ['-K', '-tnH', 'src', `127.0.0.1:${p}`, 'dst', `127.0.0.1:${remotePort}`]);
 }
 
 /**
