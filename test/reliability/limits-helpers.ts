@@ -2,9 +2,10 @@
 // the CLI with its metrics, many raw sockets opened at once (each recording what happened to it),
 // the proxy's own metrics read over HTTP, round-trip latencies.
 import { execFileSync } from 'node:child_process';
+import { once } from 'node:events';
 import { readFileSync } from 'node:fs';
-import http from 'node:http';
 import net from 'node:net';
+import { Worker } from 'node:worker_threads';
 import { ApiKey } from '../../protocol/messages/index.js';
 import type { ApiVersionsResponse } from '../../protocol/messages/api-versions-response.js';
 import type { MetadataResponse } from '../../protocol/messages/metadata-response.js';
@@ -218,30 +219,47 @@ export function resetSockets(localPorts: number[], remotePort: number): void {
 }
 
 /**
+ * The probe loop of keptAliveProbes, in a worker thread of its own: the tests block their own
+ * thread in execFileSync (`ss -p` reads every process's descriptors: seconds on a busy machine),
+ * and an HTTP agent on that thread then finds its kept-alive socket idle past the server's
+ * Keep-Alive timeout and closes it, so the next probe needs a new descriptor just when there is
+ * none (the clean-clone CI failed on that).
+ */
+const PROBE_WORKER = `
+const { parentPort, workerData } = require('node:worker_threads');
+const http = require('node:http');
+const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+let running = true;
+parentPort.on('message', () => { running = false; });
+const ask = (path) => new Promise((resolve) => {
+  const req = http.get({ host: workerData.host, port: workerData.port, path, agent, timeout: 10000 }, (res) => {
+    res.resume();
+    res.on('end', () => resolve(res.statusCode ?? 0));
+  });
+  req.on('timeout', () => req.destroy(new Error('timeout')));
+  req.on('error', (err) => resolve(err.code ?? err.message));
+});
+(async () => {
+  while (running) {
+    for (const path of ['/healthz', '/readyz']) parentPort.postMessage({ path, status: await ask(path) });
+    await new Promise((r) => setTimeout(r, 500));
+  }
+  agent.destroy();
+  parentPort.close();
+})();
+`;
+
+/**
  * /healthz and /readyz asked every 500 ms over one kept-alive HTTP connection, opened before the
- * test takes the descriptors away (a new connection needs one; a kept-alive one does not). Each
- * answer's status, or the error, is recorded.
+ * test takes the descriptors away (a new connection needs one; a kept-alive one does not), from a
+ * worker thread (PROBE_WORKER says why). Each answer's status, or the error, is recorded.
  */
 export function keptAliveProbes(hostPort: string) {
-  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+  const [host, port] = splitHostPort(hostPort);
   const answers: { path: string; status: number | string }[] = [];
-  let running = true;
-  const ask = (path: string) =>
-    new Promise<number | string>((resolve) => {
-      const [host, port] = splitHostPort(hostPort);
-      const req = http.get({ host, port, path, agent, timeout: 10_000 }, (res) => {
-        res.resume();
-        res.on('end', () => resolve(res.statusCode ?? 0));
-      });
-      req.on('timeout', () => req.destroy(new Error('timeout')));
-      req.on('error', (err: NodeJS.ErrnoException) => resolve(err.code ?? err.message));
-    });
-  const loop = (async () => {
-    while (running) {
-      for (const path of ['/healthz', '/readyz']) answers.push({ path, status: await ask(path) });
-      await new Promise((r) => setTimeout(r, 500));
-    }
-  })();
+  const worker = new Worker(PROBE_WORKER, { eval: true, workerData: { host, port } });
+  worker.on('message', (a: { path: string; status: number | string }) => answers.push(a));
+  const exited = once(worker, 'exit');
   return {
     answers,
     /** Answers (of any status) since index `from`, and the errors among them. */
@@ -250,9 +268,8 @@ export function keptAliveProbes(hostPort: string) {
       return { got, errors: got.filter((a) => typeof a.status === 'string') };
     },
     async stop() {
-      running = false;
-      await loop;
-      agent.destroy();
+      worker.postMessage('stop');
+      await exited;
     },
   };
 }
