@@ -34,6 +34,8 @@ export interface CommitTallyReport {
   /** OffsetCommit answers by the first error code among their partitions (0: all accepted). */
   byCode: Record<number, number>;
   commits: number;
+  /** ConsumerGroupHeartbeat answers seen: none means the members did not run KIP-848 groups. */
+  heartbeats: number;
   stale: number;
   /** STALE_MEMBER_EPOCH answers to commits the broker's rule accepts (see above). */
   unexplainedStale: number;
@@ -47,6 +49,7 @@ export class CommitTally {
   private readonly expected = new WeakMap<object, boolean>();
   private readonly byCode = new Map<number, number>();
   private commits = 0;
+  private heartbeats = 0;
   private unexplained = 0;
   private readonly examples: string[] = [];
 
@@ -82,6 +85,7 @@ export class CommitTally {
 
   private answer(a: TappedAnswer): void {
     if (a.apiKey === ApiKey.ConsumerGroupHeartbeat) {
+      this.heartbeats++;
       const req = a.request as ConsumerGroupHeartbeatRequest;
       const res = a.body as ConsumerGroupHeartbeatResponse;
       const memberId = res.memberId ?? req.memberId;
@@ -122,6 +126,7 @@ export class CommitTally {
     return {
       byCode: Object.fromEntries(this.byCode),
       commits: this.commits,
+      heartbeats: this.heartbeats,
       stale: this.byCode.get(ErrorCode.STALE_MEMBER_EPOCH) ?? 0,
       unexplainedStale: this.unexplained,
       examples: [...this.examples],

@@ -4,7 +4,7 @@
 
 import { assertSucceeded } from './run.js';
 import { CHURN_DRIVER, programRunner, single } from './java.js';
-import type { ClientTarget } from './types.js';
+import type { ClientTarget, CommittedAtEnds } from './types.js';
 
 export interface ChurnOptions {
   topic: string;
@@ -21,7 +21,8 @@ export interface ChurnOptions {
   timeoutMs?: number;
 }
 
-export interface ChurnResult {
+/** `committed` and `ends`: of every partition written. */
+export interface ChurnResult extends CommittedAtEnds {
   produced: number;
   /** Distinct records processed (by any member). */
   processed: number;
@@ -30,9 +31,6 @@ export interface ChurnResult {
   timedOut: boolean;
   /** Commits that failed as the client saw them, by "how:Exception" (how: async, sync, revoke). */
   commitFailures: Record<string, number>;
-  /** The group's committed offset and the end offset of every partition written, by partition. */
-  committed: Record<string, number>;
-  ends: Record<string, number>;
 }
 
 export type JavaChurn = (target: ClientTarget, opts: ChurnOptions) => Promise<ChurnResult>;

@@ -83,3 +83,9 @@ export function sortCommitted(offsets: CommittedOffset[]): CommittedOffset[] {
     a.topic === b.topic ? a.partition - b.partition : a.topic < b.topic ? -1 : 1,
   );
 }
+
+/** A group's committed offset and the end offset of every partition of a topic it read, by partition. */
+export interface CommittedAtEnds {
+  committed: Record<string, number>;
+  ends: Record<string, number>;
+}
