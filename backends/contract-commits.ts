@@ -1,14 +1,17 @@
 /**
  * The store contract on commits: offsets round-trip exactly, a commit applies whole or not at all,
- * compare-and-set compares exact 64-bit offsets, a repeated request id is applied once, and two
+ * compare-and-set compares exact 64-bit offsets, a repeated request id (time-ordered as the proxy
+ * issues them, or of any other form: the contract needs them unique only) is applied once, and two
  * instances racing on one fence let exactly one through.
  */
+import { randomUUID } from 'node:crypto';
 import { expect, it } from 'vitest';
 import type { ContractStores } from './contract-support.js';
 import {
   applyUpdates,
   ident,
   MAX_INT64,
+  otherRid,
   outcomeOf,
   rid,
   sortOffsets,
@@ -210,6 +213,17 @@ export function runCommitContract(ctx: ContractStores): void {
         requestId: fencedId,
       }),
     ).toEqual(first);
+  });
+
+  it('answers a repeated request id of any other form too (older releases sent v4 UUIDs)', async () => {
+    const g = uniqueGroup('idem-other');
+    for (const [i, id] of [otherRid(), randomUUID()].entries()) {
+      const first = write('t', i, 5n, { expectedOffset: -1n });
+      expect(await ctx.store.commit({ group: g, writes: [first], requestId: id })).toEqual({ status: 'ok' });
+      await ctx.store.commit({ group: g, writes: [write('t', i, 6n)], requestId: rid() });
+      expect(await ctx.other.commit({ group: g, writes: [first], requestId: id })).toEqual({ status: 'ok' });
+    }
+    expect(sortOffsets(await ctx.store.fetch(g, null)).map((o) => o.offset)).toEqual([6n, 6n]);
   });
 
   it('two instances racing on one fence: exactly one passes each round', async () => {

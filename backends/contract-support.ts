@@ -2,6 +2,7 @@
  * What the parts of the store contract share: the suite's two stores over one backend, and the
  * helpers that make unique groups, request ids, writes and identities.
  */
+import { newRequestId } from './request-id.js';
 import type {
   CommitIdentity,
   CommitOutcome,
@@ -50,7 +51,10 @@ export const MAX_INT64 = 2n ** 63n - 1n;
 let seq = 0;
 export const uniqueGroup = (label: string): string =>
   `ct-${label}-${process.pid}-${Date.now().toString(36)}-${seq++}`;
-export const rid = (): string =>
+/** A request id as the proxy issues them (time-ordered, backends/request-id.ts). */
+export const rid = (): string => newRequestId();
+/** A request id of any other form: the contract needs ids unique, nothing more. */
+export const otherRid = (): string =>
   `r-${process.pid}-${Date.now().toString(36)}-${seq++}-${Math.random().toString(36).slice(2)}`;
 
 /** One partition write with the contract's defaults (commit time 1_700_000_000_000). */

@@ -2,7 +2,9 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import {
   groupKey,
+  issuedBound,
   offsetKey,
+  orderedRequestKey,
   partitionOf,
   prefixRange,
   requestKey,
@@ -68,6 +70,27 @@ describe('embedded store keys (layout 2)', () => {
           const key = requestTimeKey(t, rk);
           expect(requestKeyOf(key)).toEqual(rk);
           expect(Buffer.compare(key, timeBound(cutoff)) < 0).toBe(t < cutoff);
+        },
+      ),
+    );
+  });
+});
+
+describe('embedded store keys: requests-v3', () => {
+  it('keys sort by the id’s issue time and end a sweep at the cutoff', () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 0, max: 2 ** 48 - 1 }),
+        fc.integer({ min: 0, max: 2 ** 48 - 1 }),
+        fc.uint8Array({ minLength: 10, maxLength: 10 }),
+        name,
+        (t, cutoff, rest, g) => {
+          const id = Buffer.alloc(16);
+          id.writeUIntBE(t, 0, 6);
+          Buffer.from(rest).copy(id, 6);
+          const key = orderedRequestKey(id, groupKey(g));
+          expect(key.subarray(0, 16)).toEqual(id);
+          expect(Buffer.compare(key, issuedBound(cutoff)) < 0).toBe(t < cutoff);
         },
       ),
     );

@@ -73,6 +73,25 @@ export function requestKey(groupDigest: Buffer, requestId: string): Buffer {
   return key;
 }
 
+/**
+ * requests-v3: the 16 bytes of a time-ordered request id (request-id.ts, its issue time first) ‖
+ * digest(group). Keys sort by issue time: a transaction's records land on the last leaf, and
+ * expired ones are the range before `issuedBound(cutoff)`.
+ */
+export function orderedRequestKey(idBytes: Buffer, groupDigest: Buffer): Buffer {
+  const key = Buffer.allocUnsafe(idBytes.length + DIGEST_BYTES);
+  idBytes.copy(key, 0);
+  groupDigest.copy(key, idBytes.length);
+  return key;
+}
+
+/** The smallest requests-v3 key issued at or after `at` (6 bytes, big-endian ms): a sweep's end. */
+export function issuedBound(at: number): Buffer {
+  const key = Buffer.alloc(6);
+  key.writeUIntBE(Math.max(0, Math.min(2 ** 48 - 1, Math.floor(at))), 0, 6);
+  return key;
+}
+
 /** request-times: recorded-at milliseconds (uint64 big-endian) ‖ the request key. */
 export function requestTimeKey(at: number, reqKey: Buffer): Buffer {
   const key = Buffer.allocUnsafe(TIME_BYTES + reqKey.length);

@@ -35,7 +35,14 @@ function copyOfFixture(fixture = LAYOUT_1): string {
 const byPartition = (xs: PartitionOffset[]): PartitionOffset[] =>
   [...xs].sort((a, b) => (a.topic === b.topic ? a.partition - b.partition : a.topic < b.topic ? -1 : 1));
 
-const LAYOUT_3_DATABASES = ['groups-v2', 'meta', 'offsets-v3', 'request-times-v2', 'requests-v2'];
+const LAYOUT_3_DATABASES = [
+  'groups-v2',
+  'meta',
+  'offsets-v3',
+  'request-times-v2',
+  'requests-v2',
+  'requests-v3',
+];
 
 async function databasesOf(dir: string): Promise<string[]> {
   const env = open({ path: dir, maxDbs: 16 });

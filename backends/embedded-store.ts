@@ -5,8 +5,10 @@
  *   offsets-v3       G ‖ T ‖ block → the topic and the offsets of its partitions p with
  *                    p >> 7 = block (embedded-value.ts)
  *   groups-v2        G → { n, s }  (the group name, its GroupState or null)
- *   requests-v2      G ‖ R → { at, r }  (recent commit outcomes, for idempotent resends)
- *   request-times-v2 at ‖ G ‖ R → 1  (the same, by time, so expiry reads only what expires)
+ *   requests-v3      I ‖ G → r  (recent commit outcomes, for idempotent resends, of requests
+ *                    with a time-ordered id I: request-id.ts; sorted and swept by issue time)
+ *   requests-v2      G ‖ R → { at, r }  (the same for any other request id)
+ *   request-times-v2 at ‖ G ‖ R → 1  (requests-v2 by time, so expiry reads only what expires)
  *   meta             'layout' → 3
  * where G = digest(group), T = digest(topic), R = digest(requestId). Every group with offsets or
  * membership has a groups-v2 record, so listing groups walks that one database.
@@ -45,7 +47,9 @@ import { walkInPages } from './bounded-walk.js';
 import { applyGroupUpdate, decideCommit } from './commit-guard.js';
 import {
   groupKey,
+  issuedBound,
   offsetKey,
+  orderedRequestKey,
   prefixRange,
   requestKey,
   requestKeyOf,
@@ -66,6 +70,7 @@ import {
 } from './embedded-value.js';
 import type { BlockWrite } from './embedded-value.js';
 import { decodeOutcome, encodeOutcome } from './outcome-codec.js';
+import { issuedAt, timeOrderedIdBytes } from './request-id.js';
 import type { EncodedOutcome } from './outcome-codec.js';
 import type {
   CommitOutcome,
@@ -89,6 +94,8 @@ export interface EmbeddedDatabases {
   /** offsets-v3: raw bytes both ways (embedded-value.ts encodes and decodes the values). */
   offsets: Database<Buffer, Buffer>;
   groups: Database<GroupRecord, Buffer>;
+  /** Outcomes of requests with time-ordered ids, by id (issue time first) and group. */
+  orderedRequests: Database<EncodedOutcome, Buffer>;
   requests: Database<{ at: number; r: EncodedOutcome }, Buffer>;
   requestTimes: Database<1, Buffer>;
   /**
@@ -123,6 +130,7 @@ export function openDatabases(root: RootDatabase): EmbeddedDatabases {
     root,
     offsets: root.openDB({ name: 'offsets-v3', ...binary, encoding: 'binary' }),
     groups: root.openDB({ name: 'groups-v2', ...binary }),
+    orderedRequests: root.openDB({ name: 'requests-v3', ...binary }),
     requests: root.openDB({ name: 'requests-v2', ...binary }),
     requestTimes: root.openDB({ name: 'request-times-v2', ...binary }),
     meta: root.openDB({ name: 'meta' }),
@@ -156,7 +164,7 @@ export class EmbeddedStore implements OffsetStore {
     this.requestTtlMs = opts.requestTtlMs ?? 60_000;
     this.sweepBatch = opts.sweepBatch ?? 5_000;
     this.onClosed = opts.onClosed;
-    // maxDbs: layout 3's five databases, and layout 1's four and offsets-v2 while a migration runs.
+    // maxDbs: layout 3's six databases, and layout 1's four and offsets-v2 while a migration runs.
     const root = open({
       path: opts.dataDir,
       overlappingSync: false,
@@ -226,8 +234,10 @@ export class EmbeddedStore implements OffsetStore {
 
   commit(request: CommitRequest): Promise<CommitOutcome> {
     const { group } = request;
-    const { offsets, groups, requests, requestTimes } = this.db;
+    const { offsets, groups, requests, requestTimes, orderedRequests } = this.db;
     const g = groupKey(group);
+    const idBytes = timeOrderedIdBytes(request.requestId);
+    const orderedKey = idBytes && orderedRequestKey(idBytes, g);
     const reqKey = requestKey(g, request.requestId);
     // The records are encoded before the transaction: inside it the one writer waits for every
     // line of the body, and so do the commits queued behind this one.
@@ -238,6 +248,10 @@ export class EmbeddedStore implements OffsetStore {
       return Promise.reject(err instanceof Error ? err : new Error(String(err)));
     }
     return this.write('commit', () => {
+      // A time-ordered id whose issue time was far from the clock when it was first written is
+      // in requests-v2 (below), and so is every other id.
+      const seenInOrder = orderedKey && orderedRequests.get(orderedKey);
+      if (seenInOrder !== undefined) return decodeOutcome(seenInOrder);
       const seen = requests.get(reqKey);
       if (seen !== undefined) return decodeOutcome(seen.r);
       const record = this.readRecord(group, g);
@@ -255,10 +269,23 @@ export class EmbeddedStore implements OffsetStore {
         for (let i = 0; i < keys.length; i++) offsets.putSync(keys[i]!, values[i]!);
       }
       const at = Date.now();
-      requests.putSync(reqKey, { at, r: encodeOutcome(outcome) });
-      requestTimes.putSync(requestTimeKey(at, reqKey), 1);
+      if (orderedKey !== undefined && this.expiresInOrder(issuedAt(orderedKey), at)) {
+        orderedRequests.putSync(orderedKey, encodeOutcome(outcome));
+      } else {
+        requests.putSync(reqKey, { at, r: encodeOutcome(outcome) });
+        requestTimes.putSync(requestTimeKey(at, reqKey), 1);
+      }
       return outcome;
     });
+  }
+
+  /**
+   * A requests-v3 record is swept a TTL after its id's issue time, not after it was written: an
+   * id issued long before (or stamped ahead by a clock that stepped back since) would be kept too
+   * briefly (too long), so those go to requests-v2, swept by the time written.
+   */
+  private expiresInOrder(issued: number, now: number): boolean {
+    return issued >= now - this.requestTtlMs / 2 && issued <= now + this.requestTtlMs;
   }
 
   /** The stored offset of one partition, -1n when none (for a compare-and-set). */
@@ -465,21 +492,28 @@ export class EmbeddedStore implements OffsetStore {
    * Removes expired request records, in write transactions of `sweepBatch` so that none holds the
    * writer or the event loop long, and batch after batch until none is left: a fixed amount per
    * 10 s tick fell behind commit rates above it, and the records piled up. Each batch is a range
-   * that ends at the cutoff time by construction (request-times keys start with the time).
+   * that ends at the cutoff time by construction (requests-v3 and request-times keys start with
+   * the time): requests-v3 loses leaves from its start, requests-v2 records one by one.
    */
   private async sweepRequests(): Promise<void> {
     if (this.closed || this.sweeping) return;
     this.sweeping = true;
     try {
       await this.ready;
-      const { root, requests, requestTimes } = this.db;
+      const { root, requests, requestTimes, orderedRequests } = this.db;
       for (;;) {
-        const end = timeBound(Date.now() - this.requestTtlMs);
+        const cutoff = Date.now() - this.requestTtlMs;
         let removed = 0;
         await settle(
           'embedded store: sweep',
           root.transaction(() => {
-            for (const key of requestTimes.getKeys({ end, limit: this.sweepBatch })) {
+            for (const key of orderedRequests.getKeys({ end: issuedBound(cutoff), limit: this.sweepBatch })) {
+              orderedRequests.removeSync(key);
+              removed++;
+            }
+            if (removed >= this.sweepBatch) return;
+            const limit = this.sweepBatch - removed;
+            for (const key of requestTimes.getKeys({ end: timeBound(cutoff), limit })) {
               requests.removeSync(requestKeyOf(key));
               requestTimes.removeSync(key);
               removed++;

@@ -71,7 +71,9 @@ export interface CommitRequest {
   writes: OffsetWrite[];
   /**
    * Unique per client request. A store that may execute a command twice (a resend after a
-   * reconnect) uses it to answer the second execution with the first one's outcome.
+   * reconnect) uses it to answer the second execution with the first one's outcome. Any unique
+   * string is valid; the proxy issues time-ordered ones (`newRequestId`, request-id.ts), which
+   * the embedded store keeps in time order (fewer pages per write transaction).
    */
   requestId: string;
 }

@@ -15,7 +15,7 @@
  * committer the store accepts, reads it not at all: the store's atomic commit step checks it):
  * the broker's verdict is given the record read for it, rather than reading it again.
  */
-import { randomUUID } from 'node:crypto';
+import { newRequestId } from '../../backends/request-id.js';
 import { checkCommit } from '../../backends/commit-guard.js';
 import type {
   CommitIdentity,
@@ -131,7 +131,7 @@ export class CommitFence {
     writes: OffsetWrite[],
   ): Promise<FenceOutcome> {
     const { store, brokerVerdict, committerFresh, vouchedOutsideRecord } = this.seams;
-    const requestId = randomUUID();
+    const requestId = newRequestId();
     const request: CommitRequest = identity
       ? { group, writes, requestId, identity }
       : { group, writes, requestId, deferIfTransactional: true };
@@ -206,6 +206,6 @@ export class CommitFence {
     for (const update of verdict.updates) await store.updateGroup(request.group, update);
     if (verdict.code !== null) return { status: 'fenced', error: verdict.code as GuardErrorCode };
     const { identity: _decided, ...unfenced } = request;
-    return store.commit({ ...unfenced, requestId: randomUUID() });
+    return store.commit({ ...unfenced, requestId: newRequestId() });
   }
 }

@@ -5,7 +5,7 @@
  * record alone refuses: OffsetDelete without a broker connection (offset-delete.ts) and the
  * operators' commands (proxy/ops/admin/offsets-admin.ts).
  */
-import { randomUUID } from 'node:crypto';
+import { newRequestId } from '../../backends/request-id.js';
 import type { CommitOutcome, CommitRequest, OffsetStore } from '../../backends/store.js';
 import { GuardError } from '../../backends/store.js';
 
@@ -37,5 +37,5 @@ export async function commitAnonymous(
   const outcome = await store.commit(request);
   if (outcome.status !== 'fenced' || outcome.error !== GuardError.UNKNOWN_MEMBER_ID) return outcome;
   if (!(await emptyAtBroker(store, request.group, groupIsEmptyAtBroker))) return outcome;
-  return store.commit({ ...request, requestId: randomUUID() });
+  return store.commit({ ...request, requestId: newRequestId() });
 }

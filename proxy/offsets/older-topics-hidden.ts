@@ -15,7 +15,7 @@
  * conditional delete, and a delete after the read could remove a commit to the new topic made
  * in between; a commit to the partition overwrites them.
  */
-import { randomUUID } from 'node:crypto';
+import { newRequestId } from '../../backends/request-id.js';
 import { StoreDecorator } from '../../backends/store-decorator.js';
 import type {
   CasMismatch,
@@ -69,7 +69,7 @@ export class OlderTopicsHidden extends StoreDecorator {
     for (let attempt = 1; ; attempt++) {
       const older = await this.olderOffsets(request.group, concerned, hidden);
       const writes = request.writes.map((w) => againstStored(w, older.get(keyOf(w))));
-      const requestId = attempt === 1 ? request.requestId : randomUUID();
+      const requestId = attempt === 1 ? request.requestId : newRequestId();
       const outcome = await this.inner.commit({ ...request, writes, requestId });
       if (outcome.status !== 'cas-mismatch') return outcome;
       const mismatches = outcome.mismatches.map((m) => asRead(m, request.writes, older));

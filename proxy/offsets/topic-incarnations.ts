@@ -24,7 +24,7 @@
  * Topics the cluster does not list (never had: mirrored offsets) have no record; their offsets
  * are as they were stored.
  */
-import { randomUUID } from 'node:crypto';
+import { newRequestId } from '../../backends/request-id.js';
 import { TOPIC_INCARNATIONS_GROUP } from '../../backends/internal-groups.js';
 import type { OffsetStore, OffsetWrite, PartitionOffset } from '../../backends/store.js';
 import type { Logger } from '../common/log.js';
@@ -242,7 +242,7 @@ export class TopicIncarnations {
       const outcome = await this.store.commit({
         group: TOPIC_INCARNATIONS_GROUP,
         writes: writes.map((w) => w.write),
-        requestId: randomUUID(),
+        requestId: newRequestId(),
       });
       if (outcome.status === 'ok') {
         for (const w of writes) {

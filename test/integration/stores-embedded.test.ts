@@ -3,14 +3,18 @@
 // the same for a proxy taking commits from many connections at once (they share transactions:
 // group commit), killed right after a run of acknowledgements.
 import { spawn } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { open } from 'lmdb';
 import { afterAll, describe, expect, inject, it } from 'vitest';
 import { runStoreContract, write } from '../../backends/contract.js';
-import { groupKey, offsetKey } from '../../backends/embedded-keys.js';
+import { groupKey, offsetKey, requestKey, requestTimeKey } from '../../backends/embedded-keys.js';
 import { EmbeddedStore, openDatabases } from '../../backends/embedded-store.js';
+import type { EmbeddedDatabases } from '../../backends/embedded-store.js';
+import { encodeBlockWrites, mergeBlock } from '../../backends/embedded-value.js';
+import { newRequestId } from '../../backends/request-id.js';
 import { StoreCorruptError, StoreUnavailableError } from '../../backends/errors.js';
 import { ZERO_UUID } from '../../protocol/generated-support.js';
 import { decodeResponseFrame, encodeRequestFrame } from '../../protocol/frames.js';
@@ -261,6 +265,84 @@ describe('embedded store', () => {
       await inner.sweepRequests();
       expect([...inner.db.requests.getKeys()]).toHaveLength(0);
       expect([...inner.db.requestTimes.getKeys()]).toHaveLength(0);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('time-ordered request ids: records in requests-v3 only, answered on resend, swept in key order', async () => {
+    const store = new EmbeddedStore({ dataDir: join(root, 'ordered'), requestTtlMs: 400, sweepBatch: 7 });
+    const inner = store as unknown as { sweepRequests(): Promise<void>; db: EmbeddedDatabases };
+    const keys = (db: { getKeys(): Iterable<unknown> }): unknown[] => [...db.getKeys()];
+    try {
+      const ids = Array.from({ length: 30 }, newRequestId);
+      for (const [i, id] of ids.entries())
+        await store.commit({ group: `g${i % 3}`, writes: [write('t', 0, BigInt(i))], requestId: id });
+      expect(keys(inner.db.orderedRequests)).toHaveLength(30);
+      expect(keys(inner.db.requests)).toHaveLength(0);
+      expect(keys(inner.db.requestTimes)).toHaveLength(0);
+      // Within the TTL a resend is answered, not applied (g0 holds 27, from ids[27]).
+      await store.commit({ group: 'g0', writes: [write('t', 0, 100n)], requestId: ids[0]! });
+      expect((await store.fetch('g0', null))[0]?.offset).toBe(27n);
+      await new Promise((r) => setTimeout(r, 500));
+      await inner.sweepRequests();
+      expect(keys(inner.db.orderedRequests)).toHaveLength(0);
+      // After it, the same id is a new request.
+      await store.commit({ group: 'g0', writes: [write('t', 0, 100n)], requestId: ids[0]! });
+      expect((await store.fetch('g0', null))[0]?.offset).toBe(100n);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('a time-ordered id issued long before it is written goes to requests-v2, and is answered from there', async () => {
+    const store = new EmbeddedStore({ dataDir: join(root, 'ordered-stale') });
+    const inner = store as unknown as { db: EmbeddedDatabases };
+    const stale = (Date.now() - 600_000).toString(16).padStart(12, '0') + newRequestId().slice(12);
+    try {
+      await store.commit({ group: 'g', writes: [write('t', 0, 1n)], requestId: stale });
+      expect([...inner.db.orderedRequests.getKeys()]).toHaveLength(0);
+      expect([...inner.db.requests.getKeys()]).toHaveLength(1);
+      await store.commit({ group: 'g', writes: [write('t', 0, 2n)], requestId: stale });
+      expect((await store.fetch('g', null))[0]?.offset).toBe(1n);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it("an older release's request records (random ids, requests-v2) are answered after an upgrade, and expire", async () => {
+    const dir = join(root, 'upgrade-requests');
+    await new EmbeddedStore({ dataDir: dir }).close();
+    // What the release before time-ordered ids wrote for a commit of offset 5 with a v4 UUID.
+    const id = randomUUID();
+    const env = open({ path: dir, maxDbs: 16 });
+    const old = openDatabases(env);
+    const reqKey = requestKey(groupKey('g'), id);
+    const at = Date.now();
+    await old.root.transaction(() => {
+      old.offsets.putSync(
+        offsetKey(groupKey('g'), 't', 0),
+        mergeBlock(undefined, encodeBlockWrites([write('t', 0, 5n)])[0]!, 'g'),
+      );
+      old.groups.putSync(groupKey('g'), { n: 'g', s: null });
+      old.requests.putSync(reqKey, { at, r: { s: 'ok' } });
+      old.requestTimes.putSync(requestTimeKey(at, reqKey), 1);
+    });
+    await env.close();
+    const store = new EmbeddedStore({ dataDir: dir, requestTtlMs: 400 });
+    const inner = store as unknown as { sweepRequests(): Promise<void>; db: EmbeddedDatabases };
+    try {
+      // The client resends that commit through the new release: answered, not applied again.
+      expect(await store.commit({ group: 'g', writes: [write('t', 0, 9n)], requestId: id })).toEqual({
+        status: 'ok',
+      });
+      expect((await store.fetch('g', null))[0]?.offset).toBe(5n);
+      await new Promise((r) => setTimeout(r, 500));
+      await inner.sweepRequests();
+      expect([...inner.db.requests.getKeys()]).toHaveLength(0);
+      expect([...inner.db.requestTimes.getKeys()]).toHaveLength(0);
+      await store.commit({ group: 'g', writes: [write('t', 0, 9n)], requestId: id });
+      expect((await store.fetch('g', null))[0]?.offset).toBe(9n);
     } finally {
       await store.close();
     }
