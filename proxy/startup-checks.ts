@@ -44,8 +44,13 @@ const MEMORY_FILE_SYSTEMS = new Map<number, string>([
   [0x858458f6, 'ramfs'],
 ]);
 
-/** How long creating and syncing a file in the data directory may take. */
-export const DATA_DIR_CHECK_MS = 1000;
+/**
+ * How long creating and syncing a file in the data directory may take before the start is refused.
+ * It only has to tell a hung mount (a dead NFS server) from a disk: a healthy disk behind a busy
+ * machine took over 1 s for this fsync at load average 45-84, and a proxy that refuses to start on
+ * a slow disk is a worse answer than one that starts a little late.
+ */
+export const DATA_DIR_CHECK_MS = 10_000;
 
 /** Everything `checkStartup` found worth telling that is not an error. */
 export interface StartupNotes {
