@@ -10,8 +10,9 @@
 // One 1-node Kafka from the test bed; each side a process of its own: `proxy` (this checkout's CLI,
 // with --http so that its metrics run, as in production), `baseline`, `baseline2`, ... (other built
 // checkouts' CLIs, alike) and `bare` (bench/bare-relay.mjs to the broker). First every side sits
-// idle for --rest-seconds: its VmRSS (file-backed and anonymous apart) at 2 s and at the end, and its
-// CPU time over that span. Then --rounds rounds: N connections to every side (waves of 100; the
+// idle for --rest-seconds: its VmRSS (file-backed and anonymous apart) at 2 s and at the end, its
+// VmHWM then (the peak of its start: bench/proxy.ts's `peak RSS` is this figure, reached in the first
+// seconds, before any traffic), and its CPU time over that span. Then --rounds rounds: N connections to every side (waves of 100; the
 // sides' order reversed every other round), each sending one ApiVersions and reading its answer (so
 // a proxy has opened its broker connection too); each side's VmRSS growth is read 1 s after the
 // last side's connections were open and again --settle-seconds later, then every connection is
@@ -27,7 +28,8 @@ import { parseArgs } from 'node:util';
 import { startKafka } from '../test/bed/kafka.js';
 import { freePortRange, spawnProxy } from '../test/harness/proxy.js';
 import type { ProxyProcess } from '../test/harness/proxy.js';
-import { RawClient, apiVersionsRequest } from '../test/harness/raw-client.js';
+import type { RawClient } from '../test/harness/raw-client.js';
+import { openIdle } from './memory-idle.js';
 import { cpuMs } from './process-stats.js';
 import { startBareRelay } from './relays.js';
 import type { RelayProcess } from './relays.js';
@@ -58,7 +60,7 @@ interface Side {
   /** Where clients connect: the proxy's port for the broker (node 1), or the bare relay. */
   address: string;
   pid: number;
-  rest: { at2s: Rss; atEnd: Rss; cpuMsPerSecond: number } | null;
+  rest: { at2s: Rss; atEnd: Rss; peakMb: number; cpuMsPerSecond: number } | null;
   /** VmRSS growth per round 1 s after CONNECTIONS connections were open, MB. */
   connectionsRssMb: number[];
   /** The same, --settle-seconds later. */
@@ -70,30 +72,19 @@ interface Rss {
   file: number;
 }
 
+/** A line of /proc/PID/status in MB. */
+function statusMb(pid: number, key: string): number {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  return Number(new RegExp(`^${key}:\\s+(\\d+) kB`, 'm').exec(status)?.[1]) / 1024;
+}
+
 /** VmRSS, RssAnon and RssFile of a process in MB. */
 function rss(pid: number): Rss {
-  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
-  const mb = (key: string): number =>
-    Number(new RegExp(`^${key}:\\s+(\\d+) kB`, 'm').exec(status)?.[1]) / 1024;
-  return { vm: mb('VmRSS'), anon: mb('RssAnon'), file: mb('RssFile') };
+  return { vm: statusMb(pid, 'VmRSS'), anon: statusMb(pid, 'RssAnon'), file: statusMb(pid, 'RssFile') };
 }
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 const log = (line: string): void => console.log(`[bench] ${line}`);
-
-/** Opens `n` connections to `address` in waves of 100, each answered one ApiVersions. */
-async function openIdle(address: string, n: number): Promise<RawClient[]> {
-  const conns: RawClient[] = [];
-  for (let i = 0; i < n; i += 100) {
-    const wave = await Promise.all(
-      Array.from({ length: Math.min(100, n - i) }, () => RawClient.connect(address)),
-    );
-    for (const c of wave) c.write(apiVersionsRequest(3, 1));
-    await Promise.all(wave.map((c) => c.read(1)));
-    conns.push(...wave);
-  }
-  return conns;
-}
 
 async function main(): Promise<void> {
   if (!args['no-build']) execFileSync('npm', ['run', 'build', '--silent'], { cwd: repo, stdio: 'inherit' });
@@ -156,6 +147,7 @@ async function main(): Promise<void> {
       s.rest = {
         at2s: at2s[i]!.rss,
         atEnd: rss(s.pid),
+        peakMb: statusMb(s.pid, 'VmHWM'),
         cpuMsPerSecond: cpu / ((Date.now() - at2s[i]!.t) / 1000),
       };
       log(`${s.name} at rest: ${JSON.stringify(s.rest)}`);
@@ -192,12 +184,12 @@ async function main(): Promise<void> {
       `${CONNECTIONS} idle connections, ${ROUNDS} rounds, ${REST_MS / 1000} s at rest${args['no-http'] ? '' : ', proxies with --http'}; ` +
         `${Math.round((Date.now() - t0) / 1000)} s; load average (1 min) ${f(Math.min(...load))}-${f(Math.max(...load))}`,
       '',
-      `| side | RSS at 2 s MB (anon / file) | RSS at rest MB (anon / file) | idle CPU ms/s | RSS MB per 1,000 connections after 1 s, by round | the same after ${SETTLE_MS / 1000} s |`,
-      '|---|---:|---:|---:|---|---|',
+      `| side | RSS at 2 s MB (anon / file) | RSS at rest MB (anon / file) | peak RSS at rest MB | idle CPU ms/s | RSS MB per 1,000 connections after 1 s, by round | the same after ${SETTLE_MS / 1000} s |`,
+      '|---|---:|---:|---:|---:|---|---|',
       ...sides.map((s) => {
         const r = s.rest!;
         const mb = (x: Rss): string => `${f(x.vm)} (${f(x.anon)} / ${f(x.file)})`;
-        return `| ${s.name} | ${mb(r.at2s)} | ${mb(r.atEnd)} | ${f(r.cpuMsPerSecond, 2)} | ${s.connectionsRssMb.map(per1000).join(', ')} | ${s.settledRssMb.map(per1000).join(', ')} |`;
+        return `| ${s.name} | ${mb(r.at2s)} | ${mb(r.atEnd)} | ${f(r.peakMb)} | ${f(r.cpuMsPerSecond, 2)} | ${s.connectionsRssMb.map(per1000).join(', ')} | ${s.settledRssMb.map(per1000).join(', ')} |`;
       }),
     ].join('\n'),
   );

@@ -29,6 +29,12 @@ export interface BrokerLinkEvents {
   brokerLost(reason: BrokerLoss, err?: unknown): void;
 }
 
+/**
+ * The queue once the connection is open or destroyed, when nothing is queued any more: one array
+ * for every link rather than an empty one each for as long as it lives. Frozen: a push is a bug.
+ */
+const NOTHING_QUEUED: Buffer[] = Object.freeze([]) as unknown as Buffer[];
+
 export class BrokerLink {
   private socket: Socket | null = null;
   private writer: SocketWriter | null = null;
@@ -111,7 +117,7 @@ export class BrokerLink {
 
   destroy(): void {
     this.destroyed = true;
-    this.queued = [];
+    this.queued = NOTHING_QUEUED;
     this.socket?.destroy();
   }
 
@@ -145,7 +151,7 @@ export class BrokerLink {
     if (this.paused) socket.pause();
     this.events.brokerOpened();
     const queued = this.queued;
-    this.queued = [];
+    this.queued = NOTHING_QUEUED;
     // A full socket calls `drain` itself later; otherwise the caller may write on now.
     writer.hold();
     for (const b of queued) writer.write(b);

@@ -52,7 +52,8 @@ export class NativeHandover implements NativeHost, Quiescent {
   /** The native path's bytes are being taken back: nothing moves to it meanwhile. */
   private takingBack = false;
   /** Who waits for the native path to hand the pair back (drain, askBroker). */
-  private waiters: (() => void)[] = [];
+  /** Who awaits the move back (takeBack), made on the first: most connections never have one. */
+  private waiters: (() => void)[] | null = null;
 
   constructor(private readonly parts: NativeHandoverParts) {}
 
@@ -89,7 +90,7 @@ export class NativeHandover implements NativeHost, Quiescent {
     const pair = this.pair;
     if (pair === null) return Promise.resolve();
     return new Promise((resolve) => {
-      this.waiters.push(resolve);
+      (this.waiters ??= []).push(resolve);
       if (timeoutMs !== undefined) setTimeout(resolve, timeoutMs).unref();
       pair.handBack();
     });
@@ -180,8 +181,8 @@ export class NativeHandover implements NativeHost, Quiescent {
 
   private releaseWaiters(): void {
     const waiters = this.waiters;
-    this.waiters = [];
-    for (const w of waiters) w();
+    this.waiters = null;
+    for (const w of waiters ?? []) w();
   }
 }
 

@@ -68,8 +68,8 @@ describe('reuseAcceptedReads', () => {
     // A client connection starts with a small buffer, which its first full read grows to Node's
     // read size, and never beyond, however full its reads.
     const sizes = [...reader.buffers].map((b) => b.byteLength);
-    expect(sizes.filter((size) => size === 1024)).toHaveLength(1);
-    expect(sizes.filter((size) => size !== 1024).every((size) => size === 64 * 1024)).toBe(true);
+    expect(sizes.filter((size) => size === 512)).toHaveLength(1);
+    expect(sizes.filter((size) => size !== 512).every((size) => size === 64 * 1024)).toBe(true);
   });
 
   test('an idle connection holds a small buffer until a read fills it', async () => {
@@ -95,13 +95,13 @@ describe('reuseAcceptedReads', () => {
       client.write(small.subarray(off, off + 300));
       await readTo(off + 300);
     }
-    expect(reader.reads.map((r) => r.size)).toEqual([1024, 1024, 1024]);
+    expect(reader.reads.map((r) => r.size)).toEqual([512, 512, 512]);
     // A larger request fills it: the reads after it go into a buffer of Node's read size.
     const large = pattern(20_000);
     client.write(large);
     await readTo(small.length + large.length);
     const after = reader.reads.slice(3);
-    expect(after[0]).toEqual({ size: 1024, bytes: 1024 });
+    expect(after[0]).toEqual({ size: 512, bytes: 512 });
     expect(after.slice(1).every((r) => r.size === 64 * 1024)).toBe(true);
     expect(after.length).toBeGreaterThan(1);
     reader.inner.expectIntact(Buffer.concat([small, large]));

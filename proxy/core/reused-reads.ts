@@ -31,14 +31,22 @@ export interface ChunkReader {
 }
 
 /**
- * Bytes a socket's first read can take. Most connections are idle most of their life, and an idle
- * one has read only a request or two of a few hundred bytes (ApiVersions, Metadata): the pages of
- * its read buffer that a read wrote stay resident as long as the connection lives, one or two 4 KB
- * pages per socket in a 64 KB buffer, where small buffers share pages (docs/benchmarks.md, memory
- * per connection). A read that fills it grows the buffer to READ_BUFFER_BYTES for the next one:
- * one more read, once per connection that carries traffic.
+ * Bytes a broker connection's first read can take. Most connections are idle most of their life,
+ * and an idle one has read only an answer or two (ApiVersions: 500-900 bytes from Kafka 4): the
+ * pages of its read buffer that a read wrote stay resident as long as the connection lives, one or
+ * two 4 KB pages per socket in a 64 KB buffer, where small buffers share pages (docs/benchmarks.md,
+ * memory per connection). A read that fills it grows the buffer to READ_BUFFER_BYTES for the next
+ * one: one more read, once per connection that carries traffic.
  */
 const FIRST_READ_BUFFER_BYTES = 1024;
+
+/**
+ * The same for a client connection, whose first reads are requests: ApiVersions (under 100 bytes
+ * from the Java client and librdkafka) and Metadata for a few topics. Half the broker side's: the
+ * buffers are malloc'ed side by side, so every byte of them is resident, and 512 fewer per
+ * connection is about 0.5 MB per 1,000 idle connections.
+ */
+const FIRST_CLIENT_READ_BUFFER_BYTES = 512;
 
 /** Bytes a read can take once a read filled the first buffer, and again after small reads (Node's own read size). */
 const READ_BUFFER_BYTES = 64 * 1024;
@@ -62,20 +70,25 @@ const SMALL_READS_TO_SHRINK = 64;
  */
 class ReusedReadBuffer {
   /** Where reads go now. */
-  buffer: Buffer = Buffer.allocUnsafeSlow(FIRST_READ_BUFFER_BYTES);
+  buffer: Buffer;
   private retained = false;
   /** The size the next read's buffer should have, when it is not the current one's. */
   private resizeTo = 0;
   private smallReads = 0;
   private reader: ChunkReader | null = null;
-  /** Copies of what was read before a reader was set. */
-  private early: Buffer[] = [];
+  /** Copies of what was read before a reader was set (made only when that happens). */
+  private early: Buffer[] | null = null;
 
-  constructor(private readonly maxBytes: number) {}
+  constructor(
+    private readonly maxBytes: number,
+    firstBytes: number,
+  ) {
+    this.buffer = Buffer.allocUnsafeSlow(firstBytes);
+  }
 
   /** `bytes` were read into `buffer`, the current one. */
   received(bytes: number, buffer: Uint8Array): void {
-    if (this.reader === null) this.early.push(Buffer.from(buffer.subarray(0, bytes)));
+    if (this.reader === null) (this.early ??= []).push(Buffer.from(buffer.subarray(0, bytes)));
     else this.retained = this.reader.readBytes(buffer as Buffer, bytes);
     if (bytes > READ_BUFFER_BYTES) {
       this.smallReads = 0;
@@ -105,8 +118,8 @@ class ReusedReadBuffer {
   setReader(reader: ChunkReader): void {
     this.reader = reader;
     const early = this.early;
-    this.early = [];
-    for (const chunk of early) reader.readBytes(chunk, chunk.length);
+    this.early = null;
+    for (const chunk of early ?? []) reader.readBytes(chunk, chunk.length);
   }
 }
 
@@ -205,7 +218,7 @@ export function reuseAcceptedReads(socket: Socket): boolean {
   if (fields === null) return false;
   const fieldsOf = socket as unknown as Record<symbol, unknown>;
   if (fieldsOf[fields.buffer] !== null) return false;
-  const reads = new ReusedReadBuffer(READ_BUFFER_BYTES);
+  const reads = new ReusedReadBuffer(READ_BUFFER_BYTES, FIRST_CLIENT_READ_BUFFER_BYTES);
   fieldsOf[fields.buffer] = reads.buffer;
   fieldsOf[fields.generator] = nextReadBuffer;
   fieldsOf[fields.callback] = onReusedRead;
@@ -222,7 +235,7 @@ export function reuseAcceptedReads(socket: Socket): boolean {
 export function connectWithReusedReads(options: net.TcpNetConnectOpts): Socket {
   const fields = userBufferFields();
   if (fields === null) return net.connect(options);
-  const reads = new ReusedReadBuffer(BULK_READ_BUFFER_BYTES);
+  const reads = new ReusedReadBuffer(BULK_READ_BUFFER_BYTES, FIRST_READ_BUFFER_BYTES);
   // A buffer, not a generator, while the socket is set up (Node asks a generator for the first
   // buffer then, with no read before it); the generator is set once net.connect has returned.
   const socket = net.connect({ ...options, onread: { buffer: reads.buffer, callback: onReusedRead } });

@@ -553,18 +553,33 @@ export class KafkaProxy {
         socket.destroy();
         reject(new Error(`connect to ${target.host}:${target.port} timed out`));
       }, this.opts.requestTimeoutMs ?? RELAY_DEFAULTS.requestTimeoutMs);
-      socket.once(event, () => {
-        clearTimeout(timer);
-        socket.removeAllListeners('error');
-        resolve(socket);
-      });
-      socket.once('error', (err) => {
+      const connected = failOnErrorUntilConnected(socket, (err) => {
         clearTimeout(timer);
         socket.destroy();
         reject(err);
       });
+      socket.once(event, () => {
+        connected();
+        clearTimeout(timer);
+        resolve(socket);
+      });
     });
   }
+}
+
+/**
+ * Calls `fail` on an error of `socket` until the returned function is called. The listener stays
+ * on the socket after that, doing nothing, holding neither `fail` nor what it holds (the connection's
+ * own listener reports later errors): taking it off would delete a key of the socket's listener
+ * table, which turns that object into a hash table, about 450 bytes for every broker connection
+ * (bench/memory-probe.ts).
+ */
+function failOnErrorUntilConnected(socket: net.Socket, fail: (err: Error) => void): () => void {
+  let onError: ((err: Error) => void) | null = fail;
+  socket.on('error', (err) => onError?.(err));
+  return () => {
+    onError = null;
+  };
 }
 
 function listen(server: net.Server, host: string, port: number): Promise<void> {
