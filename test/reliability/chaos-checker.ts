@@ -77,15 +77,17 @@ export async function readBack(
 }
 
 /**
- * Unready time no fault explains: an unready interval counts as explained while a fault ran or
- * within `graceS` after one ended (a restarted proxy's first readiness poll, the store circuit's
- * probe, the broker's leadership settling).
+ * Unready time no fault explains, from `fromS` (the end of the warm-up, chaos-warmup.ts) to
+ * `untilS`: an unready interval counts as explained while a fault ran or within `graceS` after one
+ * ended (a restarted proxy's first readiness poll, the store circuit's probe, the broker's
+ * leadership settling).
  */
 export function unexplainedUnready(
   intervals: UnreadyInterval[],
   faults: FaultRecord[],
   graceS: number,
   untilS: number,
+  fromS = 0,
 ): { seconds: number; examples: string[] } {
   const covered = faults
     .map((f) => [f.startedS - 1, f.endedS + graceS] as [number, number])
@@ -93,8 +95,8 @@ export function unexplainedUnready(
   let seconds = 0;
   const examples: string[] = [];
   for (const u of intervals) {
-    if (u.toS < 0 || u.fromS > untilS) continue;
-    const from = Math.max(0, u.fromS);
+    if (u.toS < fromS || u.fromS > untilS) continue;
+    const from = Math.max(fromS, u.fromS);
     const to = Math.min(u.toS, untilS);
     // The parts of [from, to] no covered span reaches: what no fault explains.
     let at = from;
@@ -136,11 +138,27 @@ function between(series: SecondSample[], from: number, to: number): { acked: num
 
 const f1 = (n: number) => (Number.isFinite(n) ? n.toFixed(1) : '-');
 
-export function faultTable(faults: FaultRecord[], series: SecondSample[], proxies: ChaosProxy[]): string[] {
+/**
+ * A row per fault; the warm-up (chaos-warmup.ts) first, as row 0, with the unready time in it
+ * (not counted by the verdict, shown here) and `note` saying when each step came and the 503s.
+ */
+export function faultTable(
+  faults: FaultRecord[],
+  series: SecondSample[],
+  proxies: ChaosProxy[],
+  warm?: { endS: number; note: string },
+): string[] {
   const rows = [
     `| # | at s | fault | planned s | lasted s | partition commits acked/s during | failed requests during | ${proxies.map((p) => `${p.name} unready s`).join(' | ')} | what happened |`,
     `|---:|---:|---|---:|---:|---:|---:|${proxies.map(() => '---:|').join('')}---|`,
   ];
+  if (warm !== undefined) {
+    const d = between(series, 0, warm.endS);
+    const unready = proxies.map((p) => f1(unreadyWithin(p.unready, 0, warm.endS)));
+    rows.push(
+      `| 0 | 0.0 | warm-up | - | ${f1(warm.endS)} | ${(d.acked / Math.max(warm.endS, 0.1)).toFixed(0)} | ${d.failed} | ${unready.join(' | ')} | ${warm.note} |`,
+    );
+  }
   for (const f of faults) {
     const lasted = f.endedS - f.startedS;
     const d = between(series, f.startedS, f.endedS);

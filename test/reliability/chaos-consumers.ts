@@ -65,6 +65,8 @@ export interface GroupReport {
   reassignments: number;
   /** When each of those came, on the run's clock (s): the rebalance verdict attributes them. */
   reassignedAtS: number[];
+  /** Its first assignment with partitions (run clock, s): the end of its warm-up; null: none. */
+  firstAssignedAtS: number | null;
   /** The proxy instance the group goes through (its index), null for the direct reference. */
   proxy: number | null;
   /** Consumer processes that exited by themselves (restarted at once). */
@@ -104,6 +106,7 @@ export class ChaosGroup {
       commitsFailed: {},
       reassignments: 0,
       reassignedAtS: [],
+      firstAssignedAtS: null,
       proxy,
       deaths: [],
     };
@@ -180,6 +183,7 @@ export class ChaosGroup {
         r.commitsFailed[why] = (r.commitsFailed[why] ?? 0) + 1;
       }
     } else if (e['name'] === 'partitions_assigned') {
+      if ((e['partitions'] as unknown[]).length > 0) r.firstAssignedAtS ??= this.clock();
       if ((e['partitions'] as unknown[]).length > 0 && this.assignments++ > 0) {
         r.reassignments++;
         r.reassignedAtS.push(this.clock());

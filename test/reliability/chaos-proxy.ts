@@ -174,6 +174,11 @@ export class ChaosProxy {
     return this.readiness.unanswered;
   }
 
+  /** When its /readyz first answered 200 (run clock, s), null: never. */
+  get firstReadyS(): number | null {
+    return this.readiness.firstReadyS;
+  }
+
   stopPolling(): void {
     this.polling = false;
   }

@@ -31,6 +31,8 @@ export type ProbeOutcome =
 export class ReadinessTrack {
   readonly unready: UnreadyInterval[] = [];
   readonly unanswered: UnreadyInterval[] = [];
+  /** When a probe first came back 200 (the warm-up's "ready once"), null: not yet. */
+  firstReadyS: number | null = null;
   private openUnready: UnreadyInterval | null = null;
   private openUnanswered: UnreadyInterval | null = null;
 
@@ -46,6 +48,7 @@ export class ReadinessTrack {
     if (outcome.state === 'unready') {
       this.openUnready = extend(this.unready, this.openUnready, sentS, endedS, outcome.reason);
     } else {
+      this.firstReadyS ??= endedS;
       if (this.openUnready !== null) this.openUnready.toS = sentS;
       this.openUnready = null;
     }

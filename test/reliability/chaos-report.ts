@@ -1,6 +1,6 @@
 /** The chaos run's verdict and report: a table per fault and per consumer group, one RESULT line. */
 import os from 'node:os';
-import { faultTable, groupTable, unexplainedUnready } from './chaos-checker.js';
+import { faultTable, groupTable, unexplainedUnready, unreadyWithin } from './chaos-checker.js';
 import type { ReadBack, SecondSample } from './chaos-checker.js';
 import type { GroupReport } from './chaos-consumers.js';
 import type { FaultRecord } from './chaos-faults.js';
@@ -8,6 +8,8 @@ import type { ChaosProxy } from './chaos-proxy.js';
 import { attributeRebalances, rebalanceReasons, rebalanceTable } from './chaos-rebalances.js';
 import type { RebalanceAttribution } from './chaos-rebalances.js';
 import type { Shared } from './load-connection.js';
+import { unreadyReasonsInWarmUp, warmUp, warmUpReasons } from './chaos-warmup.js';
+import type { WarmUpMarks } from './chaos-warmup.js';
 
 /**
  * Unready time (503, or nothing listening) within this long after a fault ended counts as the
@@ -32,6 +34,7 @@ export interface ChaosInputs {
   warnings: Record<string, number>[];
   exitCodes: (number | null)[];
   negativeControl: number | null;
+  warmUp: WarmUpMarks;
 }
 
 export interface ChaosResult {
@@ -46,6 +49,9 @@ export interface ChaosResult {
   faults: FaultRecord[];
   groups: GroupReport[];
   unexplainedUnreadyS: number;
+  /** The warm-up's end on the run's clock (null: never) and the unready seconds in it, per proxy. */
+  warmUpS: number | null;
+  unreadyInWarmUpS: number[];
   /** /readyz polls without an answer in time, outside faults: the machine's, reported only. */
   unansweredOutsideFaultsS: number;
   rebalances: RebalanceAttribution[];
@@ -76,17 +82,28 @@ export function faultTableAndVerdict(i: ChaosInputs): ChaosResult {
   // A stale read: an OffsetFetch answer older than a commit acknowledged before it was sent
   // (staleFetches), or below the group's lowest acknowledged offset at the time ("fetched offset wrong").
   const staleReads = sum(totals.map((t) => t.staleFetches)) + (failures['fetched offset wrong'] ?? 0);
+  const warm = warmUp(
+    i.warmUp,
+    i.proxies.map((p) => p.name),
+    i.groups.map((g) => g.kind),
+  );
+  // A run that never warmed up is judged from its start (and fails on that too).
+  const countFromS = Math.min(warm.endS ?? 0, i.measuredS);
+  const unreadyInWarmUpS = i.proxies.map((p) => unreadyWithin(p.unready, 0, countFromS));
+  const warmReasons = [...new Set(i.proxies.flatMap((p) => unreadyReasonsInWarmUp(p.unready, countFromS)))];
   const unready = unexplainedUnready(
     i.proxies.flatMap((p) => p.unready),
     i.faults,
     UNREADY_GRACE_S,
     i.measuredS,
+    countFromS,
   );
   const unanswered = unexplainedUnready(
     i.proxies.flatMap((p) => p.unanswered),
     i.faults,
     UNREADY_GRACE_S,
     i.measuredS,
+    countFromS,
   );
   const rebalances = attributeRebalances(i.groups, i.faults);
   const reasons: string[] = [];
@@ -112,6 +129,7 @@ export function faultTableAndVerdict(i: ChaosInputs): ChaosResult {
     reasons.push(
       `unready for ${unready.seconds.toFixed(1)} s outside any fault: ${unready.examples.slice(0, 3).join('; ')}`,
     );
+  reasons.push(...warmUpReasons(warm));
   reasons.push(...rebalanceReasons(rebalances));
   const failedInjections = i.faults.filter((f) => f.note.includes('injection error'));
   if (failedInjections.length > 0)
@@ -133,6 +151,8 @@ export function faultTableAndVerdict(i: ChaosInputs): ChaosResult {
     `partition-commits-acked=${acked} requests-failed=${failed} lost=${lostDirect} lost-via-proxy=${lostViaProxy} ` +
     `stale-reads=${staleReads} records=${i.produced} missing=${sum(i.groups.map((g) => g.missing))} ` +
     `duplicates-outside-window=${sum(i.groups.map((g) => g.duplicatesOutsideWindow))} ` +
+    `warm-up=${warm.endS === null ? 'never' : `${warm.endS.toFixed(1)}s`} ` +
+    `unready-in-warm-up=${unreadyInWarmUpS.map((u) => u.toFixed(1)).join('/')}s ` +
     `unready-outside-faults=${unready.seconds.toFixed(1)}s unanswered-readyz-outside-faults=${unanswered.seconds.toFixed(1)}s ` +
     `unexplained-rebalances=${sum(rebalances.filter((r) => r.proxy !== null).map((r) => r.unexplainedAtS.length))} rss=[${rssText}]` +
     (ok ? '' : ` reasons: ${reasons.join(' | ')}`);
@@ -143,7 +163,10 @@ export function faultTableAndVerdict(i: ChaosInputs): ChaosResult {
         .map((l) => l.toFixed(1))
         .join(' ')}`,
     '',
-    ...faultTable(i.faults, i.series, i.proxies),
+    ...faultTable(i.faults, i.series, i.proxies, {
+      endS: countFromS,
+      note: `${warm.summary}${warmReasons.length > 0 ? `; unready: ${warmReasons.join('; ')}` : ''}`,
+    }),
     '',
     ...groupTable(i.groups),
     '',
@@ -175,6 +198,8 @@ export function faultTableAndVerdict(i: ChaosInputs): ChaosResult {
     faults: i.faults,
     groups: i.groups,
     unexplainedUnreadyS: unready.seconds,
+    warmUpS: warm.endS,
+    unreadyInWarmUpS,
     unansweredOutsideFaultsS: unanswered.seconds,
     rebalances,
     load: { sent, acked, failed, failures, errorCodes },

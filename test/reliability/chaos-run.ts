@@ -19,8 +19,9 @@
  * Exit code 0 when: no acknowledged commit is missing from the store read directly or through a
  * new proxy, no OffsetFetch answered older than an acknowledged commit, every record the producer
  * had acknowledged was consumed by every group with duplicates only at or above the group's last
- * acknowledged commit of that partition, no proxy was unready outside a fault (plus 15 s), and
- * every fault could be injected. Prints a table per fault and per consumer group, then one RESULT
+ * acknowledged commit of that partition, no proxy was unready outside a fault (plus 15 s) once the
+ * run was warmed up (chaos-warmup.ts: within 180 s; its unready time is reported), and every
+ * fault could be injected. Prints a table per fault and per consumer group, then one RESULT
  * line, then the JSON of the whole result.
  */
 import { randomBytes } from 'node:crypto';
@@ -199,6 +200,8 @@ export async function chaosRun(partial: Partial<ChaosOptions>): Promise<ChaosRes
     const faultTasks: Promise<FaultRecord>[] = [];
     const series: SecondSample[] = [];
     const reqRate = o.rate / P;
+    // The warm-up's "first commit acknowledged", per proxy (chaos-warmup.ts).
+    const firstAckS: (number | null)[] = shareds.map(() => null);
     await new Promise<void>((resolve) => {
       let scheduled = 0;
       let next = 0;
@@ -223,6 +226,9 @@ export async function chaosRun(partial: Partial<ChaosOptions>): Promise<ChaosRes
             }),
           );
         }
+        shareds.forEach((s, k) => {
+          if (firstAckS[k] === null && s.totals.partitionCommitsAcked > 0) firstAckS[k] = t;
+        });
         if (Math.floor(t) > lastSample) {
           lastSample = Math.floor(t);
           series.push({
@@ -321,6 +327,11 @@ export async function chaosRun(partial: Partial<ChaosOptions>): Promise<ChaosRes
       warnings,
       exitCodes,
       negativeControl,
+      warmUp: {
+        proxyReadyS: proxies.map((p) => p.firstReadyS),
+        firstAckS,
+        assignedS: groups.map((g) => g.report.firstAssignedAtS),
+      },
     });
   } finally {
     for (const s of shareds) s.running = false;
