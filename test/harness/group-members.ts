@@ -259,6 +259,26 @@ export async function setGroupConfigs(
   return res.responses[0]?.errorCode ?? ErrorCode.UNKNOWN_SERVER_ERROR;
 }
 
+/**
+ * Sets a KIP-848 group's session on the broker at `bootstrap` (its consumer.session.timeout.ms,
+ * within the broker's group.consumer.min/max.session.timeout.ms), before its members join: under
+ * KIP-848 the session is the broker's, a client cannot choose it.
+ */
+export async function setConsumerGroupSession(
+  bootstrap: string,
+  group: string,
+  sessionMs: number,
+): Promise<void> {
+  const admin = await Conn.open(bootstrap);
+  try {
+    const code = await setGroupConfigs(admin, group, { 'consumer.session.timeout.ms': String(sessionMs) });
+    if (code !== ErrorCode.NONE)
+      throw new Error(`the broker refused ${group}'s consumer.session.timeout.ms: error ${code}`);
+  } finally {
+    admin.close();
+  }
+}
+
 export async function describeConsumerGroup(
   conn: Conn,
   group: string,

@@ -128,7 +128,9 @@ export async function spawnProxy(
       resolve(code);
     }),
   );
-  const deadline = Date.now() + 20_000;
+  // Generous: at a load average of 40, of five proxies started at once (the store-outage tests),
+  // two took longer than 20 s to listen.
+  const deadline = Date.now() + 60_000;
   while (!out.includes('"listening"')) {
     if (child.exitCode !== null) throw new Error(`proxy exited with ${child.exitCode}:\n${out}`);
     if (Date.now() > deadline) {

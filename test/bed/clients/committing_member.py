@@ -24,7 +24,14 @@ def member_args(description=None):
 
 
 def committing_consumer(args, client_id, extra=None):
-    """A member of args.group with the shared settings, plus `extra` (librdkafka's names)."""
+    """A member of args.group with the shared settings, plus `extra` (librdkafka's names).
+
+    With "group.protocol": "consumer" in `extra` (KIP-848, librdkafka 2.4 or later) the shared
+    session.timeout.ms is left out: the session is then the broker's (its
+    group.consumer.session.timeout.ms or the group's consumer.session.timeout.ms), and librdkafka
+    refuses a client-side one.
+    """
+    extra = extra or {}
     conf = {
         "bootstrap.servers": args.bootstrap,
         "group.id": args.group,
@@ -34,7 +41,9 @@ def committing_consumer(args, client_id, extra=None):
         "reconnect.backoff.ms": 50,
         "reconnect.backoff.max.ms": 1000,
     }
-    conf.update(extra or {})
+    if extra.get("group.protocol") == "consumer":
+        del conf["session.timeout.ms"]
+    conf.update(extra)
     return Consumer(conf)
 
 

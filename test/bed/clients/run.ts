@@ -86,6 +86,26 @@ export function jsonLines(text: string): Record<string, unknown>[] {
   return out;
 }
 
+/**
+ * Calls `onLine` with each JSON object line of a live child's `stream` as it comes (a line split
+ * across chunks waits for its end), with the time it was read; other lines are ignored as by
+ * jsonLines.
+ */
+export function followJsonLines(
+  stream: NodeJS.ReadableStream,
+  onLine: (line: Record<string, unknown>, readAt: number) => void,
+): void {
+  let rest = '';
+  stream.on('data', (d: Buffer) => {
+    rest += d.toString();
+    const cut = rest.lastIndexOf('\n');
+    if (cut < 0) return;
+    const readAt = Date.now();
+    for (const line of jsonLines(rest.slice(0, cut))) onLine(line, readAt);
+    rest = rest.slice(cut + 1);
+  });
+}
+
 /** Last `n` lines of a text, for error messages. */
 export function tail(text: string, n = 30): string {
   return text.trimEnd().split('\n').slice(-n).join('\n');

@@ -43,6 +43,7 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *            [--batch-size BYTES] [--value-bytes N] (value "value-i|" padded to N characters)
  *   consume  --bootstrap B --topic T --group G --max N [--commit sync|async|auto]
  *            [--protocol classic|consumer] [--timeout-ms MS] [--isolation read_committed]
+ *            [--session-timeout-ms MS (classic only; default 10000)]
  *            [--until-stop [--commit-interval-ms MS] [--commit-timeout-ms MS]]
  *   transform --bootstrap B --input T1 --output T2 --group G --transactional-id ID --max N
  *            [--protocol classic|consumer] [--timeout-ms MS] [--abort-first]
@@ -450,7 +451,7 @@ public final class Driver {
     p.put("group.protocol", protocol);
     if (protocol.equals("classic")) {
       // The new protocol (KIP-848) rejects these client-side settings: the broker owns them.
-      p.put(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG, "10000");
+      p.put(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG, args.optional("session-timeout-ms", "10000"));
       p.put(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG, "500");
     }
     return p;
