@@ -21,6 +21,7 @@ import { freePortWithCompanion } from '../bed/ports.js';
 import { KAFKA_COMPAT_VERSION, KAFKA_VERSION, startKafka, type KafkaCluster } from '../bed/kafka.js';
 import { CommitTally, type CommitTallyReport } from '../harness/commit-tally.js';
 import { RequestTap } from '../harness/request-tap.js';
+import { refusalTolerance } from '../harness/refusal-tolerance.js';
 import { startTappedProxy, type TappedProxy } from '../harness/tapped-proxy.js';
 
 type Route = 'direct' | 'proxy';
@@ -28,7 +29,7 @@ const ROUTES: Route[] = ['direct', 'proxy'];
 
 /**
  * How many more STALE_MEMBER_EPOCH answers the proxy may give than the broker gave directly in the
- * same run. The two groups run side by side but not in lockstep: which commits meet which epoch
+ * same run (refusal-tolerance.ts). The two groups run side by side but not in lockstep: which commits meet which epoch
  * bump depends on thread scheduling at load average 10 and more, so either side's count varies
  * from run to run like a count of rare events (against 3.9, direct/proxy 10/6, 16/14, 3/2, 5/8,
  * 3/5 and 1/1; against 4.4, 0/0 every time). The tolerance, 5 and half the direct count, is wider
@@ -36,7 +37,7 @@ const ROUTES: Route[] = ['direct', 'proxy'];
  * issue's runs (8 to 23 through the proxy against 0 to 4 directly) still exceed it. Against 4.4
  * the per-commit check below is the sharp one.
  */
-const staleTolerance = (direct: number): number => 5 + Math.floor(direct / 2);
+const staleTolerance = refusalTolerance;
 
 interface Coordinator {
   version: string;
