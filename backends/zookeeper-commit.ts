@@ -191,14 +191,19 @@ class ZooKeeperCommit {
     const { session, znodes } = this.ctx;
     const { group } = this;
     const client = await session.connected(expired);
-    // Applied before (a resend, or our own attempt whose answer was lost)?
-    const prior = await session.read(client, this.marker);
-    if (prior !== null)
-      return decodeOutcome(JSON.parse(prior.data?.toString('utf8') ?? '') as EncodedOutcome);
-
     const keys = this.written.size === 0 ? this.order : this.order.filter((k) => !this.written.has(k));
     const writes = keys.map((k) => this.request.writes[this.last.get(k)!]!);
-    const { stateRead, reads, metaExists } = await this.readAll(client, writes);
+    // Applied before (a resend, or our own attempt whose answer was lost)? Asked in the same round
+    // trip as the reads the commit is judged on, so that a commit is two round trips (reads,
+    // multi), not three: a session's requests are answered in order, behind its writes in flight,
+    // so at load every round trip waits for other commits' fsyncs, and a commit that passes the
+    // store's deadline is answered REQUEST_TIMED_OUT (docs/stores.md, ZooKeeper).
+    const [prior, { stateRead, reads, metaExists }] = await Promise.all([
+      session.read(client, this.marker),
+      this.readAll(client, writes),
+    ]);
+    if (prior !== null)
+      return decodeOutcome(JSON.parse(prior.data?.toString('utf8') ?? '') as EncodedOutcome);
     const state = parseState(group, stateRead);
     const readOf = new Map(keys.map((k, i) => [k, reads[i] ?? null]));
     const own = await this.holdingOwnWrite(client, writes, reads);

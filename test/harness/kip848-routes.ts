@@ -10,6 +10,7 @@ import { EmbeddedStore } from '../../backends/embedded-store.js';
 import { freePortWithCompanion } from '../bed/ports.js';
 import { KAFKA_COMPAT_VERSION, KAFKA_VERSION, startKafka, type KafkaCluster } from '../bed/kafka.js';
 import { CommitTally, type CommitTallyReport } from './commit-tally.js';
+import { refusalTolerance } from './refusal-tolerance.js';
 import { RequestTap } from './request-tap.js';
 import { startTappedProxy, type TappedProxy } from './tapped-proxy.js';
 
@@ -18,7 +19,7 @@ export const ROUTES: Route[] = ['direct', 'proxy'];
 
 /**
  * How many more STALE_MEMBER_EPOCH answers the proxy may give than the broker gave directly in the
- * same run. The two groups run side by side but not in lockstep: which commits meet which epoch
+ * same run (refusal-tolerance.ts). The two groups run side by side but not in lockstep: which commits meet which epoch
  * bump depends on thread scheduling at load average 10 and more, so either side's count varies
  * from run to run like a count of rare events (the Java churn against 3.9, direct/proxy 10/6,
  * 16/14, 3/2, 5/8, 3/5 and 1/1; against 4.4, 0/0 every time). The tolerance, 5 and half the
@@ -26,7 +27,7 @@ export const ROUTES: Route[] = ['direct', 'proxy'];
  * average 10; most of the issue's runs (8 to 23 through the proxy against 0 to 4 directly) still
  * exceed it. Against 4.4 the per-commit check (CommitTally's unexplained STALE) is the sharp one.
  */
-export const staleTolerance = (direct: number): number => 5 + Math.floor(direct / 2);
+export const staleTolerance = refusalTolerance;
 
 export interface Coordinator {
   version: string;

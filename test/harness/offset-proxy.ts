@@ -53,20 +53,29 @@ export async function startOffsetProxy(
 export interface CommitCounts {
   accepted: Map<string, number>;
   refused: Map<string, number>;
+  /** Partitions refused, by group and reason ("fence", "store_down", ...: the metrics' label). */
+  refusedFor: Map<string, Record<string, number>>;
   metrics: OffsetServiceMetrics;
 }
 
 export function commitCounts(): CommitCounts {
   const accepted = new Map<string, number>();
   const refused = new Map<string, number>();
+  const refusedFor = new Map<string, Record<string, number>>();
   const add = (counts: Map<string, number>, group: string, n: number) =>
     counts.set(group, (counts.get(group) ?? 0) + n);
   return {
     accepted,
     refused,
+    refusedFor,
     metrics: {
       commitAccepted: (group, n) => add(accepted, group, n),
-      commitRefused: (group, _reason, n) => add(refused, group, n),
+      commitRefused: (group, reason, n) => {
+        add(refused, group, n);
+        const reasons = refusedFor.get(group) ?? {};
+        reasons[reason] = (reasons[reason] ?? 0) + n;
+        refusedFor.set(group, reasons);
+      },
       mirrored: () => undefined,
     },
   };

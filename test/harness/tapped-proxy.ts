@@ -2,6 +2,7 @@
 // bootstrap at 127.0.0.2, where the tap listens on the proxy's bootstrap and broker ports, and the
 // proxy advertises 127.0.0.2, so every connection a client opens to the proxy passes the tap.
 import type { OffsetStore } from '../../backends/store.js';
+import type { OffsetServiceMetrics } from '../../proxy/offsets/service.js';
 import { startOffsetProxy, type OffsetProxy } from './offset-proxy.js';
 import { RequestTap } from './request-tap.js';
 
@@ -19,8 +20,13 @@ export interface TappedProxy {
   stop(): Promise<void>;
 }
 
-export async function startTappedProxy(brokerBootstrap: string, store: OffsetStore): Promise<TappedProxy> {
-  const proxy = await startOffsetProxy(brokerBootstrap, store, [], undefined, {
+/** `metrics` sees every commit the offset service accepts or refuses (startOffsetProxy). */
+export async function startTappedProxy(
+  brokerBootstrap: string,
+  store: OffsetStore,
+  metrics?: OffsetServiceMetrics,
+): Promise<TappedProxy> {
+  const proxy = await startOffsetProxy(brokerBootstrap, store, [], metrics, {
     advertisedHost: TAPPED_HOST,
   });
   const tap = new RequestTap();

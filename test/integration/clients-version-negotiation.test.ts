@@ -16,12 +16,10 @@ import { createTopics, kafkajsClient } from '../bed/clients/kafkajs.js';
 import { pythonClient } from '../bed/clients/python.js';
 import { uniqueName } from '../bed/clients/scenarios.js';
 import type { BedClient, ClientTarget } from '../bed/clients/types.js';
-import { startKafka } from '../bed/kafka.js';
-import type { KafkaCluster } from '../bed/kafka.js';
-import { freePortWithCompanion } from '../bed/ports.js';
 import { ensureBuilt, spawnProxy } from '../harness/proxy.js';
 import type { ProxyProcess } from '../harness/proxy.js';
 import { RequestTap } from '../harness/request-tap.js';
+import { tappedBroker, type TappedBroker } from '../harness/tapped-broker.js';
 
 const classpath = inject('kafkaClasspath');
 const RECORDS = 20;
@@ -47,40 +45,29 @@ const name = (pair: string): string => {
   return `${apiCodecs.get(apiKey!)?.name ?? `unknown_${apiKey}`} v${version}`;
 };
 
-let ownBroker: KafkaCluster | undefined;
-let brokerBootstrap = inject('kafkaBootstrap');
+let brokerBootstrap: string;
 /** Where the direct tap listens: the port the TAPPED listener is advertised at. */
 let directPort: number;
 let directTap: RequestTap;
+let direct: TappedBroker;
 let proxiedTap: RequestTap;
 let proxy: ProxyProcess;
 
 beforeAll(async () => {
   await ensureBuilt();
-  let tapped = inject('kafkaTappedListener');
-  if (tapped === null) {
-    // An external cluster (KOP_BOOTSTRAP) has no tapped listener: a broker of the bed's own.
-    const port = await freePortWithCompanion(1);
-    tapped = { port, advertisedPort: port + 1 };
-    ownBroker = await startKafka({ extraListeners: [{ name: 'TAPPED', ...tapped }] });
-    brokerBootstrap = ownBroker.bootstrap;
-  }
-  directPort = tapped.advertisedPort;
-  directTap = new RequestTap();
-  await directTap.listen(
-    { host: '127.0.0.1', port: tapped.advertisedPort },
-    { host: '127.0.0.1', port: tapped.port },
-  );
+  direct = await tappedBroker(inject('kafkaBootstrap'), inject('kafkaTappedListener'));
+  brokerBootstrap = direct.bootstrap;
+  directPort = direct.tappedPort;
+  directTap = direct.tap;
   proxy = await spawnProxy(['--bootstrap-server', brokerBootstrap, '--advertised-host', '127.0.0.2']);
   proxiedTap = new RequestTap();
   for (let port = proxy.port; port <= proxy.port + PROXY_PORTS_TAPPED; port++) {
     await proxiedTap.listen({ host: '127.0.0.2', port }, { host: '127.0.0.1', port });
   }
   return async () => {
-    await directTap.close();
     await proxiedTap.close();
     await proxy.stop('SIGKILL');
-    await ownBroker?.stop();
+    await direct.stop();
   };
 }, 180_000);
 
