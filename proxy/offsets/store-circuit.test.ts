@@ -350,6 +350,41 @@ describe('storeReadiness', () => {
     leaseOk.mockRestore();
   });
 
+  it('a write that times out is not a refused write when the store answered others meanwhile', async () => {
+    const { inner, circuit } = setup(PROBE_INTERVAL_MS);
+    const timedOutCommit = () =>
+      new Promise<never>((_, reject) => {
+        setTimeout(
+          () =>
+            reject(
+              new StoreUnavailableError('zookeeper store: commit: no answer within 1500 ms', {
+                timedOut: true,
+              }),
+            ),
+          1500,
+        );
+      });
+    const real = inner.commit.bind(inner);
+    inner.commit = timedOutCommit;
+    const late = circuit.commit(commit(1n)).catch((e: unknown) => e);
+    // Others are answered while it waits: the store is slow, not refusing writes.
+    inner.commit = real;
+    await vi.advanceTimersByTimeAsync(500);
+    await expect(circuit.lease('other', 'me', 1000)).resolves.toBe(true);
+    await vi.advanceTimersByTimeAsync(1000);
+    expect(await late).toBeInstanceOf(StoreUnavailableError);
+    expect(circuit.recentWriteFailure).toBeNull();
+    await expect(storeReadiness(circuit, () => circuit.ping())).resolves.toBeUndefined();
+    // With nothing answered since it was sent, the same timeout is remembered.
+    inner.commit = timedOutCommit;
+    const alone = circuit.commit(commit(2n)).catch((e: unknown) => e);
+    await vi.advanceTimersByTimeAsync(1500);
+    expect(await alone).toBeInstanceOf(StoreUnavailableError);
+    expect(circuit.recentWriteFailure).toMatch(
+      /a write failed \d+ ms ago: zookeeper store: commit: no answer/,
+    );
+  });
+
   it('a ping that times out is ready when the store answered other operations meanwhile, not otherwise', async () => {
     const { circuit } = setup(PROBE_INTERVAL_MS);
     const slowPing = () =>

@@ -226,7 +226,12 @@ export class StoreCircuit extends StoreDecorator {
         // the store down, store-health.ts): readiness polls ping through here.
         const pingTimedOut = op === 'ping' && err instanceof StoreUnavailableError && err.timedOut;
         if (err instanceof StoreUnavailableError && !pingTimedOut) {
-          if (!READS.has(op)) this.lastWriteFailure = { at: Date.now(), why: err.message };
+          // A write that timed out while the store answered others meanwhile was slow, not refused
+          // (the same rule as trip's): readiness must not say 503 for WRITE_FAILURE_MEMORY_MS
+          // each time one commit of many misses its deadline on a loaded store (issue 43: a
+          // ZooKeeper chaos run was unready 36.5 s on such timeouts after its faults' grace).
+          const slow = err.timedOut && this.answeredSince(sentAt);
+          if (!READS.has(op) && !slow) this.lastWriteFailure = { at: Date.now(), why: err.message };
           this.trip(err.message, {
             readsFailed: READS.has(op),
             ...(err.timedOut ? { timedOutSentAt: sentAt } : {}),
