@@ -40,6 +40,7 @@ import { runFault } from './chaos-faults.js';
 import type { FaultRecord } from './chaos-faults.js';
 import { ChaosProxy } from './chaos-proxy.js';
 import { faultSchedule } from './chaos-schedule.js';
+import { WARM_UP_LIMIT_S, warmUp } from './chaos-warmup.js';
 import type { FaultKind, StoreKind } from './chaos-schedule.js';
 import { proxyReader, readBack, storeReader } from './chaos-checker.js';
 import type { SecondSample } from './chaos-checker.js';
@@ -140,7 +141,7 @@ export async function chaosRun(partial: Partial<ChaosOptions>): Promise<ChaosRes
       exclude,
     });
     o.log(
-      `seed ${o.seed}: ${schedule.length} faults: ${schedule.map((f) => `${f.atS}s ${f.kind}/${f.durationS}s`).join(', ')}`,
+      `seed ${o.seed}: ${schedule.length} faults (seconds after the warm-up): ${schedule.map((f) => `${f.atS}s ${f.kind}/${f.durationS}s`).join(', ')}`,
     );
     await createTopics({ bootstrap: cluster.bootstrap }, [
       { topic: loadTopic, partitions: P },
@@ -202,6 +203,11 @@ export async function chaosRun(partial: Partial<ChaosOptions>): Promise<ChaosRes
     const reqRate = o.rate / P;
     // The warm-up's "first commit acknowledged", per proxy (chaos-warmup.ts).
     const firstAckS: (number | null)[] = shareds.map(() => null);
+    // The schedule's clock starts when the run is warmed up (chaos-warmup.ts): a fault during the
+    // start-up (a broker killed before the consumers had joined) would measure the warm-up, not
+    // the fault. The run then lasts o.seconds after it; one that never warms up within
+    // WARM_UP_LIMIT_S starts its faults anyway, and fails on the warm-up.
+    let faultsFromS: number | null = null;
     await new Promise<void>((resolve) => {
       let scheduled = 0;
       let next = 0;
@@ -210,13 +216,32 @@ export async function chaosRun(partial: Partial<ChaosOptions>): Promise<ChaosRes
       const timer = setInterval(() => {
         const now = performance.now();
         const t = runClock();
-        const due = Math.floor(Math.min(t, o.seconds) * reqRate);
+        if (faultsFromS === null) {
+          const warm = warmUp(
+            {
+              proxyReadyS: proxies.map((p) => p.firstReadyS),
+              firstAckS,
+              assignedS: groups.map((g) => g.report.firstAssignedAtS),
+            },
+            proxies.map((p) => p.name),
+            groups.map((g) => g.kind),
+          );
+          if (warm.endS !== null || t > WARM_UP_LIMIT_S) {
+            faultsFromS = t;
+            o.log(
+              `${t.toFixed(1)} s: warmed up${warm.endS === null ? ' (not: the limit passed)' : ''}; faults from now`,
+            );
+          }
+        }
+        const endS = faultsFromS === null ? Infinity : faultsFromS + o.seconds;
+        const faultClock = faultsFromS === null ? -Infinity : t - faultsFromS;
+        const due = Math.floor(Math.min(t, endS) * reqRate);
         for (; scheduled < due; scheduled++) conns[scheduled % conns.length]!.commit(now);
         if (now - lastExpiry > 200) {
           lastExpiry = now;
           for (const c of conns) c.expire(now);
         }
-        while (next < schedule.length && schedule[next]!.atS <= t) {
+        while (next < schedule.length && schedule[next]!.atS <= faultClock) {
           const f = schedule[next++]!;
           o.log(`${t.toFixed(1)} s: fault ${f.id} ${f.kind} (target ${f.target}) for ${f.durationS} s`);
           faultTasks.push(
@@ -238,7 +263,7 @@ export async function chaosRun(partial: Partial<ChaosOptions>): Promise<ChaosRes
           });
           if (lastSample % 10 === 0) o.log(progress(t, series, proxies));
         }
-        if (t >= o.seconds) {
+        if (t >= endS) {
           clearInterval(timer);
           resolve();
         }
