@@ -5,7 +5,7 @@
  *
  *   npm run chaos-run -- --store embedded|redis|redis-cluster|sentinel|zk [--minutes 5] [--seed 1]
  *     [--connections 300] [--rate 3000] [--fault-every 20] [--min-fault 3] [--max-fault 12]
- *     [--records 100] [--consumers 1] [--json file]
+ *     [--records 100] [--consumers 1] [--store-query wait=1] [--json file]
  *
  * The load: `connections` raw connections (load-run.ts's generator) split over the proxies, each
  * committing 5 partitions of its 2 groups in turn, `rate` partition commits/s in all, with an
@@ -65,6 +65,11 @@ export interface ChaosOptions {
   records: number;
   /** Fault kinds left out. */
   exclude: FaultKind[];
+  /**
+   * Query parameters added to the store URL the proxies are given (not the checker's own reads),
+   * e.g. `wait=1`: Redis commits acknowledged only after a replica has them (docs/stores.md).
+   */
+  storeQuery?: string;
   /**
    * After the verdict's read-back, one load group's offsets are deleted from the store and read
    * back again: the checker must report them (negativeControlLost in the result).
@@ -147,7 +152,8 @@ export async function chaosRun(partial: Partial<ChaosOptions>): Promise<ChaosRes
       { topic: loadTopic, partitions: P },
       { topic: consumerTopic, partitions: CONSUMER_PARTITIONS },
     ]);
-    const proxyArgs = ['--bootstrap-server', cluster.bootstrap, ...store.proxyArgs];
+    const proxyArgs = ['--bootstrap-server', cluster.bootstrap, ...withQuery(store.proxyArgs, o.storeQuery)];
+    if (o.storeQuery !== undefined) o.log(`store URL query for the proxies: ${o.storeQuery}`);
     for (let i = 0; i < proxyCount; i++)
       proxies.push(await ChaosProxy.start(`proxy-${'AB'[i]}`, proxyArgs, clock));
     for (const p of proxies) p.startPolling();
@@ -380,6 +386,14 @@ function progress(t: number, series: SecondSample[], proxies: ChaosProxy[]): str
   );
 }
 
+/** The proxy arguments with `query` added to the value of `--store` (unchanged without one). */
+function withQuery(args: string[], query: string | undefined): string[] {
+  const i = args.indexOf('--store');
+  if (query === undefined || i < 0 || args[i + 1] === undefined) return args;
+  const url = args[i + 1]!;
+  return args.map((a, k) => (k === i + 1 ? `${url}${url.includes('?') ? '&' : '?'}${query}` : a));
+}
+
 // ---- command line --------------------------------------------------------------------------------
 
 function parseArgs(argv: string[]): Partial<ChaosOptions> & { json?: string } {
@@ -404,6 +418,7 @@ function parseArgs(argv: string[]): Partial<ChaosOptions> & { json?: string } {
     } else if (name === 'minutes' && Number(value) > 0) out.seconds = Math.round(Number(value) * 60);
     else if (name === 'exclude') out.exclude = value.split(',') as FaultKind[];
     else if (name === 'json') out.json = value;
+    else if (name === 'store-query') out.storeQuery = value;
     else if (nums[name] !== undefined && Number.isFinite(Number(value)))
       (out as Record<string, number>)[nums[name]] = Number(value);
     else throw new Error(`unknown option or bad value: --${name} ${value}`);
