@@ -15,8 +15,11 @@ import { afterAll, beforeAll, describe, expect, inject, test } from 'vitest';
 import { openStore } from '../../backends/open-store.js';
 import { uniqueName } from '../bed/clients/scenarios.js';
 import type { EnsembleMember } from '../bed/zookeeper.js';
-import { sleep } from '../reliability/commit-checker.js';
+import { createTopics } from '../bed/clients/kafkajs.js';
+import { ensureBuilt, spawnProxy } from '../harness/proxy.js';
+import { CommitChecker, sleep } from '../reliability/commit-checker.js';
 import { FaultRelay } from '../reliability/fault-relay.js';
+import { StaleProbe } from '../reliability/stale-probe.js';
 import { expectSurvived, runStoreFault } from '../reliability/store-faults.js';
 import type { FaultContext, StoreFaultResult } from '../reliability/store-faults.js';
 import { startSplittableEnsemble } from '../reliability/zk-split.js';
@@ -169,6 +172,97 @@ describe('ZooKeeper ensemble of 3 split by the network', () => {
         side: followers[0]!,
       }));
       expectSurvived(r, { errorsExpected: true });
+    },
+    SCENARIO_TIMEOUT_MS,
+  );
+
+  test(
+    'a second proxy on the member cut off alone answers no OffsetFetch older than an acknowledged commit',
+    async () => {
+      await zk.settled(WAIT_MS);
+      const leader = await zk.leader(WAIT_MS);
+      const isolated = zk.members.find((m) => m !== leader)!;
+      const majority = zk.members.filter((m) => m !== isolated);
+      const topic = uniqueName('zk-reader');
+      const partitions = 2;
+      await ensureBuilt();
+      await createTopics({ bootstrap: brokerBootstrap }, [{ topic, partitions }]);
+      // The writer knows only the majority, the reader only the member that will be cut off.
+      const proxyOn = (members: EnsembleMember[]) =>
+        spawnProxy([
+          '--bootstrap-server',
+          brokerBootstrap,
+          '--store',
+          `zk://${members.map((m) => `127.0.0.1:${m.port}`).join(',')}/reader`,
+          '--store-timeout-ms',
+          String(STORE_TIMEOUT_MS),
+        ]);
+      const writer = await proxyOn(majority);
+      const reader = await proxyOn([isolated]);
+      const checker = new CommitChecker({
+        target: () => writer.bootstrap,
+        groups: names('reader', 'g', 8),
+        topic,
+        partitions,
+      });
+      const probe = new StaleProbe(reader.bootstrap, checker, topic, partitions);
+      const t0 = Date.now();
+      const events: string[] = [];
+      const mark = (e: string) => events.push(`${e} ${Date.now() - t0}`);
+      try {
+        checker.start();
+        await checker.waitForAcks(80);
+        probe.start();
+        await probe.waitForAnswers(50);
+        mark(`${probe.stats.answered} fetches answered, cut ${zk.cut([isolated])}`);
+        const acksAtCut = checker.acknowledged;
+        const staleAtCut = probe.stats.stale;
+        const fetchesAtCut = probe.stats.answered + probe.stats.unanswered;
+        try {
+          await waitFor(
+            `member ${isolated.id} to stop serving`,
+            async () => (await isolated.mode()) === undefined,
+          );
+          mark(`member ${isolated.id} stopped serving`);
+        } finally {
+          zk.heal();
+        }
+        const acksDuringCut = checker.acknowledged - acksAtCut;
+        const fetchesDuringCut =
+          probe.stats.answered +
+          probe.stats.unanswered +
+          Object.values(probe.stats.errors).reduce((a, b) => a + b, 0) -
+          fetchesAtCut;
+        const staleDuringCut = probe.stats.stale - staleAtCut;
+        mark('healed');
+        await zk.settled(WAIT_MS);
+        mark(`member ${isolated.id} serves again`);
+        await probe.waitForAnswers(50);
+        mark('50 fetches answered again');
+        await probe.stop();
+        await checker.stop();
+        console.log(
+          `[faults] ZooKeeper ensemble split, a second proxy on the member cut off alone: ` +
+            `writer ${checker.summary()}, ${acksDuringCut} acknowledged during the cut; ` +
+            `reader ${probe.summary()}, ${fetchesDuringCut} fetches sent during the cut; stale partitions ` +
+            `before/during/after the cut ${staleAtCut}/${staleDuringCut}/${probe.stats.stale - staleAtCut - staleDuringCut}; ` +
+            `timeline (ms): ${events.join(', ')}`,
+        );
+        // The writer went on through the majority while the reader's member was cut off.
+        expect(acksDuringCut).toBeGreaterThan(0);
+        expect(fetchesDuringCut).toBeGreaterThan(0);
+        expect(probe.stats.stale).toBe(0);
+        expect(Object.keys(probe.stats.errors).map(Number)).toSatisfy((codes: number[]) =>
+          codes.every((code) => code === 7 || code === 14 || code === 15),
+        );
+        expect(probe.stats.unanswered).toBe(0);
+        expect(probe.stats.reconnects).toBe(0);
+      } finally {
+        await probe.stop();
+        await checker.stop();
+        await writer.stop('SIGKILL');
+        await reader.stop('SIGKILL');
+      }
     },
     SCENARIO_TIMEOUT_MS,
   );
