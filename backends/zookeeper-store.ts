@@ -25,6 +25,7 @@ import { parseDecimal } from './outcome-codec.js';
 import { commitToZooKeeper } from './zookeeper-commit.js';
 import { DEFAULT_MAX_MULTI_BYTES } from './zookeeper-multi.js';
 import { code, Retry, ZooKeeperSession } from './zookeeper-session.js';
+import { sync } from './zookeeper-sync.js';
 import { MIN_MULTI_BYTES, parseZooKeeperUrl } from './zookeeper-url.js';
 import { decodeSegment, parseLease, parseOffset, parseState, ZooKeeperZnodes } from './zookeeper-znodes.js';
 import type {
@@ -159,6 +160,10 @@ export class ZooKeeperStore implements OffsetStore {
   fetch(group: string, partitions: TopicPartition[] | null): Promise<PartitionOffset[]> {
     return this.session.run('fetch', async (expired) => {
       const client = await this.session.connected(expired);
+      // The server the session is on may be behind the leader, or cut off from it: reads after a
+      // sync see every commit acknowledged before it (zookeeper-sync.ts).
+      const root = this.znodes.root;
+      await this.session.call<undefined>(client, (cb) => sync(client, root === '' ? '/' : root, cb));
       let tps = partitions;
       if (tps === null) {
         const base = `${this.znodes.group(group)}/offsets`;

@@ -183,6 +183,19 @@ export interface EnsembleOptions {
    * it held when it resumes, as after a long GC pause.
    */
   syncLimit?: number;
+  /**
+   * Where member `from` reaches member `to`'s quorum and election ports (default: the ports
+   * themselves). Each member gets its own server.N lines, so a test can put a relay on every
+   * directed pair and cut the ensemble apart (test/reliability/zk-split.ts). A member always
+   * listens on its own real ports.
+   */
+  peerAddress?: (from: number, to: number, ports: PeerPorts) => Promise<PeerPorts>;
+}
+
+/** A member's quorum (leader-follower) and leader-election ports. */
+export interface PeerPorts {
+  quorum: number;
+  election: number;
 }
 
 /** A 3-node ensemble on free ports (client, quorum and election ports), each its own JVM. */
@@ -192,9 +205,18 @@ export async function startZooKeeperEnsemble(opts: EnsembleOptions = {}): Promis
   const nodes: { id: number; port: number; quorum: number; election: number }[] = [];
   for (let id = 1; id <= size; id++)
     nodes.push({ id, port: await freePort(), quorum: await freePort(), election: await freePort() });
-  const servers = nodes.map(
-    ({ id }) => `server.${id}=${HOST}:${nodes[id - 1]!.quorum}:${nodes[id - 1]!.election}`,
-  );
+  const serverLines = async (self: number) => {
+    const lines: string[] = [];
+    for (const { id, quorum, election } of nodes) {
+      const to =
+        id === self || opts.peerAddress === undefined
+          ? { quorum, election }
+          : await opts.peerAddress(self, id, { quorum, election });
+      lines.push(`server.${id}=${HOST}:${to.quorum}:${to.election}`);
+    }
+    return lines;
+  };
+  const configs = await Promise.all(nodes.map(({ id }) => serverLines(id)));
   const members = nodes.map(({ id, port }) => {
     const dir = path.join(root, `zk${id}`);
     const dataDir = path.join(dir, 'data');
@@ -208,7 +230,7 @@ export async function startZooKeeperEnsemble(opts: EnsembleOptions = {}): Promis
     );
     fs.writeFileSync(
       server.config,
-      [...baseConfig(dataDir, port, opts.syncLimit), ...servers, ''].join('\n'),
+      [...baseConfig(dataDir, port, opts.syncLimit), ...configs[id - 1]!, ''].join('\n'),
     );
     const member: EnsembleMember = {
       id,

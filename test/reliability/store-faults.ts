@@ -32,6 +32,8 @@ export interface FaultContext {
   mark(event: string): void;
   /** The witness groups' acknowledged commits so far. */
   witnessAcks(): number;
+  /** The main groups' acknowledged commits so far (whether the proxy goes on during a fault). */
+  mainAcks(): number;
   /** How many witness groups commit. */
   readonly witnessGroups: number;
   /** The proxy process (to find its store connections). */
@@ -154,6 +156,7 @@ export async function runStoreFault(o: StoreFaultOptions): Promise<StoreFaultRes
       canariesSettled,
       mark: (e) => (events[e] = Date.now() - t0),
       witnessAcks: () => witness.acknowledged,
+      mainAcks: () => checker.acknowledged,
       witnessGroups: o.witnesses.length,
       proxyPid: pid,
     });
