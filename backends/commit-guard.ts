@@ -258,5 +258,13 @@ export function applyGroupUpdate(state: GroupState | null, update: GroupUpdate):
       return { ...base, members: [], state: 'Empty' };
     case 'transactional':
       return { ...base, transactional: true };
+    case 'streams-topology': {
+      const held = base.streams;
+      if (held !== undefined && held.epoch >= update.topology.epoch) return base;
+      return {
+        ...base,
+        streams: { epoch: update.topology.epoch, subtopologies: update.topology.subtopologies },
+      };
+    }
   }
 }

@@ -72,6 +72,13 @@ export function runGroupStateContract(ctx: ContractStores): void {
       ),
       fc.constant({ kind: 'empty' as const }),
       fc.constant({ kind: 'transactional' as const }),
+      fc.record({
+        kind: fc.constant('streams-topology' as const),
+        topology: fc.record({
+          epoch: fc.integer({ min: 0, max: 2 }),
+          subtopologies: fc.constantFrom('[]', '[{"subtopologyId":"0"}]', '[{"x":"a/b \\"é\\""}]'),
+        }),
+      }),
     );
     const identity = fc.option(
       fc.record({
@@ -170,6 +177,37 @@ export function runGroupStateContract(ctx: ContractStores): void {
       state: 'CompletingRebalance',
       members: [{ memberId: 'a' }],
     });
+  });
+
+  it("keeps a streams group's topology of the highest epoch, the first one of an epoch, as it was given", async () => {
+    const g = uniqueGroup('streams');
+    // Characters a store's encoding could alter: quotes, backslashes, '/', non-ASCII, an empty list.
+    const odd = JSON.stringify([
+      { subtopologyId: '0/1', sourceTopics: ['t"é\\x'], repartitionSinkTopics: [] },
+    ]);
+    await ctx.store.updateGroup(g, { kind: 'member-epoch', memberId: 'm', memberEpoch: 2 });
+    await ctx.store.updateGroup(g, { kind: 'streams-topology', topology: { epoch: 1, subtopologies: odd } });
+    await ctx.other.updateGroup(g, { kind: 'streams-topology', topology: { epoch: 1, subtopologies: '[]' } });
+    await ctx.other.updateGroup(g, { kind: 'streams-topology', topology: { epoch: 0, subtopologies: '[]' } });
+    expect((await ctx.other.getGroup(g))?.streams).toEqual({ epoch: 1, subtopologies: odd });
+    // Later membership updates keep it.
+    await ctx.other.updateGroup(g, { kind: 'member-epoch', memberId: 'm', memberEpoch: -1 });
+    await ctx.other.updateGroup(g, { kind: 'empty' });
+    expect((await ctx.store.getGroup(g))?.streams).toEqual({ epoch: 1, subtopologies: odd });
+    await ctx.store.updateGroup(g, { kind: 'streams-topology', topology: { epoch: 2, subtopologies: '[]' } });
+    expect((await ctx.other.getGroup(g))?.streams).toEqual({ epoch: 2, subtopologies: '[]' });
+    // A record without one (every record before streams groups were recorded) has none.
+    const plain = uniqueGroup('plain');
+    await ctx.store.updateGroup(plain, {
+      kind: 'joined',
+      generationId: 1,
+      memberId: 'a',
+      groupInstanceId: null,
+    });
+    expect((await ctx.store.getGroup(plain))?.streams).toBeUndefined();
+    // And it goes with the group.
+    await ctx.store.deleteGroup(g);
+    expect(await ctx.other.getGroup(g)).toBeNull();
   });
 
   it('records the transactional flag', async () => {

@@ -309,6 +309,10 @@ elseif u.kind == 'empty' then
   s.state = 'Empty'
 elseif u.kind == 'transactional' then
   s.transactional = true
+elseif u.kind == 'streams-topology' then
+  if type(s.streams) ~= 'table' or s.streams.epoch < u.topology.epoch then
+    s.streams = { epoch = u.topology.epoch, subtopologies = u.topology.subtopologies }
+  end
 else
   return redis.error_reply('unknown group update ' .. tostring(u.kind))
 end
@@ -320,8 +324,12 @@ for _, m in ipairs(s.members) do
   if type(m.rank) == 'number' and m.rank > 0 then e = e .. ',"rank":' .. string.format('%d', m.rank) end
   table.insert(parts, '{"memberId":' .. cjson.encode(m.memberId) .. ',"groupInstanceId":' .. cjson.encode(m.groupInstanceId) .. e .. '}')
 end
+local streams = ''
+if type(s.streams) == 'table' then
+  streams = ',"streams":{"epoch":' .. string.format('%d', s.streams.epoch) .. ',"subtopologies":' .. cjson.encode(s.streams.subtopologies) .. '}'
+end
 redis.call('SET', KEYS[1], '{"protocol":' .. cjson.encode(s.protocol) .. ',"generationId":' .. string.format('%d', s.generationId)
-  .. ',"state":' .. cjson.encode(s.state) .. ',"members":[' .. table.concat(parts, ',') .. '],"transactional":' .. tostring(s.transactional == true) .. '}')
+  .. ',"state":' .. cjson.encode(s.state) .. ',"members":[' .. table.concat(parts, ',') .. '],"transactional":' .. tostring(s.transactional == true) .. streams .. '}')
 return 1
 `;
 

@@ -138,6 +138,22 @@ export interface GroupState {
    * broker, and so do its clients' commits (CommitOutcome 'transactional').
    */
   transactional: boolean;
+  /**
+   * A streams group (KIP-1071): the topology its members declared, at the highest topology epoch
+   * the broker accepted. Absent: not known as a streams group (records written before it existed
+   * have none). Group tools need it once the broker forgot the group (streams-topologies.ts).
+   */
+  streams?: StreamsTopology;
+}
+
+/** A streams group's topology as the store keeps it. */
+export interface StreamsTopology {
+  epoch: number;
+  /**
+   * The subtopologies, as JSON (streams-topologies.ts encodes and decodes them): one opaque
+   * string, so that every store keeps it as it is, the Redis store's Lua included.
+   */
+  subtopologies: string;
 }
 
 /**
@@ -194,7 +210,13 @@ export type GroupUpdate =
   /** The broker says the group has no members (DescribeGroups Empty/Dead, or GROUP_ID_NOT_FOUND). */
   | { kind: 'empty' }
   /** The group committed through TxnOffsetCommit. */
-  | { kind: 'transactional' };
+  | { kind: 'transactional' }
+  /**
+   * A streams member's topology the broker accepted: kept when the group has none or an older
+   * epoch's. At an equal epoch the stored one stays, as the broker keeps its group's topology
+   * while the group lives (and, with its offsets at the broker, an idle streams group lives on).
+   */
+  | { kind: 'streams-topology'; topology: StreamsTopology };
 
 export interface OffsetStore {
   /** A short name for metrics and logs: "embedded", "redis", "zookeeper", "memory". */

@@ -13,6 +13,9 @@
  *   - the classic protocol: the same with protocolType "consumer".
  *   - the consumer protocol (KIP-848): ListGroups protocolType "consumer", type consumer;
  *     ConsumerGroupDescribe Empty with no members; DescribeGroups Dead (a classic-only view).
+ *   - the streams protocol (KIP-1071): ListGroups protocolType "streams", type streams;
+ *     DescribeGroups Dead; ConsumerGroupDescribe "not a consumer group"; StreamsGroupDescribe
+ *     in streams-group-views.ts.
  * The broker's answer stands wherever it knows the group. A group is added to one broker's
  * ListGroups only: the one FindCoordinator names for it, so a tool that asks every broker sees it
  * once, and only where the client may describe it.
@@ -33,10 +36,26 @@ import type { StoreGroup, StoreGroupIndex } from './store-groups.js';
 /** Which of these groups the client's principal may describe (all, when nobody checks). */
 export type DescribeCheck = (info: RequestInfo, groups: string[]) => Promise<Set<string>>;
 
-const protocolTypeOf = (g: StoreGroup): string => (g.protocol === null ? '' : 'consumer');
-const groupTypeOf = (g: StoreGroup): string => (g.protocol === 'consumer' ? 'consumer' : 'classic');
+// A streams group's record also says which protocol its members last used when it has a
+// topology (streams-topologies.ts): a streams group it is.
+const protocolTypeOf = (g: StoreGroup): string =>
+  g.streams ? 'streams' : g.protocol === null ? '' : 'consumer';
+const groupTypeOf = (g: StoreGroup): string =>
+  g.streams ? 'streams' : g.protocol === 'consumer' ? 'consumer' : 'classic';
 const matches = (filter: string[], value: string): boolean =>
   filter.length === 0 || filter.some((f) => f.toLowerCase() === value.toLowerCase());
+
+/**
+ * A KIP-848 or streams group as a describe API shows it Empty, where only the broker's group knew
+ * its epochs: they are 0.
+ */
+export const EMPTY_GROUP = {
+  errorCode: ErrorCode.NONE,
+  errorMessage: null,
+  groupState: 'Empty',
+  groupEpoch: 0,
+  assignmentEpoch: 0,
+} as const;
 
 export class GroupViews {
   constructor(
@@ -98,8 +117,8 @@ export class GroupViews {
         (g.errorCode === ErrorCode.NONE && g.groupState === 'Dead') ||
         g.errorCode === ErrorCode.GROUP_ID_NOT_FOUND;
       const stored = unknown ? await this.index.get(g.groupId) : undefined;
-      // A KIP-848 group is Dead to DescribeGroups on a broker too, offsets or not.
-      if (stored === undefined || stored.protocol === 'consumer') {
+      // A KIP-848 or streams group is Dead to DescribeGroups on a broker too, offsets or not.
+      if (stored === undefined || stored.protocol === 'consumer' || stored.streams) {
         groups.push(g);
         continue;
       }
@@ -127,37 +146,46 @@ export class GroupViews {
     _req: ConsumerGroupDescribeRequest,
     res: ConsumerGroupDescribeResponse,
   ): Promise<ConsumerGroupDescribeResponse | undefined> {
-    const stored = new Map<string, StoreGroup>();
-    for (const g of res.groups) {
-      if (g.errorCode !== ErrorCode.GROUP_ID_NOT_FOUND) continue;
-      const s = await this.index.get(g.groupId);
-      if (s !== undefined) stored.set(g.groupId, s);
-    }
-    if (stored.size === 0) return undefined;
-    // GROUP_ID_NOT_FOUND also means "a classic group" on a broker: only a group it calls Dead is
-    // one it does not know.
-    const dead = await this.deadAtBroker(info, [...stored.keys()]);
-    if (dead.size === 0) return undefined;
+    const forgotten = await this.forgotten(info, res.groups, () => true);
+    if (forgotten.size === 0) return undefined;
     return {
       ...res,
       groups: res.groups.map((g) => {
-        const s = stored.get(g.groupId);
-        if (s === undefined || !dead.has(g.groupId) || g.errorCode !== ErrorCode.GROUP_ID_NOT_FOUND) return g;
-        // A classic or simple group with offsets: the broker's refusal, in its words.
-        if (s.protocol !== 'consumer')
+        const s = forgotten.get(g.groupId);
+        if (s === undefined) return g;
+        // A classic, simple or streams group with offsets: the broker's refusal, in its words.
+        if (s.protocol !== 'consumer' || s.streams)
           return { ...g, errorMessage: `Group ${g.groupId} is not a consumer group.` };
         return {
           ...g,
-          errorCode: ErrorCode.NONE,
-          errorMessage: null,
-          groupState: 'Empty',
-          groupEpoch: 0,
-          assignmentEpoch: 0,
+          ...EMPTY_GROUP,
           assignorName: '',
           members: [],
         };
       }),
     };
+  }
+
+  /**
+   * Of the groups answered GROUP_ID_NOT_FOUND, those the store has (and `wanted` takes) that the
+   * broker does not know at all. GROUP_ID_NOT_FOUND also means "a group of another kind" on a
+   * broker: only a group it calls Dead in DescribeGroups is one it does not know.
+   */
+  async forgotten(
+    info: RequestInfo,
+    answers: readonly { groupId: string; errorCode: number }[],
+    wanted: (g: StoreGroup) => boolean,
+  ): Promise<Map<string, StoreGroup>> {
+    const stored = new Map<string, StoreGroup>();
+    for (const a of answers) {
+      if (a.errorCode !== ErrorCode.GROUP_ID_NOT_FOUND) continue;
+      const s = await this.index.get(a.groupId);
+      if (s !== undefined && wanted(s)) stored.set(a.groupId, s);
+    }
+    if (stored.size === 0) return stored;
+    const dead = await this.deadAtBroker(info, [...stored.keys()]);
+    for (const g of stored.keys()) if (!dead.has(g)) stored.delete(g);
+    return stored;
   }
 
   /** The groups the broker calls Dead in DescribeGroups, asked on the client's own connection. */

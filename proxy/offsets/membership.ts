@@ -17,7 +17,7 @@ export const OBSERVED_APIS: ReadonlySet<number> = new Set([
   ApiKey.Heartbeat,
   ApiKey.LeaveGroup,
   ApiKey.ConsumerGroupHeartbeat,
-  // Read into memory only (streams-groups.ts): the store's record has no streams groups.
+  // Read into memory (streams-groups.ts), and a join's topology into the record (streams-topologies.ts).
   ApiKey.StreamsGroupHeartbeat,
   ApiKey.TxnOffsetCommit,
   ApiKey.DeleteGroups,
@@ -149,8 +149,16 @@ export class MembershipRecorder {
         ? `${group}\u0000${update.memberId}`
         : update.kind === 'transactional'
           ? `${group}\u0000txn`
-          : null;
-    const value = update.kind === 'member-epoch' ? String(update.memberEpoch) : 'true';
+          : update.kind === 'streams-topology'
+            ? `${group}\u0000topology`
+            : null;
+    // A streams group's topology is written once per epoch (each member's join carries it).
+    const value =
+      update.kind === 'member-epoch'
+        ? String(update.memberEpoch)
+        : update.kind === 'streams-topology'
+          ? String(update.topology.epoch)
+          : 'true';
     if (key !== null && this.lastWritten.get(key) === value) return true;
     if (update.kind === 'gone' || update.kind === 'member-epoch')
       this.lastWritten.delete(`${group}\u0000${update.memberId}`);

@@ -28,6 +28,8 @@ import type { GuardPolicy } from './guard-policy.js';
 import { GroupModes } from './group-modes.js';
 import type { GroupModeOverride } from './group-modes.js';
 import { GroupViews } from './group-views.js';
+import { StreamsGroupViews } from './streams-group-views.js';
+import { topologyUpdate } from './streams-topologies.js';
 import { GroupWitness } from './group-witness.js';
 import type { StoreGroupIndex } from './store-groups.js';
 import { afterDeleteGroups, MembershipRecorder, membershipUpdate, OBSERVED_APIS } from './membership.js';
@@ -79,6 +81,7 @@ const GROUP_VIEW_APIS: ReadonlySet<number> = new Set([
   ApiKey.ListGroups,
   ApiKey.DescribeGroups,
   ApiKey.ConsumerGroupDescribe,
+  ApiKey.StreamsGroupDescribe,
 ]);
 
 /**
@@ -98,6 +101,7 @@ export class OffsetService implements ProxyExtension {
   readonly apiKeys: ReadonlySet<number>;
   private readonly recorder: MembershipRecorder;
   private readonly views: GroupViews | null;
+  private readonly streamsViews: StreamsGroupViews | null;
   /** What this instance saw of the groups, and the broker's word on them: the fence's evidence. */
   private readonly witness: GroupWitness;
   private readonly commits: OffsetCommitApi;
@@ -118,6 +122,10 @@ export class OffsetService implements ProxyExtension {
           authorizer ? (info, groups) => authorizer.describableGroups(info, groups) : null,
           opts.log,
         )
+      : null;
+    const views = this.views;
+    this.streamsViews = views
+      ? new StreamsGroupViews((info, answers, wanted) => views.forgotten(info, answers, wanted), opts.log)
       : null;
     this.apiKeys = new Set([...ANSWERED, ...OBSERVED_APIS, ...(this.views ? GROUP_VIEW_APIS : [])]);
     this.topicIds = opts.topicIds ?? new TopicIds(() => Promise.resolve([]));
@@ -267,13 +275,22 @@ export class OffsetService implements ProxyExtension {
         return this.viewed(() => views?.describeGroups(info, exchange.request, exchange.response));
       case ApiKey.ConsumerGroupDescribe:
         return this.viewed(() => views?.consumerGroupDescribe(info, exchange.request, exchange.response));
+      case ApiKey.StreamsGroupDescribe:
+        return this.viewed(() =>
+          this.streamsViews?.streamsGroupDescribe(info, exchange.request, exchange.response),
+        );
       default:
         break; // the membership APIs, below
     }
     // In memory first: it holds even when the store cannot take the update.
     await this.witness.observe(info.apiVersion, exchange);
-    // Streams groups are not in the store's record (streams-groups.ts): nothing to write.
-    if (exchange.apiKey === ApiKey.StreamsGroupHeartbeat) return undefined;
+    // The record keeps only a streams group's topology (streams-topologies.ts), for group tools:
+    // its members are fenced on what this instance saw (streams-groups.ts).
+    if (exchange.apiKey === ApiKey.StreamsGroupHeartbeat) {
+      const update = topologyUpdate(exchange.request, exchange.response);
+      if (update) await this.recorder.record(exchange.request.groupId, update);
+      return undefined;
+    }
     const observed = membershipUpdate(info.apiVersion, exchange);
     if (observed && !(await this.recorder.record(observed.group, observed.update)))
       this.witness.missedUpdate(observed.group);

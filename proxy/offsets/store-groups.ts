@@ -1,6 +1,7 @@
 /**
  * The groups whose offsets live in the store, as group tools need to see them: which have
- * offsets, which protocol their members last used, and which broker coordinates each. A broker
+ * offsets, which protocol their members last used (a streams group's topology), and which broker
+ * coordinates each. A broker
  * forgets an empty group once it holds none of its offsets (the offsets are here, not in
  * `__consumer_offsets`), so ListGroups and DescribeGroups answers are completed from this.
  *
@@ -9,12 +10,14 @@
  * loop back every few groups.
  */
 import { setImmediate as nextTurn } from 'node:timers/promises';
-import type { GroupProtocol, OffsetStore } from '../../backends/store.js';
+import type { GroupProtocol, OffsetStore, StreamsTopology } from '../../backends/store.js';
 
 export interface StoreGroup {
   group: string;
   /** What the store recorded of the group's members: null when none ever joined (a "simple" group). */
   protocol: GroupProtocol | null;
+  /** A streams group's topology (streams-topologies.ts); absent for other groups. */
+  streams?: StreamsTopology;
 }
 
 export interface CoordinatorSource {
@@ -59,7 +62,12 @@ export class StoreGroupIndex {
     for (const [i, group] of (await this.store.listGroups()).entries()) {
       if (i % YIELD_EVERY === YIELD_EVERY - 1) await nextTurn();
       const [offsets, state] = await Promise.all([this.store.fetch(group, null), this.store.getGroup(group)]);
-      if (offsets.length > 0) out.set(group, { group, protocol: state?.protocol ?? null });
+      if (offsets.length > 0)
+        out.set(group, {
+          group,
+          protocol: state?.protocol ?? null,
+          ...(state?.streams ? { streams: state.streams } : {}),
+        });
     }
     this.snapshot = { at: this.now(), groups: out };
     return out;

@@ -7,7 +7,7 @@
  * member's (StreamsGroup.validateOffsetCommit / validateOffsetFetch; docs/design.md, "Streams
  * groups"), but the member is described by StreamsGroupDescribe and holds tasks (a subtopology
  * and a partition number), not topic partitions. The store's record models classic and KIP-848
- * groups only; a streams member's commit is therefore accepted on this module's word alone
+ * members only (of a streams group it keeps the topology, for group tools: streams-topologies.ts); a streams member's commit is therefore accepted on this module's word alone
  * (`fresh`), and anything else is the broker's verdict (streams-verdict.ts).
  *
  * Only active tasks matter for commits: a commit of an older epoch is checked against the

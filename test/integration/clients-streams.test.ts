@@ -23,7 +23,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, test } from 'vitest';
 import { EmbeddedStore } from '../../backends/embedded-store.js';
 import { javaClient, type JavaClient } from '../bed/clients/java.js';
-import { comparableOutput, kafkaTool } from '../bed/clients/kafka-tools.js';
+import { streamsGroupToolSteps } from '../bed/clients/kafka-tools.js';
 import {
   javaStreamsClient,
   type JavaStreamsClient,
@@ -165,37 +165,8 @@ describe.runIf(kafka4)('a Kafka Streams word count directly and through the prox
     const outputs = await Promise.all(
       ROUTES.map(async (route) => {
         const { applicationId, input: inputTopic } = apps[route];
-        const target = targets[route];
-        const tool = async (args: string[]): Promise<string> =>
-          comparableOutput(
-            (
-              await kafkaTool(classpath, 'streamsGroupCommand', target, [
-                '--bootstrap-server',
-                target.bootstrap,
-                ...args,
-              ])
-            ).stdout,
-            { [applicationId]: '<app>', [inputTopic]: '<input>' },
-          );
-        const g = ['--group', applicationId];
-        // An empty group's --describe --offsets prints nothing: a dry-run reset to the current
-        // offsets shows what is committed.
-        const committed = ['--reset-offsets', '--to-current', '--all-input-topics', '--dry-run', ...g];
-        const listed = (await tool(['--list'])).split('\n').includes('<app>');
-        const steps = [
-          await tool(['--describe', ...g]),
-          await tool(['--describe', '--members', ...g]),
-          await tool(['--describe', '--offsets', ...g]),
-          await tool(['--describe', '--state', ...g]),
-          await tool(committed),
-          await tool(['--reset-offsets', '--to-earliest', '--all-input-topics', '--execute', ...g]),
-          await tool(committed),
-          await tool(['--delete-offsets', '--input-topic', inputTopic, ...g]),
-          await tool(committed),
-          await tool(['--delete', ...g]),
-        ];
-        const listedAfterDelete = (await tool(['--list'])).split('\n').includes('<app>');
-        return { route, listed, steps, listedAfterDelete };
+        const run = await streamsGroupToolSteps(classpath, targets[route], applicationId, inputTopic);
+        return { route, ...run };
       }),
     );
     const [direct, viaProxy] = outputs as [(typeof outputs)[0], (typeof outputs)[0]];

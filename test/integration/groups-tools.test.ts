@@ -16,6 +16,10 @@
 //   --reset-offsets, --delete-offsets, --delete) and the Java AdminClient (listConsumerGroups,
 //   describeConsumerGroups, listConsumerGroupOffsets, deleteConsumerGroups) through the proxy, on
 //   the embedded store, Redis and ZooKeeper; and after a broker restart.
+// - A stopped Kafka Streams app's streams group (KIP-1071; embedded store): ListGroups,
+//   DescribeGroups, ConsumerGroupDescribe and StreamsGroupDescribe (its topology included, not its
+//   epochs) and kafka-streams-groups (--list, --describe*, reset dry-run, --reset-offsets
+//   --execute, --delete-offsets, --delete) answer as for the app run directly at the broker.
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -29,13 +33,17 @@ import type { DeleteGroupsResponse } from '../../protocol/messages/delete-groups
 import type { ConsumerGroupDescribeResponse } from '../../protocol/messages/consumer-group-describe-response.js';
 import type { DescribeGroupsResponse } from '../../protocol/messages/describe-groups-response.js';
 import type { ListGroupsResponse } from '../../protocol/messages/list-groups-response.js';
+import type { StreamsGroupDescribeResponse } from '../../protocol/messages/streams-group-describe-response.js';
 import { javaClient } from '../bed/clients/java.js';
 import type { JavaClient } from '../bed/clients/java.js';
+import { javaStreamsClient, type JavaStreamsClient } from '../bed/clients/java-streams.js';
 import {
   consumerGroups,
   describeConsumerGroup,
   listConsumerGroups,
   parseTable,
+  streamsGroupToolSteps,
+  type StreamsGroupToolRun,
 } from '../bed/clients/kafka-tools.js';
 import { createTopics, kafkajsClient } from '../bed/clients/kafkajs.js';
 import { uniqueName } from '../bed/clients/scenarios.js';
@@ -44,6 +52,7 @@ import type { KafkaCluster } from '../bed/kafka.js';
 import { startOffsetProxy } from '../harness/offset-proxy.js';
 import type { OffsetProxy } from '../harness/offset-proxy.js';
 import { RawClient } from '../harness/raw-client.js';
+import { wordCountText } from '../harness/word-count-text.js';
 import { commitOnce } from '../reliability/commit-checker.js';
 
 const PARTITIONS = 3;
@@ -435,4 +444,150 @@ describe('after a broker restart', () => {
       await store.close();
     }
   });
+});
+
+// A Kafka Streams app with group.protocol=streams (KIP-1071), stopped: through the proxy the broker
+// forgets its group (it holds none of its offsets), directly it keeps it (it holds them). The
+// group must still look the same, to the raw APIs and to kafka-streams-groups, whose reset and
+// describe need the group's topology (its subtopologies' source topics).
+describe('a streams group of a stopped Kafka Streams app, offsets in the embedded store', () => {
+  let store: OffsetStore;
+  let proxy: OffsetProxy;
+  let streams: JavaStreamsClient;
+  const runs = {} as Record<'proxy' | 'direct', { app: string; input: string; output: string }>;
+  beforeAll(async () => {
+    store = await stores[0]!.open();
+    proxy = await startOffsetProxy(kafka.bootstrap, store);
+    streams = await javaStreamsClient(kafka.classpath);
+    const lines = wordCountText().lines.slice(0, 300);
+    await Promise.all(
+      (['proxy', 'direct'] as const).map(async (route) => {
+        const bootstrap = route === 'proxy' ? proxy.bootstrap : kafka.bootstrap;
+        const run = {
+          app: uniqueName(`gt-streams-${route}`),
+          input: uniqueName(`gt-streams-in-${route}`),
+          output: uniqueName(`gt-streams-out-${route}`),
+        };
+        runs[route] = run;
+        await createTopics({ bootstrap: kafka.bootstrap }, [
+          { topic: run.input, partitions: PARTITIONS },
+          { topic: run.output, partitions: PARTITIONS },
+        ]);
+        await streams.produceLines({ bootstrap: kafka.bootstrap }, run.input, lines);
+        const r = await streams.wordCount(
+          { bootstrap },
+          {
+            applicationId: run.app,
+            input: run.input,
+            output: run.output,
+            protocol: 'streams',
+            guarantee: 'at_least_once',
+            minLines: lines.length,
+          },
+        );
+        expect({ route, deaths: r.deaths, timedOut: r.timedOut }).toEqual({
+          route,
+          deaths: [],
+          timedOut: false,
+        });
+      }),
+    );
+    await brokerForgets([runs.proxy.app]);
+  }, 480_000);
+  afterAll(async () => {
+    await proxy?.stop();
+    await store?.close();
+  });
+
+  /** The route's names replaced by placeholders, in anything JSON can hold. */
+  const placeholders = (route: 'proxy' | 'direct') => ({
+    [runs[route].app]: '<app>',
+    [runs[route].input]: '<input>',
+    [runs[route].output]: '<output>',
+  });
+  const comparable = (route: 'proxy' | 'direct', value: unknown): unknown => {
+    let text = JSON.stringify(value, (_k, v: unknown) => (typeof v === 'bigint' ? String(v) : v));
+    for (const [name, p] of Object.entries(placeholders(route))) text = text.replaceAll(name, p);
+    return JSON.parse(text);
+  };
+
+  /** StreamsGroupDescribe v0 and v1 of the route's group at its coordinator. */
+  async function streamsDescriptions(route: 'proxy' | 'direct') {
+    const group = runs[route].app;
+    const node = await coordinatorOf(group);
+    const address = route === 'proxy' ? viaProxy(proxy, node) : direct(node);
+    const out: unknown[] = [];
+    for (const v of [0, 1]) {
+      const r = await ask<StreamsGroupDescribeResponse>(address, ApiKey.StreamsGroupDescribe, v, {
+        groupIds: [group],
+        includeAuthorizedOperations: false,
+        includeTopologyDescription: false,
+      });
+      // What only the broker's group held (streams-group-views.ts): its epochs.
+      const {
+        groupEpoch: _e,
+        assignmentEpoch: _a,
+        ...rest
+      } = comparable(route, r.groups[0]) as Record<string, unknown>;
+      out.push({ v, ...rest });
+    }
+    return out;
+  }
+
+  test('ListGroups, DescribeGroups, ConsumerGroupDescribe and StreamsGroupDescribe answer as the broker does', async () => {
+    const typed = async (addressOf: (nodeId: number) => string, group: string) => {
+      const out: unknown[] = [];
+      for (const b of kafka.brokers)
+        for (const f of [
+          { statesFilter: [], typesFilter: ['streams'] },
+          { statesFilter: ['Empty'], typesFilter: ['Streams'] },
+        ]) {
+          const r = await ask<ListGroupsResponse>(addressOf(b.nodeId), ApiKey.ListGroups, 5, f);
+          for (const g of r.groups.filter((x) => x.groupId === group))
+            out.push({ f, protocolType: g.protocolType, state: g.groupState, type: g.groupType });
+        }
+      return out;
+    };
+    const strip = (ls: Record<string, unknown>[]) => ls.map(({ node: _n, ...rest }) => rest);
+    const [mine, theirs] = [runs.proxy.app, runs.direct.app];
+    const expected = {
+      listings: strip(await listings(direct, theirs)),
+      typed: await typed(direct, theirs),
+      descriptions: await descriptions(direct(await coordinatorOf(theirs)), theirs),
+      streams: await streamsDescriptions('direct'),
+    };
+    console.info(`a stopped streams group at the broker: ${JSON.stringify(expected, null, 1)}`);
+    expect({
+      listings: strip(await listings((n) => viaProxy(proxy, n), mine)),
+      typed: await typed((n) => viaProxy(proxy, n), mine),
+      descriptions: await descriptions(viaProxy(proxy, await coordinatorOf(mine)), mine),
+      streams: await streamsDescriptions('proxy'),
+    }).toEqual(expected);
+  });
+
+  test(
+    'kafka-streams-groups lists, describes, resets, deletes offsets and deletes it as directly',
+    { timeout: 480_000 },
+    async () => {
+      const runsOf = {} as Record<'direct' | 'proxy', StreamsGroupToolRun>;
+      for (const route of ['direct', 'proxy'] as const) {
+        const { app, input, output } = runs[route];
+        const target = { bootstrap: route === 'proxy' ? proxy.bootstrap : kafka.bootstrap };
+        runsOf[route] = await streamsGroupToolSteps(kafka.classpath, target, app, input, {
+          [output]: '<output>',
+        });
+      }
+      console.info(
+        `kafka-streams-groups on a stopped streams group, directly:\n${runsOf.direct.steps.join('\n---\n')}`,
+      );
+      expect(runsOf.proxy).toEqual(runsOf.direct);
+      expect(runsOf.direct.listed).toBe(true);
+      expect(runsOf.direct.listedAfterDelete).toBe(false);
+      // Real answers: the committed offsets, then reset to 0.
+      expect(runsOf.direct.steps[4]).toMatch(/^<app> <input> 0 [1-9]/m);
+      expect(runsOf.direct.steps[6]).toMatch(/^<app> <input> 0 0$/m);
+      expect(await store.fetch(runs.proxy.app, null)).toEqual([]);
+      expect(await store.getGroup(runs.proxy.app)).toBeNull();
+    },
+  );
 });

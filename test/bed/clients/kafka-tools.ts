@@ -303,6 +303,63 @@ export async function resetConsumerGroupOffsets(
     .sort((a, b) => a.partition - b.partition);
 }
 
+// ---- StreamsGroupCommand -----------------------------------------------------------------------
+
+export interface StreamsGroupToolRun {
+  /** Whether --list named the group before, and after --delete. */
+  listed: boolean;
+  listedAfterDelete: boolean;
+  /** Each step's output (comparableOutput, the coordinator's node id hidden too). */
+  steps: string[];
+}
+
+/**
+ * kafka-streams-groups on a stopped streams app's group `group` reading `inputTopic`: --describe
+ * (and --members, --offsets, --state), the committed offsets (an empty group's --describe
+ * --offsets prints nothing: a dry-run reset to the current offsets shows them), a reset to the
+ * earliest, the committed offsets, --delete-offsets of the input, the committed offsets, --delete.
+ * `names`: further names to replace (the group and input become <app> and <input>).
+ */
+export async function streamsGroupToolSteps(
+  classpath: string,
+  target: ClientTarget,
+  group: string,
+  inputTopic: string,
+  names: Record<string, string> = {},
+): Promise<StreamsGroupToolRun> {
+  const tool = async (args: string[]): Promise<string> =>
+    comparableOutput(
+      (
+        await kafkaTool(classpath, 'streamsGroupCommand', target, [
+          '--bootstrap-server',
+          target.bootstrap,
+          ...args,
+        ])
+      ).stdout,
+      { ...names, [group]: '<app>', [inputTopic]: '<input>' },
+      // Each group has its own coordinator.
+    ).replace(/<host:port> \(\d+\)/g, '<host:port> (<node>)');
+  const g = ['--group', group];
+  const committed = ['--reset-offsets', '--to-current', '--all-input-topics', '--dry-run', ...g];
+  const listed = async () => (await tool(['--list'])).split('\n').includes('<app>');
+  return {
+    listed: await listed(),
+    steps: [
+      await tool(['--describe', ...g]),
+      await tool(['--describe', '--members', ...g]),
+      await tool(['--describe', '--offsets', ...g]),
+      await tool(['--describe', '--state', ...g]),
+      await tool(committed),
+      await tool(['--reset-offsets', '--to-earliest', '--all-input-topics', '--execute', ...g]),
+      await tool(committed),
+      await tool(['--delete-offsets', '--input-topic', inputTopic, ...g]),
+      await tool(committed),
+      await tool(['--delete', ...g]),
+    ],
+    listedAfterDelete: await listed(),
+  };
+}
+
 // ---- ProducerPerformance -----------------------------------------------------------------------
 
 export interface ProducerPerfResult {
