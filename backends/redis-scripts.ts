@@ -41,8 +41,9 @@ end
  * KEYS[1] offsets hash   field "<topic>:<partition>" → "<offset>|<leaderEpoch>|<commitTs>|<expireTs>|<metadata>"
  * KEYS[2] state string   GroupState as JSON
  * KEYS[3] request record the encoded outcome of this requestId, kept ARGV[2] ms
- * KEYS[4] orders hash    field "<topic>:<partition>" → "<instance>:<seq>", the read order of the
- *                        commit that wrote the offset (commit-order.ts; absent: none given)
+ * KEYS[4] orders hash    field "<topic>:<partition>" → "<instance>:<seq>" (16 hex digits, 16
+ *                        decimal digits), the read order of the commit that wrote the offset
+ *                        (commit-order.ts; absent: none given)
  * ARGV[1] identity JSON {g, m, i, v} or "" (no fencing); ARGV[2] ttl ms; ARGV[3] the writes as
  * one MessagePack value (redis-pack.ts): [[field, value, ...], [casField, expectedOffset, ...]];
  * ARGV[4] valid until (Redis clock, ms); ARGV[5] "1" when a transactional group's commit without
@@ -151,8 +152,10 @@ else
     local superseded = 0
     local orders = {}
     if order ~= '' then
-      local sep = string.find(order, ':', 1, true)
-      local instance, seq = string.sub(order, 1, sep - 1), tonumber(string.sub(order, sep + 1))
+      -- Orders are "<16 hex digits>:<16 decimal digits>": a stored one is the same instance's
+      -- and newer exactly when it sorts after ours and not after our instance's largest, so two
+      -- string comparisons judge it (no parsing per partition).
+      local newest = string.sub(order, 1, 17) .. '9999999999999999'
       local kept, counted = {}, {}
       -- In slices: unpack() of more than ~8000 values fails (Lua's C stack limit).
       for i = 1, #hset, 2000 do
@@ -163,12 +166,7 @@ else
         for k = 1, #fields do
           local j = i + 2 * (k - 1)
           local was = stored[k]
-          local older = false
-          if was then
-            local at = string.find(was, ':', 1, true)
-            older = at ~= nil and string.sub(was, 1, at - 1) == instance and (tonumber(string.sub(was, at + 1)) or 0) > seq
-          end
-          if older then
+          if was and was > order and was <= newest then
             -- Partitions, not writes: a request may name one twice.
             if not counted[hset[j]] then
               counted[hset[j]] = true

@@ -264,7 +264,10 @@ export class RedisStore implements OffsetStore {
         // Nothing is sent yet: a failure to learn the skew is a plain failure.
         await this.validUntil(group, validTo),
         request.deferIfTransactional === true ? '1' : '',
-        request.order === undefined ? '' : `${request.order.instance}:${request.order.seq}`,
+        // Fixed width, so that the script compares orders as strings (redis-scripts.ts).
+        request.order === undefined
+          ? ''
+          : `${request.order.instance}:${String(request.order.seq).padStart(16, '0')}`,
       ];
       const first =
         this.target.wait > 0
