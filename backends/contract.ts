@@ -9,6 +9,7 @@ import { runFencingContract } from './contract-fencing.js';
 import { runGroupStateContract } from './contract-group-state.js';
 import { runLifecycleContract } from './contract-lifecycle.js';
 import { runNameContract } from './contract-names.js';
+import { runReadOrderContract } from './contract-read-order.js';
 import { ContractStores } from './contract-support.js';
 import type { OffsetStore } from './store.js';
 
@@ -20,6 +21,7 @@ export function runStoreContract(name: string, makeStore: () => Promise<OffsetSt
     beforeAll(() => ctx.open());
     afterAll(() => ctx.close());
     runCommitContract(ctx);
+    runReadOrderContract(ctx);
     runFencingContract(ctx);
     runGroupStateContract(ctx);
     runLifecycleContract(ctx);

@@ -8,10 +8,12 @@ import { openDatabases } from './embedded-store.js';
 import { EmbeddedStore } from './embedded-store.js';
 import type { MigrationReport } from './embedded-migrate.js';
 import { legacyOffsetKey } from './embedded-migrate.js';
+import { newInstanceId } from './commit-order.js';
 import type { GroupState, PartitionOffset } from './store.js';
 
 const LAYOUT_1 = resolve('test/fixtures/embedded-layout-1');
 const LAYOUT_2 = resolve('test/fixtures/embedded-layout-2');
+const LAYOUT_3 = resolve('test/fixtures/embedded-layout-3');
 interface ExpectedGroup {
   group: string;
   state: GroupState | null;
@@ -49,6 +51,16 @@ async function databasesOf(dir: string): Promise<string[]> {
   const names = [...env.getKeys({})].map(String).sort();
   await env.close();
   return names;
+}
+
+/** The directory opened again: nothing left to migrate, the databases of layouts 3 and 4. */
+async function reopenedUnmigrated(dir: string): Promise<EmbeddedStore> {
+  expect(await databasesOf(dir)).toEqual(LAYOUT_3_DATABASES);
+  const again: MigrationReport[] = [];
+  const reopened = new EmbeddedStore({ dataDir: dir, onMigrated: (r) => again.push(r) });
+  await reopened.ready;
+  expect(again).toEqual([]);
+  return reopened;
 }
 
 async function expectFixtureContent(store: EmbeddedStore, groups = expected): Promise<void> {
@@ -108,11 +120,11 @@ describe('embedded store: a data directory written by the previous release (layo
   it('a directory of a newer layout is refused with a message that says so', async () => {
     const dir = join(root, `newer-${n++}`);
     const env = open({ path: dir, maxDbs: 16 });
-    await env.openDB({ name: 'meta' }).put('layout', 4);
+    await env.openDB({ name: 'meta' }).put('layout', 5);
     await env.close();
     const store = new EmbeddedStore({ dataDir: dir });
-    await expect(store.ready).rejects.toThrow(/layout 4.*reads layouts 1 to 3/);
-    await expect(store.fetch('g', null)).rejects.toThrow(/layout 4/);
+    await expect(store.ready).rejects.toThrow(/layout 5.*reads layouts 1 to 4/);
+    await expect(store.fetch('g', null)).rejects.toThrow(/layout 5/);
     await store.close();
   });
 
@@ -150,11 +162,7 @@ describe('embedded store: a data directory written by the previous release (layo
       byPartition(wide.offsets.map((o) => (o === p129 ? { ...o, offset: 42n } : o))),
     );
     await store.close();
-    expect(await databasesOf(dir)).toEqual(LAYOUT_3_DATABASES);
-    const again: MigrationReport[] = [];
-    const reopened = new EmbeddedStore({ dataDir: dir, onMigrated: (r) => again.push(r) });
-    await reopened.ready;
-    expect(again).toEqual([]);
+    const reopened = await reopenedUnmigrated(dir);
     expect((await reopened.fetch('wide', [{ topic: 'wide-topic', partition: 129 }]))[0]?.offset).toBe(42n);
     await reopened.close();
   });
@@ -185,5 +193,43 @@ describe('embedded store: a data directory written by the previous release (layo
     expect(reports).toEqual([]);
     await store.close();
     expect(await databasesOf(marked)).toEqual(LAYOUT_3_DATABASES);
+  });
+});
+
+describe('embedded store: a data directory written by the previous release (layout 3)', () => {
+  const layout3 = expectedOf(LAYOUT_3);
+
+  it('opens without a copy, reads as that release wrote it, and commits with read orders into its blocks', async () => {
+    const dir = copyOfFixture(LAYOUT_3);
+    const reports: MigrationReport[] = [];
+    const store = new EmbeddedStore({ dataDir: dir, onMigrated: (r) => reports.push(r) });
+    await store.ready;
+    expect(reports).toEqual([{ from: 3, groups: 0, offsets: 0, unreadable: 0 }]);
+    await expectFixtureContent(store, layout3);
+    // Format-3 records have no order: nothing supersedes the first commit with one, which
+    // rewrites the block in format 4 and keeps its other partitions.
+    const wide = layout3.find((g) => g.group === 'wide')!;
+    const p129 = wide.offsets.find((o) => o.topic === 'wide-topic' && o.partition === 129)!;
+    const order = { instance: newInstanceId(), seq: 10 };
+    expect(
+      await store.commit({ group: 'wide', writes: [{ ...p129, offset: 42n }], requestId: 'after', order }),
+    ).toEqual({ status: 'ok' });
+    expect(
+      await store.commit({
+        group: 'wide',
+        writes: [{ ...p129, offset: 7n }],
+        requestId: 'older',
+        order: { ...order, seq: 9 },
+      }),
+    ).toEqual({ status: 'ok', superseded: 1 });
+    const now = wide.offsets.map((o) => (o === p129 ? { ...o, offset: 42n } : o));
+    expect(byPartition(await store.fetch('wide', null))).toEqual(byPartition(now));
+    await store.close();
+    const reopened = await reopenedUnmigrated(dir);
+    await expectFixtureContent(
+      reopened,
+      layout3.map((g) => (g.group === 'wide' ? { ...g, offsets: now } : g)),
+    );
+    await reopened.close();
   });
 });

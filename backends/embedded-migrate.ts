@@ -1,6 +1,6 @@
 /**
- * Brings an embedded data directory to layout 3 (embedded-store.ts) when it opens, through
- * layout 2: 1 → 2 → 3, each step marked in `meta` when it is complete.
+ * Brings an embedded data directory to layout 4 (embedded-store.ts) when it opens, through
+ * layouts 2 and 3: 1 → 2 → 3 → 4, each step marked in `meta` when it is complete.
  *
  * Layout 1 (releases before layout 2) kept `offsets` [group, topic, partition] → {o,e,m,c,x},
  * `groups` group → GroupState, and request records, all under lmdb-js's ordered-binary keys.
@@ -13,6 +13,12 @@
  * tuple [topic, offset, epoch, metadata, commit timestamp, expire timestamp] under G ‖ T ‖
  * partition; layout 3 keeps one offsets-v3 value per block of 128 partitions (embedded-value.ts).
  * The other layout-2 databases (groups-v2, requests-v2, request-times-v2) stay as they are.
+ *
+ * Layout 4 has layout 3's databases; its offsets values may be of format 4, whose records carry
+ * the read order of the commit that wrote them (embedded-value.ts). Format-3 values stay readable
+ * and are rewritten by the next commit into their block, so 3 → 4 copies nothing: the mark is
+ * there so that a release that cannot read format 4 refuses the directory instead of reading its
+ * new values as corrupt.
  *
  * Every copy runs in pages of write transactions, so a large directory neither holds the event
  * loop nor needs one huge transaction. Only the last step of a migration marks the directory with
@@ -29,10 +35,10 @@ import { parseDecimal } from './outcome-codec.js';
 import type { GroupState, OffsetWrite } from './store.js';
 
 /** The layout this release writes. */
-export const LAYOUT = 3;
-/** Layout 1 has no mark (undefined); 2 is migrated; a newer one is refused. */
+export const LAYOUT = 4;
+/** Layout 1 has no mark (undefined); 2 and 3 are migrated; a newer one is refused. */
 export const readableLayout = (layout: unknown): boolean =>
-  layout === undefined || layout === 2 || layout === LAYOUT;
+  layout === undefined || layout === 2 || layout === 3 || layout === LAYOUT;
 const LEGACY_DATABASES = ['offsets', 'groups', 'requests', 'request-times'];
 const LAYOUT_2_OFFSETS = 'offsets-v2';
 const PAGE = 5_000;
@@ -50,7 +56,7 @@ interface LegacyOffset {
 }
 
 export interface MigrationReport {
-  /** The layout the directory had (1 or 2). */
+  /** The layout the directory had (1, 2 or 3). */
   from: number;
   groups: number;
   offsets: number;
@@ -103,7 +109,7 @@ async function writeInPages<T>(
 }
 
 /**
- * Brings the directory to layout 3 and says what it copied (`from` is 3 when it already was, or
+ * Brings the directory to layout 4 and says what it copied (`from` is 4 when it already was, or
  * it is new). Only a directory marked by a complete step is ever read as that layout.
  */
 export async function migrate(db: EmbeddedDatabases): Promise<MigrationReport> {
@@ -121,6 +127,11 @@ export async function migrate(db: EmbeddedDatabases): Promise<MigrationReport> {
     report.from = 1;
     await migrateToLayout2(db, legacy, report);
   } else if (layout === 2) report.from = 2;
+  else if (layout === 3) {
+    // Nothing to copy (see above): the mark alone.
+    report.from = 3;
+    await db.meta.put('layout', LAYOUT);
+  }
   if (db.meta.get('layout') !== LAYOUT) {
     const copied = { offsets: 0, unreadable: 0 };
     await migrateToLayout3(db, copied);

@@ -1,20 +1,22 @@
 /**
- * The default store: LMDB (npm `lmdb`) in a local data directory. Layout 3, one LMDB environment
+ * The default store: LMDB (npm `lmdb`) in a local data directory. Layout 4, one LMDB environment
  * with these sub-databases, keyed by raw bytes built in embedded-keys.ts (fixed-width digests of
  * the names, so any name Kafka accepts fits and every range is bounded by construction):
  *   offsets-v3       G ‖ T ‖ block → the topic and the offsets of its partitions p with
- *                    p >> 7 = block (embedded-value.ts)
+ *                    p >> 7 = block, each with the read order of the commit that wrote it
+ *                    (embedded-value.ts)
  *   groups-v2        G → { n, s }  (the group name, its GroupState or null)
  *   requests-v3      I ‖ G → r  (recent commit outcomes, for idempotent resends, of requests
  *                    with a time-ordered id I: request-id.ts; sorted and swept by issue time)
  *   requests-v2      G ‖ R → { at, r }  (the same for any other request id)
  *   request-times-v2 at ‖ G ‖ R → 1  (requests-v2 by time, so expiry reads only what expires)
- *   meta             'layout' → 3
+ *   meta             'layout' → 4
  * where G = digest(group), T = digest(topic), R = digest(requestId). Every group with offsets or
  * membership has a groups-v2 record, so listing groups walks that one database.
  *
- * A data directory of layout 1 (ordered-binary array keys of the names) or layout 2 (one offsets
- * value per partition, in offsets-v2) is migrated when the store opens (embedded-migrate.ts).
+ * A data directory of layout 1 (ordered-binary array keys of the names), layout 2 (one offsets
+ * value per partition, in offsets-v2) or layout 3 (no read orders) is migrated when the store
+ * opens (embedded-migrate.ts).
  *
  * A commit runs inside one LMDB write transaction: the guard reads the group state and the
  * current offsets and writes every block of partitions inside it, so it is all-or-none and serialised
@@ -56,6 +58,7 @@ import {
   requestTimeKey,
   timeBound,
 } from './embedded-keys.js';
+import { checkOrder } from './commit-order.js';
 import { LAYOUT, migrate, readableLayout } from './embedded-migrate.js';
 import type { MigrationReport } from './embedded-migrate.js';
 import { StoreCorruptError, StoreUnavailableError, withDeadline } from './errors.js';
@@ -99,7 +102,7 @@ export interface EmbeddedDatabases {
   requests: Database<{ at: number; r: EncodedOutcome }, Buffer>;
   requestTimes: Database<1, Buffer>;
   /**
-   * 'layout' → 3; 'lease:<name>' → a lease's holder and end (ms since the epoch); 'marker' → the
+   * 'layout' → 4; 'lease:<name>' → a lease's holder and end (ms since the epoch); 'marker' → the
    * store's marker (proxy/data-loss-watch.ts); 'count:<name>' → a shared count (addToCount).
    */
   meta: Database<number | string | { h: string; u: number }, string>;
@@ -143,7 +146,7 @@ const DATA_FILE = 'data.mdb';
 export class EmbeddedStore implements OffsetStore {
   readonly kind = 'embedded';
   /**
-   * Settles when the store can serve: the directory is open and in layout 3 (migrated if it was
+   * Settles when the store can serve: the directory is open and in layout 4 (migrated if it was
    * older). Every operation waits for it; `openStore` awaits it so a failure stops start-up.
    */
   readonly ready: Promise<void>;
@@ -243,7 +246,8 @@ export class EmbeddedStore implements OffsetStore {
     // line of the body, and so do the commits queued behind this one.
     let blocks: BlockWrite[];
     try {
-      blocks = encodeBlockWrites(request.writes);
+      checkOrder(request.order);
+      blocks = encodeBlockWrites(request.writes, request.order);
     } catch (err) {
       return Promise.reject(err instanceof Error ? err : new Error(String(err)));
     }
@@ -255,18 +259,20 @@ export class EmbeddedStore implements OffsetStore {
       const seen = requests.get(reqKey);
       if (seen !== undefined) return decodeOutcome(seen.r);
       const record = this.readRecord(group, g);
-      const { outcome, newState } = decideCommit(record?.s ?? null, request, (tp) =>
-        this.storedOffset(group, g, tp),
-      );
+      const decided = decideCommit(record?.s ?? null, request, (tp) => this.storedOffset(group, g, tp));
+      const { newState } = decided;
+      let outcome = decided.outcome;
       // Everything here only reads (and throws on a corrupt record); the puts come last, so a
       // body that throws wrote nothing into the transaction it shares with other commits.
       // Synchronous puts: inside a transaction they are part of it and return no promise.
       if (outcome.status === 'ok') {
         const keys = blocks.map((b) => offsetKey(g, b.topic, b.block));
         // A read inside the transaction sees the puts of the bodies before this one.
-        const values = blocks.map((b, i) => mergeBlock(offsets.getBinaryFast(keys[i]!), b, group));
+        const counts = { superseded: 0 };
+        const values = blocks.map((b, i) => mergeBlock(offsets.getBinaryFast(keys[i]!), b, group, counts));
         if (newState !== null) groups.putSync(g, { n: group, s: newState });
         for (let i = 0; i < keys.length; i++) offsets.putSync(keys[i]!, values[i]!);
+        if (counts.superseded > 0) outcome = { status: 'ok', superseded: counts.superseded };
       }
       const at = Date.now();
       if (orderedKey !== undefined && this.expiresInOrder(issuedAt(orderedKey), at)) {

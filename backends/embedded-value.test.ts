@@ -1,5 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { newInstanceId } from './commit-order.js';
+import type { CommitOrder } from './commit-order.js';
 import { StoreCorruptError } from './errors.js';
 import * as blocks from './embedded-value.js';
 import type { OffsetWrite, PartitionOffset } from './store.js';
@@ -49,7 +51,7 @@ function decodeAll(values: Map<string, Buffer>): PartitionOffset[] {
   return out;
 }
 
-describe('embedded offsets values (layout 3 blocks)', () => {
+describe('embedded offsets values (blocks of layouts 3 and 4)', () => {
   it('commits merged into blocks read back as the last write of every partition', () => {
     fc.assert(
       fc.property(
@@ -136,4 +138,81 @@ describe('embedded offsets values (layout 3 blocks)', () => {
     expect(() => encodeBlockWrites([{ ...w, partition: 2 ** 31 }])).toThrow(RangeError);
     expect(() => encodeBlockWrites([{ ...w, partition: 1.5 }])).toThrow(RangeError);
   });
+
+  it('a record the same instance read later stays; other instances and records without an order are overwritten', () => {
+    const a = newInstanceId();
+    const w = (partition: number, offset: bigint): OffsetWrite => ({
+      topic: 't',
+      partition,
+      offset,
+      leaderEpoch: -1,
+      metadata: `m${offset}`,
+      commitTimestamp: 1n,
+      expireTimestamp: -1n,
+    });
+    const merge = (value: Buffer | undefined, writes: OffsetWrite[], order?: CommitOrder) => {
+      const counts = { superseded: 0 };
+      const [b] = encodeBlockWrites(writes, order);
+      return { value: mergeBlock(value, b!, 'g', counts), superseded: counts.superseded };
+    };
+    const offsets = (value: Buffer) => {
+      const out: PartitionOffset[] = [];
+      decodeBlock(value, 'g', out);
+      return out.map((o) => [o.partition, o.offset]);
+    };
+    let v = merge(undefined, [w(1, 50n), w(2, 60n)], { instance: a, seq: 5 }).value;
+    const older = merge(v, [w(1, 10n), w(3, 11n)], { instance: a, seq: 3 });
+    expect(older.superseded).toBe(1);
+    expect(offsets(older.value)).toEqual([
+      [1, 50n],
+      [2, 60n],
+      [3, 11n],
+    ]);
+    v = merge(v, [w(1, 12n)], { instance: newInstanceId(), seq: 1 }).value;
+    expect(offsets(v)).toEqual([
+      [1, 12n],
+      [2, 60n],
+    ]);
+    // No order (the operator's write): written, and it leaves no order behind.
+    v = merge(v, [w(2, 13n)]).value;
+    const after = merge(v, [w(2, 14n)], { instance: a, seq: 1 });
+    expect([after.superseded, offsets(after.value)]).toEqual([
+      0,
+      [
+        [1, 12n],
+        [2, 14n],
+      ],
+    ]);
+  });
+
+  it('format-3 values (layout 3) read as before and take format-4 writes', () => {
+    fc.assert(
+      fc.property(
+        fc.array(offsetWrite, { minLength: 1, maxLength: 12 }),
+        fc.array(offsetWrite, { maxLength: 6 }),
+        (first, second) => {
+          const model = new Map<string, PartitionOffset>();
+          for (const x of [...first, ...second]) model.set(`${x.topic}\u0000${x.partition}`, { ...x });
+          const values = new Map<string, Buffer>();
+          applyAll([first], values);
+          for (const [id, v] of values) values.set(id, asFormat3(v));
+          applyAll([second], values);
+          expect(sorted(decodeAll(values))).toEqual(sorted([...model.values()]));
+        },
+      ),
+      { numRuns: 200 },
+    );
+  });
 });
+
+/** A format-4 value as layout 3 wrote it: format byte 3, records without their 16 order bytes. */
+function asFormat3(v: Buffer): Buffer {
+  const start = 5 + v.readUInt32BE(1);
+  const parts = [Buffer.from([3]), v.subarray(1, start)];
+  for (let i = start; i < v.length;) {
+    const end = i + 52 + v.readUInt32BE(i + 48);
+    parts.push(v.subarray(i, i + 32), v.subarray(i + 48, end));
+    i = end;
+  }
+  return Buffer.concat(parts);
+}

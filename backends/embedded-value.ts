@@ -6,12 +6,18 @@
  * Blocks bound what a commit of a few partitions rewrites (at most 128 records, not the topic).
  *
  * Value bytes, written and read here with fixed-width fields (no MessagePack, no decimal strings):
- *   [u8 3] [u32 topic byte length] [topic, UTF-8]   the header: the name is kept to detect a
- *                                                   digest collision (read as corruption)
+ *   [u8 format] [u32 topic byte length] [topic, UTF-8]   the header: the name is kept to detect a
+ *                                                        digest collision (read as corruption)
  *   then, sorted by partition, one per partition:
  *   [i32 partition] [i64 offset] [i32 leader epoch] [i64 commit timestamp] [i64 expire timestamp]
+ *   format 4 only: [8 bytes instance] [u32 seq, high] [u32 seq, low]   the read order of the
+ *                  commit that wrote the record (commit-order.ts; instance all zero: none)
  *   [u32 metadata byte length] [metadata, UTF-8]
+ * Format 4 is written since layout 4; format 3 values (layout 3) are read as records without an
+ * order, and a commit into such a block rewrites the whole block in format 4.
  */
+import { isSuperseded, NO_INSTANCE } from './commit-order.js';
+import type { CommitOrder } from './commit-order.js';
 import { StoreCorruptError } from './errors.js';
 import type { OffsetWrite, PartitionOffset } from './store.js';
 
@@ -19,10 +25,16 @@ import type { OffsetWrite, PartitionOffset } from './store.js';
 const BLOCK_SHIFT = 7;
 export const blockOf = (partition: number): number => partition >> BLOCK_SHIFT;
 
-const FORMAT = 3;
+const FORMAT = 4;
+const FORMAT_3 = 3;
 const HEADER_FIXED = 5;
-/** A record's bytes before its metadata. */
-const RECORD_FIXED = 36;
+/** A record's bytes before its metadata, by format. */
+const RECORD_FIXED = 52;
+const RECORD_FIXED_3 = 36;
+/** Where a record's order starts (format 4), and its size. */
+const ORDER_AT = 32;
+const ORDER_BYTES = RECORD_FIXED - RECORD_FIXED_3;
+const TWO_32 = 2 ** 32;
 const MAX_INT64 = (1n << 63n) - 1n;
 const MIN_INT64 = -(1n << 63n);
 
@@ -37,6 +49,8 @@ export interface BlockWrite {
   /** partitions[i]: record i's partition; starts[i]: where it begins (starts[n] = records.length). */
   partitions: number[];
   starts: number[];
+  /** The commit's read order, written into every record; undefined: none. */
+  order: CommitOrder | undefined;
 }
 
 function header(topic: string): Buffer {
@@ -53,7 +67,12 @@ function checkInt64(what: string, v: bigint): void {
 }
 
 /** One block's writes (at least one), any order, duplicates allowed (the last one wins). */
-function encodeBlock(topic: string, topicHeader: Buffer, writes: OffsetWrite[]): BlockWrite {
+function encodeBlock(
+  topic: string,
+  topicHeader: Buffer,
+  writes: OffsetWrite[],
+  order: CommitOrder | undefined,
+): BlockWrite {
   // Stable sort: of equal partitions the request's later write comes last, and is kept.
   let sorted = true;
   for (let i = 1; i < writes.length && sorted; i++) sorted = writes[i - 1]!.partition < writes[i]!.partition;
@@ -85,19 +104,23 @@ function encodeBlock(topic: string, topicHeader: Buffer, writes: OffsetWrite[]):
     records.writeInt32BE(w.leaderEpoch, at + 12);
     records.writeBigInt64BE(w.commitTimestamp, at + 16);
     records.writeBigInt64BE(w.expireTimestamp, at + 24);
-    records.writeUInt32BE(metadataBytes[i]!, at + 32);
+    records.write(order?.instance ?? NO_INSTANCE, at + ORDER_AT, 8, 'hex');
+    const seq = order?.seq ?? 0;
+    records.writeUInt32BE(Math.floor(seq / TWO_32), at + ORDER_AT + 8);
+    records.writeUInt32BE(seq % TWO_32, at + ORDER_AT + 12);
+    records.writeUInt32BE(metadataBytes[i]!, at + RECORD_FIXED - 4);
     at += RECORD_FIXED;
     if (metadataBytes[i]! > 0) at += records.write(w.metadata, at, 'utf8');
   }
   starts[kept.length] = at;
-  return { topic, block: blockOf(partitions[0]!), header: topicHeader, records, partitions, starts };
+  return { topic, block: blockOf(partitions[0]!), header: topicHeader, records, partitions, starts, order };
 }
 
 /**
  * A commit's writes, grouped by topic and block. Throws RangeError for a number the format cannot
  * hold (Kafka's own fields are int32 and int64, so only a caller outside the protocol can).
  */
-export function encodeBlockWrites(writes: readonly OffsetWrite[]): BlockWrite[] {
+export function encodeBlockWrites(writes: readonly OffsetWrite[], order?: CommitOrder): BlockWrite[] {
   const byTopic = new Map<string, Map<number, OffsetWrite[]>>();
   for (const w of writes) {
     if ((w.partition | 0) !== w.partition) throw new RangeError(`partition ${w.partition} is not an int32`);
@@ -111,54 +134,101 @@ export function encodeBlockWrites(writes: readonly OffsetWrite[]): BlockWrite[] 
   const out: BlockWrite[] = [];
   for (const [topic, blocks] of byTopic) {
     const topicHeader = header(topic);
-    for (const list of blocks.values()) out.push(encodeBlock(topic, topicHeader, list));
+    for (const list of blocks.values()) out.push(encodeBlock(topic, topicHeader, list, order));
   }
   return out;
 }
 
-/** Walks the records of a stored value, checking its structure; returns the topic's header length. */
-function checkedHeader(value: Uint8Array, group: string, topicHeader?: Buffer): number {
-  if (value.length < HEADER_FIXED || value[0] !== FORMAT)
+/**
+ * Checks a stored value's header (its topic against `topicHeader`'s when given, whatever the
+ * format): returns where its records start and their fixed size (by its format).
+ */
+function checkedHeader(
+  value: Uint8Array,
+  group: string,
+  topicHeader?: Buffer,
+): { start: number; fixed: number } {
+  if (value.length < HEADER_FIXED || (value[0] !== FORMAT && value[0] !== FORMAT_3))
     throw new StoreCorruptError(group, 'offsets value is malformed');
   const length = HEADER_FIXED + Buffer.from(value.buffer, value.byteOffset, value.length).readUInt32BE(1);
   if (length > value.length) throw new StoreCorruptError(group, 'offsets value is malformed');
-  if (topicHeader !== undefined && Buffer.compare(value.subarray(0, length), topicHeader) !== 0)
+  if (topicHeader !== undefined && Buffer.compare(value.subarray(1, length), topicHeader.subarray(1)) !== 0)
     throw new StoreCorruptError(
       group,
       `offsets value of topic ${JSON.stringify(topicHeader.toString('utf8', HEADER_FIXED))} names another topic`,
     );
-  return length;
+  return { start: length, fixed: value[0] === FORMAT ? RECORD_FIXED : RECORD_FIXED_3 };
 }
 
 /** The end of the record starting at `at` (checked to lie within the value). */
-function recordEnd(value: Buffer, at: number, group: string): number {
-  if (at + RECORD_FIXED > value.length) throw new StoreCorruptError(group, 'offsets value is malformed');
-  const end = at + RECORD_FIXED + value.readUInt32BE(at + 32);
+function recordEnd(value: Buffer, at: number, fixed: number, group: string): number {
+  if (at + fixed > value.length) throw new StoreCorruptError(group, 'offsets value is malformed');
+  const end = at + fixed + value.readUInt32BE(at + fixed - 4);
   if (end > value.length) throw new StoreCorruptError(group, 'offsets value is malformed');
   return end;
+}
+
+/** The read order of a format-4 record; undefined when it has none. */
+function orderAt(value: Buffer, at: number): CommitOrder | undefined {
+  const instance = value.toString('hex', at + ORDER_AT, at + ORDER_AT + 8);
+  if (instance === NO_INSTANCE) return undefined;
+  return {
+    instance,
+    seq: value.readUInt32BE(at + ORDER_AT + 8) * TWO_32 + value.readUInt32BE(at + ORDER_AT + 12),
+  };
+}
+
+/** Copies the record old[i, end) of `fixed` bytes into out at `at` in format 4; returns the bytes written. */
+function copyRecord(old: Buffer, i: number, end: number, fixed: number, out: Buffer, at: number): number {
+  if (fixed === RECORD_FIXED) return old.copy(out, at, i, end);
+  // Format 3: no order (zeros) before the metadata length.
+  old.copy(out, at, i, i + ORDER_AT);
+  out.fill(0, at + ORDER_AT, at + ORDER_AT + ORDER_BYTES);
+  return ORDER_AT + ORDER_BYTES + old.copy(out, at + ORDER_AT + ORDER_BYTES, i + ORDER_AT, end);
 }
 
 const asBuffer = (v: Uint8Array): Buffer =>
   Buffer.isBuffer(v) ? v : Buffer.from(v.buffer, v.byteOffset, v.length);
 
 /**
- * The block's new value: `stored` (undefined: none yet) with `w`'s records written over it. Reads
+ * The block's new value: `stored` (undefined: none yet) with `w`'s records written over it, in
+ * format 4. A record of `w` whose partition's stored record the same instance read later is not
+ * written (commit-order.ts): the stored one stays, and `counts.superseded` counts it. Reads
  * `stored` before returning, so it may be a buffer the next read reuses.
  */
-export function mergeBlock(stored: Uint8Array | undefined, w: BlockWrite, group: string): Buffer {
+export function mergeBlock(
+  stored: Uint8Array | undefined,
+  w: BlockWrite,
+  group: string,
+  counts?: { superseded: number },
+): Buffer {
   if (stored === undefined) return Buffer.concat([w.header, w.records]);
   const old = asBuffer(stored);
-  let i = checkedHeader(old, group, w.header);
-  const out = Buffer.allocUnsafe(old.length + w.header.length + w.records.length);
+  const found = checkedHeader(old, group, w.header);
+  const fixed = found.fixed;
+  let i = found.start;
+  // Room for format-3 records growing by their order.
+  const grows = fixed === RECORD_FIXED ? 0 : ORDER_BYTES * Math.ceil(old.length / RECORD_FIXED_3);
+  const out = Buffer.allocUnsafe(old.length + grows + w.header.length + w.records.length);
   let at = w.header.copy(out, 0);
   let j = 0;
   const n = w.partitions.length;
   while (i < old.length) {
-    const end = recordEnd(old, i, group);
+    const end = recordEnd(old, i, fixed, group);
     const p = old.readInt32BE(i);
     // The new records of smaller partitions come first.
     while (j < n && w.partitions[j]! < p) at += w.records.copy(out, at, w.starts[j]!, w.starts[++j]!);
-    if (j >= n || w.partitions[j]! !== p) at += old.copy(out, at, i, end);
+    if (j < n && w.partitions[j]! === p) {
+      if (fixed === RECORD_FIXED && isSuperseded(w.order, orderAt(old, i))) {
+        at += old.copy(out, at, i, end);
+        if (counts !== undefined) counts.superseded++;
+      } else {
+        at += w.records.copy(out, at, w.starts[j]!, w.starts[j + 1]!);
+      }
+      j++;
+    } else {
+      at += copyRecord(old, i, end, fixed, out, at);
+    }
     i = end;
   }
   if (j < n) at += w.records.copy(out, at, w.starts[j]!, w.starts[n]!);
@@ -173,12 +243,14 @@ export function withoutPartitions(
   group: string,
 ): Buffer | undefined {
   const old = asBuffer(stored);
-  let i = checkedHeader(old, group, topicHeader);
+  const found = checkedHeader(old, group, topicHeader);
+  const fixed = found.fixed;
+  let i = found.start;
   const out = Buffer.allocUnsafe(old.length);
   let at = old.copy(out, 0, 0, i);
   let left = 0;
   while (i < old.length) {
-    const end = recordEnd(old, i, group);
+    const end = recordEnd(old, i, fixed, group);
     if (!partitions.has(old.readInt32BE(i))) {
       at += old.copy(out, at, i, end);
       left++;
@@ -202,19 +274,21 @@ export function decodeBlock(
   expect?: { header: Buffer; wanted?: (partition: number) => boolean },
 ): string {
   const value = asBuffer(stored);
-  let i = checkedHeader(value, group, expect?.header);
+  const found = checkedHeader(value, group, expect?.header);
+  const fixed = found.fixed;
+  let i = found.start;
   const topic = value.toString('utf8', HEADER_FIXED, i);
   while (i < value.length) {
-    const end = recordEnd(value, i, group);
+    const end = recordEnd(value, i, fixed, group);
     const partition = value.readInt32BE(i);
     if (expect?.wanted === undefined || expect.wanted(partition)) {
-      const metadataBytes = value.readUInt32BE(i + 32);
+      const metadataBytes = value.readUInt32BE(i + fixed - 4);
       into.push({
         topic,
         partition,
         offset: value.readBigInt64BE(i + 4),
         leaderEpoch: value.readInt32BE(i + 12),
-        metadata: metadataBytes === 0 ? '' : value.toString('utf8', i + RECORD_FIXED, end),
+        metadata: metadataBytes === 0 ? '' : value.toString('utf8', i + fixed, end),
         commitTimestamp: value.readBigInt64BE(i + 16),
         expireTimestamp: value.readBigInt64BE(i + 24),
       });

@@ -3,6 +3,8 @@
  * synchronous inside, so a commit is trivially atomic.
  */
 import { applyGroupUpdate, decideCommit } from './commit-guard.js';
+import { checkOrder, isSuperseded } from './commit-order.js';
+import type { CommitOrder } from './commit-order.js';
 import type {
   CommitOutcome,
   CommitRequest,
@@ -37,6 +39,8 @@ function partitionKey(tp: TopicPartition): string {
 
 interface MemoryGroup {
   offsets: Map<string, PartitionOffset>;
+  /** The read order of the commit that wrote each offset (absent: none given). */
+  orders: Map<string, CommitOrder>;
   state: GroupState | null;
 }
 
@@ -71,7 +75,7 @@ export class MemoryStore implements OffsetStore {
   private group(name: string, create: boolean): MemoryGroup | undefined {
     let g = this.groups.get(name);
     if (g === undefined && create) {
-      g = { offsets: new Map(), state: null };
+      g = { offsets: new Map(), orders: new Map(), state: null };
       this.groups.set(name, g);
     }
     return g;
@@ -79,6 +83,7 @@ export class MemoryStore implements OffsetStore {
 
   async commit(request: CommitRequest): Promise<CommitOutcome> {
     this.open();
+    checkOrder(request.order);
     const idKey = `${request.group}\u0000${request.requestId}`;
     const seen = this.outcomes.get(idKey);
     if (seen !== undefined) return seen;
@@ -88,10 +93,21 @@ export class MemoryStore implements OffsetStore {
       request,
       (tp) => g?.offsets.get(partitionKey(tp))?.offset ?? -1n,
     );
+    let result: CommitOutcome = outcome;
     if (outcome.status === 'ok') {
       const target = this.group(request.group, true)!;
       if (newState !== null) target.state = newState;
+      const order = request.order;
+      // Partitions, not writes: a request may name one twice.
+      let superseded: Set<string> | undefined;
       for (const w of request.writes) {
+        const key = partitionKey(w);
+        if (isSuperseded(order, target.orders.get(key))) {
+          (superseded ??= new Set()).add(key);
+          continue;
+        }
+        if (order === undefined) target.orders.delete(key);
+        else target.orders.set(key, order);
         const stored: PartitionOffset = {
           topic: w.topic,
           partition: w.partition,
@@ -101,13 +117,14 @@ export class MemoryStore implements OffsetStore {
           commitTimestamp: w.commitTimestamp,
           expireTimestamp: w.expireTimestamp,
         };
-        target.offsets.set(partitionKey(w), stored);
+        target.offsets.set(key, stored);
       }
+      if (superseded !== undefined) result = { status: 'ok', superseded: superseded.size };
     }
-    this.outcomes.set(idKey, outcome);
+    this.outcomes.set(idKey, result);
     // Bounded memory: forget the oldest outcomes (a resend comes within seconds).
     if (this.outcomes.size > 100_000) this.outcomes.delete(this.outcomes.keys().next().value!);
-    return outcome;
+    return result;
   }
 
   async fetch(group: string, partitions: TopicPartition[] | null): Promise<PartitionOffset[]> {
@@ -127,7 +144,10 @@ export class MemoryStore implements OffsetStore {
     this.open();
     const g = this.group(group, false);
     if (g === undefined) return;
-    for (const tp of partitions) g.offsets.delete(partitionKey(tp));
+    for (const tp of partitions) {
+      g.offsets.delete(partitionKey(tp));
+      g.orders.delete(partitionKey(tp));
+    }
     if (g.offsets.size === 0 && g.state === null) this.groups.delete(group);
   }
 

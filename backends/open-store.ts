@@ -17,6 +17,7 @@
 import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, rmSync, writeSync } from 'node:fs';
 import path from 'node:path';
 import { holdDataDir } from './data-dir-holder.js';
+import { LAYOUT } from './embedded-migrate.js';
 import { StoreUrlError } from './errors.js';
 import { redactUrl } from './redact-url.js';
 import { parseRedisUrl } from './redis-url.js';
@@ -217,7 +218,10 @@ async function openEmbedded(
     dataDir: dir,
     ...common,
     ...(notice
-      ? { onMigrated: (report) => notice('embedded store migrated to layout 3', { dataDir: dir, ...report }) }
+      ? {
+          onMigrated: (report) =>
+            notice(`embedded store migrated to layout ${LAYOUT}`, { dataDir: dir, ...report }),
+        }
       : {}),
     ...(hold ? { onClosed: () => hold.release() } : {}),
   });

@@ -5,7 +5,8 @@
 import type { CommitOutcome, GuardErrorCode } from './store.js';
 
 export type EncodedOutcome =
-  | { s: 'ok' }
+  /** n: CommitOutcome.superseded, when there were any. */
+  | { s: 'ok'; n?: number }
   | { s: 'fenced'; e: number }
   | { s: 'txn' }
   | { s: 'cas'; m: { t: string; p: number; x: string; a: string }[] };
@@ -13,7 +14,7 @@ export type EncodedOutcome =
 export function encodeOutcome(o: CommitOutcome): EncodedOutcome {
   switch (o.status) {
     case 'ok':
-      return { s: 'ok' };
+      return o.superseded === undefined ? { s: 'ok' } : { s: 'ok', n: o.superseded };
     case 'fenced':
       return { s: 'fenced', e: o.error };
     case 'transactional':
@@ -34,7 +35,7 @@ export function encodeOutcome(o: CommitOutcome): EncodedOutcome {
 export function decodeOutcome(e: EncodedOutcome): CommitOutcome {
   switch (e.s) {
     case 'ok':
-      return { status: 'ok' };
+      return typeof e.n === 'number' && e.n > 0 ? { status: 'ok', superseded: e.n } : { status: 'ok' };
     case 'fenced':
       return { status: 'fenced', error: e.e as GuardErrorCode };
     case 'txn':

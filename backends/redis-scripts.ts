@@ -41,11 +41,22 @@ end
  * KEYS[1] offsets hash   field "<topic>:<partition>" → "<offset>|<leaderEpoch>|<commitTs>|<expireTs>|<metadata>"
  * KEYS[2] state string   GroupState as JSON
  * KEYS[3] request record the encoded outcome of this requestId, kept ARGV[2] ms
+ * KEYS[4] orders hash    field "<topic>:<partition>" → "<instance>:<seq>" (16 hex digits, 16
+ *                        decimal digits), the read order of the commit that wrote the offset
+ *                        (commit-order.ts; absent: none given)
  * ARGV[1] identity JSON {g, m, i, v} or "" (no fencing); ARGV[2] ttl ms; ARGV[3] the writes as
  * one MessagePack value (redis-pack.ts): [[field, value, ...], [casField, expectedOffset, ...]];
  * ARGV[4] valid until (Redis clock, ms); ARGV[5] "1" when a transactional group's commit without
- * an identity is the broker's too (CommitRequest.deferIfTransactional), else "".
+ * an identity is the broker's too (CommitRequest.deferIfTransactional), else ""; ARGV[6] the
+ * commit's read order "<instance>:<seq>", or "" (none: the written partitions' orders are cleared).
  * Returns the encoded outcome (outcome-codec.ts) as JSON, or EXPIRED_REPLY.
+ *
+ * Read order: after the fence and every compare-and-set passed, a write whose partition's stored
+ * order has the commit's instance and a higher seq is dropped (superseded, counted in the
+ * outcome's "n"): an older commit delivered late (a script held by a frozen network hop, within
+ * its validity) cannot overwrite a newer acknowledged one. The orders are a hash of their own, not
+ * part of the offset values, so that readers of the values (fetch, older releases during an
+ * upgrade) see them unchanged.
  *
  * Offsets are compared as decimal strings: Lua numbers are doubles and cannot tell 2^63-2 from
  * 2^63-1.
@@ -137,17 +148,66 @@ else
   if #mismatches > 0 then
     outcome = cjson.encode({ s = 'cas', m = mismatches })
   else
-    -- In slices: unpack() of more than ~8000 values fails (Lua's C stack limit).
+    local order = ARGV[6] or ''
+    local superseded = 0
+    local orders = {}
+    if order ~= '' then
+      -- Orders are "<16 hex digits>:<16 decimal digits>": a stored one is the same instance's
+      -- and newer exactly when it sorts after ours and not after our instance's largest, so two
+      -- string comparisons judge it (no parsing per partition).
+      local newest = string.sub(order, 1, 17) .. '9999999999999999'
+      local kept, counted = {}, {}
+      -- In slices: unpack() of more than ~8000 values fails (Lua's C stack limit).
+      for i = 1, #hset, 2000 do
+        local last = math.min(i + 1998, #hset - 1)
+        local fields = {}
+        for j = i, last, 2 do fields[#fields + 1] = hset[j] end
+        local stored = redis.call('HMGET', KEYS[4], unpack(fields))
+        for k = 1, #fields do
+          local j = i + 2 * (k - 1)
+          local was = stored[k]
+          if was and was > order and was <= newest then
+            -- Partitions, not writes: a request may name one twice.
+            if not counted[hset[j]] then
+              counted[hset[j]] = true
+              superseded = superseded + 1
+            end
+          else
+            kept[#kept + 1] = hset[j]
+            kept[#kept + 1] = hset[j + 1]
+            orders[#orders + 1] = hset[j]
+            orders[#orders + 1] = order
+          end
+        end
+      end
+      hset = kept
+    else
+      for i = 1, #hset, 2 do orders[#orders + 1] = hset[i] end
+      for i = 1, #orders, 1000 do
+        redis.call('HDEL', KEYS[4], unpack(orders, i, math.min(i + 999, #orders)))
+      end
+      orders = {}
+    end
     for i = 1, #hset, 1000 do
       redis.call('HSET', KEYS[1], unpack(hset, i, math.min(i + 999, #hset)))
+    end
+    for i = 1, #orders, 1000 do
+      redis.call('HSET', KEYS[4], unpack(orders, i, math.min(i + 999, #orders)))
     end
     if redis.call('HLEN', KEYS[1]) >= ${HASHTABLE_FROM_FIELDS} then
       redis.call('HSETNX', KEYS[1], '${HASHTABLE_MARKER_FIELD}', '${HASHTABLE_MARKER_VALUE}')
     end
+    if #orders > 0 and redis.call('HLEN', KEYS[4]) >= ${HASHTABLE_FROM_FIELDS} then
+      redis.call('HSETNX', KEYS[4], '${HASHTABLE_MARKER_FIELD}', '${HASHTABLE_MARKER_VALUE}')
+    end
     if state == nil then
       redis.call('SET', KEYS[2], '{"protocol":null,"generationId":-1,"state":"Empty","members":[],"transactional":false}')
     end
-    outcome = '{"s":"ok"}'
+    if superseded > 0 then
+      outcome = '{"s":"ok","n":' .. superseded .. '}'
+    else
+      outcome = '{"s":"ok"}'
+    end
   end
 end
 redis.call('SET', KEYS[3], outcome, 'PX', ARGV[2])
@@ -334,33 +394,37 @@ return 1
 `;
 
 /**
- * OffsetDelete: removes the fields, and the whole hash once only the hash-table marker is left, so
- * a group without offsets leaves no key behind (as before the marker existed). With a validity as
- * a commit's: a delete answered with an error must not remove offsets committed after it.
+ * OffsetDelete: removes the fields (and their read orders), and the whole hash once only the
+ * hash-table marker is left, so a group without offsets leaves no key behind (as before the
+ * marker existed). With a validity as a commit's: a delete answered with an error must not
+ * remove offsets committed after it.
  *
- * KEYS[1] offsets hash; ARGV[1] valid until (Redis clock, ms); ARGV[2..] the
- * "<topic>:<partition>" fields. Returns 0, or EXPIRED_REPLY.
+ * KEYS[1] offsets hash, KEYS[2] orders hash; ARGV[1] valid until (Redis clock, ms); ARGV[2..]
+ * the "<topic>:<partition>" fields. Returns 0, or EXPIRED_REPLY.
  */
 export const DELETE_OFFSETS_LUA =
   validityPrologue(1) +
   `
-redis.call('HDEL', KEYS[1], unpack(ARGV, 2))
-if redis.call('HLEN', KEYS[1]) == 1 and redis.call('HEXISTS', KEYS[1], '${HASHTABLE_MARKER_FIELD}') == 1 then
-  redis.call('DEL', KEYS[1])
+for _, key in ipairs(KEYS) do
+  redis.call('HDEL', key, unpack(ARGV, 2))
+  if redis.call('HLEN', key) == 1 and redis.call('HEXISTS', key, '${HASHTABLE_MARKER_FIELD}') == 1 then
+    redis.call('DEL', key)
+  end
 end
 return 0
 `;
 
 /**
- * DeleteGroups (and the admin's group delete): the group's offsets and state, with a validity.
+ * DeleteGroups (and the admin's group delete): the group's offsets, read orders and state, with
+ * a validity.
  *
- * KEYS[1] offsets hash, KEYS[2] state; ARGV[1] valid until (Redis clock, ms). Returns 0, or
- * EXPIRED_REPLY.
+ * KEYS[1] offsets hash, KEYS[2] state, KEYS[3] orders hash; ARGV[1] valid until (Redis clock,
+ * ms). Returns 0, or EXPIRED_REPLY.
  */
 export const DELETE_GROUP_LUA =
   validityPrologue(1) +
   `
-redis.call('DEL', KEYS[1], KEYS[2])
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
 return 0
 `;
 

@@ -5,6 +5,8 @@
  *   <prefix>:{g:G}:offsets        hash  "<topic>:<partition>" → "<offset>|<leaderEpoch>|<commitTs>|<expireTs>|<metadata>"
  *                                       (plus "~encoding" once it has 32 fields; see redis-scripts.ts)
  *   <prefix>:{g:G}:state          string, GroupState JSON
+ *   <prefix>:{g:G}:orders         hash  "<topic>:<partition>" → "<instance>:<seq>", the read order of
+ *                                       the commit that wrote the offset (commit-order.ts)
  *   <prefix>:{g:G}:req:<requestId> string, a commit's outcome, expires after requestTtlMs
  *
  * A commit is ONE script (redis-scripts.ts): ioredis may resend it after a reconnect, and the
@@ -15,6 +17,7 @@ import type { RedisOptions } from 'ioredis';
 import { describeConnectionError } from './connection-problem.js';
 import { isCorruptionReply } from './redis-reply.js';
 import { asStoreError, StoreCorruptError, StoreUnavailableError, withDeadline } from './errors.js';
+import { checkOrder } from './commit-order.js';
 import { decodeOutcome, parseDecimal } from './outcome-codec.js';
 import type { EncodedOutcome } from './outcome-codec.js';
 import { fieldOf, packCommitWrites } from './redis-pack.js';
@@ -46,8 +49,18 @@ import { DEFAULT_STORE_TIMEOUT_MS } from './store.js';
 interface ScriptClient {
   kopCommit(...args: (string | number | Buffer)[]): Promise<string>;
   kopUpdateGroup(key: string, update: string, validUntil: number): Promise<number | string>;
-  kopDeleteOffsets(key: string, validUntil: number, ...fields: string[]): Promise<number | string>;
-  kopDeleteGroup(offsets: string, state: string, validUntil: number): Promise<number | string>;
+  kopDeleteOffsets(
+    offsets: string,
+    orders: string,
+    validUntil: number,
+    ...fields: string[]
+  ): Promise<number | string>;
+  kopDeleteGroup(
+    offsets: string,
+    state: string,
+    orders: string,
+    validUntil: number,
+  ): Promise<number | string>;
   kopLease(key: string, holder: string, ttlMs: number): Promise<number>;
   kopReleaseLease(key: string, holder: string): Promise<number>;
 }
@@ -169,10 +182,10 @@ export class RedisStore implements OffsetStore {
       (err: unknown) => (this.problem = describeConnectionError(err, where, t.mode)),
     );
     this.client.on('ready', () => (this.problem = null));
-    this.client.defineCommand('kopCommit', { numberOfKeys: 3, lua: COMMIT_LUA });
+    this.client.defineCommand('kopCommit', { numberOfKeys: 4, lua: COMMIT_LUA });
     this.client.defineCommand('kopUpdateGroup', { numberOfKeys: 1, lua: UPDATE_GROUP_LUA });
-    this.client.defineCommand('kopDeleteOffsets', { numberOfKeys: 1, lua: DELETE_OFFSETS_LUA });
-    this.client.defineCommand('kopDeleteGroup', { numberOfKeys: 2, lua: DELETE_GROUP_LUA });
+    this.client.defineCommand('kopDeleteOffsets', { numberOfKeys: 2, lua: DELETE_OFFSETS_LUA });
+    this.client.defineCommand('kopDeleteGroup', { numberOfKeys: 3, lua: DELETE_GROUP_LUA });
     this.client.defineCommand('kopLease', { numberOfKeys: 1, lua: LEASE_LUA });
     this.client.defineCommand('kopReleaseLease', { numberOfKeys: 1, lua: RELEASE_LEASE_LUA });
     this.readBackMs = Math.min(1000, Math.max(50, Math.floor(this.timeoutMs / 4)));
@@ -230,12 +243,14 @@ export class RedisStore implements OffsetStore {
     if (this.closed) return Promise.reject(new StoreUnavailableError('redis store: commit: closed'));
     const validTo = localNow() + this.timeoutMs - this.readBackMs;
     return this.checked(group, async () => {
+      checkOrder(request.order);
       const id = request.identity;
       const requestKey = this.key(group, `req:${request.requestId}`);
       const args: (string | number | Buffer)[] = [
         this.key(group, 'offsets'),
         this.key(group, 'state'),
         requestKey,
+        this.key(group, 'orders'),
         id === undefined
           ? ''
           : JSON.stringify({
@@ -249,6 +264,10 @@ export class RedisStore implements OffsetStore {
         // Nothing is sent yet: a failure to learn the skew is a plain failure.
         await this.validUntil(group, validTo),
         request.deferIfTransactional === true ? '1' : '',
+        // Fixed width, so that the script compares orders as strings (redis-scripts.ts).
+        request.order === undefined
+          ? ''
+          : `${request.order.instance}:${String(request.order.seq).padStart(16, '0')}`,
       ];
       const first =
         this.target.wait > 0
@@ -442,13 +461,23 @@ export class RedisStore implements OffsetStore {
   deleteOffsets(group: string, partitions: TopicPartition[]): Promise<void> {
     if (partitions.length === 0) return this.run('deleteOffsets', group, async () => undefined);
     return this.validWrite('deleteOffsets', group, (validUntil) =>
-      this.scripts.kopDeleteOffsets(this.key(group, 'offsets'), validUntil, ...partitions.map(fieldOf)),
+      this.scripts.kopDeleteOffsets(
+        this.key(group, 'offsets'),
+        this.key(group, 'orders'),
+        validUntil,
+        ...partitions.map(fieldOf),
+      ),
     );
   }
 
   deleteGroup(group: string): Promise<void> {
     return this.validWrite('deleteGroup', group, (validUntil) =>
-      this.scripts.kopDeleteGroup(this.key(group, 'offsets'), this.key(group, 'state'), validUntil),
+      this.scripts.kopDeleteGroup(
+        this.key(group, 'offsets'),
+        this.key(group, 'state'),
+        this.key(group, 'orders'),
+        validUntil,
+      ),
     );
   }
 

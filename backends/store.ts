@@ -11,6 +11,7 @@
  * LMDB transaction, a ZooKeeper multi with version checks): two proxy instances cannot race past
  * a fence or a compare-and-set.
  */
+import type { CommitOrder } from './commit-order.js';
 
 /**
  * Deadline of one store operation unless the caller gives one (--store-timeout-ms): the one
@@ -76,6 +77,13 @@ export interface CommitRequest {
    * the embedded store keeps in time order (fewer pages per write transaction).
    */
   requestId: string;
+  /**
+   * When and by which process the proxy read this commit (commit-order.ts). A partition whose
+   * stored offset was written by a commit the same process read later is not written ("later
+   * read wins"), and the commit is still answered ok (CommitOutcome.superseded counts them).
+   * Stored with each written offset; absent (the operator's writes) clears the stored order.
+   */
+  order?: CommitOrder;
 }
 
 /** Kafka error codes a guard can refuse with (numeric, as on the wire). */
@@ -97,7 +105,11 @@ export interface CasMismatch extends TopicPartition {
 }
 
 export type CommitOutcome =
-  | { status: 'ok' }
+  /**
+   * Accepted. `superseded`: how many of the request's partitions were not written because a
+   * commit read later by the same process had written them (CommitRequest.order); absent: none.
+   */
+  | { status: 'ok'; superseded?: number }
   /** The fence refused the whole request; nothing was written. */
   | { status: 'fenced'; error: GuardErrorCode }
   /** At least one compare-and-set did not match; nothing was written. */

@@ -46,6 +46,8 @@
 import { Exception } from 'node-zookeeper-client';
 import type { Client, Stat } from 'node-zookeeper-client';
 import { decideCommit } from './commit-guard.js';
+import { checkOrder, isSuperseded } from './commit-order.js';
+import type { CommitOrder } from './commit-order.js';
 import { StoreUnavailableError } from './errors.js';
 import { decodeOutcome, encodeOutcome } from './outcome-codec.js';
 import type { EncodedOutcome } from './outcome-codec.js';
@@ -54,7 +56,7 @@ import { splitMulti, toTransaction } from './zookeeper-multi.js';
 import type { MultiFrame, MultiOp, MultiPlan } from './zookeeper-multi.js';
 import { code, Retry } from './zookeeper-session.js';
 import type { ZooKeeperSession } from './zookeeper-session.js';
-import { encodeSegment, metaData, parseOffset, parseState, tpKey } from './zookeeper-znodes.js';
+import { encodeSegment, metaData, parseOffset, parseState, storedOrder, tpKey } from './zookeeper-znodes.js';
 import type { Read, ZooKeeperZnodes } from './zookeeper-znodes.js';
 
 /** What one commit's multis are built from: the reads of one attempt and its verdict. */
@@ -75,6 +77,8 @@ export interface CommitMultiInput {
   /** Which of `writes` are compare-and-sets: they go first when the commit is split. */
   compareAndSet: boolean[];
   maxMultiBytes: number;
+  /** The commit's read order, recorded in each metadata znode (CommitRequest.order). */
+  order?: CommitOrder;
 }
 
 /**
@@ -101,7 +105,7 @@ export function commitMultis(input: CommitMultiInput): MultiPlan[] {
     ],
   };
   const units = writes.map((w, i) =>
-    partitionOps(znodes, group, w, input.reads[i] ?? null, input.metaExists[i] ?? false),
+    partitionOps(znodes, group, w, input.reads[i] ?? null, input.metaExists[i] ?? false, input.order),
   );
   const multis = splitMulti(units, frame, maxMultiBytes);
   if (multis.length === 1 || !compareAndSet.some(Boolean)) return multis;
@@ -121,6 +125,7 @@ function partitionOps(
   w: OffsetWrite,
   read: Read | null,
   metaExists: boolean,
+  order: CommitOrder | undefined,
 ): MultiOp[] {
   const path = znodes.offset(group, w);
   const data = Buffer.from(String(w.offset));
@@ -135,7 +140,7 @@ function partitionOps(
       : // The version read: a later commit of this partition fails this multi (see above).
         [{ type: 'setData', path, data, version: read.stat.version }];
   // A metadata znode may be left over from a deleted offset, or missing beside a Kafka 0.8 offset.
-  const meta = { path: znodes.meta(group, w), data: metaData(w) };
+  const meta = { path: znodes.meta(group, w), data: metaData(w, order) };
   ops.push(metaExists ? { type: 'setData', ...meta, version: -1 } : { type: 'create', ...meta });
   return ops;
 }
@@ -153,6 +158,11 @@ export function commitToZooKeeper(
   ctx: ZooKeeperCommitContext,
   request: CommitRequest,
 ): Promise<CommitOutcome> {
+  try {
+    checkOrder(request.order);
+  } catch (err) {
+    return Promise.reject(err as Error);
+  }
   const commit = new ZooKeeperCommit(ctx, request);
   return ctx.session.run('commit', (expired) => commit.attempt(expired));
 }
@@ -198,10 +208,8 @@ class ZooKeeperCommit {
     // multi), not three: a session's requests are answered in order, behind its writes in flight,
     // so at load every round trip waits for other commits' fsyncs, and a commit that passes the
     // store's deadline is answered REQUEST_TIMED_OUT (docs/stores.md, ZooKeeper).
-    const [prior, { stateRead, reads, metaExists }] = await Promise.all([
-      session.read(client, this.marker),
-      this.readAll(client, writes),
-    ]);
+    const [prior, all] = await Promise.all([session.read(client, this.marker), this.readAll(client, writes)]);
+    const { stateRead, reads } = all;
     if (prior !== null)
       return decodeOutcome(JSON.parse(prior.data?.toString('utf8') ?? '') as EncodedOutcome);
     const state = parseState(group, stateRead);
@@ -216,13 +224,20 @@ class ZooKeeperCommit {
               .filter((w) => !this.written.has(tpKey(w)))
               .map((w) => (own.has(tpKey(w)) ? { ...w, expectedOffset: undefined } : w)),
           };
-    const { outcome, newState } = decideCommit(state, judged, (tp) => {
+    const decided = decideCommit(state, judged, (tp) => {
       const r = readOf.get(tpKey(tp));
       return r === null || r === undefined ? -1n : parseOffset(group, tp, r);
     });
-    if (outcome.status !== 'ok') return outcome;
+    const { newState } = decided;
+    if (decided.outcome.status !== 'ok') return decided.outcome;
+    // Judged whole (fence, compare-and-sets); then the partitions a commit this process read
+    // later has written are left out (commit-order.ts), and the outcome says how many.
+    const kept = this.unsuperseded(keys, all);
+    const superseded = keys.length - kept.length;
+    const outcome: CommitOutcome = superseded > 0 ? { status: 'ok', superseded } : decided.outcome;
+    const pick = <T>(xs: T[]): T[] => (superseded > 0 ? kept.map((i) => xs[i]!) : xs);
 
-    await this.prepare(client, expired, stateRead, writes, reads);
+    await this.prepare(client, expired, stateRead, pick(writes), pick(reads));
     const multis = commitMultis({
       znodes,
       group,
@@ -230,31 +245,54 @@ class ZooKeeperCommit {
       outcome,
       newState,
       stateRead,
-      writes,
-      reads,
-      metaExists,
-      compareAndSet: keys.map((k) => this.casAny.has(k)),
+      writes: pick(writes),
+      reads: pick(reads),
+      metaExists: pick(all.metaExists),
+      compareAndSet: pick(keys).map((k) => this.casAny.has(k)),
       maxMultiBytes: this.ctx.maxMultiBytes,
+      ...(this.request.order === undefined ? {} : { order: this.request.order }),
     });
-    await this.apply(client, expired, keys, multis);
+    await this.apply(client, expired, pick(keys), multis);
     this.ctx.applied(this.marker);
     return outcome;
   }
 
+  /** The indexes of `keys` whose stored order does not supersede this commit's. */
+  private unsuperseded(
+    keys: string[],
+    all: { reads: (Read | null)[]; metas: (Read | null)[] | null },
+  ): number[] {
+    const order = this.request.order;
+    const kept: number[] = [];
+    for (let i = 0; i < keys.length; i++) {
+      const stored = all.metas === null ? undefined : storedOrder(all.reads[i] ?? null, all.metas[i] ?? null);
+      if (!isSuperseded(order, stored)) kept.push(i);
+    }
+    return kept;
+  }
+
   /**
-   * One round of pipelined reads: the state, every partition's offset znode, and (only on a
-   * retry that met a surprise) whether each metadata znode exists.
+   * One round of pipelined reads: the state, every partition's offset znode, and its metadata
+   * znode when the commit has a read order (the stored order is there), else (only on a retry
+   * that met a surprise) whether each metadata znode exists.
    */
   private async readAll(
     client: Client,
     writes: OffsetWrite[],
-  ): Promise<{ stateRead: Read | null; reads: (Read | null)[]; metaExists: boolean[] }> {
+  ): Promise<{
+    stateRead: Read | null;
+    reads: (Read | null)[];
+    metas: (Read | null)[] | null;
+    metaExists: boolean[];
+  }> {
     const { session, znodes } = this.ctx;
     const { group } = this;
-    const [stateRead, reads, metaFound] = await Promise.all([
+    const ordered = this.request.order !== undefined;
+    const [stateRead, reads, metas, metaFound] = await Promise.all([
       session.read(client, znodes.state(group)),
       Promise.all(writes.map((w) => session.read(client, znodes.offset(group, w)))),
-      this.checkMeta
+      ordered ? Promise.all(writes.map((w) => session.read(client, znodes.meta(group, w)))) : null,
+      this.checkMeta && !ordered
         ? Promise.all(
             writes.map((w) =>
               session.call<Stat | null>(client, (cb) => client.exists(znodes.meta(group, w), cb)),
@@ -265,8 +303,11 @@ class ZooKeeperCommit {
     // A metadata znode exists exactly where an offset znode does (written and removed together),
     // except beside offsets a Kafka 0.8 consumer wrote, or after a deleteOffsets cut short: the
     // multi then fails with NO_NODE/NODE_EXISTS and the retry checks each one.
-    const metaExists = metaFound?.map((stat) => stat !== null) ?? reads.map((r) => r !== null);
-    return { stateRead, reads, metaExists };
+    const metaExists =
+      metas?.map((r) => r !== null) ??
+      metaFound?.map((stat) => stat !== null) ??
+      reads.map((r) => r !== null);
+    return { stateRead, reads, metas, metaExists };
   }
 
   /**
@@ -285,7 +326,8 @@ class ZooKeeperCommit {
       (w, i) => suspect(tpKey(w)) && reads[i]?.data?.toString('utf8') === String(w.offset),
     );
     const metas = await Promise.all(candidates.map((w) => session.read(client, znodes.meta(this.group, w))));
-    return new Set(candidates.filter((w, i) => metas[i]?.data?.equals(metaData(w))).map(tpKey));
+    const order = this.request.order;
+    return new Set(candidates.filter((w, i) => metas[i]?.data?.equals(metaData(w, order))).map(tpKey));
   }
 
   /** Makes the versions real (see the version-0 bug) and the parent znodes exist. */

@@ -3,6 +3,7 @@
  * zookeeper-store.ts), how names become path segments, and what its znodes hold.
  */
 import type { Stat } from 'node-zookeeper-client';
+import type { CommitOrder } from './commit-order.js';
 import { StoreCorruptError } from './errors.js';
 import { parseDecimal } from './outcome-codec.js';
 import type { GroupState, OffsetWrite, TopicPartition } from './store.js';
@@ -39,8 +40,12 @@ export function decodeSegment(segment: string): string {
 /** Identifies a partition within one commit. */
 export const tpKey = (tp: TopicPartition): string => `${tp.topic}\u0000${tp.partition}`;
 
-/** The metadata znode's content for a write. */
-export const metaData = (w: OffsetWrite): Buffer =>
+/**
+ * The metadata znode's content for a write: what Kafka 0.8's plain offset znode cannot hold, and
+ * `r`, the read order of the commit (commit-order.ts), when it has one. The offset znode stays a
+ * plain decimal number, as its readers (Burrow, CMAK) expect.
+ */
+export const metaData = (w: OffsetWrite, order?: CommitOrder): Buffer =>
   Buffer.from(
     JSON.stringify({
       o: String(w.offset),
@@ -48,8 +53,30 @@ export const metaData = (w: OffsetWrite): Buffer =>
       m: w.metadata,
       c: String(w.commitTimestamp),
       x: String(w.expireTimestamp),
+      ...(order === undefined ? {} : { r: `${order.instance}:${order.seq}` }),
     }),
   );
+
+const ORDER_TEXT = /^([0-9a-f]{16}):(\d{1,16})$/;
+
+/**
+ * The read order of the commit that wrote a partition: from its metadata znode, when that one
+ * describes the offset znode as read (the same offset; else it is left over, or beside a Kafka
+ * 0.8 consumer's offset, and says nothing). Undefined when there is none, or it is not ours.
+ */
+export function storedOrder(offsetRead: Read | null, metaRead: Read | null): CommitOrder | undefined {
+  if (offsetRead === null || metaRead === null) return undefined;
+  let meta: { o?: unknown; r?: unknown };
+  try {
+    meta = JSON.parse(metaRead.data?.toString('utf8') ?? '') as { o?: unknown; r?: unknown };
+  } catch {
+    return undefined;
+  }
+  if (typeof meta !== 'object' || meta === null || typeof meta.r !== 'string') return undefined;
+  if (meta.o !== offsetRead.data?.toString('utf8').trim()) return undefined;
+  const m = ORDER_TEXT.exec(meta.r);
+  return m === null ? undefined : { instance: m[1]!, seq: Number(m[2]) };
+}
 
 /** The paths of one store's znodes under its chroot (`root`, '' for none). */
 export class ZooKeeperZnodes {

@@ -3,13 +3,12 @@
  * broker's answer is a plain object here. proxy-wire.test.ts and clients-compat.test.ts prove the
  * same with real brokers and clients.
  */
+import { standaloneServiceOptions } from '../../test/harness/offset-service.js';
 import { describe, expect, test } from 'vitest';
 import { MemoryStore } from '../../backends/memory-store.js';
 import type { ApiVersionsResponse } from '../../protocol/messages/api-versions-response.js';
 import { defaultApiVersionsResponse } from '../../protocol/messages/api-versions-response.js';
 import { ApiKey } from '../../protocol/messages/index.js';
-import { silentLogger } from '../common/log.js';
-import { GuardPolicy } from '../offsets/guard-policy.js';
 import { OffsetService } from '../offsets/service.js';
 import { ApiVersionsPolicy, codecRange } from './api-versions.js';
 import type { ProxyExtension, VersionRange } from './extension.js';
@@ -112,14 +111,7 @@ describe('with an extension', () => {
 
   test('the offset service serves the versions it reads, whatever the broker offers', () => {
     const service = new OffsetService({
-      store: new MemoryStore(),
-      guards: new GuardPolicy('fence'),
-      unknownTopics: 'allow',
-      fallbackUpstream: false,
-      mirrorCommits: false,
-      lookups: null,
-      log: silentLogger,
-      authorizer: null,
+      ...standaloneServiceOptions(new MemoryStore(), 'fence'),
     });
     // A Kafka 4 broker: OffsetCommit from v2 (KIP-896), newer versions than the codec.
     const body = brokerSays([

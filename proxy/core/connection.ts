@@ -19,6 +19,7 @@ import type { Socket } from 'node:net';
 import type { RequestBody, ResponseBody } from '../../protocol/messages/index.js';
 import type { AnyResponse } from '../../protocol/messages/index.js';
 import type { ProxyExtension, RequestInfo } from './extension.js';
+import { nextReadSeq } from './read-order.js';
 import type { ExposeBrokerNow } from './fetch-stream.js';
 import type { ApiPlans } from './api-plan.js';
 import type { Logger } from '../common/log.js';
@@ -280,7 +281,10 @@ export class ProxyConnection implements ConnectionHost, BrokerLinkEvents, IdleWa
     this.handover.maybeMove();
   }
 
-  /** What the extension is told of a request it answers or observes (ConnectionHost). */
+  /**
+   * What the extension is told of a request it answers or observes (ConnectionHost), built as the
+   * request is read: its readSeq is the read order.
+   */
   requestInfo(h: RequestKey): RequestInfo {
     return {
       connectionId: this.id,
@@ -288,6 +292,7 @@ export class ProxyConnection implements ConnectionHost, BrokerLinkEvents, IdleWa
       apiVersion: h.apiVersion,
       correlationId: h.correlationId,
       nodeId: this.nodeId,
+      readSeq: nextReadSeq(),
       askBroker: (apiKey, apiVersion, body) => this.askBroker(apiKey, apiVersion, body),
     };
   }

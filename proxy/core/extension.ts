@@ -26,6 +26,12 @@ export interface RequestInfo {
   /** The broker this connection is pinned to, or null on the bootstrap listener. */
   nodeId: number | null;
   /**
+   * When the request was read from the client's socket, in this process's read order
+   * (read-order.ts): a request with a lower number was read before. Absent in tests that build
+   * RequestInfo by hand.
+   */
+  readSeq?: number;
+  /**
    * Sends a request of the proxy's own to the broker on this client's connection, so the broker
    * answers it as it would answer the client (same principal, same ACLs). Resolves with the
    * decoded response body.

@@ -17,6 +17,7 @@
  */
 import { newRequestId } from '../../backends/request-id.js';
 import { checkCommit } from '../../backends/commit-guard.js';
+import type { CommitOrder } from '../../backends/commit-order.js';
 import type {
   CommitIdentity,
   CommitOutcome,
@@ -43,8 +44,11 @@ export type CommitRefusal =
 
 /** The fence's one answer per commit. */
 export type FenceAnswer =
-  /** Written (or, with nothing to write, the group check passed). */
-  | { kind: 'accepted' }
+  /**
+   * Written (or, with nothing to write, the group check passed). `superseded`: partitions left
+   * as they were because a commit this process read later had written them (CommitOutcome).
+   */
+  | { kind: 'accepted'; superseded?: number }
   /** Nothing written; every partition the group check covers gets `code`. */
   | { kind: 'refused'; code: number; reason: CommitRefusal }
   /** The group commits transactionally: the commit is the broker's, sent there as the client sent it. */
@@ -96,17 +100,22 @@ export class CommitFence {
     group: string,
     identity: CommitIdentity | undefined,
     writes: OffsetWrite[],
+    order?: CommitOrder,
   ): Promise<FenceAnswer> {
     let outcome: FenceOutcome;
     try {
       outcome =
-        writes.length > 0 ? await this.write(group, identity, writes) : await this.check(group, identity);
+        writes.length > 0
+          ? await this.write(group, identity, writes, order)
+          : await this.check(group, identity);
     } catch (err) {
       return refused(storeFailureCode(err), 'store_down');
     }
     switch (outcome.status) {
       case 'ok':
-        return ACCEPTED;
+        return outcome.superseded === undefined
+          ? ACCEPTED
+          : { kind: 'accepted', superseded: outcome.superseded };
       case 'transactional':
         // The broker has no compare-and-set, and the offsets to compare with are its own: sent there,
         // `cas:<expected>` would be stored as plain metadata, whatever the offset is now.
@@ -129,15 +138,19 @@ export class CommitFence {
     group: string,
     identity: CommitIdentity | undefined,
     writes: OffsetWrite[],
+    order: CommitOrder | undefined,
   ): Promise<FenceOutcome> {
     const { store, brokerVerdict, committerFresh, vouchedOutsideRecord } = this.seams;
     const requestId = newRequestId();
+    // Every store write of this commit, a retry after the broker's verdict too, carries its read
+    // order: a commit read before the one stored is superseded (backends/commit-order.ts).
+    const ordered = order === undefined ? {} : { order };
     const request: CommitRequest = identity
-      ? { group, writes, requestId, identity }
-      : { group, writes, requestId, deferIfTransactional: true };
+      ? { group, writes, requestId, identity, ...ordered }
+      : { group, writes, requestId, deferIfTransactional: true, ...ordered };
     if (identity === undefined || !brokerVerdict) return store.commit(request);
     if (vouchedOutsideRecord?.(group, identity))
-      return store.commit({ group, writes, requestId, deferIfTransactional: true });
+      return store.commit({ group, writes, requestId, deferIfTransactional: true, ...ordered });
     let unanswered = false;
     if (committerFresh && !committerFresh(group, identity)) {
       const verdict = await this.verdict(group, identity, writes);

@@ -6,6 +6,8 @@
  * copied onto every partition. `OffsetCommitApi` wires the handler to a client's request: its
  * v10 topic ids, its connection to the broker, mirroring and metrics.
  */
+import { newInstanceId } from '../../backends/commit-order.js';
+import type { CommitOrder } from '../../backends/commit-order.js';
 import type { CommitIdentity, OffsetWrite } from '../../backends/store.js';
 import { ErrorCode } from '../../protocol/error-codes.js';
 import { ApiKey } from '../../protocol/messages/index.js';
@@ -28,6 +30,12 @@ import type { TopicIds } from './topic-ids.js';
 
 export type { CommitRefusal } from './commit-fence.js';
 
+/**
+ * This process's instance in the read order of its commits (CommitRequest.order): random per
+ * process start, as the read order's numbers start again with each process.
+ */
+const READ_ORDER_INSTANCE = newInstanceId();
+
 /** The store is reached through the fence alone. */
 export interface CommitDeps extends Omit<HandlerDeps, 'store'> {
   guards: GuardPolicy;
@@ -47,6 +55,10 @@ export interface CommitDeps extends Omit<HandlerDeps, 'store'> {
   /** Called once per partition refused, and once per accepted request with the partition count. */
   onRefused?: (group: string, reason: CommitRefusal, partitions: number) => void;
   onAccepted?: (group: string, writes: OffsetWrite[]) => void;
+  /** Partitions of an accepted commit a commit read later had written (left as they were). */
+  onSuperseded?: (group: string, partitions: number) => void;
+  /** When this process read the request (backends/commit-order.ts); absent: no order. */
+  order?: CommitOrder;
 }
 
 /** Copies each partition's code into a response shaped like the request (flattened order). */
@@ -199,13 +211,14 @@ export const handleOffsetCommit: OffsetHandler<
 
   // Every partition's metadata too large leaves nothing to write, but the broker checks the
   // group first, and its refusal is the answer then.
-  const answer = await deps.fence.decide(group, identity, writes);
+  const answer = await deps.fence.decide(group, identity, writes, deps.order);
   if (answer.kind === 'refused') return refuseAll(answer.code, answer.reason);
   if (answer.kind === 'broker')
     return commitAtBroker(deps, () => refuseAll(ErrorCode.COORDINATOR_NOT_AVAILABLE, 'broker_unanswered'));
   const tooLarge = slots.length - writes.length;
   if (tooLarge > 0) deps.onRefused?.(group, 'too_large', tooLarge);
   if (writes.length > 0) deps.onAccepted?.(group, writes);
+  if (answer.superseded !== undefined) deps.onSuperseded?.(group, answer.superseded);
   return responseWith(req, codes);
 };
 
@@ -230,7 +243,10 @@ async function commitAtBroker(
 
 /** What the offset service counts of commits (proxy/ops/metrics). */
 export interface OffsetCommitMetrics {
+  /** Superseded partitions count as accepted too: they were answered as applied. */
   commitAccepted(group: string, partitions: number): void;
+  /** Optional for test doubles; the proxy's metrics count them (kop_commits_superseded_total). */
+  commitSuperseded?(group: string, partitions: number): void;
   commitRefused(group: string, reason: CommitRefusal, partitions: number): void;
   mirrored(ok: boolean): void;
 }
@@ -268,6 +284,7 @@ export class OffsetCommitApi {
       guards: opts.guards,
       fence: opts.fence,
       onRefused: (g, reason, n) => opts.metrics?.commitRefused(g, reason, n),
+      onSuperseded: (g, n) => opts.metrics?.commitSuperseded?.(g, n),
     };
     // Without a cluster to ask (unit tests) nothing can be known to be missing.
     this.rejecting = lookups
@@ -310,6 +327,8 @@ export class OffsetCommitApi {
       authorize: authorizer ? (g, topics) => authorizer.authorize(info, 'read', g, topics) : undefined,
       commitAtBroker: ask ? () => this.commitAtBroker(ask, info, req) : undefined,
       onAccepted: (g, writes) => this.accepted(g, req, version, writes),
+      onSuperseded: deps.onSuperseded,
+      order: info.readSeq === undefined ? undefined : { instance: READ_ORDER_INSTANCE, seq: info.readSeq },
     });
   }
 

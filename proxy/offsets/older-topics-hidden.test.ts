@@ -4,6 +4,7 @@
  * and the admin operations over it. The lag collector and the offsets CLI have theirs in their own
  * test files; test/integration/offsets-topic-ids.test.ts compares all of them with a broker.
  */
+import { standaloneServiceOptions } from '../../test/harness/offset-service.js';
 import { describe, expect, test } from 'vitest';
 import { write as contractWrite } from '../../backends/contract-support.js';
 import { MemoryData, MemoryStore } from '../../backends/memory-store.js';
@@ -21,7 +22,6 @@ import { defaultOffsetCommitRequest } from '../../protocol/messages/offset-commi
 import type { OffsetCommitResponse } from '../../protocol/messages/offset-commit-response.js';
 import { defaultOffsetFetchRequest } from '../../protocol/messages/offset-fetch-request.js';
 import type { OffsetFetchResponse } from '../../protocol/messages/offset-fetch-response.js';
-import { silentLogger } from '../common/log.js';
 import type { RequestInfo } from '../core/extension.js';
 import {
   AdminError,
@@ -30,7 +30,6 @@ import {
   groupSummaries,
   setOffset,
 } from '../ops/admin/offsets-admin.js';
-import { GuardPolicy } from './guard-policy.js';
 import { OlderTopicsHidden } from './older-topics-hidden.js';
 import { OffsetService } from './service.js';
 import { TopicIds } from './topic-ids.js';
@@ -172,14 +171,7 @@ describe('the offset service: a `cas:` commit after a re-creation', () => {
     const ids = new TopicIds(() => Promise.resolve([...topics]), { maxAgeMs: 0 });
     const incarnations = new TopicIncarnations(store, ids, { marginMs: 1_000 });
     const s = new OffsetService({
-      store,
-      guards: new GuardPolicy('cas'),
-      unknownTopics: 'allow',
-      fallbackUpstream: false,
-      mirrorCommits: false,
-      lookups: null,
-      log: silentLogger,
-      authorizer: null,
+      ...standaloneServiceOptions(store, 'cas'),
       topicIds: ids,
       incarnations,
     });

@@ -56,6 +56,10 @@ export class RefusalLog implements OffsetServiceMetrics {
     this.inner?.mirrored(ok);
   }
 
+  commitSuperseded(group: string, partitions: number): void {
+    this.inner?.commitSuperseded?.(group, partitions);
+  }
+
   commitRefused(group: string, reason: CommitRefusal, partitions: number): void {
     this.inner?.commitRefused(group, reason, partitions);
     let p = this.pending.get(reason);

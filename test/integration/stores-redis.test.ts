@@ -157,12 +157,18 @@ describe('redis store on a real server', () => {
     const raw = new Redis(server.port, server.host);
     try {
       const [seconds] = await raw.time();
-      const keys = ['kop:{g:expired}:offsets', 'kop:{g:expired}:state', 'kop:{g:expired}:req:x'];
+      const keys = [
+        'kop:{g:expired}:offsets',
+        'kop:{g:expired}:state',
+        'kop:{g:expired}:req:x',
+        'kop:{g:expired}:orders',
+      ];
       const writes = packCommitWrites({ group: 'expired', requestId: 'x', writes: [w(0, 9n)] });
       const past = Number(seconds) * 1000 - 1;
-      expect(await raw.eval(COMMIT_LUA, 3, ...keys, '', 600_000, writes, past)).toBe(EXPIRED_REPLY);
+      expect(await raw.eval(COMMIT_LUA, 4, ...keys, '', 600_000, writes, past)).toBe(EXPIRED_REPLY);
       expect(await raw.exists(...keys)).toBe(0);
-      expect(await raw.eval(COMMIT_LUA, 3, ...keys, '', 600_000, writes, past + 60_000)).toBe('{"s":"ok"}');
+      expect(await raw.eval(COMMIT_LUA, 4, ...keys, '', 600_000, writes, past + 60_000)).toBe('{"s":"ok"}');
+      // No read order given: none is stored (the orders hash stays absent).
       expect(await raw.exists(...keys)).toBe(3);
     } finally {
       raw.disconnect();

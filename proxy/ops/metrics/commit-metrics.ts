@@ -31,6 +31,7 @@ function zeroed(child: CounterChild): CounterChild {
 
 export class CommitMetrics implements OffsetServiceMetrics {
   private readonly accepted: CounterChild;
+  private readonly superseded: Counter;
   private readonly refused: CounterChild;
   private readonly reasons: Record<CommitRefusal, CounterChild>;
   private readonly mirroredOk: CounterChild;
@@ -61,12 +62,24 @@ export class CommitMetrics implements OffsetServiceMetrics {
       labelNames: ['result'],
       registers: [registry],
     });
+    this.superseded = new Counter({
+      name: 'kop_commits_superseded_total',
+      help:
+        'Accepted committed partitions not written because a commit this proxy read later had written ' +
+        'them (also counted as accepted in kop_commits_total).',
+      registers: [registry],
+    });
+    this.superseded.inc(0);
     this.mirroredOk = zeroed(mirrored.labels('ok'));
     this.mirroredFailed = zeroed(mirrored.labels('failed'));
   }
 
   commitAccepted(_group: string, partitions: number): void {
     this.accepted.inc(partitions);
+  }
+
+  commitSuperseded(_group: string, partitions: number): void {
+    this.superseded.inc(partitions);
   }
 
   commitRefused(_group: string, reason: CommitRefusal, partitions: number): void {

@@ -193,6 +193,13 @@ describe('commit metrics', () => {
     expect(await sample(m, 'kop_mirrored_commits_total', { result: 'ok' })).toBe(1);
     expect(await sample(m, 'kop_mirrored_commits_total', { result: 'failed' })).toBe(2);
   });
+
+  it('counts superseded partitions from 0 (a commit read before the one stored: docs/design.md)', async () => {
+    const m = createProxyMetrics({ processMetrics: false });
+    expect(await sample(m, 'kop_commits_superseded_total', {})).toBe(0);
+    m.offsets.commitSuperseded?.('g', 3);
+    expect(await sample(m, 'kop_commits_superseded_total', {})).toBe(3);
+  });
 });
 
 describe('measured store', () => {
