@@ -6,7 +6,10 @@
 // - hold() + cutClients() + deliverHeld(): buffer what the proxy sends on its current
 //   connections, reset the proxy's side so it reconnects through a fresh connection (which is
 //   relayed normally), then write the held bytes late on the old, still open server-side sockets
-//   (a hop that buffered packets during a partition and delivered them after it healed).
+//   (a hop that buffered packets during a partition and delivered them after it healed);
+//   deliverHeldThen() does the same and knows when the server has run them;
+// - closePort() + openPort(): nothing listens for a while, so reconnects fail before they connect
+//   (as when the server is down), which is not the same to a client as a connection reset at once.
 import net from 'node:net';
 
 interface Pair {
@@ -173,12 +176,61 @@ export class FaultRelay {
     return n;
   }
 
+  /** Whether the bytes held for late delivery contain `needle` (within one connection's bytes). */
+  heldContains(needle: string): boolean {
+    for (const p of this.pairs) if (p.holding && Buffer.concat(p.up).includes(needle)) return true;
+    return false;
+  }
+
   /**
    * Writes the held bytes on the old server-side sockets, waits `lingerMs` for the server to run
    * them, and closes those sockets.
    */
   async deliverHeld(lingerMs = 500): Promise<number> {
     const held = [...this.pairs].filter((p) => p.holding);
+    const bytes = this.writeHeld(held);
+    await new Promise((r) => setTimeout(r, lingerMs));
+    for (const p of held) {
+      p.upstream.destroy();
+      this.pairs.delete(p);
+    }
+    return bytes;
+  }
+
+  /**
+   * deliverHeld(), and then `request` on each held connection, whose answer `reply` (the last bytes
+   * the server sends on it) proves the server has processed everything delivered before it: a
+   * test can then read the server's state without waiting for an arbitrary time. Rejects when a
+   * server closes such a connection before answering.
+   */
+  async deliverHeldThen(request: Buffer, reply: Buffer): Promise<number> {
+    const held = [...this.pairs].filter((p) => p.holding);
+    const answered = held.map(
+      (p) =>
+        new Promise<void>((resolve, reject) => {
+          let seen = Buffer.alloc(0);
+          p.upstream.on('data', (chunk: Buffer) => {
+            seen = Buffer.concat([seen, chunk]).subarray(-reply.length);
+            if (seen.equals(reply)) resolve();
+          });
+          p.upstream.on('close', () => reject(new Error('the server closed a held connection')));
+        }),
+    );
+    const bytes = this.writeHeld(held);
+    for (const p of held) p.upstream.write(request);
+    try {
+      await Promise.all(answered);
+    } finally {
+      for (const p of held) {
+        p.upstream.destroy();
+        this.pairs.delete(p);
+      }
+    }
+    return bytes;
+  }
+
+  /** Writes what `held` connections held on their server-side sockets; returns the bytes. */
+  private writeHeld(held: Pair[]): number {
     let bytes = 0;
     for (const p of held) {
       for (const b of p.up.splice(0)) {
@@ -187,12 +239,24 @@ export class FaultRelay {
       }
     }
     this.deliveredBytes += bytes;
-    await new Promise((r) => setTimeout(r, lingerMs));
-    for (const p of held) {
-      p.upstream.destroy();
-      this.pairs.delete(p);
-    }
     return bytes;
+  }
+
+  /** Stops listening: new connections are refused by the kernel; open ones stay as they are. */
+  closePort(): void {
+    // The listening socket is closed at once; the 'close' event would wait for the open ones.
+    this.server.close();
+  }
+
+  /** Listens again on the same port (after closePort()); rejects if something else took it. */
+  async openPort(): Promise<void> {
+    await new Promise<void>((resolve, reject) => {
+      this.server.once('error', reject);
+      this.server.listen({ host: '127.0.0.1', port: this.port }, () => {
+        this.server.off('error', reject);
+        resolve();
+      });
+    });
   }
 
   async close(): Promise<void> {
