@@ -137,7 +137,7 @@ describe('the boundary', () => {
     bed = await start();
     binding.failNextHandback((bed.relay as unknown as { context: object }).context);
     bed.client.write(opaque(1, 10));
-    await until(() => bed!.brokerGot().length === opaque(1, 10).length, 'the request at the broker');
+    await until(() => bed!.brokerBytes() === opaque(1, 10).length, 'the request at the broker');
     bed.pair().handBack();
     await until(() => bed!.ends.length === 1, 'the end');
     expect(bed.ends[0]!.end).toBe('native relay failed');

@@ -56,7 +56,7 @@ function javascriptWalk(frame: Buffer, version: number, expose: ExposeBrokerNow,
 async function exchange(b: Bed, versions: number[], answers: Buffer[], cuts: number[]): Promise<void> {
   const requests = Buffer.concat(versions.map((v, i) => fetchRequest(i + 1, v)));
   b.client.write(requests);
-  await until(() => b.brokerGot().length >= requests.length, 'the requests at the broker');
+  await until(() => b.brokerBytes() >= requests.length, 'the requests at the broker');
   expect(b.brokerGot().equals(requests)).toBe(true);
   await writeCut(b.broker(), Buffer.concat(answers), cuts);
 }
@@ -85,7 +85,7 @@ describe('Fetch v16-18 answers on the native path', { timeout: 60_000 }, () => {
       ...Array.from({ length: 60 }, (_, i) => (i * 7919 * 31) % all.length),
     ];
     await exchange(bed, versions, answers, cuts);
-    await until(() => bed!.clientGot().length >= all.length, 'every answer');
+    await until(() => bed!.clientBytes() >= all.length, 'every answer');
     expect(bed.clientGot().equals(all)).toBe(true);
     expect(bed.handbacks).toEqual([]);
     expect(bed.ends).toEqual([]);
@@ -104,7 +104,7 @@ describe('Fetch v16-18 answers on the native path', { timeout: 60_000 }, () => {
     expect(expected.length).toBe(Buffer.concat(answers).length);
     // Cut inside the NodeEndpoints of the first answer too.
     await exchange(bed, versions, answers, [answers[0]!.length - 3, answers[0]!.length + 9]);
-    await until(() => bed!.clientGot().length >= expected.length, 'every answer');
+    await until(() => bed!.clientBytes() >= expected.length, 'every answer');
     expect(bed.clientGot().equals(expected)).toBe(true);
     const first = decodeResponseFrame(bed.clientGot().subarray(4, answers[0]!.length), ApiKey.Fetch, 16)
       .body as FetchResponse;
@@ -122,7 +122,7 @@ describe('Fetch v16-18 answers on the native path', { timeout: 60_000 }, () => {
       body([{ nodeId: 3, host: 'b3', port: 1, rack: null }], 10),
     );
     await exchange(bed, [17], [answer], []);
-    await until(() => bed!.clientGot().length >= answer.length, 'the answer');
+    await until(() => bed!.clientBytes() >= answer.length, 'the answer');
     expect(bed.clientGot().equals(javascriptWalk(answer, 17, expose, false))).toBe(true);
     const got = decodeResponseFrame(bed.clientGot().subarray(4), ApiKey.Fetch, 17).body as FetchResponse;
     expect(got.nodeEndpoints).toEqual([]);
@@ -222,7 +222,7 @@ describe('Fetch v16-18 answers on the native path', { timeout: 60_000 }, () => {
       bed = await start({ exposeBroker: expose });
       await exchange(bed, [17], [f], [f.length >> 1]);
       const b = bed;
-      await until(() => b.ends.length > 0 || b.clientGot().length >= f.length, 'the answer or the end');
+      await until(() => b.ends.length > 0 || b.clientBytes() >= f.length, 'the answer or the end');
       if (js === null) {
         expect(b.ends.map((e) => e.end)).toEqual(['bad response from broker']);
       } else {

@@ -77,7 +77,7 @@ describe('frames passed on unread', { timeout: 60_000 }, () => {
     });
     await writeCut(bed.client, sent, cuts);
     const expected = Buffer.concat(answers);
-    await until(() => bed!.clientGot().length >= expected.length, 'every answer', 50_000);
+    await until(() => bed!.clientBytes() >= expected.length, 'every answer', 50_000);
     expect(bed.brokerGot().equals(sent)).toBe(true);
     expect(bed.clientGot().equals(expected)).toBe(true);
     expect(bed.handbacks).toEqual([]);
@@ -104,7 +104,7 @@ describe('frames passed on unread', { timeout: 60_000 }, () => {
       produce(4, 3, 0, 10),
     ];
     bed.client.write(Buffer.concat(frames));
-    await until(() => bed!.brokerGot().length === Buffer.concat(frames).length, 'the requests at the broker');
+    await until(() => bed!.brokerBytes() === Buffer.concat(frames).length, 'the requests at the broker');
     expect(bed.pair().status().awaiting).toBe(2);
     bed.broker().write(Buffer.concat([answer(1, 10), answer(3, 10)]));
     await until(() => answerIds(bed!.clientGot()).length === 2, 'both answers');
@@ -118,7 +118,7 @@ describe('frames passed on unread', { timeout: 60_000 }, () => {
     await until(() => bed!.pair().status().awaiting === 2, 'both requests');
     const answers = Buffer.concat([produceAnswer(1, false), produceAnswer(2, false)]);
     await writeCut(bed.broker(), answers, [3, 9, 30]);
-    await until(() => bed!.clientGot().length === answers.length, 'both answers');
+    await until(() => bed!.clientBytes() === answers.length, 'both answers');
     expect(bed.clientGot().equals(answers)).toBe(true);
     expect(bed.handbacks).toEqual([]);
   });
@@ -132,7 +132,7 @@ describe('the pair is handed back at a frame boundary', { timeout: 30_000 }, () 
     const rest = [metadata(4), opaque(5, 10)];
     bed.client.write(Buffer.concat([...before, ...rest]));
     await until(() => bed!.handbacks.length === 1, 'the handback');
-    await until(() => bed!.brokerGot().length >= Buffer.concat(before).length, 'the requests at the broker');
+    await until(() => bed!.brokerBytes() >= Buffer.concat(before).length, 'the requests at the broker');
     const [h] = bed.handbacks;
     expect(bed.brokerGot().equals(Buffer.concat(before))).toBe(true);
     expect(h!.pending.map((p) => p.correlationId)).toEqual([1, 2, 3]);
@@ -158,7 +158,7 @@ describe('the pair is handed back at a frame boundary', { timeout: 30_000 }, () 
     await until(() => bed!.pair().status().awaiting === 1, 'the request');
     const big = answer(1, 300_000);
     bed.broker().write(big.subarray(0, 100_000));
-    await until(() => bed!.clientGot().length > 0, 'the answer streaming');
+    await until(() => bed!.clientBytes() > 0, 'the answer streaming');
     bed.client.write(metadata(2));
     await sleep(200);
     expect(bed.handbacks).toEqual([]);
@@ -177,7 +177,7 @@ describe('the pair is handed back at a frame boundary', { timeout: 30_000 }, () 
     bed = await start();
     const big = opaque(1, 60_000);
     bed.client.write(big.subarray(0, 20_000));
-    await until(() => bed!.brokerGot().length >= 20_000, 'the first part at the broker');
+    await until(() => bed!.brokerBytes() >= 20_000, 'the first part at the broker');
     bed.pair().handBack();
     await sleep(100);
     expect(bed.handbacks).toEqual([]);
@@ -195,7 +195,7 @@ describe('the pair is handed back at a frame boundary', { timeout: 30_000 }, () 
     bed = await start({ requestPool: pool });
     const whole = opaque(1, 100_000);
     bed.client.write(whole);
-    await until(() => bed!.brokerGot().length === whole.length, 'the whole request at the broker');
+    await until(() => bed!.brokerBytes() === whole.length, 'the whole request at the broker');
     expect(bed.handbacks).toEqual([]);
     // Another connection's request holds the whole pool: this one must wait, muted by JavaScript.
     expect(pool.reserve(1 << 20)).toBe(true);
@@ -233,7 +233,7 @@ describe('the pair is handed back at a frame boundary', { timeout: 30_000 }, () 
       ],
     });
     bed.broker().write(produceAnswer(7, false));
-    await until(() => bed!.clientGot().length === produceAnswer(7, false).length, 'the answer');
+    await until(() => bed!.clientBytes() === produceAnswer(7, false).length, 'the answer');
     expect(bed.handbacks).toEqual([]);
   });
 
@@ -411,12 +411,12 @@ describe('a request over 64 KiB that spans reads', { timeout: 60_000 }, () => {
       // Half of it, in pieces: the broker has its first bytes before the client sent the rest.
       const half = Math.floor(large.length / 2);
       await writeSmall(bed.client, large.subarray(0, half), 4096);
-      await until(() => bed!.brokerGot().length === before.length + half, 'the first half at the broker');
+      await until(() => bed!.brokerBytes() === before.length + half, 'the first half at the broker');
       expect(bed.relay.reservations).toEqual({ count: 1, bytes: large.length });
       expect(pool.charged).toBe(large.length);
       await writeSmall(bed.client, Buffer.concat([large.subarray(half), after]), 1000);
       const sent = Buffer.concat([before, large, after]);
-      await until(() => bed!.brokerGot().length === sent.length, 'every request at the broker');
+      await until(() => bed!.brokerBytes() === sent.length, 'every request at the broker');
       expect(bed.brokerGot().equals(sent)).toBe(true);
       expect(requestIds(bed.brokerGot())).toEqual([1, 2, 3]);
       expect(bed.handbacks).toEqual([]);
@@ -448,7 +448,7 @@ describe('a request over 64 KiB that spans reads', { timeout: 60_000 }, () => {
     const first = opaque(1, 150_000);
     const tooLarge = opaque(2, 300_000);
     await writeSmall(bed.client, first, 8192);
-    await until(() => bed!.brokerGot().length === first.length, 'the first request');
+    await until(() => bed!.brokerBytes() === first.length, 'the first request');
     await writeSmall(bed.client, tooLarge.subarray(0, 50_000), 8192);
     await until(() => bed!.handbacks.length === 1, 'the handback');
     bed.client.write(tooLarge.subarray(50_000));
@@ -464,7 +464,7 @@ describe('a request over 64 KiB that spans reads', { timeout: 60_000 }, () => {
     bed = await start();
     const frames = [produce(1, 9, 0, 500_000), produce(2, 3, 0, 200_000, 5), produce(3, 9, 1, 100)];
     await writeSmall(bed.client, Buffer.concat(frames), 16_384);
-    await until(() => bed!.brokerGot().length === Buffer.concat(frames).length, 'the requests');
+    await until(() => bed!.brokerBytes() === Buffer.concat(frames).length, 'the requests');
     expect(bed.brokerGot().equals(Buffer.concat(frames))).toBe(true);
     expect(peekProduceAcks(frames[0]!.subarray(4))).toBe(0);
     expect(bed.pair().status().awaiting).toBe(1);
@@ -480,7 +480,7 @@ describe('a request over 64 KiB that spans reads', { timeout: 60_000 }, () => {
     bed = await start({ requestPool: pool });
     const large = opaque(1, 500_000);
     await writeSmall(bed.client, large.subarray(0, 200_000), 8192);
-    await until(() => bed!.brokerGot().length >= 100_000, 'its first part at the broker');
+    await until(() => bed!.brokerBytes() >= 100_000, 'its first part at the broker');
     expect(pool.charged).toBe(large.length);
     bed.client.end();
     await until(() => bed!.ends.length === 1, 'the end');
@@ -502,7 +502,7 @@ describe('a request over 64 KiB that spans reads', { timeout: 60_000 }, () => {
     expect(bed.client.writableLength).toBeGreaterThan(large.length / 2);
     expect(bed.relay.reservations.count).toBe(1);
     bed.broker().resume();
-    await until(() => bed!.brokerGot().length === large.length, 'the whole request', 25_000);
+    await until(() => bed!.brokerBytes() === large.length, 'the whole request', 25_000);
     expect(bed.brokerGot().equals(large)).toBe(true);
     expect(bed.relay.reservations.count).toBe(0);
   });
@@ -512,7 +512,7 @@ describe('a request over 64 KiB that spans reads', { timeout: 60_000 }, () => {
     bed = await start({ requestPool: pool });
     const large = opaque(1, 400_000);
     await writeSmall(bed.client, large.subarray(0, 100_000), 8192);
-    await until(() => bed!.brokerGot().length >= 90_000, 'its first part at the broker');
+    await until(() => bed!.brokerBytes() >= 90_000, 'its first part at the broker');
     bed.pair().handBack();
     await sleep(100);
     expect(bed.handbacks).toEqual([]);
@@ -567,7 +567,7 @@ describe('ends and limits', { timeout: 30_000 }, () => {
     // Taken only up to the sockets' kernel buffers and one read of the addon's, not 64 MB.
     expect(bed.client.writableLength).toBeGreaterThan(requests.length / 2);
     bed.broker().resume();
-    await until(() => bed!.brokerGot().length === requests.length, 'every request', 25_000);
+    await until(() => bed!.brokerBytes() === requests.length, 'every request', 25_000);
     expect(bed.brokerGot().equals(requests)).toBe(true);
   });
 
@@ -583,7 +583,7 @@ describe('ends and limits', { timeout: 30_000 }, () => {
     expect(bed.broker().writableLength).toBeGreaterThan(answers.length / 2);
     expect(bed.pair().status().unsentToClient).toBeLessThanOrEqual(256 * 1024);
     bed.client.resume();
-    await until(() => bed!.clientGot().length === answers.length, 'every answer', 25_000);
+    await until(() => bed!.clientBytes() === answers.length, 'every answer', 25_000);
     expect(bed.clientGot().equals(answers)).toBe(true);
   });
 });
