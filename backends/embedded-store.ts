@@ -205,6 +205,11 @@ export class EmbeddedStore implements OffsetStore {
     if (this.closed) return Promise.reject(new StoreUnavailableError(`embedded store: ${what}: closed`));
     return withDeadline(`embedded store: ${what}`, this.timeoutMs, async () => {
       await this.ready;
+      // A read starts from the newest committed state: lmdb-js keeps one read transaction until
+      // the end of the event turn, and only this environment's own writes renew it, so a read
+      // right after another process's write (the offsets CLI and the proxy share the directory)
+      // could see the state before it.
+      this.db.root.resetReadTxn();
       return op();
     });
   }
