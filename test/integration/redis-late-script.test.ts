@@ -36,7 +36,7 @@ import { FaultRelay } from '../reliability/fault-relay.js';
 const redisUrl = inject('redisUrl');
 const brokerBootstrap = inject('kafkaBootstrap');
 /** The held commit stays valid for about 3/4 of this (redis-store.ts): far longer than the steps take. */
-const STORE_TIMEOUT_MS = 8_000;
+const STORE_TIMEOUT_MS = 30_000;
 
 const at = (offset: bigint): OffsetWrite => ({
   topic: 't',
