@@ -29,6 +29,7 @@ import type {
 } from '../../backends/store.js';
 import { ErrorCode } from '../../protocol/error-codes.js';
 import type { CommittedPartition, Verdict } from './broker-verdict.js';
+import type { ReadPosition } from './epochs-at-read.js';
 import { CAS_MISMATCH, CAS_TRANSACTIONAL, storeFailureCode } from './kafka-errors.js';
 
 /** Why a commit's partitions were refused (the metrics' reason label). */
@@ -78,6 +79,12 @@ export interface FenceSeams {
    * this instance just saw the broker vouch for: written without the store's fence. Absent: never.
    */
   vouchedOutsideRecord?: (group: string, identity: CommitIdentity) => boolean;
+  /**
+   * Whether the broker certainly had the committer at the commit's epoch where the commit, read at
+   * `at`, reached it (epochs-at-read.ts): a STALE_MEMBER_EPOCH refusal then only reflects a bump
+   * by a heartbeat the member sent after the commit, which the broker handled after it. Absent: never.
+   */
+  heldAtRead?: (group: string, identity: CommitIdentity, at: ReadPosition) => boolean;
 }
 
 /** A refusal of the store that the broker could not confirm (unreachable, frozen, its coordinator moving). */
@@ -101,6 +108,7 @@ export class CommitFence {
     identity: CommitIdentity | undefined,
     writes: OffsetWrite[],
     order?: CommitOrder,
+    at?: ReadPosition,
   ): Promise<FenceAnswer> {
     let outcome: FenceOutcome;
     try {
@@ -108,6 +116,8 @@ export class CommitFence {
         writes.length > 0
           ? await this.write(group, identity, writes, order)
           : await this.check(group, identity);
+      if (this.staleOnlyAfterRead(outcome, group, identity, at))
+        outcome = writes.length > 0 ? await this.unfenced(group, writes, order) : { status: 'ok' };
     } catch (err) {
       return refused(storeFailureCode(err), 'store_down');
     }
@@ -131,6 +141,41 @@ export class CommitFence {
         // All or nothing: the request was refused whole, so every partition says so.
         return refused(CAS_MISMATCH, 'cas');
     }
+  }
+
+  /**
+   * A STALE_MEMBER_EPOCH refusal of a commit the broker had already accepted when the bump reached
+   * it (FenceSeams.heldAtRead). Asked after the refusal, not before: the heartbeat that bumped the
+   * epoch is usually answered only while the commit is being decided.
+   */
+  private staleOnlyAfterRead(
+    outcome: FenceOutcome,
+    group: string,
+    identity: CommitIdentity | undefined,
+    at: ReadPosition | undefined,
+  ): boolean {
+    return (
+      outcome.status === 'fenced' &&
+      outcome.error === ErrorCode.STALE_MEMBER_EPOCH &&
+      identity !== undefined &&
+      at !== undefined &&
+      this.seams.heldAtRead?.(group, identity, at) === true
+    );
+  }
+
+  /** Written without the store's fence: the broker's decision is known (still deferred if transactional). */
+  private unfenced(
+    group: string,
+    writes: OffsetWrite[],
+    order: CommitOrder | undefined,
+  ): Promise<CommitOutcome> {
+    return this.seams.store.commit({
+      group,
+      writes,
+      requestId: newRequestId(),
+      deferIfTransactional: true,
+      ...(order === undefined ? {} : { order }),
+    });
   }
 
   /** A commit with writes: the store's atomic step, with the broker's verdict where it may be stale. */

@@ -12,11 +12,12 @@ import { ErrorCode } from '../../protocol/error-codes.js';
 import { ApiKey } from '../../protocol/messages/index.js';
 import type { ConsumerGroupHeartbeatRequest } from '../../protocol/messages/consumer-group-heartbeat-request.js';
 import type { ConsumerGroupHeartbeatResponse } from '../../protocol/messages/consumer-group-heartbeat-response.js';
-import type { AnyExchange } from '../core/extension.js';
+import type { AnyExchange, RequestInfo } from '../core/extension.js';
 import type { Logger } from '../common/log.js';
 import { AnonymousClearance } from './anonymous-clearance.js';
 import { AssignmentEpochs, takesOverStaticLeave } from './assignment-epochs.js';
 import { commitVerdict, fetchVerdict } from './broker-verdict.js';
+import { EpochsAtRead } from './epochs-at-read.js';
 import type { CommittedPartition, KnownGroup, Verdict } from './broker-verdict.js';
 import type { BrokerLookups } from './broker-lookups.js';
 import type { FenceSeams } from './commit-fence.js';
@@ -48,6 +49,7 @@ export class GroupWitness {
   private readonly streams: StreamsGroups;
   private readonly anonymous: AnonymousClearance;
   private readonly assignmentEpochs = new AssignmentEpochs();
+  private readonly epochsAtRead = new EpochsAtRead();
   /** Groups of a type the guard does not know, already logged (once per group). */
   private readonly deferredLogged = new Set<string>();
 
@@ -67,6 +69,7 @@ export class GroupWitness {
       // Below v9 a streams member's commit is UNSUPPORTED_VERSION: the broker's verdict says so.
       vouchedOutsideRecord: (g, id) =>
         id.requestVersion >= 9 && this.streams.fresh(g, id.memberId, id.generationIdOrMemberEpoch),
+      heldAtRead: (g, id, at) => this.epochsAtRead.heldAt(g, id.memberId, id.generationIdOrMemberEpoch, at),
     };
   }
 
@@ -151,11 +154,18 @@ export class GroupWitness {
    * Takes a group API's answer (before the client sees it; in memory, so it holds even when the
    * store cannot take the record's update).
    */
-  async observe(apiVersion: number, exchange: AnyExchange): Promise<void> {
-    this.liveness.observe(apiVersion, exchange);
+  async observe(info: RequestInfo, exchange: AnyExchange): Promise<void> {
+    this.liveness.observe(info.apiVersion, exchange);
     if (exchange.apiKey === ApiKey.StreamsGroupHeartbeat)
       this.streams.observe(exchange.request, exchange.response);
     if (exchange.apiKey === ApiKey.ConsumerGroupHeartbeat) {
+      // Before the await: a commit being decided meanwhile may already need this answer.
+      if (info.readSeq !== undefined)
+        this.epochsAtRead.observe(
+          { seq: info.readSeq, connectionId: info.connectionId },
+          exchange.request,
+          exchange.response,
+        );
       await this.staticTakeoverSeenElsewhere(exchange.request, exchange.response);
       this.assignmentEpochs.observe(exchange.request, exchange.response);
     }
@@ -171,6 +181,7 @@ export class GroupWitness {
     this.liveness.forget(group);
     this.streams.forget(group);
     this.anonymous.forget(group);
+    this.epochsAtRead.forget(group);
     if (deleted) this.assignmentEpochs.forget(group);
   }
 

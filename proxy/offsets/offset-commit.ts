@@ -8,6 +8,7 @@
  */
 import { newInstanceId } from '../../backends/commit-order.js';
 import type { CommitOrder } from '../../backends/commit-order.js';
+import type { ReadPosition } from './epochs-at-read.js';
 import type { CommitIdentity, OffsetWrite } from '../../backends/store.js';
 import { ErrorCode } from '../../protocol/error-codes.js';
 import { ApiKey } from '../../protocol/messages/index.js';
@@ -59,6 +60,8 @@ export interface CommitDeps extends Omit<HandlerDeps, 'store'> {
   onSuperseded?: (group: string, partitions: number) => void;
   /** When this process read the request (backends/commit-order.ts); absent: no order. */
   order?: CommitOrder;
+  /** Where the request sits in its connection's stream (epochs-at-read.ts); absent: unknown. */
+  readAt?: ReadPosition;
 }
 
 /** Copies each partition's code into a response shaped like the request (flattened order). */
@@ -211,7 +214,7 @@ export const handleOffsetCommit: OffsetHandler<
 
   // Every partition's metadata too large leaves nothing to write, but the broker checks the
   // group first, and its refusal is the answer then.
-  const answer = await deps.fence.decide(group, identity, writes, deps.order);
+  const answer = await deps.fence.decide(group, identity, writes, deps.order, deps.readAt);
   if (answer.kind === 'refused') return refuseAll(answer.code, answer.reason);
   if (answer.kind === 'broker')
     return commitAtBroker(deps, () => refuseAll(ErrorCode.COORDINATOR_NOT_AVAILABLE, 'broker_unanswered'));
@@ -329,6 +332,7 @@ export class OffsetCommitApi {
       onAccepted: (g, writes) => this.accepted(g, req, version, writes),
       onSuperseded: deps.onSuperseded,
       order: info.readSeq === undefined ? undefined : { instance: READ_ORDER_INSTANCE, seq: info.readSeq },
+      readAt: info.readSeq === undefined ? undefined : { seq: info.readSeq, connectionId: info.connectionId },
     });
   }
 

@@ -283,7 +283,7 @@ export class OffsetService implements ProxyExtension {
         break; // the membership APIs, below
     }
     // In memory first: it holds even when the store cannot take the update.
-    await this.witness.observe(info.apiVersion, exchange);
+    await this.witness.observe(info, exchange);
     // The record keeps only a streams group's topology (streams-topologies.ts), for group tools:
     // its members are fenced on what this instance saw (streams-groups.ts).
     if (exchange.apiKey === ApiKey.StreamsGroupHeartbeat) {
