@@ -10,9 +10,16 @@
 // every one told since an answer of epoch e or older: a partition leaves the member only after the
 // member saw an assignment without it and said so, a bump keeps the partitions' assignment epochs,
 // and a partition first told in an answer of epoch x was assigned at x or before. Such a commit
-// refused with STALE_MEMBER_EPOCH is "unexplained": not the broker's rule. (A broker before 4.3
-// compares epochs exactly; there a commit can meet an epoch bump the member was not told yet, and
-// "unexplained" means nothing.)
+// refused with STALE_MEMBER_EPOCH is "unexplained": not the broker's rule.
+//
+// A broker before 4.3 compares epochs exactly (rule 'exact'): there a commit can meet an epoch bump
+// the member was not told yet, but only one its own heartbeat brought, handled before the commit.
+// A member's epoch moves only when the coordinator handles one of its heartbeats, and a broker
+// handles a connection's requests in order and answers them in order; so when a commit's answer
+// arrives, the member has been told the answers of exactly the heartbeats it sent before the
+// commit, and the last of them is the epoch the commit met. A commit at that epoch refused STALE
+// is unexplained too.
+
 import { ErrorCode } from '../../protocol/error-codes.js';
 import type { ConsumerGroupHeartbeatRequest } from '../../protocol/messages/consumer-group-heartbeat-request.js';
 import type { ConsumerGroupHeartbeatResponse } from '../../protocol/messages/consumer-group-heartbeat-response.js';
@@ -30,6 +37,9 @@ interface Told {
   assigned: Map<number, number>;
 }
 
+/** The coordinator's rule for a commit at an older epoch (see above). */
+export type EpochRule = 'assignment-epochs' | 'exact';
+
 export interface CommitTallyReport {
   /** OffsetCommit answers by the first error code among their partitions (0: all accepted). */
   byCode: Record<number, number>;
@@ -37,6 +47,11 @@ export interface CommitTallyReport {
   /** ConsumerGroupHeartbeat answers seen: none means the members did not run KIP-848 groups. */
   heartbeats: number;
   stale: number;
+  /**
+   * Commits the rule does not accept whatever the broker did meanwhile (an older epoch than told;
+   * under 'exact', than the epoch the commit met): the only ones STALE may answer.
+   */
+  atRisk: number;
   /** STALE_MEMBER_EPOCH answers to commits the broker's rule accepts (see above). */
   unexplainedStale: number;
   /** Examples of those, for the failure message. */
@@ -49,12 +64,17 @@ export class CommitTally {
   private readonly expected = new WeakMap<object, boolean>();
   private readonly byCode = new Map<number, number>();
   private commits = 0;
+  private atRisk = 0;
   private heartbeats = 0;
   private unexplained = 0;
   private readonly examples: string[] = [];
 
   /** Reads the exchanges of the tap's connections labelled `label` (all when undefined). */
-  constructor(tap: RequestTap, label?: string) {
+  constructor(
+    tap: RequestTap,
+    private readonly rule: EpochRule,
+    label?: string,
+  ) {
     tap.decodeAnswers = new Set([...tap.decodeAnswers, ApiKey.OffsetCommit, ApiKey.ConsumerGroupHeartbeat]);
     const onRequest = tap.onRequest;
     const onAnswer = tap.onAnswer;
@@ -69,7 +89,7 @@ export class CommitTally {
   }
 
   private request(r: TappedRequest): void {
-    if (r.apiKey !== ApiKey.OffsetCommit) return;
+    if (r.apiKey !== ApiKey.OffsetCommit || this.rule === 'exact') return;
     const req = r.body as OffsetCommitRequest;
     const told = this.told.get(`${req.groupId}\u0000${req.memberId}`);
     const accepts =
@@ -80,7 +100,12 @@ export class CommitTally {
           (p) => (told.assigned.get(p.partitionIndex) ?? Infinity) <= req.generationIdOrMemberEpoch,
         ),
       );
+    this.decided(req, accepts);
+  }
+
+  private decided(req: OffsetCommitRequest, accepts: boolean): void {
     this.expected.set(req, accepts);
+    if (!accepts) this.atRisk++;
   }
 
   private answer(a: TappedAnswer): void {
@@ -107,6 +132,10 @@ export class CommitTally {
     if (a.apiKey !== ApiKey.OffsetCommit) return;
     const req = a.request as OffsetCommitRequest;
     const res = a.body as OffsetCommitResponse;
+    if (this.rule === 'exact') {
+      const told = this.told.get(`${req.groupId}\u0000${req.memberId}`);
+      this.decided(req, told !== undefined && told.epoch === req.generationIdOrMemberEpoch);
+    }
     const code =
       res.topics.flatMap((t) => t.partitions.map((p) => p.errorCode)).find((c) => c !== ErrorCode.NONE) ??
       ErrorCode.NONE;
@@ -128,6 +157,7 @@ export class CommitTally {
       commits: this.commits,
       heartbeats: this.heartbeats,
       stale: this.byCode.get(ErrorCode.STALE_MEMBER_EPOCH) ?? 0,
+      atRisk: this.atRisk,
       unexplainedStale: this.unexplained,
       examples: [...this.examples],
     };

@@ -19,13 +19,13 @@ export const ROUTES: Route[] = ['direct', 'proxy'];
 
 /**
  * How many more STALE_MEMBER_EPOCH answers the proxy may give than the broker gave directly in the
- * same run (refusal-tolerance.ts). The two groups run side by side but not in lockstep: which commits meet which epoch
- * bump depends on thread scheduling at load average 10 and more, so either side's count varies
- * from run to run like a count of rare events (the Java churn against 3.9, direct/proxy 10/6,
- * 16/14, 3/2, 5/8, 3/5 and 1/1; against 4.4, 0/0 every time). The tolerance, 5 and half the
- * direct count, is wider than any excess seen (3) so that npm test does not fail on noise at load
- * average 10; most of the issue's runs (8 to 23 through the proxy against 0 to 4 directly) still
- * exceed it. Against 4.4 the per-commit check (CommitTally's unexplained STALE) is the sharp one.
+ * same run (refusal-tolerance.ts), against a coordinator with per-partition epochs (4.3+). The two
+ * groups run side by side but not in lockstep: which commits meet which epoch bump depends on
+ * thread scheduling at load average 10 and more, so a count varies from run to run like a count
+ * of rare events (against 4.4, 0/0 every time so far). Against Kafka 3.9 the counts are not
+ * compared at all (expectStaleAsDirect says why): direct/proxy 10/6, 16/14, 3/2, 5/8, 3/5, 1/1,
+ * 5/5, 4/7, 7/7, and once at CI load 10 through the proxy against at most 3. The per-commit check
+ * (CommitTally's unexplained STALE) is the sharp one on both.
  */
 export const staleTolerance = refusalTolerance;
 
@@ -88,7 +88,8 @@ export async function startKip848Routes(c: Coordinator): Promise<Kip848Routes> {
     await ownBroker?.stop();
   };
   try {
-    const directTally = new CommitTally(direct);
+    const rule = c.assignmentEpochs ? 'assignment-epochs' : 'exact';
+    const directTally = new CommitTally(direct, rule);
     await direct.listen(
       { host: '127.0.0.1', port: tapped.advertisedPort },
       { host: '127.0.0.1', port: tapped.port },
@@ -96,7 +97,7 @@ export async function startKip848Routes(c: Coordinator): Promise<Kip848Routes> {
     proxy = await startTappedProxy(brokerBootstrap, store);
     return {
       targets: { direct: `127.0.0.1:${tapped.advertisedPort}`, proxy: proxy.bootstrap },
-      tallies: { direct: directTally, proxy: new CommitTally(proxy.tap) },
+      tallies: { direct: directTally, proxy: new CommitTally(proxy.tap, rule) },
       direct,
       proxy,
       stop,
@@ -108,10 +109,10 @@ export async function startKip848Routes(c: Coordinator): Promise<Kip848Routes> {
 }
 
 /**
- * The differential verdict on what both routes' members were told: every exchange decoded; against
- * a coordinator with per-partition epochs, no STALE_MEMBER_EPOCH the broker's rule cannot have
- * given (the broker itself never gives one, and neither may the proxy); and in all no more STALE
- * answers through the proxy than directly, but for timing noise.
+ * The differential verdict on what both routes' members were told: every exchange decoded; no
+ * STALE_MEMBER_EPOCH the coordinator's rule cannot have given (commit-tally.ts: per-partition
+ * epochs on 4.3+, exact epochs before; the broker itself never gives one, and neither may the
+ * proxy); and in all no more STALE answers through the proxy than directly, but for timing noise.
  */
 export function expectStaleAsDirect(
   c: Coordinator,
@@ -119,11 +120,14 @@ export function expectStaleAsDirect(
   reports: Record<Route, CommitTallyReport>,
 ): void {
   expect(routes.direct.undecoded + routes.proxy.tap.undecoded).toBe(0);
-  if (c.assignmentEpochs) {
-    expect(reports.direct.unexplainedStale, reports.direct.examples.join('\n')).toBe(0);
-    expect(reports.proxy.unexplainedStale, reports.proxy.examples.join('\n')).toBe(0);
-  }
-  expect(reports.proxy.stale).toBeLessThanOrEqual(
-    reports.direct.stale + staleTolerance(reports.direct.stale),
-  );
+  expect(reports.direct.unexplainedStale, reports.direct.examples.join('\n')).toBe(0);
+  expect(reports.proxy.unexplainedStale, reports.proxy.examples.join('\n')).toBe(0);
+  // Under exact epochs every STALE answer is a commit that met its own member's bump, handled just
+  // before it: how many there are is the clients' timing, which any hop in the heartbeats' round
+  // trip moves (the Java churn once had 10 through the proxy, 3 or fewer directly, every one of them
+  // explained). The per-commit check above is the verdict there.
+  if (c.assignmentEpochs)
+    expect(reports.proxy.stale).toBeLessThanOrEqual(
+      reports.direct.stale + staleTolerance(reports.direct.stale),
+    );
 }

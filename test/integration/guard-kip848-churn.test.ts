@@ -6,9 +6,10 @@
 // fourth batch and on revocation) runs at the same time directly against a broker and through the
 // proxy (embedded store). A tap in front of each route decodes what every member was told
 // (test/harness/commit-tally.ts): the OffsetCommit answers by error code, and STALE answers the
-// broker's rule cannot have given. Two coordinators: Kafka 4.4's, which accepts older epochs for
-// partitions held since (KIP-1251), and Kafka 3.9's (the consumer protocol enabled), which
-// compares epochs exactly, as the 4.1 broker of the issue did.
+// broker's rule cannot have given, which neither route may give. Two coordinators: Kafka 4.4's,
+// which accepts older epochs for partitions held since (KIP-1251), and Kafka 3.9's (the consumer
+// protocol enabled), which compares epochs exactly, as the 4.1 broker of the issue did; against
+// 4.4 the counts are compared too (kip848-routes.ts says why not against 3.9).
 import { afterAll, beforeAll, describe, expect, inject, test } from 'vitest';
 import { javaClient, type JavaClient } from '../bed/clients/java.js';
 import { javaChurnClient, type ChurnResult, type JavaChurn } from '../bed/clients/java-churn.js';
@@ -25,7 +26,7 @@ import {
 } from '../harness/kip848-routes.js';
 
 describe.each([KAFKA_4_COORDINATOR, KAFKA_3_COORDINATOR])(
-  'KIP-848 group churn on Kafka $version: STALE_MEMBER_EPOCH through the proxy as directly',
+  'KIP-848 group churn on Kafka $version: STALE_MEMBER_EPOCH through the proxy as the broker gives it',
   (c) => {
     const classpath = inject('kafkaClasspath');
     let routes: Kip848Routes;
@@ -41,7 +42,7 @@ describe.each([KAFKA_4_COORDINATOR, KAFKA_3_COORDINATOR])(
       await routes?.stop();
     });
 
-    test('a churning group with racing commits gets no more STALE_MEMBER_EPOCH than directly', async () => {
+    test('a churning group with racing commits gets no STALE_MEMBER_EPOCH the broker would not give', async () => {
       const runs = {} as Record<Route, ChurnResult>;
       await Promise.all(
         ROUTES.map(async (route) => {
@@ -63,7 +64,7 @@ describe.each([KAFKA_4_COORDINATOR, KAFKA_3_COORDINATOR])(
         `[churn] Kafka ${c.version}: ${ROUTES.map(
           (r) =>
             `${r}: ${runs[r].members} members, ${reports[r].commits} commits answered ${JSON.stringify(reports[r].byCode)}, ` +
-            `STALE ${reports[r].stale} (unexplained ${reports[r].unexplainedStale}), client-side failures ` +
+            `STALE ${reports[r].stale} of ${reports[r].atRisk} at risk (unexplained ${reports[r].unexplainedStale}), client-side failures ` +
             JSON.stringify(runs[r].commitFailures),
         ).join('; ')}`,
       );

@@ -114,6 +114,7 @@ function since(before: CommitTallyReport, after: CommitTallyReport): CommitTally
     commits: after.commits - before.commits,
     heartbeats: after.heartbeats - before.heartbeats,
     stale: after.stale - before.stale,
+    atRisk: after.atRisk - before.atRisk,
     unexplainedStale: after.unexplainedStale - before.unexplainedStale,
     examples: after.examples.slice(before.examples.length),
   };
