@@ -159,11 +159,7 @@ export class ZooKeeperStore implements OffsetStore {
 
   fetch(group: string, partitions: TopicPartition[] | null): Promise<PartitionOffset[]> {
     return this.session.run('fetch', async (expired) => {
-      const client = await this.session.connected(expired);
-      // The server the session is on may be behind the leader, or cut off from it: reads after a
-      // sync see every commit acknowledged before it (zookeeper-sync.ts).
-      const root = this.znodes.root;
-      await this.session.call<undefined>(client, (cb) => sync(client, root === '' ? '/' : root, cb));
+      const client = await this.syncedClient(expired);
       let tps = partitions;
       if (tps === null) {
         const base = `${this.znodes.group(group)}/offsets`;
@@ -180,6 +176,18 @@ export class ZooKeeperStore implements OffsetStore {
       const found = await Promise.all(tps.map((tp) => this.readPartition(client, group, tp)));
       return found.filter((x): x is PartitionOffset => x !== null);
     });
+  }
+
+  /**
+   * The session's connection once a sync answered on it: the server the session is on may be
+   * behind the leader, or cut off from it, and reads after a sync see every write acknowledged
+   * before it (zookeeper-sync.ts). Every read a client's answer is made of goes through it.
+   */
+  private async syncedClient(expired: () => boolean): Promise<Client> {
+    const client = await this.session.connected(expired);
+    const root = this.znodes.root;
+    await this.session.call<undefined>(client, (cb) => sync(client, root === '' ? '/' : root, cb));
+    return client;
   }
 
   private async removeIfThere(client: Client, expired: () => boolean, path: string): Promise<void> {
@@ -224,7 +232,7 @@ export class ZooKeeperStore implements OffsetStore {
 
   listGroups(): Promise<string[]> {
     return this.session.run('listGroups', async (expired) => {
-      const client = await this.session.connected(expired);
+      const client = await this.syncedClient(expired);
       const consumers = this.znodes.consumers;
       const names = await this.session.children(client, consumers);
       const ours = await Promise.all(
@@ -239,10 +247,7 @@ export class ZooKeeperStore implements OffsetStore {
 
   getGroup(group: string): Promise<GroupState | null> {
     return this.session.run('getGroup', async (expired) =>
-      parseState(
-        group,
-        await this.session.read(await this.session.connected(expired), this.znodes.state(group)),
-      ),
+      parseState(group, await this.session.read(await this.syncedClient(expired), this.znodes.state(group))),
     );
   }
 

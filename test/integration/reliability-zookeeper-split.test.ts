@@ -266,4 +266,99 @@ describe('ZooKeeper ensemble of 3 split by the network', () => {
     },
     SCENARIO_TIMEOUT_MS,
   );
+
+  test(
+    "a store on the member cut off alone reads no group record or listing older than a written one",
+    async () => {
+      await zk.settled(WAIT_MS);
+      const leader = await zk.leader(WAIT_MS);
+      const isolated = zk.members.find((m) => m !== leader)!;
+      const majority = zk.members.filter((m) => m !== isolated);
+      const url = (members: EnsembleMember[]) =>
+        `zk://${members.map((m) => `127.0.0.1:${m.port}`).join(',')}/records`;
+      const opts = { operationTimeoutMs: STORE_TIMEOUT_MS };
+      const writer = await openStore(url(majority), opts);
+      const reader = await openStore(url([isolated]), opts);
+      const group = uniqueName('zk-record');
+      // The writer raises one group's generation and adds groups, over and over; what it finished
+      // writing before a read began, the read must show (or fail).
+      const written = { generation: 0, groups: [] as string[] };
+      const reads = { records: 0, listings: 0, stale: 0, failed: 0, examples: [] as string[] };
+      let running = true;
+      const writing = (async () => {
+        for (let g = 1; running; g++) {
+          try {
+            await writer.updateGroup(group, {
+              kind: 'joined',
+              generationId: g,
+              memberId: 'm',
+              groupInstanceId: null,
+              members: [{ memberId: 'm', groupInstanceId: null }],
+            });
+            written.generation = g;
+            const added = `${group}-${g}`;
+            await writer.updateGroup(added, { kind: 'rebalancing', generationId: 1 });
+            written.groups.push(added);
+          } catch {
+            await sleep(50);
+          }
+        }
+      })();
+      const reading = (async () => {
+        while (running) {
+          const before = { generation: written.generation, groups: [...written.groups] };
+          try {
+            const record = await reader.getGroup(group);
+            reads.records++;
+            if ((record?.generationId ?? 0) < before.generation) {
+              reads.stale++;
+              reads.examples.push(`record at ${record?.generationId} after ${before.generation} was written`);
+            }
+            const listed = new Set(await reader.listGroups());
+            reads.listings++;
+            const missing = before.groups.filter((g) => !listed.has(g));
+            if (missing.length > 0) {
+              reads.stale++;
+              reads.examples.push(`listing without ${missing.length} groups written before it`);
+            }
+          } catch {
+            reads.failed++;
+            await sleep(50);
+          }
+        }
+      })();
+      try {
+        await waitFor('reads before the cut', () => reads.listings >= 20);
+        const cut = zk.cut([isolated]);
+        const generationAtCut = written.generation;
+        try {
+          await waitFor(
+            `member ${isolated.id} to stop serving`,
+            async () => (await isolated.mode()) === undefined,
+          );
+        } finally {
+          zk.heal();
+        }
+        const generationsDuringCut = written.generation - generationAtCut;
+        await zk.settled(WAIT_MS);
+        const listingsAfter = reads.listings;
+        await waitFor('reads after the heal', () => reads.listings >= listingsAfter + 20);
+        running = false;
+        await Promise.all([writing, reading]);
+        console.log(
+          `[faults] ZooKeeper split, group records read on the member cut off (${cut}): ` +
+            `${reads.records} records and ${reads.listings} listings read, ${reads.failed} reads failed, ` +
+            `${reads.stale} stale; ${generationsDuringCut} generations written during the cut`,
+        );
+        expect(generationsDuringCut).toBeGreaterThan(0);
+        expect(reads.stale, reads.examples.slice(0, 5).join('; ')).toBe(0);
+      } finally {
+        running = false;
+        await Promise.all([writing, reading]);
+        await writer.close();
+        await reader.close();
+      }
+    },
+    SCENARIO_TIMEOUT_MS,
+  );
 });
