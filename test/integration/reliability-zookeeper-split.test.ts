@@ -46,6 +46,13 @@ async function waitFor(what: string, cond: () => Promise<boolean> | boolean): Pr
 
 describe('ZooKeeper ensemble of 3 split by the network', () => {
   let zk: SplittableEnsemble;
+  /** A follower of the settled ensemble, to be cut off alone, and the two others. */
+  async function followerAndMajority(): Promise<{ isolated: EnsembleMember; majority: EnsembleMember[] }> {
+    await zk.settled(WAIT_MS);
+    const leader = await zk.leader(WAIT_MS);
+    const isolated = zk.members.find((m) => m !== leader)!;
+    return { isolated, majority: zk.members.filter((m) => m !== isolated) };
+  }
   /** One relay per member's client port, in member order: the proxy's way to the ensemble. */
   let clientRelays: FaultRelay[] = [];
   beforeAll(async () => {
@@ -179,10 +186,7 @@ describe('ZooKeeper ensemble of 3 split by the network', () => {
   test(
     'a second proxy on the member cut off alone answers no OffsetFetch older than an acknowledged commit',
     async () => {
-      await zk.settled(WAIT_MS);
-      const leader = await zk.leader(WAIT_MS);
-      const isolated = zk.members.find((m) => m !== leader)!;
-      const majority = zk.members.filter((m) => m !== isolated);
+      const { isolated, majority } = await followerAndMajority();
       const topic = uniqueName('zk-reader');
       const partitions = 2;
       await ensureBuilt();
@@ -268,12 +272,9 @@ describe('ZooKeeper ensemble of 3 split by the network', () => {
   );
 
   test(
-    "a store on the member cut off alone reads no group record or listing older than a written one",
+    'a store on the member cut off alone reads no group record or listing older than a written one',
     async () => {
-      await zk.settled(WAIT_MS);
-      const leader = await zk.leader(WAIT_MS);
-      const isolated = zk.members.find((m) => m !== leader)!;
-      const majority = zk.members.filter((m) => m !== isolated);
+      const { isolated, majority } = await followerAndMajority();
       const url = (members: EnsembleMember[]) =>
         `zk://${members.map((m) => `127.0.0.1:${m.port}`).join(',')}/records`;
       const opts = { operationTimeoutMs: STORE_TIMEOUT_MS };
