@@ -78,6 +78,11 @@ export class CommitTally {
     tap.decodeAnswers = new Set([...tap.decodeAnswers, ApiKey.OffsetCommit, ApiKey.ConsumerGroupHeartbeat]);
     const onRequest = tap.onRequest;
     const onAnswer = tap.onAnswer;
+    const onUnanswered = tap.onUnanswered;
+    tap.onUnanswered = (r) => {
+      onUnanswered(r);
+      if (label === undefined || r.label === label) this.unanswered(r);
+    };
     tap.onRequest = (r) => {
       onRequest(r);
       if (label === undefined || r.label === label) this.request(r);
@@ -106,6 +111,16 @@ export class CommitTally {
   private decided(req: OffsetCommitRequest, accepts: boolean): void {
     this.expected.set(req, accepts);
     if (!accepts) this.atRisk++;
+  }
+
+  /**
+   * A heartbeat whose answer was lost with its connection may have moved the member's epoch at the
+   * broker without the member being told: what it was told no longer says what its commits meet.
+   */
+  private unanswered(r: TappedRequest): void {
+    if (r.apiKey !== ApiKey.ConsumerGroupHeartbeat) return;
+    const req = r.body as ConsumerGroupHeartbeatRequest;
+    this.told.delete(`${req.groupId}\u0000${req.memberId}`);
   }
 
   private answer(a: TappedAnswer): void {

@@ -47,6 +47,8 @@ export class RequestTap {
   decodeAnswers: ReadonlySet<number> = new Set();
   onAnswer: (answer: TappedAnswer) => void = () => undefined;
   onRequest: (request: TappedRequest) => void = () => undefined;
+  /** A decoded request whose connection closed before its answer came (the client never saw one). */
+  onUnanswered: (request: TappedRequest) => void = () => undefined;
   /** Requests or answers that could not be decoded (a test should expect none). */
   undecoded = 0;
 
@@ -89,6 +91,10 @@ export class RequestTap {
         this.sockets.delete(s);
         client.destroy();
         upstream.destroy();
+        const lost = [...asked.values()];
+        asked.clear();
+        for (const r of lost)
+          this.onUnanswered({ label, apiKey: r.apiKey, apiVersion: r.apiVersion, body: r.request });
       });
     }
     // Frames: int32 size, then the request header (int16 api key, int16 api version, int32
