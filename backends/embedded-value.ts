@@ -16,7 +16,7 @@
  * Format 4 is written since layout 4; format 3 values (layout 3) are read as records without an
  * order, and a commit into such a block rewrites the whole block in format 4.
  */
-import { isSuperseded, NO_INSTANCE } from './commit-order.js';
+import { isSuperseded } from './commit-order.js';
 import type { CommitOrder } from './commit-order.js';
 import { StoreCorruptError } from './errors.js';
 import type { OffsetWrite, PartitionOffset } from './store.js';
@@ -51,6 +51,8 @@ export interface BlockWrite {
   starts: number[];
   /** The commit's read order, written into every record; undefined: none. */
   order: CommitOrder | undefined;
+  /** The order's instance as stored (8 bytes), to compare with stored records' without decoding them. */
+  instance: Buffer | undefined;
 }
 
 function header(topic: string): Buffer {
@@ -64,6 +66,16 @@ function header(topic: string): Buffer {
 
 function checkInt64(what: string, v: bigint): void {
   if (v < MIN_INT64 || v > MAX_INT64) throw new RangeError(`${what} ${v} is outside int64`);
+}
+
+/** An order's stored bytes: the instance (all zero: none), then seq as two big-endian u32s. */
+function encodeOrder(order: CommitOrder | undefined): Buffer {
+  const out = Buffer.alloc(ORDER_BYTES);
+  if (order === undefined) return out;
+  out.write(order.instance, 0, 8, 'hex');
+  out.writeUInt32BE(Math.floor(order.seq / TWO_32), 8);
+  out.writeUInt32BE(order.seq % TWO_32, 12);
+  return out;
 }
 
 /** One block's writes (at least one), any order, duplicates allowed (the last one wins). */
@@ -92,6 +104,10 @@ function encodeBlock(
     total += RECORD_FIXED + m;
   }
   const records = Buffer.allocUnsafe(total);
+  // DataView's 64-bit writes are builtins; Buffer's go through bigint arithmetic per call.
+  const view = new DataView(records.buffer, records.byteOffset, records.length);
+  // The order is the same in every record of the commit: encoded once, copied into each.
+  const orderBytes = encodeOrder(order);
   const partitions = new Array<number>(kept.length);
   const starts = new Array<number>(kept.length + 1);
   let at = 0;
@@ -99,21 +115,27 @@ function encodeBlock(
     const w = kept[i]!;
     partitions[i] = w.partition;
     starts[i] = at;
-    records.writeInt32BE(w.partition, at);
-    records.writeBigInt64BE(w.offset, at + 4);
-    records.writeInt32BE(w.leaderEpoch, at + 12);
-    records.writeBigInt64BE(w.commitTimestamp, at + 16);
-    records.writeBigInt64BE(w.expireTimestamp, at + 24);
-    records.write(order?.instance ?? NO_INSTANCE, at + ORDER_AT, 8, 'hex');
-    const seq = order?.seq ?? 0;
-    records.writeUInt32BE(Math.floor(seq / TWO_32), at + ORDER_AT + 8);
-    records.writeUInt32BE(seq % TWO_32, at + ORDER_AT + 12);
-    records.writeUInt32BE(metadataBytes[i]!, at + RECORD_FIXED - 4);
+    view.setInt32(at, w.partition);
+    view.setBigInt64(at + 4, w.offset);
+    view.setInt32(at + 12, w.leaderEpoch);
+    view.setBigInt64(at + 16, w.commitTimestamp);
+    view.setBigInt64(at + 24, w.expireTimestamp);
+    orderBytes.copy(records, at + ORDER_AT);
+    view.setUint32(at + RECORD_FIXED - 4, metadataBytes[i]!);
     at += RECORD_FIXED;
     if (metadataBytes[i]! > 0) at += records.write(w.metadata, at, 'utf8');
   }
   starts[kept.length] = at;
-  return { topic, block: blockOf(partitions[0]!), header: topicHeader, records, partitions, starts, order };
+  return {
+    topic,
+    block: blockOf(partitions[0]!),
+    header: topicHeader,
+    records,
+    partitions,
+    starts,
+    order,
+    instance: order === undefined ? undefined : orderBytes.subarray(0, 8),
+  };
 }
 
 /**
@@ -168,14 +190,17 @@ function recordEnd(value: Buffer, at: number, fixed: number, group: string): num
   return end;
 }
 
-/** The read order of a format-4 record; undefined when it has none. */
-function orderAt(value: Buffer, at: number): CommitOrder | undefined {
-  const instance = value.toString('hex', at + ORDER_AT, at + ORDER_AT + 8);
-  if (instance === NO_INSTANCE) return undefined;
-  return {
-    instance,
-    seq: value.readUInt32BE(at + ORDER_AT + 8) * TWO_32 + value.readUInt32BE(at + ORDER_AT + 12),
-  };
+/**
+ * Whether the format-4 record at `at` of `value` supersedes a write of `w` (isSuperseded): it
+ * has an order of the same instance, read later. Compares the stored bytes: the instance is
+ * never all zero (checkOrder), so a record without an order never matches it.
+ */
+function supersedes(value: Buffer, at: number, w: BlockWrite): boolean {
+  if (w.order === undefined || w.instance === undefined) return false;
+  const from = at + ORDER_AT;
+  if (value.compare(w.instance, 0, 8, from, from + 8) !== 0) return false;
+  const seq = value.readUInt32BE(from + 8) * TWO_32 + value.readUInt32BE(from + 12);
+  return isSuperseded(w.order, { instance: w.order.instance, seq });
 }
 
 /** Copies the record old[i, end) of `fixed` bytes into out at `at` in format 4; returns the bytes written. */
@@ -219,7 +244,7 @@ export function mergeBlock(
     // The new records of smaller partitions come first.
     while (j < n && w.partitions[j]! < p) at += w.records.copy(out, at, w.starts[j]!, w.starts[++j]!);
     if (j < n && w.partitions[j]! === p) {
-      if (fixed === RECORD_FIXED && isSuperseded(w.order, orderAt(old, i))) {
+      if (fixed === RECORD_FIXED && supersedes(old, i, w)) {
         at += old.copy(out, at, i, end);
         if (counts !== undefined) counts.superseded++;
       } else {
