@@ -16,7 +16,7 @@
  * Format 4 is written since layout 4; format 3 values (layout 3) are read as records without an
  * order, and a commit into such a block rewrites the whole block in format 4.
  */
-import { isSuperseded, NO_INSTANCE } from './commit-order.js';
+import { isSuperseded } from './commit-order.js';
 import type { CommitOrder } from './commit-order.js';
 import { StoreCorruptError } from './errors.js';
 import type { OffsetWrite, PartitionOffset } from './store.js';
@@ -51,6 +51,8 @@ export interface BlockWrite {
   starts: number[];
   /** The commit's read order, written into every record; undefined: none. */
   order: CommitOrder | undefined;
+  /** The order's stored bytes as four big-endian u32s (instance high, low, seq high, low). */
+  orderWords: readonly [number, number, number, number];
 }
 
 function header(topic: string): Buffer {
@@ -64,6 +66,20 @@ function header(topic: string): Buffer {
 
 function checkInt64(what: string, v: bigint): void {
   if (v < MIN_INT64 || v > MAX_INT64) throw new RangeError(`${what} ${v} is outside int64`);
+}
+
+/**
+ * An order's stored bytes as four big-endian u32s: the instance (all zero: none), then seq.
+ * Written and compared as numbers: a record's order is the same in all of a commit's records.
+ */
+function orderWords(order: CommitOrder | undefined): [number, number, number, number] {
+  if (order === undefined) return [0, 0, 0, 0];
+  return [
+    parseInt(order.instance.slice(0, 8), 16),
+    parseInt(order.instance.slice(8, 16), 16),
+    Math.floor(order.seq / TWO_32),
+    order.seq % TWO_32,
+  ];
 }
 
 /** One block's writes (at least one), any order, duplicates allowed (the last one wins). */
@@ -92,6 +108,9 @@ function encodeBlock(
     total += RECORD_FIXED + m;
   }
   const records = Buffer.allocUnsafe(total);
+  // DataView's 64-bit writes are builtins; Buffer's go through bigint arithmetic per call.
+  const view = new DataView(records.buffer, records.byteOffset, records.length);
+  const words = orderWords(order);
   const partitions = new Array<number>(kept.length);
   const starts = new Array<number>(kept.length + 1);
   let at = 0;
@@ -99,21 +118,30 @@ function encodeBlock(
     const w = kept[i]!;
     partitions[i] = w.partition;
     starts[i] = at;
-    records.writeInt32BE(w.partition, at);
-    records.writeBigInt64BE(w.offset, at + 4);
-    records.writeInt32BE(w.leaderEpoch, at + 12);
-    records.writeBigInt64BE(w.commitTimestamp, at + 16);
-    records.writeBigInt64BE(w.expireTimestamp, at + 24);
-    records.write(order?.instance ?? NO_INSTANCE, at + ORDER_AT, 8, 'hex');
-    const seq = order?.seq ?? 0;
-    records.writeUInt32BE(Math.floor(seq / TWO_32), at + ORDER_AT + 8);
-    records.writeUInt32BE(seq % TWO_32, at + ORDER_AT + 12);
-    records.writeUInt32BE(metadataBytes[i]!, at + RECORD_FIXED - 4);
+    view.setInt32(at, w.partition);
+    view.setBigInt64(at + 4, w.offset);
+    view.setInt32(at + 12, w.leaderEpoch);
+    view.setBigInt64(at + 16, w.commitTimestamp);
+    view.setBigInt64(at + 24, w.expireTimestamp);
+    view.setUint32(at + ORDER_AT, words[0]);
+    view.setUint32(at + ORDER_AT + 4, words[1]);
+    view.setUint32(at + ORDER_AT + 8, words[2]);
+    view.setUint32(at + ORDER_AT + 12, words[3]);
+    view.setUint32(at + RECORD_FIXED - 4, metadataBytes[i]!);
     at += RECORD_FIXED;
     if (metadataBytes[i]! > 0) at += records.write(w.metadata, at, 'utf8');
   }
   starts[kept.length] = at;
-  return { topic, block: blockOf(partitions[0]!), header: topicHeader, records, partitions, starts, order };
+  return {
+    topic,
+    block: blockOf(partitions[0]!),
+    header: topicHeader,
+    records,
+    partitions,
+    starts,
+    order,
+    orderWords: words,
+  };
 }
 
 /**
@@ -168,14 +196,18 @@ function recordEnd(value: Buffer, at: number, fixed: number, group: string): num
   return end;
 }
 
-/** The read order of a format-4 record; undefined when it has none. */
-function orderAt(value: Buffer, at: number): CommitOrder | undefined {
-  const instance = value.toString('hex', at + ORDER_AT, at + ORDER_AT + 8);
-  if (instance === NO_INSTANCE) return undefined;
-  return {
-    instance,
-    seq: value.readUInt32BE(at + ORDER_AT + 8) * TWO_32 + value.readUInt32BE(at + ORDER_AT + 12),
-  };
+/**
+ * Whether the format-4 record at `at` of `value` supersedes a write of `w` (isSuperseded): it
+ * has an order of the same instance, read later. Compares the stored bytes: the instance is
+ * never all zero (checkOrder), so a record without an order never matches it.
+ */
+function supersedes(value: Buffer, at: number, w: BlockWrite): boolean {
+  if (w.order === undefined) return false;
+  const from = at + ORDER_AT;
+  const [high, low] = w.orderWords;
+  if (value.readUInt32BE(from) !== high || value.readUInt32BE(from + 4) !== low) return false;
+  const seq = value.readUInt32BE(from + 8) * TWO_32 + value.readUInt32BE(from + 12);
+  return isSuperseded(w.order, { instance: w.order.instance, seq });
 }
 
 /** Copies the record old[i, end) of `fixed` bytes into out at `at` in format 4; returns the bytes written. */
@@ -189,6 +221,36 @@ function copyRecord(old: Buffer, i: number, end: number, fixed: number, out: Buf
 
 const asBuffer = (v: Uint8Array): Buffer =>
   Buffer.isBuffer(v) ? v : Buffer.from(v.buffer, v.byteOffset, v.length);
+
+/**
+ * Copies ranges of buffers one after another into `out`, a run of adjacent ranges of one buffer
+ * in one copy: a commit of every partition of a block replaces consecutive records, and a copy
+ * per record cost more than the rest of the merge.
+ */
+class RunCopier {
+  at = 0;
+  private source: Buffer | undefined;
+  private from = 0;
+  private to = 0;
+
+  constructor(readonly out: Buffer) {}
+
+  add(source: Buffer, from: number, to: number): void {
+    if (source === this.source && from === this.to) {
+      this.to = to;
+      return;
+    }
+    this.flush();
+    this.source = source;
+    this.from = from;
+    this.to = to;
+  }
+
+  flush(): void {
+    if (this.source !== undefined) this.at += this.source.copy(this.out, this.at, this.from, this.to);
+    this.source = undefined;
+  }
+}
 
 /**
  * The block's new value: `stored` (undefined: none yet) with `w`'s records written over it, in
@@ -209,30 +271,34 @@ export function mergeBlock(
   let i = found.start;
   // Room for format-3 records growing by their order.
   const grows = fixed === RECORD_FIXED ? 0 : ORDER_BYTES * Math.ceil(old.length / RECORD_FIXED_3);
-  const out = Buffer.allocUnsafe(old.length + grows + w.header.length + w.records.length);
-  let at = w.header.copy(out, 0);
+  const out = new RunCopier(Buffer.allocUnsafe(old.length + grows + w.header.length + w.records.length));
+  out.add(w.header, 0, w.header.length);
   let j = 0;
   const n = w.partitions.length;
   while (i < old.length) {
     const end = recordEnd(old, i, fixed, group);
     const p = old.readInt32BE(i);
     // The new records of smaller partitions come first.
-    while (j < n && w.partitions[j]! < p) at += w.records.copy(out, at, w.starts[j]!, w.starts[++j]!);
+    while (j < n && w.partitions[j]! < p) out.add(w.records, w.starts[j]!, w.starts[++j]!);
     if (j < n && w.partitions[j]! === p) {
-      if (fixed === RECORD_FIXED && isSuperseded(w.order, orderAt(old, i))) {
-        at += old.copy(out, at, i, end);
+      if (fixed === RECORD_FIXED && supersedes(old, i, w)) {
+        out.add(old, i, end);
         if (counts !== undefined) counts.superseded++;
       } else {
-        at += w.records.copy(out, at, w.starts[j]!, w.starts[j + 1]!);
+        out.add(w.records, w.starts[j]!, w.starts[j + 1]!);
       }
       j++;
+    } else if (fixed === RECORD_FIXED) {
+      out.add(old, i, end);
     } else {
-      at += copyRecord(old, i, end, fixed, out, at);
+      out.flush();
+      out.at += copyRecord(old, i, end, fixed, out.out, out.at);
     }
     i = end;
   }
-  if (j < n) at += w.records.copy(out, at, w.starts[j]!, w.starts[n]!);
-  return out.subarray(0, at);
+  if (j < n) out.add(w.records, w.starts[j]!, w.starts[n]!);
+  out.flush();
+  return out.out.subarray(0, out.at);
 }
 
 /** A copy of the value without the records of `partitions`; undefined when none is left. */
