@@ -6,7 +6,8 @@
  *                                       (plus "~encoding" once it has 32 fields; see redis-scripts.ts)
  *   <prefix>:{g:G}:state          string, GroupState JSON
  *   <prefix>:{g:G}:orders         hash  "<topic>:<partition>" → "<instance>:<seq>", the read order of
- *                                       the commit that wrote the offset (commit-order.ts)
+ *                                       a contended commit that wrote the offset (commit-order.ts);
+ *                                       expires 10 minutes after the last one (redis-scripts.ts)
  *   <prefix>:{g:G}:req:<requestId> string, a commit's outcome, expires after requestTtlMs
  *
  * A commit is ONE script (redis-scripts.ts): ioredis may resend it after a reconnect, and the
@@ -109,6 +110,14 @@ async function sleepUntil(t: number): Promise<void> {
 export interface RedisStoreOptions {
   operationTimeoutMs?: number;
 }
+
+/**
+ * How long a group's orders hash outlives the last contended commit that recorded an order in it
+ * (redis-scripts.ts COMMIT_LUA): longer than an older commit of the group, read before that one,
+ * can take to reach Redis (its wait behind its connection's earlier requests and for the broker's
+ * verdict, then its validity).
+ */
+const ORDERS_KEPT_MS = 10 * 60_000;
 
 /** What the commit script answers for an applied commit (outcome-codec.ts's encoding of ok). */
 const OK_REPLY = '{"s":"ok"}';
@@ -268,6 +277,7 @@ export class RedisStore implements OffsetStore {
         request.order === undefined
           ? ''
           : `${request.order.instance}:${String(request.order.seq).padStart(16, '0')}`,
+        request.order?.contended === false ? '' : ORDERS_KEPT_MS,
       ];
       const first =
         this.target.wait > 0
