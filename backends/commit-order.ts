@@ -18,6 +18,14 @@ export interface CommitOrder {
   instance: string;
   /** Taken when the request was read; grows within the process; a safe integer >= 1. */
   seq: number;
+  /**
+   * false: no commit of the group that this process read earlier could still write when this one
+   * was handled (proxy/offsets/commits-in-progress.ts), so no older commit of this instance can
+   * reach the store after this one, and a store may leave its order unrecorded (Redis does: the
+   * orders are then read and written only around contention). Absent or true: record it. Either
+   * way the commit itself is judged against the stored orders.
+   */
+  contended?: boolean;
 }
 
 export const INSTANCE_FORMAT = /^[0-9a-f]{16}$/;

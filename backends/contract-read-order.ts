@@ -123,4 +123,28 @@ export function runReadOrderContract(ctx: ContractStores): void {
       true,
     );
   });
+
+  it('an uncontended commit is judged by the stored orders whether or not its own is recorded', async () => {
+    const g = uniqueGroup('order-contended');
+    const alone = (seq: number) => ({ instance: a, seq, contended: false });
+    const commit = (offset: bigint, order: { instance: string; seq: number; contended?: boolean }) =>
+      ctx.store.commit({
+        group: g,
+        writes: [write('t', 0, offset), write('t', 1, offset)],
+        requestId: rid(),
+        order,
+      });
+    expect(await commit(100n, alone(10))).toEqual({ status: 'ok' });
+    // 12 was handled while 11 was still in progress: contended, its order is recorded.
+    expect(await commit(120n, { ...at(a, 12), contended: true })).toEqual({ status: 'ok' });
+    // 11 arrives late; it supersedes nothing of 12 even if it is not contended itself.
+    expect(await commit(110n, alone(11))).toEqual({ status: 'ok', superseded: 2 });
+    expect(await offsetsOf(g)).toEqual([120n, 120n]);
+    // Commits after it write over the order 12 left behind, recorded or not.
+    expect(await commit(130n, alone(13))).toEqual({ status: 'ok' });
+    expect(
+      await ctx.store.commit({ group: g, writes: [write('t', 1, 140n)], requestId: rid(), order: alone(14) }),
+    ).toEqual({ status: 'ok' });
+    expect(await offsetsOf(g)).toEqual([130n, 140n]);
+  });
 }

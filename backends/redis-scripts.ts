@@ -48,7 +48,9 @@ end
  * one MessagePack value (redis-pack.ts): [[field, value, ...], [casField, expectedOffset, ...]];
  * ARGV[4] valid until (Redis clock, ms); ARGV[5] "1" when a transactional group's commit without
  * an identity is the broker's too (CommitRequest.deferIfTransactional), else ""; ARGV[6] the
- * commit's read order "<instance>:<seq>", or "" (none: the written partitions' orders are cleared).
+ * commit's read order "<instance>:<seq>", or "" (none: the written partitions' orders are cleared);
+ * ARGV[7] with an order, how long (ms) the orders hash is kept after recording it, or "" to judge
+ * the commit without recording its order (CommitOrder.contended false).
  * Returns the encoded outcome (outcome-codec.ts) as JSON, or EXPIRED_REPLY.
  *
  * Read order: after the fence and every compare-and-set passed, a write whose partition's stored
@@ -57,6 +59,13 @@ end
  * its validity) cannot overwrite a newer acknowledged one. The orders are a hash of their own, not
  * part of the offset values, so that readers of the values (fetch, older releases during an
  * upgrade) see them unchanged.
+ *
+ * Only a contended commit records its orders (an older commit of the group may still reach Redis
+ * after it), and the hash expires ARGV[7] ms after the last one did, longer than any such older
+ * commit can still arrive: so a group without contention has no orders hash, and its commits pay
+ * one EXISTS for the rule. An order left behind while uncontended commits write the partition
+ * after it is older than theirs and supersedes only commits read before it; such a commit still
+ * in progress would have made them contended.
  *
  * Offsets are compared as decimal strings: Lua numbers are doubles and cannot tell 2^63-2 from
  * 2^63-1.
@@ -149,9 +158,18 @@ else
     outcome = cjson.encode({ s = 'cas', m = mismatches })
   else
     local order = ARGV[6] or ''
+    local recordFor = ARGV[7] or ''
     local superseded = 0
     local orders = {}
-    if order ~= '' then
+    if order ~= '' and redis.call('EXISTS', KEYS[4]) == 0 then
+      -- No order recorded within the window: nothing can supersede this commit.
+      if recordFor ~= '' then
+        for i = 1, #hset, 2 do
+          orders[#orders + 1] = hset[i]
+          orders[#orders + 1] = order
+        end
+      end
+    elseif order ~= '' then
       -- Orders are "<16 hex digits>:<16 decimal digits>": a stored one is the same instance's
       -- and newer exactly when it sorts after ours and not after our instance's largest, so two
       -- string comparisons judge it (no parsing per partition).
@@ -175,8 +193,10 @@ else
           else
             kept[#kept + 1] = hset[j]
             kept[#kept + 1] = hset[j + 1]
-            orders[#orders + 1] = hset[j]
-            orders[#orders + 1] = order
+            if recordFor ~= '' then
+              orders[#orders + 1] = hset[j]
+              orders[#orders + 1] = order
+            end
           end
         end
       end
@@ -194,6 +214,7 @@ else
     for i = 1, #orders, 1000 do
       redis.call('HSET', KEYS[4], unpack(orders, i, math.min(i + 999, #orders)))
     end
+    if #orders > 0 then redis.call('PEXPIRE', KEYS[4], recordFor) end
     if redis.call('HLEN', KEYS[1]) >= ${HASHTABLE_FROM_FIELDS} then
       redis.call('HSETNX', KEYS[1], '${HASHTABLE_MARKER_FIELD}', '${HASHTABLE_MARKER_VALUE}')
     end

@@ -6,21 +6,21 @@
  *                                       (plus "~encoding" once it has 32 fields; see redis-scripts.ts)
  *   <prefix>:{g:G}:state          string, GroupState JSON
  *   <prefix>:{g:G}:orders         hash  "<topic>:<partition>" → "<instance>:<seq>", the read order of
- *                                       the commit that wrote the offset (commit-order.ts)
+ *                                       a contended commit that wrote the offset (commit-order.ts);
+ *                                       expires 10 minutes after the last one (redis-scripts.ts)
  *   <prefix>:{g:G}:req:<requestId> string, a commit's outcome, expires after requestTtlMs
  *
- * A commit is ONE script (redis-scripts.ts): ioredis may resend it after a reconnect, and the
- * request record makes the second run answer the first run's outcome instead of applying again.
+ * A commit is ONE script (redis-scripts.ts, sent by redis-commit.ts): ioredis may resend it after
+ * a reconnect, and the request record makes the second run answer the first run's outcome instead
+ * of applying again.
  */
 import { Redis, Cluster } from 'ioredis';
 import type { RedisOptions } from 'ioredis';
 import { describeConnectionError } from './connection-problem.js';
 import { isCorruptionReply } from './redis-reply.js';
 import { asStoreError, StoreCorruptError, StoreUnavailableError, withDeadline } from './errors.js';
-import { checkOrder } from './commit-order.js';
-import { decodeOutcome, parseDecimal } from './outcome-codec.js';
-import type { EncodedOutcome } from './outcome-codec.js';
-import { fieldOf, packCommitWrites } from './redis-pack.js';
+import { parseDecimal } from './outcome-codec.js';
+import { fieldOf } from './redis-pack.js';
 import { localNow, MARGIN_MS, PROBE_EVERY_MS, RedisClock } from './redis-clock.js';
 import {
   COMMIT_LUA,
@@ -32,8 +32,10 @@ import {
   RELEASE_LEASE_LUA,
   UPDATE_GROUP_LUA,
 } from './redis-scripts.js';
+import { RedisCommits } from './redis-commit.js';
 import { keySlot } from './redis-slot.js';
 import { parseRedisUrl } from './redis-url.js';
+import { sleepUntil, UNKNOWN, untilOrUnknown } from './redis-validity.js';
 import type { RedisTarget } from './redis-url.js';
 import type {
   CommitOutcome,
@@ -47,7 +49,6 @@ import type {
 import { DEFAULT_STORE_TIMEOUT_MS } from './store.js';
 
 interface ScriptClient {
-  kopCommit(...args: (string | number | Buffer)[]): Promise<string>;
   kopUpdateGroup(key: string, update: string, validUntil: number): Promise<number | string>;
   kopDeleteOffsets(
     offsets: string,
@@ -65,54 +66,9 @@ interface ScriptClient {
   kopReleaseLease(key: string, holder: string): Promise<number>;
 }
 
-interface WaitPipeline {
-  kopCommit(...args: (string | number | Buffer)[]): WaitPipeline;
-  pexpire(key: string, ms: number): WaitPipeline;
-  wait(replicas: number, timeoutMs: number): WaitPipeline;
-  exec(): Promise<[Error | null, unknown][]>;
-}
-
-/** A commit whose outcome the first answer did not tell (see RedisStore.commit). */
-const UNKNOWN = Symbol('unknown');
-
-/**
- * Waits for `attempt` until local time `until`: its outcome, or `failure` (an error that says
- * nothing about whether it applied; corruption is thrown, it says nothing was written), or
- * neither when it had not answered by then (it may still be running: its result is dropped).
- */
-async function untilOrUnknown(
-  attempt: Promise<CommitOutcome | typeof UNKNOWN>,
-  until: number,
-): Promise<{ outcome?: CommitOutcome; failure?: unknown }> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<typeof UNKNOWN>((resolve) => {
-    timer = setTimeout(() => resolve(UNKNOWN), Math.max(0, until - localNow()));
-  });
-  try {
-    const result = await Promise.race([attempt, late]);
-    return result === UNKNOWN ? {} : { outcome: result };
-  } catch (err) {
-    if (isCorruptionReply(err) || err instanceof StoreUnavailableError) throw err;
-    return { failure: err };
-  } finally {
-    clearTimeout(timer);
-    attempt.catch(() => undefined);
-  }
-}
-
-async function sleepUntil(t: number): Promise<void> {
-  // +1: the timer's granularity; the time must have passed, not nearly.
-  for (let left = t - localNow(); left > 0; left = t - localNow())
-    await new Promise((r) => setTimeout(r, left + 1));
-}
-
 export interface RedisStoreOptions {
   operationTimeoutMs?: number;
 }
-
-/** What the commit script answers for an applied commit (outcome-codec.ts's encoding of ok). */
-const OK_REPLY = '{"s":"ok"}';
-const OK_OUTCOME: CommitOutcome = Object.freeze({ status: 'ok' });
 
 export class RedisStore implements OffsetStore {
   readonly kind = 'redis';
@@ -121,6 +77,7 @@ export class RedisStore implements OffsetStore {
   private readonly timeoutMs: number;
   /** The last part of a commit's deadline, after its validity, for reading its record back. */
   private readonly readBackMs: number;
+  private readonly commits: RedisCommits;
   private readonly clock = new RedisClock();
   private readonly prober: NodeJS.Timeout;
   private closed = false;
@@ -189,6 +146,14 @@ export class RedisStore implements OffsetStore {
     this.client.defineCommand('kopLease', { numberOfKeys: 1, lua: LEASE_LUA });
     this.client.defineCommand('kopReleaseLease', { numberOfKeys: 1, lua: RELEASE_LEASE_LUA });
     this.readBackMs = Math.min(1000, Math.max(50, Math.floor(this.timeoutMs / 4)));
+    this.commits = new RedisCommits({
+      client: this.client,
+      target: this.target,
+      timeoutMs: this.timeoutMs,
+      readBackMs: this.readBackMs,
+      key: (group, suffix) => this.key(group, suffix),
+      validUntil: (group, validTo) => this.validUntil(group, validTo),
+    });
     this.prober = setInterval(() => this.clock.refresh(this.nodes('all')), PROBE_EVERY_MS);
     this.prober.unref();
   }
@@ -225,105 +190,13 @@ export class RedisStore implements OffsetStore {
       });
   }
 
-  /**
-   * A commit carries its own validity (redis-scripts.ts validityPrologue): the script does
-   * nothing once Redis's clock has passed `validUntil`, computed from this process's deadline
-   * `validTo` and a lower bound of Redis's clock skew (redis-clock.ts), so that no execution can
-   * apply after local time `validTo`. An answer that leaves the outcome unknown (a connection
-   * error, a lost reply, ioredis giving up, no reply by `validTo`, an expired script) is not
-   * reported before `validTo`: from then on nothing can apply the commit any more, so the request
-   * record read back then is conclusive (present: the commit applied and its reply was lost, and
-   * the recorded outcome is the answer; absent: it never applied). So a commit answered with an
-   * error never takes effect afterwards, however late a resend or a held packet reaches Redis.
-   * The rest of the deadline (readBackMs) is for that read. (Each step has its own deadline, so
-   * the usual path runs one timer, the validity's.)
-   */
+  /** The commit, with its validity and a definitive outcome (redis-commit.ts). */
   commit(request: CommitRequest): Promise<CommitOutcome> {
-    const { group } = request;
     if (this.closed) return Promise.reject(new StoreUnavailableError('redis store: commit: closed'));
     const validTo = localNow() + this.timeoutMs - this.readBackMs;
-    return this.checked(group, async () => {
-      checkOrder(request.order);
-      const id = request.identity;
-      const requestKey = this.key(group, `req:${request.requestId}`);
-      const args: (string | number | Buffer)[] = [
-        this.key(group, 'offsets'),
-        this.key(group, 'state'),
-        requestKey,
-        this.key(group, 'orders'),
-        id === undefined
-          ? ''
-          : JSON.stringify({
-              g: id.generationIdOrMemberEpoch,
-              m: id.memberId,
-              i: id.groupInstanceId,
-              v: id.requestVersion,
-            }),
-        this.target.requestTtlMs,
-        packCommitWrites(request),
-        // Nothing is sent yet: a failure to learn the skew is a plain failure.
-        await this.validUntil(group, validTo),
-        request.deferIfTransactional === true ? '1' : '',
-        // Fixed width, so that the script compares orders as strings (redis-scripts.ts).
-        request.order === undefined
-          ? ''
-          : `${request.order.instance}:${String(request.order.seq).padStart(16, '0')}`,
-      ];
-      const first =
-        this.target.wait > 0
-          ? await untilOrUnknown(this.commitAndWait(requestKey, args, validTo), validTo)
-          : await untilOrUnknown(
-              this.scripts.kopCommit(...args).then((reply) => {
-                // The usual answer, without a JSON.parse per commit.
-                if (reply === OK_REPLY) return OK_OUTCOME;
-                if (reply === EXPIRED_REPLY) return UNKNOWN;
-                return decodeOutcome(JSON.parse(reply) as EncodedOutcome);
-              }),
-              validTo,
-            );
-      if (first.outcome !== undefined) return first.outcome;
-      await sleepUntil(validTo);
-      return withDeadline('redis store: commit', this.readBackMs, () =>
-        this.readBack(requestKey, first.failure),
-      );
-    })().catch((err: unknown) => {
+    return this.checked(request.group, () => this.commits.run(request, validTo))().catch((err: unknown) => {
       throw asStoreError('redis store: commit', err);
     });
-  }
-
-  /**
-   * After the validity: the request record says whether the commit applied (with ?wait=N, it
-   * must also be on N replicas, as for the commit itself).
-   */
-  private async readBack(requestKey: string, failure: unknown): Promise<CommitOutcome> {
-    const why =
-      failure instanceof Error
-        ? failure.message
-        : `no answer within ${this.timeoutMs - this.readBackMs} ms (or the script ran too late)`;
-    let recorded: string | null;
-    if (this.target.wait > 0) {
-      const { wait, waitTimeoutMs, requestTtlMs } = this.target;
-      const [got, touched, waited] = (await this.client
-        .pipeline()
-        .get(requestKey)
-        .pexpire(requestKey, requestTtlMs)
-        .wait(wait, waitTimeoutMs)
-        .exec()) as [Error | null, unknown][];
-      if (got![0] !== null) throw got![0];
-      recorded = (got![1] as string | null) ?? null;
-      if (recorded !== null && (touched![1] !== 1 || Number(waited![1]) < wait))
-        throw new StoreUnavailableError(
-          `redis store: commit applied on the primary, not on ${wait} replicas within ${waitTimeoutMs} ms (after: ${why})`,
-        );
-    } else {
-      recorded = await this.client.get(requestKey);
-    }
-    if (recorded === null)
-      throw new StoreUnavailableError(`redis store: commit not applied: ${why}`, {
-        cause: failure,
-        timedOut: !(failure instanceof Error),
-      });
-    return decodeOutcome(JSON.parse(recorded) as EncodedOutcome);
   }
 
   /**
@@ -350,59 +223,6 @@ export class RedisStore implements OffsetStore {
         : (this.clock.known(node) ?? (await probe(() => this.clock.probe(node))));
     for (const n of nodes) bound = Math.min(bound, this.clock.known(n) ?? bound);
     return bound;
-  }
-
-  /**
-   * The commit script, a PEXPIRE of its request record and WAIT, as one pipeline: one connection,
-   * to the primary that owns the group's slot (ioredis routes a Cluster pipeline by its keys; WAIT
-   * has none). WAIT counts the replicas that have every write this connection made before it. The
-   * PEXPIRE is such a write even when the script only answered a recorded outcome (a resend after a
-   * lost connection writes nothing, and WAIT alone would then return at once), and its result 0
-   * says the record is not on this primary at all (a failover promoted a replica that never got
-   * the first attempt): then nothing is acknowledged. UNKNOWN when the script ran too late.
-   */
-  private async commitAndWait(
-    requestKey: string,
-    args: (string | number | Buffer)[],
-    validTo: number,
-  ): Promise<CommitOutcome | typeof UNKNOWN> {
-    const { wait, waitTimeoutMs, requestTtlMs } = this.target;
-    for (;;) {
-      const pipeline = this.client.pipeline() as unknown as WaitPipeline;
-      const [script, touched, waited] = (await pipeline
-        .kopCommit(...args)
-        .pexpire(requestKey, requestTtlMs)
-        .wait(wait, waitTimeoutMs)
-        .exec()) as [Error | null, unknown][];
-      if (script![0] !== null) {
-        // A Cluster pipeline is not redirected when its commands fail differently (the script
-        // MOVED, WAIT answered): learn the new slot owner and run it again (the request record
-        // makes a second run harmless), within the validity.
-        if (this.client instanceof Cluster && !isCorruptionReply(script![0]) && localNow() + 200 < validTo) {
-          this.client.refreshSlotsCache();
-          await new Promise((r) => setTimeout(r, 100));
-          continue;
-        }
-        throw script![0];
-      }
-      if (script![1] === EXPIRED_REPLY) return UNKNOWN;
-      const outcome = decodeOutcome(JSON.parse(String(script![1])) as EncodedOutcome);
-      if (touched![0] !== null || touched![1] !== 1) {
-        throw new StoreUnavailableError(
-          "redis store: the commit's request record is not on the primary that answered WAIT (failover?)",
-        );
-      }
-      if (waited![0] !== null) throw waited![0];
-      const acked = Number(waited![1]);
-      if (acked < wait) {
-        // Applied on the primary, not (yet) on enough replicas: the client retries with a new
-        // request; the outcome stays unknown to it, as after any timeout.
-        throw new StoreUnavailableError(
-          `redis store: commit reached ${acked} of ${wait} replicas within ${waitTimeoutMs} ms`,
-        );
-      }
-      return outcome;
-    }
   }
 
   private decode(group: string, field: string, value: string): PartitionOffset {
@@ -498,7 +318,7 @@ export class RedisStore implements OffsetStore {
     return this.checked(group, async () => {
       const validUntil = await this.validUntil(group, validTo);
       const first = await untilOrUnknown(
-        send(validUntil).then((reply) => (reply === EXPIRED_REPLY ? UNKNOWN : OK_OUTCOME)),
+        send(validUntil).then((reply) => (reply === EXPIRED_REPLY ? UNKNOWN : true)),
         validTo,
       );
       if (first.outcome !== undefined) return;

@@ -74,6 +74,15 @@ export interface ProxyExtension {
    * what it was sent (response-backlog.ts).
    */
   handleRequest?(info: RequestInfo, request: AnyRequest): Promise<RequestDecision>;
+  /**
+   * A request handleRequest will answer, told as it is read (before it waits its turn behind the
+   * connection's earlier requests). Each is then either handed to handleRequest or, when its
+   * connection closes first, to requestDropped: an extension can tell which requests it read are
+   * not answered yet, including those it has not been handed.
+   */
+  requestRead?(info: RequestInfo, request: AnyRequest): void;
+  /** A request told to requestRead that will never be handed to handleRequest. */
+  requestDropped?(info: RequestInfo, request: AnyRequest): void;
   /** Asked once per (api key, version) when the proxy starts, like interceptsRequest. */
   observesResponse?(apiKey: number, apiVersion: number): boolean;
   /**

@@ -50,7 +50,8 @@ export class LocalAnswers implements Quiescent {
 
   /** A request to answer here: started now if it may, else when the one before it is answered. */
   add(a: LocalAnswer): void {
-    const { backlog, flow } = this.parts;
+    const { backlog, flow, extension } = this.parts;
+    extension?.requestRead?.(a.info, a.request);
     this.waiting.push(a);
     backlog.addQueued(a.frame.length);
     this.start();
@@ -70,6 +71,7 @@ export class LocalAnswers implements Quiescent {
     backlog.addQueued(-next.frame.length);
     if (extension?.handleRequest === undefined) {
       // A plan answers locally only for an extension with handleRequest (api-plan.ts).
+      extension?.requestDropped?.(next.info, next.request);
       host.close('extension failed', new Error('no extension answers this request'));
       return;
     }
@@ -90,7 +92,8 @@ export class LocalAnswers implements Quiescent {
 
   /** The connection closed: what waits is dropped. */
   close(): void {
-    this.waiting.length = 0;
+    const { extension } = this.parts;
+    for (const a of this.waiting.splice(0)) extension?.requestDropped?.(a.info, a.request);
   }
 
   private answered(a: LocalAnswer, decision: RequestDecision): void {

@@ -21,6 +21,7 @@ import { cachedAnswer } from './broker-lookups.js';
 import type { BrokerLookups, CachedTopic } from './broker-lookups.js';
 import { mirrorCommit } from './commit-mirror.js';
 import type { CommitFence, CommitRefusal } from './commit-fence.js';
+import { COMMITS_IN_PROGRESS } from './commits-in-progress.js';
 import type { GroupModes } from './group-modes.js';
 import type { GuardPolicy } from './guard-policy.js';
 import { parseCasMetadata } from './guard-policy.js';
@@ -331,7 +332,14 @@ export class OffsetCommitApi {
       commitAtBroker: ask ? () => this.commitAtBroker(ask, info, req) : undefined,
       onAccepted: (g, writes) => this.accepted(g, req, version, writes),
       onSuperseded: deps.onSuperseded,
-      order: info.readSeq === undefined ? undefined : { instance: READ_ORDER_INSTANCE, seq: info.readSeq },
+      order:
+        info.readSeq === undefined
+          ? undefined
+          : {
+              instance: READ_ORDER_INSTANCE,
+              seq: info.readSeq,
+              contended: COMMITS_IN_PROGRESS.contended(req.groupId, info.readSeq),
+            },
       readAt: info.readSeq === undefined ? undefined : { seq: info.readSeq, connectionId: info.connectionId },
     });
   }

@@ -22,6 +22,7 @@ import type { Logger } from '../common/log.js';
 import type { BrokerAuthorizer } from './authorizer.js';
 import type { BrokerLookups } from './broker-lookups.js';
 import { CommitFence } from './commit-fence.js';
+import { COMMITS_IN_PROGRESS } from './commits-in-progress.js';
 import type { StreamsGroups } from './streams-groups.js';
 import type { MemberLiveness } from './liveness.js';
 import type { GuardPolicy } from './guard-policy.js';
@@ -194,14 +195,29 @@ export class OffsetService implements ProxyExtension {
     return run;
   }
 
+  /** A commit is in progress from its read (commits-in-progress.ts) to the end of its answer. */
+  requestRead(info: RequestInfo, request: AnyRequest): void {
+    if (request.apiKey === ApiKey.OffsetCommit && info.readSeq !== undefined)
+      COMMITS_IN_PROGRESS.hold(request.body.groupId, info.readSeq);
+  }
+
+  requestDropped(info: RequestInfo, request: AnyRequest): void {
+    if (request.apiKey === ApiKey.OffsetCommit && info.readSeq !== undefined)
+      COMMITS_IN_PROGRESS.release(request.body.groupId, info.readSeq);
+  }
+
   private async answer(info: RequestInfo, request: AnyRequest): Promise<RequestDecision> {
     const { lookups, authorizer } = this.opts;
     const store = this.store;
     switch (request.apiKey) {
       case ApiKey.OffsetCommit: {
-        const body = await this.commits.answer(info, request.body);
-        this.opts.incarnations?.committed();
-        return { action: 'respond', body };
+        try {
+          const body = await this.commits.answer(info, request.body);
+          this.opts.incarnations?.committed();
+          return { action: 'respond', body };
+        } finally {
+          if (info.readSeq !== undefined) COMMITS_IN_PROGRESS.release(request.body.groupId, info.readSeq);
+        }
       }
       case ApiKey.OffsetFetch: {
         const req = request.body;

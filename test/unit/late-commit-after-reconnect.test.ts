@@ -24,6 +24,7 @@ import {
   defaultOffsetCommitRequestTopic,
 } from '../../protocol/messages/offset-commit-request.js';
 import { KafkaProxy } from '../../proxy/core/server.js';
+import { COMMITS_IN_PROGRESS } from '../../proxy/offsets/commits-in-progress.js';
 import { OffsetService } from '../../proxy/offsets/service.js';
 import { gate, until } from '../harness/connection-flow-bed.js';
 import { standaloneServiceOptions } from '../harness/offset-service.js';
@@ -37,12 +38,15 @@ class HeldAnswerStore extends MemoryStore {
   readonly release = gate();
   /** The offset each commit wrote or tried to write, in the order they reached the store. */
   readonly started: bigint[] = [];
+  /** Per commit in `started`, whether the proxy sent it as contended (CommitOrder.contended). */
+  readonly contended: (boolean | undefined)[] = [];
   inFlight = 0;
   constructor(private readonly heldOffset: bigint) {
     super();
   }
   override async commit(request: CommitRequest): Promise<CommitOutcome> {
     this.started.push(request.writes[0]!.offset);
+    this.contended.push(request.order?.contended);
     this.inFlight++;
     try {
       const outcome = await super.commit(request);
@@ -159,6 +163,11 @@ describe('a commit read before a newer acknowledged one never overwrites it', ()
     expect(superseded.reduce((a, b) => a + b, 0)).toBe(
       store.started.length - 1 - store.started.indexOf(120n),
     );
+    // The newer commit was sent while older ones it was read after were still queued: contended,
+    // so a store that records orders only then (Redis) records it. The first one was alone.
+    expect(store.contended[store.started.indexOf(120n)]).toBe(true);
+    expect(store.contended[0]).toBe(false);
+    await until(() => COMMITS_IN_PROGRESS.size === 0, 'no commit left in progress');
     fresh.socket.destroy();
   });
 });
