@@ -39,7 +39,7 @@ export interface RedisCluster {
   nodes: { host: string; port: number }[];
   /** The same nodes as processes that can be killed and started again. */
   members: RedisProcess[];
-  /** redis+cluster://h:p,h:p,h:p */
+  /** redis+cluster://h:p,h:p,h:p (the announced ports) */
   url: string;
   /** The cluster as a live node sees it (CLUSTER NODES). */
   topology(): Promise<ClusterNodeInfo[]>;
@@ -48,6 +48,7 @@ export interface RedisCluster {
 
 export interface ClusterNodeInfo {
   id: string;
+  /** The node's own port (with relays: the process's, not the announced relay's). */
   port: number;
   role: 'master' | 'replica';
   /** Flagged as failing (fail or fail?). */
@@ -66,7 +67,10 @@ export interface RedisSentinelSet {
   sentinels: RedisProcess[];
   /** redis+sentinel://s1,s2,s3/<masterName> */
   url: string;
-  /** Port of the data node the live sentinels name as the master; throws while they disagree. */
+  /**
+   * Port of the data node the live sentinels name as the master (its own port, also with relays);
+   * throws while they disagree.
+   */
   masterPort(): Promise<number>;
   stop(): Promise<void>;
 }
@@ -147,8 +151,20 @@ export async function startRedis(
   return Object.assign(server, { url: `redis://${HOST}:${port}`, dataDir });
 }
 
-/** Parses CLUSTER NODES. */
-export function parseClusterNodes(text: string): ClusterNodeInfo[] {
+/**
+ * Puts something (a test's fault relay) in front of a node's client port: given the port the node
+ * listens on, returns the port the node announces instead, so that clients which learn addresses
+ * from the servers (a Cluster client's CLUSTER SLOTS, a Sentinel client's master address) only ever
+ * connect there. Nodes keep their direct links: the cluster bus, and a Sentinel replica's first
+ * replication link.
+ */
+export type AnnouncePort = (port: number) => Promise<number>;
+
+/** Parses CLUSTER NODES; `realPort` maps an announced port back to the node's own. */
+export function parseClusterNodes(
+  text: string,
+  realPort: (port: number) => number = (p) => p,
+): ClusterNodeInfo[] {
   return text
     .split('\n')
     .filter((line) => line.trim() !== '')
@@ -157,7 +173,7 @@ export function parseClusterNodes(text: string): ClusterNodeInfo[] {
       const flagList = (flags ?? '').split(',');
       return {
         id: id!,
-        port: Number(/:(\d+)@/.exec(address ?? '')?.[1]),
+        port: realPort(Number(/:(\d+)@/.exec(address ?? '')?.[1])),
         role: flagList.includes('master') ? ('master' as const) : ('replica' as const),
         failing: flagList.includes('fail') || flagList.includes('fail?'),
         masterId: master === '-' ? '' : (master ?? ''),
@@ -179,6 +195,8 @@ export async function startRedisCluster(
     nodeTimeoutMs?: number;
     /** AOF on every node with this fsync policy (default: no AOF, as the failover tests need). */
     appendfsync?: 'always' | 'everysec' | 'no';
+    /** Each node announces the port this gives for its own (default: none, nodes announce their own). */
+    announcePort?: AnnouncePort;
   } = {},
 ): Promise<RedisCluster> {
   const replicas = opts.replicasPerMaster ?? 0;
@@ -186,13 +204,16 @@ export async function startRedisCluster(
   const ports: number[] = [];
   // Each node also listens on its cluster bus port, P + 10000.
   for (let i = 0; i < 3 * (1 + replicas); i++) ports.push(await freePortWithCompanion(10_000));
+  const announced = new Map<number, number>();
+  for (const port of ports) announced.set(port, opts.announcePort ? await opts.announcePort(port) : port);
+  const realPort = (port: number) => ports.find((p) => announced.get(p) === port) ?? port;
   const members: RedisProcess[] = [];
   const stop = async () => {
     await Promise.all(members.map((m) => m.kill()));
     removeRunDir(dir);
   };
   const topologyFrom = async (port: number) =>
-    parseClusterNodes(await redisCommand(HOST, port, 'CLUSTER NODES'));
+    parseClusterNodes(await redisCommand(HOST, port, 'CLUSTER NODES'), realPort);
   try {
     members.push(
       ...(await Promise.all(
@@ -214,6 +235,17 @@ export async function startRedisCluster(
               // A restarted node resyncs at once instead of waiting 5 s for more replicas.
               '--repl-diskless-sync-delay',
               '0',
+              ...(opts.announcePort
+                ? [
+                    '--cluster-announce-ip',
+                    HOST,
+                    '--cluster-announce-port',
+                    String(announced.get(port)),
+                    // The bus stays direct: nodes gossip and fail over as without the relays.
+                    '--cluster-announce-bus-port',
+                    String(port + 10_000),
+                  ]
+                : []),
             ]),
           );
         }),
@@ -267,7 +299,7 @@ export async function startRedisCluster(
   return {
     nodes,
     members,
-    url: `redis+cluster://${nodes.map((n) => `${n.host}:${n.port}`).join(',')}`,
+    url: `redis+cluster://${ports.map((p) => `${HOST}:${announced.get(p)}`).join(',')}`,
     async topology() {
       let lastError: unknown;
       for (const m of members.filter((m) => m.pid !== undefined)) {
@@ -302,13 +334,25 @@ async function sentinelView(port: number, name: string): Promise<Record<string, 
  * answering.
  */
 export async function startRedisSentinel(
-  opts: { sentinels?: number; downAfterMs?: number; failoverTimeoutMs?: number } = {},
+  opts: {
+    sentinels?: number;
+    downAfterMs?: number;
+    failoverTimeoutMs?: number;
+    /** Every data node and sentinel announces the port this gives for its own (default: none). */
+    announcePort?: AnnouncePort;
+  } = {},
 ): Promise<RedisSentinelSet> {
   const masterName = 'kop';
   const count = opts.sentinels ?? 3;
   const dir = makeRunDir('redis-sentinel');
   const data: RedisServer[] = [];
   const sentinels: RedisProcess[] = [];
+  const announced = new Map<number, number>();
+  const announce = async (port: number) => {
+    announced.set(port, opts.announcePort ? await opts.announcePort(port) : port);
+    return announced.get(port)!;
+  };
+  const realPort = (port: number) => [...announced].find(([, a]) => a === port)?.[0] ?? port;
   const stop = async () => {
     await Promise.all([...sentinels, ...data].map((p) => p.kill()));
     removeRunDir(dir);
@@ -318,12 +362,18 @@ export async function startRedisSentinel(
       const port = await freePort();
       const dataDir = path.join(dir, `data-${port}`);
       fs.mkdirSync(dataDir, { recursive: true });
+      // Direct: a relay in front of the master cuts its clients and sentinels, not this link
+      // (after a failover the sentinels point replicas at the announced addresses).
       const replicaOf = i === 0 ? [] : ['--replicaof', HOST, String(data[0]!.port)];
+      const announcedPort = await announce(port);
       const args = serverArgs(port, dataDir, [
         ...aofArgs('always'),
         '--repl-diskless-sync-delay',
         '0',
         ...replicaOf,
+        ...(opts.announcePort
+          ? ['--replica-announce-ip', HOST, '--replica-announce-port', String(announcedPort)]
+          : []),
       ]);
       const server = await launch('redis-server (sentinel set)', port, dataDir, args);
       data.push(Object.assign(server, { url: `redis://${HOST}:${port}`, dataDir }));
@@ -341,6 +391,7 @@ export async function startRedisSentinel(
       fs.mkdirSync(sentinelDir, { recursive: true });
       // A sentinel rewrites its configuration file (the state it learns): one writable file each.
       const conf = path.join(sentinelDir, 'sentinel.conf');
+      const announcedPort = await announce(port);
       fs.writeFileSync(
         conf,
         [
@@ -350,7 +401,10 @@ export async function startRedisSentinel(
           'protected-mode no',
           `dir ${sentinelDir}`,
           'logfile ""',
-          `sentinel monitor ${masterName} ${HOST} ${data[0]!.port} ${quorum}`,
+          ...(opts.announcePort
+            ? [`sentinel announce-ip ${HOST}`, `sentinel announce-port ${announcedPort}`]
+            : []),
+          `sentinel monitor ${masterName} ${HOST} ${announced.get(data[0]!.port)} ${quorum}`,
           `sentinel down-after-milliseconds ${masterName} ${opts.downAfterMs ?? 1000}`,
           `sentinel failover-timeout ${masterName} ${opts.failoverTimeoutMs ?? 4000}`,
           `sentinel parallel-syncs ${masterName} 1`,
@@ -377,7 +431,7 @@ export async function startRedisSentinel(
     masterName,
     data,
     sentinels,
-    url: `redis+sentinel://${sentinels.map((s) => `${HOST}:${s.port}`).join(',')}/${masterName}`,
+    url: `redis+sentinel://${sentinels.map((s) => `${HOST}:${announced.get(s.port)}`).join(',')}/${masterName}`,
     async masterPort() {
       const ports = await Promise.all(
         sentinels
@@ -386,7 +440,7 @@ export async function startRedisSentinel(
       );
       if (ports.length === 0 || ports.some((p) => p !== ports[0]))
         throw new Error(`the sentinels do not agree on the master: ${ports.join(', ')}`);
-      return Number(ports[0]);
+      return realPort(Number(ports[0]));
     },
     stop,
   };

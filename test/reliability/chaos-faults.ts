@@ -114,6 +114,15 @@ export async function runFault(f: ScheduledFault, env: FaultEnv): Promise<FaultR
         record.note = `failover: ${answer}`;
         break;
       }
+      case 'store-node-cut': {
+        const { relay, port } = await env.store.masterRelay!();
+        relay.freeze();
+        await hold();
+        const held = relay.pendingBytes();
+        relay.thaw();
+        record.note = `the network to the master :${port} frozen, then ${held} held bytes delivered`;
+        break;
+      }
       case 'disk-full': {
         const free = env.store.fillDisk!();
         await hold();

@@ -23,6 +23,12 @@ export type FaultKind =
   | 'store-drop'
   /** Redis Cluster: a replica promoted by CLUSTER FAILOVER; Sentinel: SENTINEL FAILOVER. */
   | 'store-failover'
+  /**
+   * Redis Cluster and Sentinel: the relay in front of one master (the one store-kill would pick)
+   * freezes both directions for the duration, then forwards again on the same connections (the
+   * Sentinel master's also cuts the sentinels off it: a failover when it lasts past down-after).
+   */
+  | 'store-node-cut'
   /** The embedded store's file system (a tmpfs) filled to the last page, freed after the duration. */
   | 'disk-full';
 
@@ -41,8 +47,15 @@ export interface ScheduledFault {
 export const FAULTS_BY_STORE: Record<StoreKind, FaultKind[]> = {
   embedded: ['proxy-kill', 'broker-kill', 'disk-full'],
   redis: ['proxy-kill', 'broker-kill', 'store-kill', 'store-stop', 'store-partition', 'store-drop'],
-  'redis-cluster': ['proxy-kill', 'broker-kill', 'store-kill', 'store-stop', 'store-failover'],
-  sentinel: ['proxy-kill', 'broker-kill', 'store-kill', 'store-stop', 'store-failover'],
+  'redis-cluster': [
+    'proxy-kill',
+    'broker-kill',
+    'store-kill',
+    'store-stop',
+    'store-failover',
+    'store-node-cut',
+  ],
+  sentinel: ['proxy-kill', 'broker-kill', 'store-kill', 'store-stop', 'store-failover', 'store-node-cut'],
   zk: ['proxy-kill', 'broker-kill', 'store-kill', 'store-stop', 'store-partition', 'store-drop'],
 };
 

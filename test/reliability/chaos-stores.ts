@@ -16,6 +16,7 @@ import { redisCommand } from '../bed/resp.js';
 import { startZooKeeperEnsemble } from '../bed/zookeeper.js';
 import type { StoreKind } from './chaos-schedule.js';
 import { FaultRelay } from './fault-relay.js';
+import { RedisNodeRelays } from './redis-node-relays.js';
 
 export interface ChaosStore {
   kind: StoreKind;
@@ -29,6 +30,8 @@ export interface ChaosStore {
   freeze(): Promise<() => void>;
   /** A controlled failover (Cluster, Sentinel): a replica promoted. */
   failover?(): Promise<string>;
+  /** The relay in front of the master the other faults pick (Cluster, Sentinel), and its port. */
+  masterRelay?(): Promise<{ relay: FaultRelay; port: number }>;
   /** Fills the data directory's file system (embedded on a tmpfs); resolves with the function that frees it. */
   fillDisk?(): () => void;
   /** The store read directly. */
@@ -136,7 +139,13 @@ function masterFaults(pick: () => Promise<RedisProcess>): Pick<ChaosStore, 'kill
 }
 
 async function redisCluster(): Promise<ChaosStore> {
-  const cluster = await startRedisCluster({ replicasPerMaster: 1, nodeTimeoutMs: 2000 });
+  // Every node behind a relay of its own (the proxies learn the relays' ports from the nodes).
+  const nodeRelays = new RedisNodeRelays();
+  const cluster = await startRedisCluster({
+    replicasPerMaster: 1,
+    nodeTimeoutMs: 2000,
+    announcePort: nodeRelays.announcePort,
+  });
   /** A live master, chosen by the run's order of masters (the first in CLUSTER NODES). */
   const aMaster = async () => {
     const top = await cluster.topology();
@@ -154,16 +163,27 @@ async function redisCluster(): Promise<ChaosStore> {
       if (replica === undefined) return 'no replica to promote';
       return `${replica.port}: ${await redisCommand('127.0.0.1', replica.port, 'CLUSTER FAILOVER')}`;
     },
+    masterRelay: async () => {
+      const { port } = await aMaster();
+      return { relay: nodeRelays.of(port), port };
+    },
+    // Through the relays (the client learns their ports from the nodes), idle by then.
     openDirect: () => openStore(cluster.url),
     stop: async () => {
       for (const m of cluster.members) signal(m.pid, 'SIGCONT');
       await cluster.stop();
+      await nodeRelays.close();
     },
   };
 }
 
 async function sentinel(): Promise<ChaosStore> {
-  const set = await startRedisSentinel({ downAfterMs: 1000, failoverTimeoutMs: 4000 });
+  const nodeRelays = new RedisNodeRelays();
+  const set = await startRedisSentinel({
+    downAfterMs: 1000,
+    failoverTimeoutMs: 4000,
+    announcePort: nodeRelays.announcePort,
+  });
   const master = async () => {
     const port = await set.masterPort();
     return set.data.find((d) => d.port === port)!;
@@ -175,10 +195,16 @@ async function sentinel(): Promise<ChaosStore> {
     ...masterFaults(master),
     failover: async () =>
       redisCommand('127.0.0.1', set.sentinels[0]!.port, `SENTINEL FAILOVER ${set.masterName}`),
+    masterRelay: async () => {
+      const { port } = await master();
+      return { relay: nodeRelays.of(port), port };
+    },
+    // Through the relays (the sentinels name the relays' ports), idle by then.
     openDirect: () => openStore(set.url),
     stop: async () => {
       for (const d of set.data) signal(d.pid, 'SIGCONT');
       await set.stop();
+      await nodeRelays.close();
     },
   };
 }

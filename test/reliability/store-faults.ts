@@ -47,6 +47,13 @@ export interface StoreFaultOptions {
   store: string;
   /** Opens the store for the verdict (default: openStore(store)). */
   open?: () => Promise<OffsetStore>;
+  /**
+   * Reads the verdict's offsets instead of `open` (a reader that does not share the proxy's store
+   * code): a group's partition -> offset.
+   */
+  readStored?: (group: string) => Promise<Map<number, bigint>>;
+  /** More options for the proxy (e.g. --http for its /readyz). */
+  proxyArgs?: string[];
   topic: string;
   groups: string[];
   witnesses: string[];
@@ -100,6 +107,7 @@ export async function runStoreFault(o: StoreFaultOptions): Promise<StoreFaultRes
     o.store,
     '--store-timeout-ms',
     String(o.storeTimeoutMs ?? 1000),
+    ...(o.proxyArgs ?? []),
   ]);
   const pid = proxy.child.pid!;
   const partitions = o.partitions ?? 2;
@@ -189,8 +197,11 @@ export async function runStoreFault(o: StoreFaultOptions): Promise<StoreFaultRes
     const rssAfter = rssOf(pid);
     const proxyExitCode = proxy.child.exitCode;
     await proxy.stop();
-    store = await (o.open ?? (() => openStore(o.store)))();
-    const read = storeReader(store);
+    let read = o.readStored;
+    if (read === undefined) {
+      store = await (o.open ?? (() => openStore(o.store)))();
+      read = storeReader(store);
+    }
     const violations = [
       ...(await checker.verify(read)),
       ...(await witness.verify(read)),

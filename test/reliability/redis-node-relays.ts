@@ -1,0 +1,65 @@
+// A fault relay (fault-relay.ts) in front of every node of a Redis Cluster or Sentinel set, for the
+// bed's `announcePort` option: the nodes announce the relays' ports, so the proxy's client, which
+// learns node addresses from the servers, connects only through them and a test can cut the
+// network to one node. Also a reader of stored offsets that goes to the nodes' own ports with a
+// plain client, apart from both the relays and the proxy's store code, for the verdict.
+import { Redis } from 'ioredis';
+import type { AnnouncePort } from '../bed/redis.js';
+import { FaultRelay } from './fault-relay.js';
+
+const HOST = '127.0.0.1';
+
+export class RedisNodeRelays {
+  private readonly relays = new Map<number, FaultRelay>();
+
+  /** Starts a relay to `port` and returns the relay's port (the bed's announcePort). */
+  readonly announcePort: AnnouncePort = async (port) => {
+    const relay = await FaultRelay.start({ host: HOST, port });
+    this.relays.set(port, relay);
+    return relay.port;
+  };
+
+  /** The relay in front of the node listening on `port`. */
+  of(port: number): FaultRelay {
+    const relay = this.relays.get(port);
+    if (relay === undefined) throw new Error(`no relay in front of port ${port}`);
+    return relay;
+  }
+
+  async close(): Promise<void> {
+    await Promise.all([...this.relays.values()].map((r) => r.close()));
+  }
+}
+
+/**
+ * A group's committed offsets (`kop:{g:G}:offsets`, "<topic>:<partition>" -> "<offset>|...") as
+ * the first of `ports` that owns the key answers them: a Cluster node that does not serve the slot
+ * answers MOVED, a Sentinel replica is not asked (the caller passes the current master first).
+ */
+export async function readOffsetsDirect(
+  ports: number[],
+  group: string,
+  topic: string,
+): Promise<Map<number, bigint>> {
+  let lastError: unknown;
+  for (const port of ports) {
+    const client = new Redis({ host: HOST, port, lazyConnect: true, maxRetriesPerRequest: 0 });
+    client.on('error', () => undefined);
+    try {
+      await client.connect();
+      const hash = await client.hgetall(`kop:{g:${group}}:offsets`);
+      const out = new Map<number, bigint>();
+      for (const [field, value] of Object.entries(hash)) {
+        const sep = field.lastIndexOf(':');
+        if (field.slice(0, sep) !== topic) continue;
+        out.set(Number(field.slice(sep + 1)), BigInt(value.slice(0, value.indexOf('|'))));
+      }
+      return out;
+    } catch (error) {
+      lastError = error;
+    } finally {
+      client.disconnect();
+    }
+  }
+  throw new Error(`no node answered for group ${group}: ${String(lastError)}`);
+}
