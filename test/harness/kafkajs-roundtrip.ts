@@ -41,7 +41,13 @@ export async function kafkajsRoundTrip(
   await adminClient.connect();
   const { brokers } = await adminClient.describeCluster();
 
-  const producer = kafka.producer({ allowAutoTopicCreation: false });
+  // Idempotent: a send retried after a timeout on a loaded machine must not write its records
+  // twice, or the committed total (the log's end) passes `count` (once 71 of 50).
+  const producer = kafka.producer({
+    allowAutoTopicCreation: false,
+    idempotent: true,
+    maxInFlightRequests: 1,
+  });
   await producer.connect();
   await producer.send({
     topic,
