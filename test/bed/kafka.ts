@@ -427,7 +427,11 @@ export async function startKafka(opts: StartKafkaOptions = {}): Promise<KafkaClu
   fs.writeFileSync(path.join(dir, 'log4j.properties'), LOG4J1_PROPERTIES);
   const keystore = opts.tls ? writePemKeystore(opts.tls, path.join(dir, 'client-keystore.pem')) : null;
 
-  const heap = count === 1 ? '512m' : '384m';
+  // A single broker gets Kafka's own default heap (kafka-server-start.sh: 1 GB): it receives what
+  // the proxy passes on as it arrives, and a large request's buffer is allocated whole from its
+  // size prefix (queued.max.request.bytes is unbounded by default), so the fuzz run's requests that
+  // announce 64-100 MB each, up to the proxy's request pool of 256 MiB at once, ran 512 MB out.
+  const heap = count === 1 ? '1g' : '384m';
   const nodeDir = (id: number) => path.join(dir, `node-${id}`);
   const propsFile = (id: number) => path.join(nodeDir(id), 'server.properties');
   const logFile = (id: number) => path.join(dir, `broker-${id}.log`);
