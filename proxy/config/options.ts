@@ -186,7 +186,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     min: 1,
     max: Number.MAX_SAFE_INTEGER,
     unit: 'bytes',
-    help: "Memory for requests not yet fully received, all client connections together, like a broker's queued.max.request.bytes. A request over 64 KiB reserves its declared size once its body starts to arrive (whether JavaScript or the native relay passes it on); while the reservations reach this limit, a connection starting such a request is no longer read (its client waits) until memory is freed, then in arrival order; --idle-timeout-ms still applies. Requests up to 64 KiB are always read. Memory can pass the limit by one request and one 64 KiB socket read per connection. Gauge: kop_request_buffer_bytes.",
+    help: "Memory for requests not yet fully received, all client connections together, like a broker's queued.max.request.bytes. A request over 64 KiB reserves its declared size once its body starts to arrive (whether JavaScript or the native relay passes it on); while the reservations reach this limit, a connection starting such a request is no longer read (its client waits) until memory is freed, then in arrival order; --idle-timeout-ms still applies. Requests up to 64 KiB are always read. Memory can pass the limit by one request and one 64 KiB socket read per connection. The native relay passes such a request on as it arrives, and the broker allocates its declared size at once (its own queued.max.request.bytes is unbounded by default): this limit also bounds what clients can make the broker allocate that way. Gauge: kop_request_buffer_bytes.",
   },
   {
     name: 'max-buffered-response-bytes',
