@@ -194,8 +194,7 @@ export class CommitFence {
       ? { group, writes, requestId, identity, ...ordered }
       : { group, writes, requestId, deferIfTransactional: true, ...ordered };
     if (identity === undefined || !brokerVerdict) return store.commit(request);
-    if (vouchedOutsideRecord?.(group, identity))
-      return store.commit({ group, writes, requestId, deferIfTransactional: true, ...ordered });
+    if (vouchedOutsideRecord?.(group, identity)) return this.unfenced(group, writes, order);
     let unanswered = false;
     if (committerFresh && !committerFresh(group, identity)) {
       const verdict = await this.verdict(group, identity, writes);
