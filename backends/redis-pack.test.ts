@@ -51,6 +51,14 @@ describe('packCommitWrites', () => {
     }
   });
 
+  it('writes the timestamps of a first write whatever their values', () => {
+    const first = { ...write('t', 0, 0n), commitTimestamp: -2n, expireTimestamp: -2n };
+    const [hset] = unpack(packCommitWrites({ group: 'g', writes: [first], requestId: 'r' })) as [
+      string[],
+    ];
+    expect(hset).toEqual(['t:0', '0|-1|-2|-2|']);
+  });
+
   it('writes exactly the fields and values the string forms give, for any write (property)', () => {
     const int64 = fc.bigInt({ min: -(2n ** 63n), max: 2n ** 63n - 1n });
     const near53 = fc.bigInt({ min: -(2n ** 53n) - 3n, max: 2n ** 53n + 3n });

@@ -153,8 +153,9 @@ export function packCommitWrites(request: CommitRequest): Buffer {
   // A request's partitions nearly always share their topic and timestamps: measure each once.
   let topic: string | null = null;
   let topicBytes = 0;
-  let lastCommit = -2n;
-  let lastExpire = -2n;
+  // No timestamp is out of range (a v1 client sends its own), so "none yet" is null.
+  let lastCommit: bigint | null = null;
+  let lastExpire: bigint | null = null;
   let tail = '';
   let withCas = 0;
   for (let i = 0; i < writes.length; i++) {
