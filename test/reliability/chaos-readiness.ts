@@ -9,12 +9,18 @@
  *   the load's failed requests and the consumers' missing records), never counted as unready.
  */
 
-/** An interval on the run's clock (s), with the first reason seen in it. */
+/**
+ * An interval on the run's clock (s), with the reasons seen in it in order, each once (a 503 that
+ * starts with one failure can go on for another: the first alone hid why a proxy stayed unready).
+ */
 export interface UnreadyInterval {
   fromS: number;
   toS: number;
   reason: string;
 }
+
+/** At most this much text of reasons per interval. */
+const REASONS_LIMIT = 2000;
 
 export type ProbeOutcome =
   | { state: 'ready' }
@@ -64,6 +70,8 @@ function extend(
 ): UnreadyInterval {
   if (open !== null) {
     open.toS = endedS;
+    const seen = open.reason.split(' | then: ');
+    if (!seen.includes(reason) && open.reason.length < REASONS_LIMIT) open.reason += ` | then: ${reason}`;
     return open;
   }
   const fresh = { fromS: sentS, toS: endedS, reason };
@@ -81,7 +89,12 @@ export async function probeReadyz(url: string, timeoutMs: number): Promise<Probe
     }
     return {
       state: 'unready',
-      reason: `${res.status} ${(await res.text()).slice(0, 120).replace(/\s+/g, ' ')}`,
+      // Timings left out, so one failure going on reads as one reason.
+      reason: `${res.status} ${(await res.text())
+        .replace(/"ms":\d+,?/g, '')
+        .replace(/failed \d+ ms ago/g, 'failed lately')
+        .slice(0, 400)
+        .replace(/\s+/g, ' ')}`,
     };
   } catch (err) {
     if ((err as Error).name === 'TimeoutError') return { state: 'unanswered' };

@@ -210,6 +210,19 @@ describe('the readiness verdict', () => {
     expect(t.unanswered.map((u) => [u.fromS, u.toS])).toEqual([[10, 20]]);
   });
 
+  test('an interval keeps every reason seen in it, in order, each once', () => {
+    const pingFails: ProbeOutcome = { state: 'unready', reason: '503 ping: connection closed' };
+    const t = track([
+      [0, 10, said503],
+      [10, 20, pingFails],
+      [20, 30, said503],
+      [30, 40, ready],
+    ]);
+    expect(t.unready.map((u) => [u.fromS, u.toS, u.reason])).toEqual([
+      [0, 30, '503 store unavailable | then: 503 ping: connection closed'],
+    ]);
+  });
+
   const cases: {
     name: string;
     steps: Parameters<typeof track>[0];
