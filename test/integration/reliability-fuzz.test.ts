@@ -402,4 +402,18 @@ describe.each([
       expect(last - second).toBeLessThan(Math.max(HEAP_GROWTH_LIMIT_MB, second * 0.25));
     }
   });
+
+  // Garbage frames passed on as their bytes arrive make the broker allocate what they announce: a
+  // broker lost to that fails every later file, so this file names it.
+  test("the bed's broker still answers, connected directly", async () => {
+    const direct = await RawClient.connect(brokerBootstrap);
+    try {
+      direct.write(apiVersionsRequest(3, 1));
+      const [frame] = await direct.read(1, 10_000);
+      const body = decodeResponseFrame(frame!, ApiKey.ApiVersions, 3).body as ApiVersionsResponse;
+      expect(body.errorCode).toBe(0);
+    } finally {
+      direct.close();
+    }
+  });
 });
