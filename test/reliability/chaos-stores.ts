@@ -141,9 +141,14 @@ function masterFaults(pick: () => Promise<RedisProcess>): Pick<ChaosStore, 'kill
 async function redisCluster(): Promise<ChaosStore> {
   // Every node behind a relay of its own (the proxies learn the relays' ports from the nodes).
   const nodeRelays = new RedisNodeRelays();
+  // An AOF on every node, as the other Redis stores of the run have: a master without one that is
+  // killed and restarted before its replica is promoted comes back empty with its slots, and the
+  // replica copies the empty set (Redis's own warning against restarting such masters): the
+  // store loses its data, whatever the proxy does.
   const cluster = await startRedisCluster({
     replicasPerMaster: 1,
     nodeTimeoutMs: 2000,
+    appendfsync: 'always',
     announcePort: nodeRelays.announcePort,
   });
   /** A live master, chosen by the run's order of masters (the first in CLUSTER NODES). */
