@@ -53,9 +53,7 @@ describe('packCommitWrites', () => {
 
   it('writes the timestamps of a first write whatever their values', () => {
     const first = { ...write('t', 0, 0n), commitTimestamp: -2n, expireTimestamp: -2n };
-    const [hset] = unpack(packCommitWrites({ group: 'g', writes: [first], requestId: 'r' })) as [
-      string[],
-    ];
+    const [hset] = unpack(packCommitWrites({ group: 'g', writes: [first], requestId: 'r' })) as [string[]];
     expect(hset).toEqual(['t:0', '0|-1|-2|-2|']);
   });
 
