@@ -35,8 +35,11 @@ export interface RedisServer extends RedisProcess {
 }
 
 export interface RedisCluster {
-  /** Every node, masters and replicas, in start order (roles change with failovers: see topology()). */
-  nodes: { host: string; port: number }[];
+  /**
+   * Every node, masters and replicas, in start order (roles change with failovers: see topology());
+   * with `busAnnouncePort`, the loopback address each node's outgoing connections come from.
+   */
+  nodes: { host: string; port: number; sourceAddress?: string }[];
   /** The same nodes as processes that can be killed and started again. */
   members: RedisProcess[];
   /** redis+cluster://h:p,h:p,h:p (the announced ports) */
@@ -197,6 +200,12 @@ export async function startRedisCluster(
     appendfsync?: 'always' | 'everysec' | 'no';
     /** Each node announces the port this gives for its own (default: none, nodes announce their own). */
     announcePort?: AnnouncePort;
+    /**
+     * The same for each node's cluster bus port (default: none, the bus is direct). Each node then
+     * also connects out from a loopback address of its own (127.0.0.11, .12, ...: `bind-source-addr`),
+     * so what sits in front of a bus port can tell which peer a connection comes from.
+     */
+    busAnnouncePort?: AnnouncePort;
   } = {},
 ): Promise<RedisCluster> {
   const replicas = opts.replicasPerMaster ?? 0;
@@ -206,6 +215,12 @@ export async function startRedisCluster(
   for (let i = 0; i < 3 * (1 + replicas); i++) ports.push(await freePortWithCompanion(10_000));
   const announced = new Map<number, number>();
   for (const port of ports) announced.set(port, opts.announcePort ? await opts.announcePort(port) : port);
+  const busAnnounced = new Map<number, number>();
+  for (const port of ports)
+    busAnnounced.set(port, opts.busAnnouncePort ? await opts.busAnnouncePort(port + 10_000) : port + 10_000);
+  // The whole of 127.0.0.0/8 is loopback on Linux: no interface to set up.
+  const sourceAddress = (port: number) =>
+    opts.busAnnouncePort ? `127.0.0.${11 + ports.indexOf(port)}` : undefined;
   const realPort = (port: number) => ports.find((p) => announced.get(p) === port) ?? port;
   const members: RedisProcess[] = [];
   const stop = async () => {
@@ -235,17 +250,19 @@ export async function startRedisCluster(
               // A restarted node resyncs at once instead of waiting 5 s for more replicas.
               '--repl-diskless-sync-delay',
               '0',
-              ...(opts.announcePort
+              ...(opts.announcePort || opts.busAnnouncePort
                 ? [
                     '--cluster-announce-ip',
                     HOST,
                     '--cluster-announce-port',
                     String(announced.get(port)),
-                    // The bus stays direct: nodes gossip and fail over as without the relays.
+                    // Without busAnnouncePort the bus stays direct: nodes gossip and fail over as
+                    // without the relays.
                     '--cluster-announce-bus-port',
-                    String(port + 10_000),
+                    String(busAnnounced.get(port)),
                   ]
                 : []),
+              ...(opts.busAnnouncePort ? ['--bind-source-addr', sourceAddress(port)!] : []),
             ]),
           );
         }),
@@ -295,7 +312,7 @@ export async function startRedisCluster(
     await stop();
     throw error;
   }
-  const nodes = ports.map((port) => ({ host: HOST, port }));
+  const nodes = ports.map((port) => ({ host: HOST, port, sourceAddress: sourceAddress(port) }));
   return {
     nodes,
     members,

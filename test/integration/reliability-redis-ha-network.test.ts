@@ -1,11 +1,16 @@
 // Issue #43, network faults between the proxy and Redis Cluster or Sentinel nodes. The bed starts
 // each node announcing the port of a fault relay in front of it (test/reliability/redis-node-relays.ts),
 // so the proxy's client, which learns node addresses from the servers, reaches every node through
-// its relay; the cluster bus and the first replication link stay direct. Under a steady commit
-// load (store-faults.ts: main, witness and canary groups through the CLI proxy):
+// its relay. So does a Cluster replica's replication link (it connects to its master's announced
+// port), and in the Cluster bed the bus too (a relay in front of every bus port, which lets a test
+// cut one node off it); a Sentinel replica's first replication link stays direct. Under a steady
+// commit load (store-faults.ts: main, witness and canary groups through the CLI proxy):
 // - Cluster: the network to the master that owns the groups is frozen (no bytes either way) for
 //   several store timeouts, then reset while reconnects fail; the other nodes see it healthy, so
 //   nothing fails over;
+// - Cluster, the other way round: the master is cut off the cluster bus (redis-node-relays.ts
+//   cutOffBus) while the proxy and its replica still reach it; the other masters fail it over to
+//   the replica, then the cut ends and the old master rejoins as a replica of the new one;
 // - Sentinel: the network to the master is frozen, which cuts the proxy and the sentinels off while
 //   the replica still replicates; the sentinels promote the replica; then the cut ends and the old
 //   master, still a master until the sentinels convert it, is reachable again with the proxy's
@@ -17,13 +22,13 @@ import { afterAll, beforeAll, describe, expect, inject, test } from 'vitest';
 import { uniqueName } from '../bed/clients/scenarios.js';
 import { waitUntil } from '../bed/process.js';
 import { freePort } from '../bed/ports.js';
-import { startRedisCluster, startRedisSentinel } from '../bed/redis.js';
-import type { RedisCluster, RedisSentinelSet } from '../bed/redis.js';
+import { parseClusterNodes, startRedisCluster, startRedisSentinel } from '../bed/redis.js';
+import type { ClusterNodeInfo, RedisCluster, RedisSentinelSet } from '../bed/redis.js';
 import { redisCommand } from '../bed/resp.js';
 import { readyz } from '../harness/readiness-poll.js';
 import type { Readiness } from '../harness/readiness-poll.js';
 import { sleep } from '../reliability/commit-checker.js';
-import { RedisNodeRelays, readOffsetsDirect } from '../reliability/redis-node-relays.js';
+import { RedisNodeRelays, cutOffBus, readOffsetsDirect } from '../reliability/redis-node-relays.js';
 import { expectLive, expectSurvived, runStoreFault } from '../reliability/store-faults.js';
 import type { FaultContext, StoreFaultResult } from '../reliability/store-faults.js';
 
@@ -89,56 +94,126 @@ async function withReadiness(
   return { r, watch };
 }
 
+/**
+ * Without WAIT a loss is measured, not required: it is printed, and only witness partitions may
+ * show it (the other groups' later commits overwrite a loss), each below its acknowledged offset.
+ */
+function expectWitnessLossOnly(r: StoreFaultResult, what: string): void {
+  console.log(`[faults] ${what} without WAIT: ${r.violations.length} witness partitions lost`);
+  for (const v of r.violations) {
+    expect(v.group).toContain('-witness-');
+    expect(v.stored === null || v.stored < v.acked).toBe(true);
+  }
+}
+
+/** Polls a Cluster node's cluster_state every 50 ms until stop(), reporting each change. */
+class ClusterStateWatch {
+  /** Whether the node ever answered anything but cluster_state:ok. */
+  refused = false;
+  private stopped = false;
+  private readonly running: Promise<void>;
+  constructor(port: number, report: (event: 'refuse' | 'serve again') => void) {
+    this.running = (async () => {
+      let ok = true;
+      while (!this.stopped) {
+        const now = (await redisCommand(HOST, port, 'CLUSTER INFO').catch(() => '')).includes(
+          'cluster_state:ok',
+        );
+        if (now !== ok) report(now ? 'serve again' : 'refuse');
+        this.refused ||= !now;
+        ok = now;
+        await sleep(50);
+      }
+    })();
+  }
+  async stop(): Promise<void> {
+    this.stopped = true;
+    await this.running;
+  }
+}
+
+/** The groups of one run: named `<topic>-<kind>-<i>`, on the master that owns `<topic>-main-0` or not. */
+interface ClusterGroups {
+  victim: ClusterNodeInfo;
+  topology: ClusterNodeInfo[];
+  /** `n` groups of `kind` on the victim (`on`) or on the other masters. */
+  pick(kind: string, n: number, on: boolean): Promise<string[]>;
+}
+
+async function clusterGroups(cluster: RedisCluster, topic: string): Promise<ClusterGroups> {
+  const topology = await cluster.topology();
+  const live = topology[0]!.port;
+  const ownerOf = async (g: string) => {
+    const slot = Number((await redisCommand(HOST, live, `CLUSTER KEYSLOT kop:{g:${g}}:offsets`)).slice(1));
+    return topology.find((n) => n.role === 'master' && n.slots.some(([a, b]) => slot >= a && slot <= b))!;
+  };
+  const victim = await ownerOf(`${topic}-main-0`);
+  return {
+    victim,
+    topology,
+    async pick(kind, n, on) {
+      const out: string[] = [];
+      for (let i = 0; out.length < n; i++) {
+        const g = `${topic}-${kind}-${i}`;
+        if (((await ownerOf(g)).id === victim.id) === on) out.push(g);
+      }
+      return out;
+    },
+  };
+}
+
 describe('Redis Cluster: the network to one master cut', () => {
   let relays: RedisNodeRelays;
+  let busRelays: RedisNodeRelays;
   let cluster: RedisCluster | undefined;
   beforeAll(async () => {
     relays = new RedisNodeRelays();
+    busRelays = new RedisNodeRelays();
     cluster = await startRedisCluster({
       replicasPerMaster: 1,
       nodeTimeoutMs: 2_000,
       announcePort: relays.announcePort,
+      busAnnouncePort: busRelays.announcePort,
     });
   }, 120_000);
   afterAll(async () => {
     await cluster?.stop();
     await relays?.close();
+    await busRelays?.close();
+  });
+  /**
+   * What every run here shares: its groups (on the victim, plus two main groups on other masters
+   * that commit through the cut), and the verdict read from whichever node serves a group's slot
+   * at the end (the others answer MOVED).
+   */
+  const runOptions = async (g: ClusterGroups, topic: string) => ({
+    topic,
+    storeTimeoutMs: STORE_TIMEOUT_MS,
+    acks: 80,
+    readStored: async (group: string) =>
+      readOffsetsDirect(
+        cluster!.nodes.map((n) => n.port),
+        group,
+        topic,
+      ),
+    groups: [...(await g.pick('main', 4, true)), ...(await g.pick('main', 2, false))],
+    witnesses: await g.pick('witness', 4, true),
+    canaries: await g.pick('canary', 16, true),
   });
 
   test(
     'frozen, then reset: retriable errors, /readyz 503, recovery on its own, nothing lost',
     async () => {
       const topic = uniqueName('cluster-net');
-      const topology = await cluster!.topology();
-      const live = topology[0]!.port;
-      const slotOf = async (g: string) =>
-        Number((await redisCommand(HOST, live, `CLUSTER KEYSLOT kop:{g:${g}}:offsets`)).slice(1));
-      const ownerOf = (slot: number) =>
-        topology.find((n) => n.role === 'master' && n.slots.some(([a, b]) => slot >= a && slot <= b))!;
-      const victim = ownerOf(await slotOf(`${topic}-0`));
-      const onVictim: string[] = [];
-      const elsewhere: string[] = [];
-      for (let i = 0; onVictim.length < 24 || elsewhere.length < 2; i++) {
-        const g = `${topic}-${i}`;
-        if (ownerOf(await slotOf(g)).id === victim.id) onVictim.push(g);
-        else elsewhere.push(g);
-      }
-      const relay = relays.of(victim.port);
-      const masters = topology.filter((n) => n.role === 'master').map((n) => n.port);
-      const { r, watch } = await withReadiness((proxyArgs, watch) =>
+      const g = await clusterGroups(cluster!, topic);
+      const relay = relays.of(g.victim.port);
+      const { r, watch } = await withReadiness(async (proxyArgs, watch) =>
         runStoreFault({
           name: 'Redis Cluster, the network to one master frozen then reset',
           brokerBootstrap,
           store: cluster!.url,
           proxyArgs,
-          readStored: async (g) => readOffsetsDirect(masters, g, topic),
-          storeTimeoutMs: STORE_TIMEOUT_MS,
-          acks: 80,
-          topic,
-          // Two main groups on other masters: their commits go on through the cut.
-          groups: [...onVictim.slice(0, 4), ...elsewhere.slice(0, 2)],
-          witnesses: onVictim.slice(4, 8),
-          canaries: onVictim.slice(8, 24),
+          ...(await runOptions(g, topic)),
           inject: async (ctx: FaultContext) => {
             watch.start();
             await sleep(1_000);
@@ -161,7 +236,7 @@ describe('Redis Cluster: the network to one master cut', () => {
             await ctx.canariesSettled();
             await watch.readyAgain(ctx);
             // The topology did not change: the cut was the proxy's alone.
-            expect((await cluster!.topology()).find((n) => n.id === victim.id)?.role).toBe('master');
+            expect((await cluster!.topology()).find((n) => n.id === g.victim.id)?.role).toBe('master');
           },
         }),
       );
@@ -172,6 +247,124 @@ describe('Redis Cluster: the network to one master cut', () => {
     },
     SCENARIO_TIMEOUT_MS,
   );
+
+  // With cluster-require-full-coverage yes (Redis's default) every master refuses from the moment
+  // the others flag the old master failed until its replica is promoted: a slot without a master
+  // takes the whole cluster down. Without it the other masters' groups commit on throughout.
+  const busCuts = [
+    { wait: true, fullCoverage: true },
+    { wait: false, fullCoverage: true },
+    { wait: false, fullCoverage: false },
+  ];
+  for (const { wait, fullCoverage } of busCuts) {
+    const setting =
+      (wait ? 'wait=1&waitTimeoutMs=500' : 'no WAIT') +
+      (fullCoverage ? '' : ', cluster-require-full-coverage no');
+    test(
+      `cut off the bus, failed over, rejoined, ${setting}: ${wait ? 'nothing acknowledged is lost' : 'the loss measured'}`,
+      async () => {
+        const topic = uniqueName(`cluster-bus-${wait ? 'wait' : 'nowait'}`);
+        const g = await clusterGroups(cluster!, topic);
+        const replica = g.topology.find((n) => n.masterId === g.victim.id)!;
+        // The others' view: a node that is neither the victim nor its replica.
+        const observer = g.topology.find((n) => n.id !== g.victim.id && n.id !== replica.id)!;
+        const seenByOthers = async () =>
+          parseClusterNodes(await redisCommand(HOST, observer.port, 'CLUSTER NODES'));
+        const stateOf = async (port: number) =>
+          /cluster_state:(\w+)/.exec(await redisCommand(HOST, port, 'CLUSTER INFO'))?.[1];
+        const setCoverage = async (value: 'yes' | 'no') => {
+          for (const n of cluster!.nodes)
+            await redisCommand(HOST, n.port, `CONFIG SET cluster-require-full-coverage ${value}`);
+        };
+        if (!fullCoverage) await setCoverage('no');
+        try {
+          const { r, watch } = await withReadiness(async (proxyArgs, watch) =>
+            runStoreFault({
+              name: `Redis Cluster, a master cut off the cluster bus until a failover, ${setting}`,
+              brokerBootstrap,
+              store: wait ? `${cluster!.url}?wait=1&waitTimeoutMs=500` : cluster!.url,
+              proxyArgs,
+              ...(await runOptions(g, topic)),
+              inject: async (ctx: FaultContext) => {
+                watch.start();
+                await sleep(1_000);
+                const cut = cutOffBus(busRelays, cluster!.nodes, g.victim.port);
+                watch.phase = 'cut';
+                ctx.mark('bus cut');
+                const others = new ClusterStateWatch(observer.port, (e) =>
+                  ctx.mark(`the other masters ${e}`),
+                );
+                try {
+                  // Cut off from the other masters, the old master finds itself in a minority and
+                  // refuses commands (CLUSTERDOWN) before they can promote its replica.
+                  await waitUntil(
+                    'the old master to see the cluster down',
+                    async () => (await stateOf(g.victim.port)) === 'fail',
+                    { timeoutMs: 30_000, intervalMs: 50 },
+                  );
+                  ctx.mark('old master refuses');
+                  const mainAtRefusal = ctx.mainAcks();
+                  await waitUntil(
+                    'the other masters to fail the old master over to its replica',
+                    async () => {
+                      const nodes = await seenByOthers();
+                      return (
+                        nodes.find((n) => n.id === g.victim.id)?.failing === true &&
+                        nodes.find((n) => n.id === replica.id)?.role === 'master'
+                      );
+                    },
+                    { timeoutMs: 30_000, intervalMs: 50 },
+                  );
+                  ctx.mark('replica promoted');
+                  // The victim's slots had no master in between: these are the other masters'
+                  // groups.
+                  const othersAcks = ctx.mainAcks() - mainAtRefusal;
+                  ctx.mark(`main acks while the old master refused ${othersAcks}`);
+                  if (!fullCoverage) {
+                    expect(othersAcks).toBeGreaterThan(0);
+                    expect(others.refused).toBe(false);
+                  }
+                  // What the witnesses had acknowledged until now must survive the rejoin; their
+                  // later commits, to the new master, would hide a loss.
+                  await ctx.stopWitnesses();
+                  cut.heal();
+                  watch.phase = 'after';
+                  ctx.mark('cut over');
+                  await waitUntil(
+                    'the old master to rejoin as a replica of the new one',
+                    async () => {
+                      const info = await redisCommand(HOST, g.victim.port, 'INFO replication');
+                      return info.includes('role:slave') && info.includes('master_link_status:up');
+                    },
+                    { timeoutMs: 30_000, intervalMs: 50 },
+                  );
+                  ctx.mark('old master a replica');
+                } finally {
+                  cut.heal();
+                  await others.stop();
+                }
+                await ctx.canariesSettled();
+                await watch.readyAgain(ctx);
+              },
+            }),
+          );
+          if (wait) expectSurvived(r, { errorsExpected: true });
+          else {
+            expectLive(r, { errorsExpected: true });
+            expectWitnessLossOnly(
+              r,
+              `Cluster bus cut${fullCoverage ? '' : ' (cluster-require-full-coverage no)'}`,
+            );
+          }
+          expect(watch.count('cut', 0)).toBe(0);
+          expect(watch.count('after', 200)).toBeGreaterThan(0);
+        } finally {
+          if (!fullCoverage) await setCoverage('yes');
+        }
+      },
+      SCENARIO_TIMEOUT_MS,
+    );
+  }
 });
 
 describe('Redis Sentinel: the master cut off from the proxy and the sentinels, the replica promoted', () => {
@@ -253,15 +446,9 @@ describe('Redis Sentinel: the master cut off from the proxy and the sentinels, t
         else {
           expectLive(r, { errorsExpected: true });
           // Without WAIT what the old master acknowledged after the cut is gone once the sentinels
-          // make it a replica: measured, not required (whether the proxy still reaches the old
-          // master then depends on the machine's timing; 3 of 3 runs lost 70-165 offsets of each
-          // witness). Only the witnesses can show it (the other groups' later commits overwrite
-          // the loss), and nothing else may be lost.
-          console.log(`[faults] Sentinel without WAIT: ${r.violations.length} witness partitions lost`);
-          for (const v of r.violations) {
-            expect(v.group).toContain('-witness-');
-            expect(v.stored === null || v.stored < v.acked).toBe(true);
-          }
+          // make it a replica (whether the proxy still reaches the old master then depends on the
+          // machine's timing).
+          expectWitnessLossOnly(r, 'Sentinel');
         }
         expect(watch.count('cut', 503)).toBeGreaterThan(0);
         expect(watch.count('cut', 0)).toBe(0);

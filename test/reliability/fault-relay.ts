@@ -1,7 +1,8 @@
 // A TCP relay between the proxy and its store that can misbehave the way networks do:
 // - freeze(): stop forwarding in both directions, connections kept open (a partition or a
 //   stalled hop), until thaw() forwards what was held (also what the proxy sent on a connection
-//   it closed meanwhile, as TCP would);
+//   it closed meanwhile, as TCP would); freezeFrom() does it to the connections from one source
+//   address only (one peer cut off while the others still get through);
 // - drop(): reset every connection;
 // - hold() + cutClients() + deliverHeld(): buffer what the proxy sends on its current
 //   connections, reset the proxy's side so it reconnects through a fresh connection (which is
@@ -29,6 +30,8 @@ interface Pair {
 export class FaultRelay {
   private readonly pairs = new Set<Pair>();
   private frozen = false;
+  /** Connections from this source address are frozen (freezeFrom()). */
+  private frozenFrom: string | undefined;
   /** New connections are reset at once (the store's reconnects fail). */
   refusing = false;
   /** Client → server bytes written late by deliverHeld(), for the report. */
@@ -73,12 +76,12 @@ export class FaultRelay {
     client.on('error', () => undefined);
     upstream.on('error', () => undefined);
     client.on('data', (chunk: Buffer) => {
-      if (pair.holding || this.frozen) pair.up.push(chunk);
+      if (pair.holding || this.isFrozen(pair)) pair.up.push(chunk);
       else upstream.write(chunk);
     });
     upstream.on('data', (chunk: Buffer) => {
       if (pair.orphan || pair.muted) return;
-      if (this.frozen) pair.down.push(chunk);
+      if (this.isFrozen(pair)) pair.down.push(chunk);
       else client.write(chunk);
     });
     client.on('close', () => {
@@ -103,9 +106,19 @@ export class FaultRelay {
     this.frozen = true;
   }
 
-  /** Forwards what was held while frozen, and everything after it. */
+  /** freeze() for the connections whose client connects from `address` (open and new ones). */
+  freezeFrom(address: string): void {
+    this.frozenFrom = address;
+  }
+
+  private isFrozen(pair: Pair): boolean {
+    return this.frozen || (this.frozenFrom !== undefined && pair.client.remoteAddress === this.frozenFrom);
+  }
+
+  /** Forwards what was held while frozen (by freeze() or freezeFrom()), and everything after it. */
   thaw(): void {
     this.frozen = false;
+    this.frozenFrom = undefined;
     for (const p of [...this.pairs]) {
       if (p.holding) continue;
       for (const b of p.up.splice(0)) p.upstream.write(b);

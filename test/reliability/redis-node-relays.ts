@@ -1,7 +1,8 @@
 // A fault relay (fault-relay.ts) in front of every node of a Redis Cluster or Sentinel set, for the
 // bed's `announcePort` option: the nodes announce the relays' ports, so the proxy's client, which
 // learns node addresses from the servers, connects only through them and a test can cut the
-// network to one node. Also a reader of stored offsets that goes to the nodes' own ports with a
+// network to one node. The same class in front of every Cluster node's bus port (the bed's
+// `busAnnouncePort`) lets cutOffBus() take one node off the bus alone. Also a reader of stored offsets that goes to the nodes' own ports with a
 // plain client, apart from both the relays and the proxy's store code, for the verdict.
 import { Redis } from 'ioredis';
 import type { AnnouncePort } from '../bed/redis.js';
@@ -29,6 +30,30 @@ export class RedisNodeRelays {
   async close(): Promise<void> {
     await Promise.all([...this.relays.values()].map((r) => r.close()));
   }
+}
+
+/**
+ * Cuts the Cluster node listening on `port` off the cluster bus, both ways, with `busRelays` in
+ * front of every node's bus port: its own bus relay frozen for every peer, and the others' freezing
+ * what comes from its source address (the bed gives each node one). Its client port, and so its
+ * clients and its replication, are untouched. Returns what ends the cut.
+ */
+export function cutOffBus(
+  busRelays: RedisNodeRelays,
+  nodes: { port: number; sourceAddress?: string }[],
+  port: number,
+): { heal(): void } {
+  const source = nodes.find((n) => n.port === port)?.sourceAddress;
+  if (source === undefined) throw new Error(`node ${port} has no source address of its own`);
+  const own = busRelays.of(port + 10_000);
+  const others = nodes.filter((n) => n.port !== port).map((n) => busRelays.of(n.port + 10_000));
+  own.freeze();
+  for (const relay of others) relay.freezeFrom(source);
+  return {
+    heal() {
+      for (const relay of [own, ...others]) relay.thaw();
+    },
+  };
 }
 
 /**
