@@ -9,6 +9,8 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { freePortRange } from '../harness/proxy.js';
 import { memoryOf, sleep } from './commit-checker.js';
+import { anonGrowth } from './chaos-memory.js';
+import type { AnonGrowth, MemorySample } from './chaos-memory.js';
 import { ReadinessTrack, probeReadyz } from './chaos-readiness.js';
 import type { UnreadyInterval } from './chaos-readiness.js';
 
@@ -18,6 +20,14 @@ const PROBE_TIMEOUT_MS = 5000;
 const BIN = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../bin/kafka-offset-proxy.js');
 const MB = 1024 * 1024;
 
+export interface RssSummary {
+  startMb: number;
+  endMb: number;
+  maxMb: number;
+  endIncarnation: number;
+  anonGrowth: AnonGrowth | null;
+}
+
 export class ChaosProxy {
   private child: ChildProcess | null = null;
   private log = '';
@@ -26,7 +36,7 @@ export class ChaosProxy {
   private readonly readiness = new ReadinessTrack();
   private polling = false;
   /** [seconds, VmRSS MB] of the current incarnation, and the first incarnation's first sample. */
-  readonly rss: { atS: number; mb: number; incarnation: number }[] = [];
+  readonly rss: MemorySample[] = [];
   incarnation = 0;
   restarts = 0;
   /** Starts that exited at once (and were retried). */
@@ -154,7 +164,8 @@ export class ChaosProxy {
         if (pid !== undefined && at - lastRss >= 5) {
           lastRss = at;
           try {
-            this.rss.push({ atS: at, mb: memoryOf(pid).rss / MB, incarnation: this.incarnation });
+            const m = memoryOf(pid);
+            this.rss.push({ atS: at, mb: m.rss / MB, anonMb: m.anon / MB, incarnation: this.incarnation });
           } catch {
             // the process went away between the check and the read
           }
@@ -187,10 +198,14 @@ export class ChaosProxy {
     return this.rss.at(-1)?.mb ?? NaN;
   }
 
-  /** VmRSS at the first and last sample of the run, and the largest, with the incarnation of the last. */
-  rssSummary(): { startMb: number; endMb: number; maxMb: number; endIncarnation: number } {
+  /**
+   * VmRSS at the first and last sample of the run, and the largest, with the incarnation of the
+   * last; and the anonymous memory's growth (chaos-memory.ts).
+   */
+  rssSummary(): RssSummary {
     const run = this.rss.filter((r) => r.atS >= 0 && Number.isFinite(r.mb));
     return {
+      anonGrowth: anonGrowth(run),
       startMb: run[0]?.mb ?? NaN,
       endMb: run.at(-1)?.mb ?? NaN,
       maxMb: Math.max(...run.map((r) => r.mb)),

@@ -4,7 +4,8 @@ import { faultTable, groupTable, unexplainedUnready, unreadyWithin } from './cha
 import type { ReadBack, SecondSample } from './chaos-checker.js';
 import type { GroupReport } from './chaos-consumers.js';
 import type { FaultRecord } from './chaos-faults.js';
-import type { ChaosProxy } from './chaos-proxy.js';
+import type { ChaosProxy, RssSummary } from './chaos-proxy.js';
+import { memoryReason } from './chaos-memory.js';
 import { attributeRebalances, rebalanceReasons, rebalanceTable } from './chaos-rebalances.js';
 import type { RebalanceAttribution } from './chaos-rebalances.js';
 import type { Shared } from './load-connection.js';
@@ -30,7 +31,7 @@ export interface ChaosInputs {
   producerErrors: number | null;
   proxyRead: ReadBack;
   storeRead: ReadBack;
-  rss: { startMb: number; endMb: number; maxMb: number; endIncarnation: number }[];
+  rss: RssSummary[];
   warnings: Record<string, number>[];
   exitCodes: (number | null)[];
   negativeControl: number | null;
@@ -137,6 +138,10 @@ export function faultTableAndVerdict(i: ChaosInputs): ChaosResult {
       `${failedInjections.length} faults not injected: ${failedInjections.map((f) => f.note).join('; ')}`,
     );
   if (i.produced === 0 && i.groups.length > 0) reasons.push('the producer wrote nothing');
+  i.proxies.forEach((p, k) => {
+    const memory = memoryReason(p.name, i.rss[k]!.anonGrowth);
+    if (memory !== null) reasons.push(memory);
+  });
 
   const sent = sum(totals.map((t) => t.sent));
   const acked = sum(totals.map((t) => t.partitionCommitsAcked));
@@ -144,7 +149,12 @@ export function faultTableAndVerdict(i: ChaosInputs): ChaosResult {
   const o = i.options as { store: string; seed: number; seconds: number; connections: number; rate: number };
   const ok = reasons.length === 0;
   const rssText = i.proxies
-    .map((p, k) => `${p.name} ${i.rss[k]!.startMb.toFixed(0)}->${i.rss[k]!.endMb.toFixed(0)} MB`)
+    .map((p, k) => {
+      const growth = i.rss[k]!.anonGrowth;
+      const anon =
+        growth === null ? '' : ` anon ${growth.growthMb >= 0 ? '+' : ''}${growth.growthMb.toFixed(0)} MB`;
+      return `${p.name} ${i.rss[k]!.startMb.toFixed(0)}->${i.rss[k]!.endMb.toFixed(0)} MB${anon}`;
+    })
     .join(', ');
   const resultLine =
     `RESULT: ${ok ? 'ok' : 'FAILED'} store=${o.store} seed=${o.seed} seconds=${o.seconds} faults=${i.faults.length} ` +

@@ -63,7 +63,7 @@ function verdict(unready: UnreadyInterval[], marks: WarmUpMarks, faults: FaultRe
     producerErrors: 0,
     proxyRead: nothingLost,
     storeRead: nothingLost,
-    rss: [0, 1].map(() => ({ startMb: 80, endMb: 90, maxMb: 95, endIncarnation: 1 })),
+    rss: [0, 1].map(() => ({ startMb: 80, endMb: 90, maxMb: 95, endIncarnation: 1, anonGrowth: null })),
     warnings: [{}, {}],
     exitCodes: [0, 0],
     negativeControl: null,
