@@ -1,5 +1,4 @@
 #!/usr/bin/env node
-import v8 from 'node:v8';
 // Thin launcher: the compiled CLI lives in dist/ (built by `npm ci` through the prepare script).
 
 // Node.js opens its inspector (a debugger port, full control of the process: the store password,
@@ -7,12 +6,8 @@ import v8 from 'node:v8';
 // so this comes first, before anything is loaded; the proxy logs the signal (proxy/signals.ts).
 process.on('SIGUSR1', () => {});
 
-// V8's young generation grows under load from 2 MB to 32 MB (two 16 MB semi-spaces) and keeps it
-// while busy: most of the proxy's peak RSS above its RSS at rest. Growth factor 1 keeps it at its
-// first size. Set here, not as a node option, so that every way of starting the proxy (npx, the
-// Dockerfile, systemd, a test) runs alike; V8 reads this flag each time it would grow the space.
-// Measured: peak RSS and CPU per MB relayed, paired, in docs/benchmarks.md (memory).
-v8.setFlagsFromString('--semi-space-growth-factor=1');
+// V8's young generation is left to grow under load. Held at its first size, scavenges took a large
+// share of the commit path's CPU for a small saving of peak RSS (docs/benchmarks.md).
 
 // Under npm (`npx kafka-offset-proxy`, `npm exec`, an npm script), npm runs this file through
 // `sh -c`: a SIGTERM or SIGINT sent to npm is passed to that shell, which dies without passing it
