@@ -76,6 +76,8 @@ export class GroupCommit {
   private queue: QueuedWrite[] = [];
   /** A transaction was asked for whose callback has not run yet: new writes join it. */
   private pending = false;
+  /** When the transaction being committed ran its bodies: undefined while none is. */
+  private committingSince: number | undefined;
   /** The environment is open and ready (`ready` resolved); until then writes wait in the queue. */
   private isReady = false;
 
@@ -148,6 +150,14 @@ export class GroupCommit {
     );
   }
 
+  /**
+   * How long the transaction being committed has waited for the disk (0 when none is): a write
+   * whose body ran waits for it past its deadline, so readiness looks here.
+   */
+  committingForMs(): number {
+    return this.committingSince === undefined ? 0 : Date.now() - this.committingSince;
+  }
+
   private requestTransaction(): void {
     this.pending = true;
     let batch: QueuedWrite[] = [];
@@ -169,6 +179,7 @@ export class GroupCommit {
         batch = this.queue;
         this.queue = [];
         this.pending = false;
+        this.committingSince = Date.now();
         for (const write of batch) this.runBody(write);
       });
     } catch (err) {
@@ -177,6 +188,10 @@ export class GroupCommit {
       for (const write of batch) this.answer(write, () => write.reject(asStoreError(write.label, err)));
       return;
     }
+    const settled = (): void => {
+      this.committingSince = undefined;
+    };
+    committed.then(settled, settled);
     committed.then(
       () => {
         if (!ran) {

@@ -448,6 +448,15 @@ export class EmbeddedStore implements OffsetStore {
   }
 
   ping(): Promise<void> {
+    // A stalled disk fails no read: reads come from the map. Only the write transaction that
+    // does not come back tells.
+    const waited = this.writes.committingForMs();
+    if (waited > this.timeoutMs)
+      return Promise.reject(
+        new StoreUnavailableError(
+          `embedded store: ping: a write transaction has waited ${waited} ms for the disk (stalled?)`,
+        ),
+      );
     return this.run('ping', async () => {
       this.db.root.getStats();
     });
