@@ -76,8 +76,12 @@ export class GroupCommit {
   private queue: QueuedWrite[] = [];
   /** A transaction was asked for whose callback has not run yet: new writes join it. */
   private pending = false;
-  /** When the transaction being committed ran its bodies: undefined while none is. */
-  private committingSince: number | undefined;
+  /**
+   * When each transaction whose bodies ran and whose commit has not settled ran them (one token
+   * each). More than one can be open: lmdb-js commits a transaction that wrote nothing (every write
+   * in it had expired) while an earlier one still waits for the disk, so the oldest is what counts.
+   */
+  private readonly committing = new Map<object, number>();
   /** The environment is open and ready (`ready` resolved); until then writes wait in the queue. */
   private isReady = false;
 
@@ -155,13 +159,16 @@ export class GroupCommit {
    * whose body ran waits for it past its deadline, so readiness looks here.
    */
   committingForMs(): number {
-    return this.committingSince === undefined ? 0 : Date.now() - this.committingSince;
+    let oldest = Infinity;
+    for (const since of this.committing.values()) oldest = Math.min(oldest, since);
+    return oldest === Infinity ? 0 : Date.now() - oldest;
   }
 
   private requestTransaction(): void {
     this.pending = true;
     let batch: QueuedWrite[] = [];
     let ran = false;
+    const token = {};
     /** The callback never ran (lmdb-js failed or skipped the transaction): the queue is ours. */
     const takeQueueIfNotRun = (): void => {
       if (ran) return;
@@ -179,7 +186,7 @@ export class GroupCommit {
         batch = this.queue;
         this.queue = [];
         this.pending = false;
-        this.committingSince = Date.now();
+        this.committing.set(token, Date.now());
         for (const write of batch) this.runBody(write);
       });
     } catch (err) {
@@ -189,7 +196,7 @@ export class GroupCommit {
       return;
     }
     const settled = (): void => {
-      this.committingSince = undefined;
+      this.committing.delete(token);
     };
     committed.then(settled, settled);
     committed.then(
