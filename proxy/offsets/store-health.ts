@@ -127,7 +127,9 @@ export class StoreHealth extends StoreDecorator {
   private async failed(err: unknown): Promise<void> {
     if (this.closed || !(err instanceof StoreUnavailableError)) return;
     this.why = await this.reason(err);
-    this.opts.onDown?.(`${this.kind} store: ping: ${this.why}`);
+    // A local store's own error already says "<kind> store: ping: ...".
+    const prefix = `${this.kind} store: `;
+    this.opts.onDown?.(this.why.startsWith(prefix) ? this.why : `${prefix}ping: ${this.why}`);
     if (this.state === false) return;
     const first = this.state === null;
     this.state = false;
