@@ -178,7 +178,7 @@ describe('StoreHealth', () => {
     inner.ping = () => Promise.reject(timedOut());
     await health.check();
     expect(health.up).toBe(false);
-    expect(downs).toEqual(['memory store: ping: memory store: ping: no answer within 50 ms']);
+    expect(downs).toEqual(['memory store: ping: no answer within 50 ms']);
     expect(events()).toEqual(['offset store open', 'offset store not answering']);
     await health.close();
   });
