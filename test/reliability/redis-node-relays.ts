@@ -2,8 +2,9 @@
 // bed's `announcePort` option: the nodes announce the relays' ports, so the proxy's client, which
 // learns node addresses from the servers, connects only through them and a test can cut the
 // network to one node. The same class in front of every Cluster node's bus port (the bed's
-// `busAnnouncePort`) lets cutOffBus() take one node off the bus alone. Also a reader of stored offsets that goes to the nodes' own ports with a
-// plain client, apart from both the relays and the proxy's store code, for the verdict.
+// `busAnnouncePort`) lets cutOffBus() take one node off the bus alone. Also a reader of stored
+// offsets that goes to the nodes' own ports with a plain client, apart from both the relays and
+// the proxy's store code, for the verdict.
 import { Redis } from 'ioredis';
 import type { AnnouncePort } from '../bed/redis.js';
 import { FaultRelay } from './fault-relay.js';

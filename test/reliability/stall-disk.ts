@@ -2,7 +2,7 @@
 // disk-stall run. Needs root, /dev/fuse, python3-fusepy and libfuse2: a failed mount throws.
 import { spawn, spawnSync } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -25,7 +25,7 @@ export class StallDisk {
       string,
       string,
     ];
-    spawnSync('mkdir', ['-p', backing, path]);
+    for (const dir of [backing, path]) mkdirSync(dir);
     // The distribution's python: fusepy is a Debian package, not in a pyenv's site-packages.
     const daemon = spawn('/usr/bin/python3', [script, backing, path, control], {
       stdio: ['ignore', 'inherit', 'pipe'],
