@@ -46,6 +46,13 @@ export interface RedisCluster {
   url: string;
   /** The cluster as a live node sees it (CLUSTER NODES). */
   topology(): Promise<ClusterNodeInfo[]>;
+  /**
+   * Waits until every node agrees: cluster_state:ok, every node known and none flagged failing,
+   * three masters, each replica synced to the master every node names. After a failover and a
+   * rejoin the nodes' views converge over a few gossip rounds; a test that reads topology() before
+   * then can see a master without its replica.
+   */
+  settled(timeoutMs?: number): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -229,6 +236,36 @@ export async function startRedisCluster(
   };
   const topologyFrom = async (port: number) =>
     parseClusterNodes(await redisCommand(HOST, port, 'CLUSTER NODES'), realPort);
+  const settled = async (timeoutMs: number) => {
+    for (const port of ports) {
+      await waitUntil(
+        `redis cluster node ${port} to report cluster_state:ok and see ${ports.length} healthy nodes`,
+        async () => {
+          if (!(await redisCommand(HOST, port, 'CLUSTER INFO')).includes('cluster_state:ok')) return false;
+          const nodes = await topologyFrom(port);
+          const masters = nodes.filter((n) => n.role === 'master');
+          return (
+            nodes.length === ports.length &&
+            masters.length === 3 &&
+            nodes.every((n) => !n.failing) &&
+            nodes.every((n) => n.role === 'master' || masters.some((m) => m.id === n.masterId))
+          );
+        },
+        { timeoutMs, intervalMs: 100 },
+      );
+    }
+    if (replicas > 0) {
+      // A replica counts for WAIT only once its initial sync is done.
+      for (const node of (await topologyFrom(ports[0]!)).filter((n) => n.role === 'replica')) {
+        await waitUntil(
+          `redis cluster replica ${node.port} to sync`,
+          async () =>
+            (await redisCommand(HOST, node.port, 'INFO replication')).includes('master_link_status:up'),
+          { timeoutMs, intervalMs: 100 },
+        );
+      }
+    }
+  };
   try {
     members.push(
       ...(await Promise.all(
@@ -282,32 +319,7 @@ export async function startRedisCluster(
       logFile: path.join(dir, 'cluster-create.log'),
       timeoutMs: 60_000,
     });
-    for (const port of ports) {
-      await waitUntil(
-        `redis cluster node ${port} to report cluster_state:ok and see ${ports.length} healthy nodes`,
-        async () => {
-          if (!(await redisCommand(HOST, port, 'CLUSTER INFO')).includes('cluster_state:ok')) return false;
-          const nodes = await topologyFrom(port);
-          return (
-            nodes.length === ports.length &&
-            nodes.filter((n) => n.role === 'master').length === 3 &&
-            nodes.every((n) => !n.failing)
-          );
-        },
-        { timeoutMs: 30_000, intervalMs: 100 },
-      );
-    }
-    if (replicas > 0) {
-      // A replica counts for WAIT only once its initial sync is done.
-      for (const node of (await topologyFrom(ports[0]!)).filter((n) => n.role === 'replica')) {
-        await waitUntil(
-          `redis cluster replica ${node.port} to sync`,
-          async () =>
-            (await redisCommand(HOST, node.port, 'INFO replication')).includes('master_link_status:up'),
-          { timeoutMs: 30_000, intervalMs: 100 },
-        );
-      }
-    }
+    await settled(30_000);
   } catch (error) {
     await stop();
     throw error;
@@ -328,6 +340,7 @@ export async function startRedisCluster(
       }
       throw new Error(`no live cluster node answered CLUSTER NODES: ${String(lastError)}`);
     },
+    settled: (timeoutMs = 30_000) => settled(timeoutMs),
     stop,
   };
 }

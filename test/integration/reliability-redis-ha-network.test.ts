@@ -141,6 +141,9 @@ interface ClusterGroups {
 }
 
 async function clusterGroups(cluster: RedisCluster, topic: string): Promise<ClusterGroups> {
+  // A run before this one may have failed a master over and rejoined it: wait until every node's
+  // view has converged, or the victim can show up without its replica.
+  await cluster.settled();
   const topology = await cluster.topology();
   const live = topology[0]!.port;
   const ownerOf = async (g: string) => {
