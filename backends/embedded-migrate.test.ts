@@ -4,7 +4,7 @@ import { join, resolve } from 'node:path';
 import { open } from 'lmdb';
 import { afterAll, describe, expect, it } from 'vitest';
 import { groupKey, offsetKey } from './embedded-keys.js';
-import { openDatabases } from './embedded-store.js';
+import { openDatabases } from './embedded-databases.js';
 import { EmbeddedStore } from './embedded-store.js';
 import type { MigrationReport } from './embedded-migrate.js';
 import { legacyOffsetKey } from './embedded-migrate.js';

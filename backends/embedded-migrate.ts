@@ -29,7 +29,7 @@
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import type { Database, Key } from 'lmdb';
 import { DIGEST_BYTES, groupKey, OFFSET_KEY_BYTES, offsetKey, partitionOf } from './embedded-keys.js';
-import type { EmbeddedDatabases, GroupRecord } from './embedded-store.js';
+import type { EmbeddedDatabases, GroupRecord } from './embedded-databases.js';
 import { blockOf, encodeBlockWrites, mergeBlock } from './embedded-value.js';
 import { parseDecimal } from './outcome-codec.js';
 import type { GroupState, OffsetWrite } from './store.js';

@@ -1,18 +1,6 @@
 /**
- * The default store: LMDB (npm `lmdb`) in a local data directory. Layout 4, one LMDB environment
- * with these sub-databases, keyed by raw bytes built in embedded-keys.ts (fixed-width digests of
- * the names, so any name Kafka accepts fits and every range is bounded by construction):
- *   offsets-v3       G ‖ T ‖ block → the topic and the offsets of its partitions p with
- *                    p >> 7 = block, each with the read order of the commit that wrote it
- *                    (embedded-value.ts)
- *   groups-v2        G → { n, s }  (the group name, its GroupState or null)
- *   requests-v3      I ‖ G → r  (recent commit outcomes, for idempotent resends, of requests
- *                    with a time-ordered id I: request-id.ts; sorted and swept by issue time)
- *   requests-v2      G ‖ R → { at, r }  (the same for any other request id)
- *   request-times-v2 at ‖ G ‖ R → 1  (requests-v2 by time, so expiry reads only what expires)
- *   meta             'layout' → 4
- * where G = digest(group), T = digest(topic), R = digest(requestId). Every group with offsets or
- * membership has a groups-v2 record, so listing groups walks that one database.
+ * The default store: LMDB (npm `lmdb`) in a local data directory, in layout 4 (its databases and
+ * keys: embedded-databases.ts).
  *
  * A data directory of layout 1 (ordered-binary array keys of the names), layout 2 (one offsets
  * value per partition, in offsets-v2) or layout 3 (no read orders) is migrated when the store
@@ -44,24 +32,22 @@
 import { statSync } from 'node:fs';
 import { join } from 'node:path';
 import { open } from 'lmdb';
-import type { Database, RootDatabase } from 'lmdb';
 import { walkInPages } from './bounded-walk.js';
 import { applyGroupUpdate, decideCommit } from './commit-guard.js';
 import {
   groupKey,
-  issuedBound,
   offsetKey,
   orderedRequestKey,
   prefixRange,
   requestKey,
-  requestKeyOf,
   requestTimeKey,
-  timeBound,
 } from './embedded-keys.js';
 import { checkOrder } from './commit-order.js';
+import { openDatabases, readGroupRecord } from './embedded-databases.js';
+import type { EmbeddedDatabases, GroupRecord } from './embedded-databases.js';
 import { LAYOUT, migrate, readableLayout } from './embedded-migrate.js';
 import type { MigrationReport } from './embedded-migrate.js';
-import { StoreCorruptError, StoreUnavailableError, withDeadline } from './errors.js';
+import { StoreUnavailableError, withDeadline } from './errors.js';
 import { GroupCommit, settle } from './embedded-group-commit.js';
 import {
   blockOf,
@@ -72,9 +58,9 @@ import {
   withoutPartitions,
 } from './embedded-value.js';
 import type { BlockWrite } from './embedded-value.js';
+import { RequestSweep } from './embedded-request-sweep.js';
 import { decodeOutcome, encodeOutcome } from './outcome-codec.js';
 import { issuedAt, timeOrderedIdBytes } from './request-id.js';
-import type { EncodedOutcome } from './outcome-codec.js';
 import type {
   CommitOutcome,
   CommitRequest,
@@ -85,28 +71,6 @@ import type {
   TopicPartition,
 } from './store.js';
 import { DEFAULT_STORE_TIMEOUT_MS } from './store.js';
-
-/** A groups-v2 value. */
-export interface GroupRecord {
-  n: string;
-  s: GroupState | null;
-}
-
-export interface EmbeddedDatabases {
-  root: RootDatabase;
-  /** offsets-v3: raw bytes both ways (embedded-value.ts encodes and decodes the values). */
-  offsets: Database<Buffer, Buffer>;
-  groups: Database<GroupRecord, Buffer>;
-  /** Outcomes of requests with time-ordered ids, by id (issue time first) and group. */
-  orderedRequests: Database<EncodedOutcome, Buffer>;
-  requests: Database<{ at: number; r: EncodedOutcome }, Buffer>;
-  requestTimes: Database<1, Buffer>;
-  /**
-   * 'layout' → 4; 'lease:<name>' → a lease's holder and end (ms since the epoch); 'marker' → the
-   * store's marker (proxy/data-loss-watch.ts); 'count:<name>' → a shared count (addToCount).
-   */
-  meta: Database<number | string | { h: string; u: number }, string>;
-}
 
 export interface EmbeddedStoreOptions {
   dataDir: string;
@@ -126,20 +90,6 @@ export interface EmbeddedStoreOptions {
   onClosed?: () => Promise<void>;
 }
 
-/** Opens (creating if needed) the layout-3 databases of an LMDB environment. */
-export function openDatabases(root: RootDatabase): EmbeddedDatabases {
-  const binary = { keyEncoding: 'binary' as const };
-  return {
-    root,
-    offsets: root.openDB({ name: 'offsets-v3', ...binary, encoding: 'binary' }),
-    groups: root.openDB({ name: 'groups-v2', ...binary }),
-    orderedRequests: root.openDB({ name: 'requests-v3', ...binary }),
-    requests: root.openDB({ name: 'requests-v2', ...binary }),
-    requestTimes: root.openDB({ name: 'request-times-v2', ...binary }),
-    meta: root.openDB({ name: 'meta' }),
-  };
-}
-
 /** LMDB's data file in the data directory. */
 const DATA_FILE = 'data.mdb';
 
@@ -154,9 +104,7 @@ export class EmbeddedStore implements OffsetStore {
   private readonly dataDir: string;
   private readonly timeoutMs: number;
   private readonly requestTtlMs: number;
-  private readonly sweepBatch: number;
-  private readonly sweeper: NodeJS.Timeout;
-  private sweeping = false;
+  private readonly requestSweep: RequestSweep;
   private closed = false;
   private readonly onClosed: (() => Promise<void>) | undefined;
   private readonly writes: GroupCommit;
@@ -165,7 +113,6 @@ export class EmbeddedStore implements OffsetStore {
     this.timeoutMs = opts.operationTimeoutMs ?? DEFAULT_STORE_TIMEOUT_MS;
     this.dataDir = opts.dataDir;
     this.requestTtlMs = opts.requestTtlMs ?? 60_000;
-    this.sweepBatch = opts.sweepBatch ?? 5_000;
     this.onClosed = opts.onClosed;
     // maxDbs: layout 3's six databases, and layout 1's four and offsets-v2 while a migration runs.
     const root = open({
@@ -185,8 +132,7 @@ export class EmbeddedStore implements OffsetStore {
       () => this.closed,
       this.ready,
     );
-    this.sweeper = setInterval(() => void this.sweepRequests().catch(() => undefined), 10_000);
-    this.sweeper.unref();
+    this.requestSweep = new RequestSweep(this.db, this.ready, this.requestTtlMs, opts.sweepBatch ?? 5_000);
   }
 
   private async prepare(onMigrated?: (report: MigrationReport) => void): Promise<void> {
@@ -227,17 +173,7 @@ export class EmbeddedStore implements OffsetStore {
   }
 
   private readRecord(group: string, key: Buffer): GroupRecord | undefined {
-    const r = this.db.groups.get(key) as unknown;
-    if (r === undefined) return undefined;
-    const rec = r as Partial<GroupRecord>;
-    if (typeof rec !== 'object' || rec === null || typeof rec.n !== 'string')
-      throw new StoreCorruptError(group, 'group record is malformed');
-    if (rec.n !== group)
-      throw new StoreCorruptError(group, `group record names group ${JSON.stringify(rec.n)}`);
-    const s = rec.s;
-    if (s === undefined || (s !== null && (typeof s !== 'object' || !Array.isArray(s.members))))
-      throw new StoreCorruptError(group, 'group record is malformed');
-    return rec as GroupRecord;
+    return readGroupRecord(this.db, group, key);
   }
 
   commit(request: CommitRequest): Promise<CommitOutcome> {
@@ -499,7 +435,7 @@ export class EmbeddedStore implements OffsetStore {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    clearInterval(this.sweeper);
+    this.requestSweep.stop();
     await this.ready.catch(() => undefined);
     try {
       await this.db.root.close();
@@ -508,42 +444,8 @@ export class EmbeddedStore implements OffsetStore {
     }
   }
 
-  /**
-   * Removes expired request records, in write transactions of `sweepBatch` so that none holds the
-   * writer or the event loop long, and batch after batch until none is left: a fixed amount per
-   * 10 s tick fell behind commit rates above it, and the records piled up. Each batch is a range
-   * that ends at the cutoff time by construction (requests-v3 and request-times keys start with
-   * the time): requests-v3 loses leaves from its start, requests-v2 records one by one.
-   */
-  private async sweepRequests(): Promise<void> {
-    if (this.closed || this.sweeping) return;
-    this.sweeping = true;
-    try {
-      await this.ready;
-      const { root, requests, requestTimes, orderedRequests } = this.db;
-      for (;;) {
-        const cutoff = Date.now() - this.requestTtlMs;
-        let removed = 0;
-        await settle(
-          'embedded store: sweep',
-          root.transaction(() => {
-            for (const key of orderedRequests.getKeys({ end: issuedBound(cutoff), limit: this.sweepBatch })) {
-              orderedRequests.removeSync(key);
-              removed++;
-            }
-            if (removed >= this.sweepBatch) return;
-            const limit = this.sweepBatch - removed;
-            for (const key of requestTimes.getKeys({ end: timeBound(cutoff), limit })) {
-              requests.removeSync(requestKeyOf(key));
-              requestTimes.removeSync(key);
-              removed++;
-            }
-          }),
-        );
-        if (removed < this.sweepBatch || this.closed) return;
-      }
-    } finally {
-      this.sweeping = false;
-    }
+  /** Removes the request records past their TTL now (every 10 s otherwise: embedded-request-sweep.ts). */
+  sweepRequests(): Promise<void> {
+    return this.requestSweep.sweep();
   }
 }

@@ -11,8 +11,9 @@ import { open } from 'lmdb';
 import { afterAll, describe, expect, inject, it } from 'vitest';
 import { runStoreContract, write } from '../../backends/contract.js';
 import { groupKey, offsetKey, requestKey, requestTimeKey } from '../../backends/embedded-keys.js';
-import { EmbeddedStore, openDatabases } from '../../backends/embedded-store.js';
-import type { EmbeddedDatabases } from '../../backends/embedded-store.js';
+import { openDatabases } from '../../backends/embedded-databases.js';
+import type { EmbeddedDatabases } from '../../backends/embedded-databases.js';
+import { EmbeddedStore } from '../../backends/embedded-store.js';
 import { encodeBlockWrites, mergeBlock } from '../../backends/embedded-value.js';
 import { newRequestId } from '../../backends/request-id.js';
 import { StoreCorruptError, StoreUnavailableError } from '../../backends/errors.js';
@@ -241,7 +242,7 @@ describe('embedded store', () => {
       await store.commit({ group: 'g', writes: [w(1n)], requestId: 'r1' });
       expect((await store.fetch('g', null))[0]?.offset).toBe(2n);
       await new Promise((r) => setTimeout(r, 400));
-      await (store as unknown as { sweepRequests(): Promise<void> }).sweepRequests();
+      await store.sweepRequests();
       // After it, the same id is a new request.
       await store.commit({ group: 'g', writes: [w(1n)], requestId: 'r1' });
       expect((await store.fetch('g', null))[0]?.offset).toBe(1n);
