@@ -11,44 +11,16 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from '../../common/log.js';
 import { silentLogger } from '../../common/log.js';
+import type { HttpMethod, HttpRequest, HttpResponse, RouteHandler } from './http-messages.js';
 import { guardRoute, routeAccess } from './route-guard.js';
+
+export type { HttpMethod, HttpRequest, HttpResponse, RouteHandler } from './http-messages.js';
 
 /** Where the endpoint listens (a port of 0: any free port). */
 export interface ListenAddress {
   host: string;
   port: number;
 }
-
-export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'DELETE' | 'PATCH';
-
-export interface HttpRequest {
-  method: HttpMethod;
-  /** The path without the query string, e.g. /admin/groups/my-group. */
-  path: string;
-  /** Values of the route's `:name` segments, URL-decoded. */
-  params: Record<string, string>;
-  query: URLSearchParams;
-  headers: IncomingMessage['headers'];
-  /** The body parsed as JSON (undefined when empty); a body that is not JSON answers 400. */
-  json(): Promise<unknown>;
-  raw: IncomingMessage;
-  /** The caller's address and port ("10.0.0.7:53122"), for audit lines. */
-  remote: string;
-  /** The name of the token the caller presented (route-guard.ts), null on routes served without one. */
-  credential: string | null;
-}
-
-export interface HttpResponse {
-  status: number;
-  /** Sent as application/json unless `text` is given. */
-  json?: unknown;
-  /** Sent as-is with `contentType` (default text/plain). */
-  text?: string;
-  contentType?: string;
-  headers?: Record<string, string>;
-}
-
-export type RouteHandler = (req: HttpRequest) => Promise<HttpResponse> | HttpResponse;
 
 export interface RouteOptions {
   /** Served without the bearer token (health probes only). Default false. */

@@ -7,7 +7,7 @@
  * orchestrators, which send no credentials.
  */
 import { timingSafeEqual } from 'node:crypto';
-import type { HttpMethod, HttpResponse } from './http-server.js';
+import type { HttpMethod, HttpResponse } from './http-messages.js';
 
 /** public: the probes; read: GET routes; write: every route that changes something. */
 export type RouteAccess = 'public' | 'read' | 'write';
