@@ -9,19 +9,19 @@
 import net from 'node:net';
 import path from 'node:path';
 import { parseStoreUrl } from '../backends/open-store.js';
-import type { StoreTarget } from '../backends/open-store.js';
 import { StoreUrlError } from '../backends/errors.js';
 import type { HostPort } from './core/broker-map.js';
 import type { LogFormat, LogLevel } from './logger.js';
 import { SASL_MECHANISMS } from './client/sasl-client.js';
 import type { SaslCredentials, SaslMechanism } from './client/sasl-client.js';
-import type { CommitGuardMode, GroupOverride } from './offsets/guard-policy.js';
+import type { CommitGuardMode } from './offsets/guard-policy.js';
 import { parseGroupModes } from './offsets/group-modes.js';
 import type { GroupModeOverride } from './offsets/group-modes.js';
 import { ConfigError } from './config/config-error.js';
 import { allowedForm, MAX_INT32, OPTION_BY_NAME, shownValue } from './config/options.js';
 import { collectRaw } from './config/raw-sources.js';
 import { unmetNeed } from './config/option-needs.js';
+import type { ProxyConfig, UnknownTopics } from './config/proxy-config.js';
 import { emptyStorePassword } from './config/store-password.js';
 import { tokenProblem } from './ops/http/token-policy.js';
 
@@ -39,56 +39,7 @@ export {
   usage,
 } from './config/options.js';
 export { collectRaw, fileProblem } from './config/raw-sources.js';
-
-export type UnknownTopics = 'reject' | 'allow';
-
-export interface ProxyConfig {
-  bootstrapServers: HostPort[];
-  listen: HostPort;
-  advertisedHost: string | undefined;
-  brokerPorts: Map<number, number>;
-  bindFailure: 'exit' | 'unready';
-  store: string | undefined;
-  /** What --store names, parsed (the embedded store's directory resolved with --data-dir). */
-  storeTarget: StoreTarget;
-  dataDir: string;
-  http: HostPort | undefined;
-  /** --admin-http: the admin routes listen here instead of on `http`. */
-  adminHttp: HostPort | undefined;
-  httpToken: string | undefined;
-  lag: { intervalMs: number; include: string[]; exclude: string[]; maxGroups: number };
-  metricsApiVersions: boolean;
-  maxFrameSize: number;
-  maxInFlight: number;
-  nativeRelay: 'auto' | 'on' | 'off';
-  nativeRelayAfter: number;
-  maxConnections: number;
-  maxBufferedRequestBytes: number;
-  maxBufferedResponseBytes: number;
-  idleTimeoutMs: number;
-  requestTimeoutMs: number;
-  clientTlsHandshakeTimeoutMs: number;
-  shutdownTimeoutMs: number;
-  clientTls: { cert: string; key: string; ca: string | undefined; requireCert: boolean } | undefined;
-  brokerTls:
-    | { ca: string | undefined; cert: string | undefined; key: string | undefined; insecure: boolean }
-    | undefined;
-  logLevel: LogLevel;
-  /** undefined: text on a terminal, JSON otherwise (decided where the logger is made). */
-  logFormat: LogFormat | undefined;
-  storeTimeoutMs: number;
-  commitGuard: CommitGuardMode;
-  commitGuardGroups: GroupOverride[];
-  unknownTopics: UnknownTopics;
-  unknownTopicsGroups: GroupModeOverride<UnknownTopics>[];
-  fallback: 'none' | 'upstream';
-  mirrorCommits: boolean;
-  authorize: 'broker' | 'off';
-  /** The proxy's own SASL principal for its cluster connections. */
-  clusterSasl: SaslCredentials | undefined;
-  /** The options given (flags, environment, file) as raw text, secrets included: never log this. */
-  given: ReadonlyMap<string, string>;
-}
+export type { ProxyConfig, UnknownTopics } from './config/proxy-config.js';
 
 function parseHostPortStrict(text: string, minPort: number): HostPort {
   const trimmed = text.trim();

@@ -5,7 +5,7 @@
  * certificate without its key, broker TLS files without --broker-tls, SASL credentials without a
  * mechanism, a client CA without a client certificate) are not repeated here.
  */
-import type { ProxyConfig } from '../config.js';
+import type { ProxyConfig } from './proxy-config.js';
 
 export interface NeedsProblem {
   option: string;
