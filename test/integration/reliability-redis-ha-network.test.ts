@@ -10,7 +10,9 @@
 //   nothing fails over;
 // - Cluster, the other way round: the master is cut off the cluster bus (redis-node-relays.ts
 //   cutOffBus) while the proxy and its replica still reach it; the other masters fail it over to
-//   the replica, then the cut ends and the old master rejoins as a replica of the new one;
+//   the replica, then the cut ends and the old master rejoins as a replica of the new one; and the
+//   same with its replica's replication link cut too (cutOffReplica), so that what the old master
+//   acknowledges until its minority refuses reaches no other node;
 // - Sentinel: the network to the master is frozen, which cuts the proxy and the sentinels off while
 //   the replica still replicates; the sentinels promote the replica; then the cut ends and the old
 //   master, still a master until the sentinels convert it, is reachable again with the proxy's
@@ -28,7 +30,12 @@ import { redisCommand } from '../bed/resp.js';
 import { readyz } from '../harness/readiness-poll.js';
 import type { Readiness } from '../harness/readiness-poll.js';
 import { sleep } from '../reliability/commit-checker.js';
-import { RedisNodeRelays, cutOffBus, readOffsetsDirect } from '../reliability/redis-node-relays.js';
+import {
+  RedisNodeRelays,
+  cutOffBus,
+  cutOffReplica,
+  readOffsetsDirect,
+} from '../reliability/redis-node-relays.js';
 import { expectLive, expectSurvived, runStoreFault } from '../reliability/store-faults.js';
 import type { FaultContext, StoreFaultResult } from '../reliability/store-faults.js';
 
@@ -254,17 +261,22 @@ describe('Redis Cluster: the network to one master cut', () => {
   // With cluster-require-full-coverage yes (Redis's default) every master refuses from the moment
   // the others flag the old master failed until its replica is promoted: a slot without a master
   // takes the whole cluster down. Without it the other masters' groups commit on throughout.
+  // Cut off its replica too, the old master acknowledges writes that no other node gets until its
+  // minority refuses: without WAIT those are the loss; with it, WAIT finds no replica and refuses.
   const busCuts = [
-    { wait: true, fullCoverage: true },
-    { wait: false, fullCoverage: true },
-    { wait: false, fullCoverage: false },
+    { wait: true, fullCoverage: true, replicaCut: false },
+    { wait: false, fullCoverage: true, replicaCut: false },
+    { wait: false, fullCoverage: false, replicaCut: false },
+    { wait: true, fullCoverage: true, replicaCut: true },
+    { wait: false, fullCoverage: true, replicaCut: true },
   ];
-  for (const { wait, fullCoverage } of busCuts) {
+  for (const { wait, fullCoverage, replicaCut } of busCuts) {
     const setting =
       (wait ? 'wait=1&waitTimeoutMs=500' : 'no WAIT') +
       (fullCoverage ? '' : ', cluster-require-full-coverage no');
+    const cutOff = replicaCut ? 'the bus and its replica' : 'the bus';
     test(
-      `cut off the bus, failed over, rejoined, ${setting}: ${wait ? 'nothing acknowledged is lost' : 'the loss measured'}`,
+      `cut off ${cutOff}, failed over, rejoined, ${setting}: ${wait ? 'nothing acknowledged is lost' : 'the loss measured'}`,
       async () => {
         const topic = uniqueName(`cluster-bus-${wait ? 'wait' : 'nowait'}`);
         const g = await clusterGroups(cluster!, topic);
@@ -280,10 +292,11 @@ describe('Redis Cluster: the network to one master cut', () => {
             await redisCommand(HOST, n.port, `CONFIG SET cluster-require-full-coverage ${value}`);
         };
         if (!fullCoverage) await setCoverage('no');
+        let witnessAcksCutOff = 0;
         try {
           const { r, watch } = await withReadiness(async (proxyArgs, watch) =>
             runStoreFault({
-              name: `Redis Cluster, a master cut off the cluster bus until a failover, ${setting}`,
+              name: `Redis Cluster, a master cut off ${cutOff} until a failover, ${setting}`,
               brokerBootstrap,
               store: wait ? `${cluster!.url}?wait=1&waitTimeoutMs=500` : cluster!.url,
               proxyArgs,
@@ -292,8 +305,22 @@ describe('Redis Cluster: the network to one master cut', () => {
                 watch.start();
                 await sleep(1_000);
                 const cut = cutOffBus(busRelays, cluster!.nodes, g.victim.port);
+                const replicaLink = replicaCut
+                  ? cutOffReplica(relays, cluster!.nodes, g.victim.port, replica.port)
+                  : undefined;
                 watch.phase = 'cut';
                 ctx.mark('bus cut');
+                if (replicaCut) {
+                  // The witnesses stop while the old master still takes writes that reach no
+                  // other node: a commit they sent later would go to the new master (the client
+                  // retries through CLUSTERDOWN) and hide the loss.
+                  await sleep(100);
+                  const atCut = ctx.witnessAcks();
+                  await sleep(900);
+                  await ctx.stopWitnesses();
+                  witnessAcksCutOff = ctx.witnessAcks() - atCut;
+                  ctx.mark(`witness acks while the old master was cut off ${witnessAcksCutOff}`);
+                }
                 const others = new ClusterStateWatch(observer.port, (e) =>
                   ctx.mark(`the other masters ${e}`),
                 );
@@ -331,6 +358,7 @@ describe('Redis Cluster: the network to one master cut', () => {
                   // later commits, to the new master, would hide a loss.
                   await ctx.stopWitnesses();
                   cut.heal();
+                  replicaLink?.heal();
                   watch.phase = 'after';
                   ctx.mark('cut over');
                   await waitUntil(
@@ -344,6 +372,7 @@ describe('Redis Cluster: the network to one master cut', () => {
                   ctx.mark('old master a replica');
                 } finally {
                   cut.heal();
+                  replicaLink?.heal();
                   await others.stop();
                 }
                 await ctx.canariesSettled();
@@ -356,8 +385,10 @@ describe('Redis Cluster: the network to one master cut', () => {
             expectLive(r, { errorsExpected: true });
             expectWitnessLossOnly(
               r,
-              `Cluster bus cut${fullCoverage ? '' : ' (cluster-require-full-coverage no)'}`,
+              `Cluster: cut off ${cutOff}${fullCoverage ? '' : ' (cluster-require-full-coverage no)'}`,
             );
+            // What the old master acknowledged reached no other node: the fault is real.
+            if (replicaCut && witnessAcksCutOff > 0) expect(r.violations.length).toBeGreaterThan(0);
           }
           expect(watch.count('cut', 0)).toBe(0);
           expect(watch.count('after', 200)).toBeGreaterThan(0);

@@ -58,6 +58,29 @@ export function cutOffBus(
 }
 
 /**
+ * Cuts a Cluster replica's replication link to its master, with `relays` in front of every node's
+ * client port (the bed's `announcePort`: a replica connects to its master's announced port): the
+ * master's relay freezes what comes from the replica's source address. The proxy's connections to
+ * the master go on. Returns what ends the cut.
+ */
+export function cutOffReplica(
+  relays: RedisNodeRelays,
+  nodes: { port: number; sourceAddress?: string }[],
+  masterPort: number,
+  replicaPort: number,
+): { heal(): void } {
+  const source = nodes.find((n) => n.port === replicaPort)?.sourceAddress;
+  if (source === undefined) throw new Error(`node ${replicaPort} has no source address of its own`);
+  const relay = relays.of(masterPort);
+  relay.freezeFrom(source);
+  return {
+    heal() {
+      relay.thaw();
+    },
+  };
+}
+
+/**
  * A group's committed offsets (`kop:{g:G}:offsets`, "<topic>:<partition>" -> "<offset>|...") as
  * the first of `ports` that owns the key answers them: a Cluster node that does not serve the slot
  * answers MOVED, a Sentinel replica is not asked (the caller passes the current master first).
