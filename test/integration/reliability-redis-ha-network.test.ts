@@ -23,12 +23,9 @@
 import { afterAll, beforeAll, describe, expect, inject, test } from 'vitest';
 import { uniqueName } from '../bed/clients/scenarios.js';
 import { waitUntil } from '../bed/process.js';
-import { freePort } from '../bed/ports.js';
-import { parseClusterNodes, startRedisCluster, startRedisSentinel } from '../bed/redis.js';
-import type { ClusterNodeInfo, RedisCluster, RedisSentinelSet } from '../bed/redis.js';
+import { parseClusterNodes, startRedisSentinel } from '../bed/redis.js';
+import type { RedisCluster, RedisSentinelSet } from '../bed/redis.js';
 import { redisCommand } from '../bed/resp.js';
-import { readyz } from '../harness/readiness-poll.js';
-import type { Readiness } from '../harness/readiness-poll.js';
 import { sleep } from '../reliability/commit-checker.js';
 import {
   RedisNodeRelays,
@@ -36,8 +33,17 @@ import {
   cutOffReplica,
   readOffsetsDirect,
 } from '../reliability/redis-node-relays.js';
+import {
+  clusterGroups,
+  clusterRunOptions,
+  rejoinedAsReplica,
+  startClusterBehindRelays,
+  expectWitnessLossOnly,
+  withReadiness,
+} from '../reliability/redis-ha-scenario.js';
+import type { ClusterBehindRelays } from '../reliability/redis-ha-scenario.js';
 import { expectLive, expectSurvived, runStoreFault } from '../reliability/store-faults.js';
-import type { FaultContext, StoreFaultResult } from '../reliability/store-faults.js';
+import type { FaultContext } from '../reliability/store-faults.js';
 
 const brokerBootstrap = inject('kafkaBootstrap');
 const HOST = '127.0.0.1';
@@ -45,73 +51,6 @@ const STORE_TIMEOUT_MS = 1000;
 const SCENARIO_TIMEOUT_MS = 120_000;
 /** How long the witnesses go on committing after the Sentinel cut ends. */
 const WINDOW_MS = 2_000;
-
-/** /readyz polled every 250 ms from start() until stop(); what it answered, by phase. */
-class ReadinessWatch {
-  readonly seen: { phase: string; r: Readiness }[] = [];
-  phase = 'before';
-  private running: Promise<void> | undefined;
-  private stopped = false;
-  constructor(private readonly port: number) {}
-  start(): void {
-    this.running = (async () => {
-      while (!this.stopped) {
-        const phase = this.phase;
-        this.seen.push({ phase, r: await readyz(this.port) });
-        await sleep(250);
-      }
-    })();
-  }
-  /** Waits for a 200 after the cut (marking when), then stops polling. */
-  async readyAgain(ctx: FaultContext): Promise<void> {
-    await waitUntil('/readyz 200 after the cut', async () => this.count('after', 200) > 0, {
-      timeoutMs: 30_000,
-      intervalMs: 100,
-    });
-    ctx.mark('ready again');
-    await this.stop();
-  }
-  async stop(): Promise<void> {
-    this.stopped = true;
-    await this.running;
-  }
-  count(phase: string, status: number): number {
-    return this.seen.filter((s) => s.phase === phase && s.r.status === status).length;
-  }
-  summary(): string {
-    const phases = [...new Set(this.seen.map((s) => s.phase))];
-    return phases
-      .map((p) => {
-        const statuses = this.seen.filter((s) => s.phase === p).map((s) => s.r.status);
-        const tally = [...new Set(statuses)].map((st) => `${st}x${statuses.filter((x) => x === st).length}`);
-        return `${p}: ${tally.join(' ')}`;
-      })
-      .join('; ');
-  }
-}
-
-async function withReadiness(
-  run: (args: string[], watch: ReadinessWatch) => Promise<StoreFaultResult>,
-): Promise<{ r: StoreFaultResult; watch: ReadinessWatch }> {
-  const http = await freePort();
-  const watch = new ReadinessWatch(http);
-  const r = await run(['--http', `${HOST}:${http}`], watch);
-  await watch.stop();
-  console.log(`[faults] readiness (/readyz statuses by phase): ${watch.summary()}`);
-  return { r, watch };
-}
-
-/**
- * Without WAIT a loss is measured, not required: it is printed, and only witness partitions may
- * show it (the other groups' later commits overwrite a loss), each below its acknowledged offset.
- */
-function expectWitnessLossOnly(r: StoreFaultResult, what: string): void {
-  console.log(`[faults] ${what} without WAIT: ${r.violations.length} witness partitions lost`);
-  for (const v of r.violations) {
-    expect(v.group).toContain('-witness-');
-    expect(v.stored === null || v.stored < v.acked).toBe(true);
-  }
-}
 
 /** Polls a Cluster node's cluster_state every 50 ms until stop(), reporting each change. */
 class ClusterStateWatch {
@@ -139,78 +78,18 @@ class ClusterStateWatch {
   }
 }
 
-/** The groups of one run: named `<topic>-<kind>-<i>`, on the master that owns `<topic>-main-0` or not. */
-interface ClusterGroups {
-  victim: ClusterNodeInfo;
-  topology: ClusterNodeInfo[];
-  /** `n` groups of `kind` on the victim (`on`) or on the other masters. */
-  pick(kind: string, n: number, on: boolean): Promise<string[]>;
-}
-
-async function clusterGroups(cluster: RedisCluster, topic: string): Promise<ClusterGroups> {
-  // A run before this one may have failed a master over and rejoined it: wait until every node's
-  // view has converged, or the victim can show up without its replica.
-  await cluster.settled();
-  const topology = await cluster.topology();
-  const live = topology[0]!.port;
-  const ownerOf = async (g: string) => {
-    const slot = Number((await redisCommand(HOST, live, `CLUSTER KEYSLOT kop:{g:${g}}:offsets`)).slice(1));
-    return topology.find((n) => n.role === 'master' && n.slots.some(([a, b]) => slot >= a && slot <= b))!;
-  };
-  const victim = await ownerOf(`${topic}-main-0`);
-  return {
-    victim,
-    topology,
-    async pick(kind, n, on) {
-      const out: string[] = [];
-      for (let i = 0; out.length < n; i++) {
-        const g = `${topic}-${kind}-${i}`;
-        if (((await ownerOf(g)).id === victim.id) === on) out.push(g);
-      }
-      return out;
-    },
-  };
-}
-
 describe('Redis Cluster: the network to one master cut', () => {
+  let bed: ClusterBehindRelays | undefined;
   let relays: RedisNodeRelays;
   let busRelays: RedisNodeRelays;
   let cluster: RedisCluster | undefined;
   beforeAll(async () => {
-    relays = new RedisNodeRelays();
-    busRelays = new RedisNodeRelays();
-    cluster = await startRedisCluster({
-      replicasPerMaster: 1,
-      nodeTimeoutMs: 2_000,
-      announcePort: relays.announcePort,
-      busAnnouncePort: busRelays.announcePort,
-    });
+    bed = await startClusterBehindRelays(1);
+    ({ cluster, relays, busRelays } = bed);
   }, 120_000);
   afterAll(async () => {
-    await cluster?.stop();
-    await relays?.close();
-    await busRelays?.close();
+    await bed?.stop();
   });
-  /**
-   * What every run here shares: its groups (on the victim, plus two main groups on other masters
-   * that commit through the cut), and the verdict read from whichever node serves a group's slot
-   * at the end (the others answer MOVED).
-   */
-  const runOptions = async (g: ClusterGroups, topic: string) => ({
-    topic,
-    storeTimeoutMs: STORE_TIMEOUT_MS,
-    acks: 80,
-    readStored: async (group: string) =>
-      readOffsetsDirect(
-        cluster!.nodes.map((n) => n.port),
-        group,
-        topic,
-      ),
-    groups: [...(await g.pick('main', 4, true)), ...(await g.pick('main', 2, false))],
-    witnesses: await g.pick('witness', 4, true),
-    canaries: await g.pick('canary', 16, true),
-  });
-
   test(
     'frozen, then reset: retriable errors, /readyz 503, recovery on its own, nothing lost',
     async () => {
@@ -223,7 +102,7 @@ describe('Redis Cluster: the network to one master cut', () => {
           brokerBootstrap,
           store: cluster!.url,
           proxyArgs,
-          ...(await runOptions(g, topic)),
+          ...(await clusterRunOptions(cluster!, g, topic, STORE_TIMEOUT_MS)),
           inject: async (ctx: FaultContext) => {
             watch.start();
             await sleep(1_000);
@@ -300,7 +179,7 @@ describe('Redis Cluster: the network to one master cut', () => {
               brokerBootstrap,
               store: wait ? `${cluster!.url}?wait=1&waitTimeoutMs=500` : cluster!.url,
               proxyArgs,
-              ...(await runOptions(g, topic)),
+              ...(await clusterRunOptions(cluster!, g, topic, STORE_TIMEOUT_MS)),
               inject: async (ctx: FaultContext) => {
                 watch.start();
                 await sleep(1_000);
@@ -361,14 +240,7 @@ describe('Redis Cluster: the network to one master cut', () => {
                   replicaLink?.heal();
                   watch.phase = 'after';
                   ctx.mark('cut over');
-                  await waitUntil(
-                    'the old master to rejoin as a replica of the new one',
-                    async () => {
-                      const info = await redisCommand(HOST, g.victim.port, 'INFO replication');
-                      return info.includes('role:slave') && info.includes('master_link_status:up');
-                    },
-                    { timeoutMs: 30_000, intervalMs: 50 },
-                  );
+                  await rejoinedAsReplica(g.victim.port);
                   ctx.mark('old master a replica');
                 } finally {
                   cut.heal();
@@ -385,7 +257,7 @@ describe('Redis Cluster: the network to one master cut', () => {
             expectLive(r, { errorsExpected: true });
             expectWitnessLossOnly(
               r,
-              `Cluster: cut off ${cutOff}${fullCoverage ? '' : ' (cluster-require-full-coverage no)'}`,
+              `Cluster: cut off ${cutOff}${fullCoverage ? '' : ' (cluster-require-full-coverage no)'}, without WAIT`,
             );
             // What the old master acknowledged reached no other node: the fault is real.
             if (replicaCut && witnessAcksCutOff > 0) expect(r.violations.length).toBeGreaterThan(0);
@@ -482,7 +354,7 @@ describe('Redis Sentinel: the master cut off from the proxy and the sentinels, t
           // Without WAIT what the old master acknowledged after the cut is gone once the sentinels
           // make it a replica (whether the proxy still reaches the old master then depends on the
           // machine's timing).
-          expectWitnessLossOnly(r, 'Sentinel');
+          expectWitnessLossOnly(r, 'Sentinel, without WAIT');
         }
         expect(watch.count('cut', 503)).toBeGreaterThan(0);
         expect(watch.count('cut', 0)).toBe(0);
