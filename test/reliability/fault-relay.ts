@@ -30,8 +30,8 @@ interface Pair {
 export class FaultRelay {
   private readonly pairs = new Set<Pair>();
   private frozen = false;
-  /** Connections from this source address are frozen (freezeFrom()). */
-  private frozenFrom: string | undefined;
+  /** Connections from these source addresses are frozen (freezeFrom()). */
+  private readonly frozenFrom = new Set<string>();
   /** New connections are reset at once (the store's reconnects fail). */
   refusing = false;
   /** Client → server bytes written late by deliverHeld(), for the report. */
@@ -108,17 +108,17 @@ export class FaultRelay {
 
   /** freeze() for the connections whose client connects from `address` (open and new ones). */
   freezeFrom(address: string): void {
-    this.frozenFrom = address;
+    this.frozenFrom.add(address);
   }
 
   private isFrozen(pair: Pair): boolean {
-    return this.frozen || (this.frozenFrom !== undefined && pair.client.remoteAddress === this.frozenFrom);
+    return this.frozen || this.frozenFrom.has(pair.client.remoteAddress ?? '');
   }
 
-  /** Forwards what was held while frozen (by freeze() or freezeFrom()), and everything after it. */
+  /** Forwards what was held while frozen (by freeze() or any freezeFrom()), and everything after it. */
   thaw(): void {
     this.frozen = false;
-    this.frozenFrom = undefined;
+    this.frozenFrom.clear();
     for (const p of [...this.pairs]) {
       if (p.holding) continue;
       for (const b of p.up.splice(0)) p.upstream.write(b);
