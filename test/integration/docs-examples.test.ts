@@ -17,7 +17,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { beforeAll, describe, expect, test } from 'vitest';
 import { parseStoreUrl } from '../../backends/open-store.js';
-import { parseOffsetsCommand } from '../../proxy/offsets-cli.js';
+import { parseOffsetsCommand } from '../../proxy/offsets-command.js';
 import { listenFailureLine, startupSummary } from '../../proxy/cli.js';
 import { loadConfig } from '../../proxy/config.js';
 import { createLogger } from '../../proxy/logger.js';
