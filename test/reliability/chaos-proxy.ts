@@ -14,6 +14,9 @@ import type { AnonGrowth, MemorySample } from './chaos-memory.js';
 import { ReadinessTrack, probeReadyz } from './chaos-readiness.js';
 import type { UnreadyInterval } from './chaos-readiness.js';
 
+/** How much of an incarnation's output is kept (its tail). */
+const LOG_TAIL_CHARS = 200_000;
+
 /** A /readyz poll without an answer this long is "unanswered", not unready (chaos-readiness.ts). */
 const PROBE_TIMEOUT_MS = 5000;
 
@@ -92,8 +95,14 @@ export class ChaosProxy {
     this.child = child;
     this.incarnation++;
     const append = (d: Buffer) => {
-      // Only the tail is kept: a long run logs a warning per refused commit.
-      this.log = (this.log + d.toString()).slice(-200_000);
+      // Only the tail is kept: a long run logs a warning per refused commit. It starts at a
+      // line's start, so warnings() never counts a line cut in the middle as an event of its own.
+      const joined = this.log + d.toString();
+      if (joined.length <= LOG_TAIL_CHARS) this.log = joined;
+      else {
+        const tail = joined.slice(-LOG_TAIL_CHARS);
+        this.log = tail.slice(tail.indexOf('\n') + 1);
+      }
     };
     child.stdout!.on('data', append);
     child.stderr!.on('data', append);
@@ -213,7 +222,7 @@ export class ChaosProxy {
     };
   }
 
-  /** Warn and error log lines by event (of every incarnation). */
+  /** Warn and error log lines by event (of every incarnation, each its last LOG_TAIL_CHARS of output). */
   warnings(): Record<string, number> {
     const counts: Record<string, number> = {};
     for (const line of this.output().split('\n')) {
