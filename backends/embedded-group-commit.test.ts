@@ -56,3 +56,29 @@ describe('GroupCommit.committingForMs: how long the write on the disk has waited
     expect(writes.committingForMs()).toBe(0);
   });
 });
+
+describe('GroupCommit: a failed commit', () => {
+  it('fails every write in it with the cause lmdb-js gives, as explained (the disk full)', async () => {
+    const disk = stallableDisk();
+    const writes = new GroupCommit(
+      disk.transaction,
+      1000,
+      () => false,
+      Promise.resolve(),
+      async (why) => `${why} (the disk is full)`,
+    );
+    await Promise.resolve();
+    const a = writes.submit('embedded store: commit', () => 'a');
+    const b = writes.submit('embedded store: commit', () => 'b');
+    await Promise.resolve();
+    // lmdb-js's failed commit: an error whose commitError promise carries the cause.
+    const failed = Object.assign(new Error('Commit failed'), {
+      commitError: Promise.reject(new Error('Input/output error')),
+    });
+    for (const c of disk.commits) c.reject(failed);
+    for (const w of [a, b])
+      await expect(w).rejects.toThrow(
+        'embedded store: commit: write transaction failed: Input/output error (the disk is full)',
+      );
+  });
+});

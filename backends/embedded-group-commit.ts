@@ -88,13 +88,15 @@ export class GroupCommit {
   /**
    * `transaction`: lmdb-js's `root.transaction` (its callback runs inside a write transaction; the
    * promise settles once that transaction committed). `timeoutMs`: a write whose body has not run
-   * within it is answered "timed out" and never runs.
+   * within it is answered "timed out" and never runs. `explain`: adds what it knows to a failed
+   * commit's reason (the disk's free space: embedded-disk-space.ts).
    */
   constructor(
     private readonly transaction: (callback: () => void) => PromiseLike<unknown>,
     private readonly timeoutMs: number,
     private readonly isClosed: () => boolean,
     private readonly ready: Promise<void>,
+    private readonly explain: (why: string) => Promise<string> = async (why) => why,
   ) {
     ready.then(
       () => (this.isReady = true),
@@ -219,6 +221,7 @@ export class GroupCommit {
         let failure: { why: string; cause: unknown } | undefined;
         try {
           failure = await transactionFailure(err);
+          failure = { ...failure, why: await this.explain(failure.why) };
         } catch {
           failure = undefined;
         }

@@ -48,6 +48,7 @@ import type { EmbeddedDatabases, GroupRecord } from './embedded-databases.js';
 import { LAYOUT, migrate, readableLayout } from './embedded-migrate.js';
 import type { MigrationReport } from './embedded-migrate.js';
 import { StoreUnavailableError, withDeadline } from './errors.js';
+import { withDiskSpace } from './embedded-disk-space.js';
 import { GroupCommit, settle } from './embedded-group-commit.js';
 import {
   blockOf,
@@ -131,6 +132,7 @@ export class EmbeddedStore implements OffsetStore {
       this.timeoutMs,
       () => this.closed,
       this.ready,
+      (why) => withDiskSpace(opts.dataDir, why),
     );
     this.requestSweep = new RequestSweep(this.db, this.ready, this.requestTtlMs, opts.sweepBatch ?? 5_000);
   }

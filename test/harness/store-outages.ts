@@ -161,6 +161,8 @@ export function expectReadinessNamedTheCause(
 ): void {
   const notReady = seen.filter((r) => r.status === 503);
   expect(notReady.length, JSON.stringify(seen)).toBeGreaterThan(0);
-  expect(notReady.map((r) => r.body).join('\n')).toMatch(/no space left on device|MDB_MAP_FULL|ENOSPC/i);
+  expect(notReady.map((r) => r.body).join('\n')).toMatch(
+    /no space left on device|MDB_MAP_FULL|ENOSPC|file system of .* is full/i,
+  );
   expect(after.status, after.body).toBe(200);
 }

@@ -91,7 +91,7 @@ describe('embedded store on a full disk (tmpfs)', () => {
       const ready = await fetch(`http://127.0.0.1:${http}/readyz`);
       const body = (await ready.json()) as { checks: { store: { ok: boolean; error?: string } } };
       expect(ready.status).toBe(503);
-      expect(body.checks.store.error).toMatch(/no space left on device|MDB_/i);
+      expect(body.checks.store.error).toMatch(/no space left on device|MDB_|file system of .* is full/i);
       // The log stays one JSON object per line: lmdb-js's multi-line errors are routed through
       // it, and so is the C library's own "Write error: ..." (fprintf to C's stderr stream, no
       // newline: native/c-stderr.c makes each such write a JSON line).
