@@ -124,7 +124,7 @@ describe('frames passed on unread', { timeout: 60_000 }, () => {
   });
 });
 
-describe('the pair is handed back at a frame boundary', { timeout: 30_000 }, () => {
+describe('the pair is handed back at a frame boundary', { timeout: 120_000 }, () => {
   test('at a frame the proxy reads: from its first byte, with the requests still awaiting answers', async () => {
     const counted = { client_in: 0, client_out: 0, broker_in: 0, broker_out: 0 };
     bed = await start({ observer: { ...noopObserver, bytes: (direction, n) => (counted[direction] += n) } });
@@ -526,7 +526,7 @@ describe('a request over 64 KiB that spans reads', { timeout: 60_000 }, () => {
   });
 });
 
-describe('ends and limits', { timeout: 30_000 }, () => {
+describe('ends and limits', { timeout: 120_000 }, () => {
   test('the client closing or the broker closing is reported, once', async () => {
     bed = await start();
     bed.client.end();
