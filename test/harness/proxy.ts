@@ -104,6 +104,8 @@ export async function spawnProxy(
   nodeArgs: string[] = [],
   /** Another checkout's built CLI, for benchmarks that compare two builds in one run. */
   bin = path.join(repo, 'bin/kafka-offset-proxy.js'),
+  /** A command that execs node (its pid stays the proxy's), e.g. setpriv dropping a capability. */
+  launcher: string[] = [],
 ): Promise<ProxyProcess> {
   const port = await freePortRange();
   // The embedded store's default directory is relative to the working directory: a test gets its
@@ -114,11 +116,20 @@ export async function spawnProxy(
     env['KOP_DATA_DIR'] !== undefined
       ? undefined
       : scratchDir('kop-cli-data');
-  const child = spawn(
+  const command = [
+    ...launcher,
     process.execPath,
-    [...nodeArgs, bin, '--listen', `127.0.0.1:${port}`, ...(dataDir ? ['--data-dir', dataDir] : []), ...args],
-    { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] },
-  );
+    ...nodeArgs,
+    bin,
+    '--listen',
+    `127.0.0.1:${port}`,
+    ...(dataDir ? ['--data-dir', dataDir] : []),
+    ...args,
+  ];
+  const child = spawn(command[0]!, command.slice(1), {
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let out = '';
   child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
   child.stderr!.on('data', (d: Buffer) => (out += d.toString()));

@@ -5,13 +5,10 @@
 //   released after;
 // - a TLS handshake storm (full handshakes, garbage, half-open handshakes) on a TLS listener:
 //   probes and an existing TLS client answered, every full handshake served, recovery after;
-// - descriptors running out while the Redis store client and the proxy's own cluster connection
-//   (its metadata and readiness requests to the broker) must reconnect: probes on a kept-alive
-//   connection and an existing client keep being answered (the store's failure as an error code),
-//   and once descriptors are free the proxy reconnects both by itself.
-// reliability-limits.test.ts has the storm beyond a small --max-connections and RLIMIT_NOFILE 256.
+// reliability-limits.test.ts has the storm beyond a small --max-connections and RLIMIT_NOFILE 256;
+// reliability-descriptors.test.ts descriptors running out (the process's and the system's) while
+// the store client and the proxy's cluster connection must reconnect.
 // Asserted: behaviour, never speed (the times are logged).
-import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { readdirSync } from 'node:fs';
 import net from 'node:net';
@@ -21,31 +18,26 @@ import { createTopics } from '../bed/clients/kafkajs.js';
 import { uniqueName } from '../bed/clients/scenarios.js';
 import { makeTestCerts } from '../harness/certs.js';
 import type { TestCerts } from '../harness/certs.js';
+import { commitsAndFetches, probesAnswer } from '../harness/limits-checks.js';
 import { ensureBuilt } from '../harness/proxy.js';
 import { RawClient, apiVersionsRequest, splitHostPort } from '../harness/raw-client.js';
-import { commitOnce, fetchOnce, sleep } from '../reliability/commit-checker.js';
+import { sleep } from '../reliability/commit-checker.js';
 import { until } from '../reliability/fault-helpers.js';
 import {
   clientConnectionsSettle,
   closeProbes,
   cliWithMetrics,
   fmt,
-  keptAliveProbes,
   latencies,
-  nofileOf,
   openProbes,
   raiseNofile,
-  resetSockets,
   roundTrips,
   scrape,
-  socketsOf,
-  socketsTo,
   tally,
 } from '../reliability/limits-helpers.js';
 import type { Probe } from '../reliability/limits-helpers.js';
 
 const brokerBootstrap = inject('kafkaBootstrap');
-const brokerPort = splitHostPort(brokerBootstrap.split(',')[0]!)[1];
 const env = (name: string, fallback: number): number => Number(process.env[name] ?? fallback);
 const DEFAULT_MAX_CONNECTIONS = 10_000;
 /** Garbage that is not TLS (random bytes starting 0x16 would be a handshake record waiting for more). */
@@ -59,21 +51,6 @@ beforeAll(async () => {
   topic = uniqueName('limits-default');
   await createTopics({ bootstrap: brokerBootstrap }, [{ topic, partitions: 1 }]);
 });
-
-/** /healthz and /readyz answer 200 on fresh connections. */
-async function probesAnswer(httpAddress: string): Promise<void> {
-  for (const path of ['/healthz', '/readyz']) {
-    const res = await fetch(`http://${httpAddress}${path}`, { signal: AbortSignal.timeout(30_000) });
-    expect(res.status, `${path}: ${await res.text()}`).toBe(200);
-  }
-}
-
-/** A commit and its read-back on `client`. */
-async function commitsAndFetches(client: RawClient, offset: bigint): Promise<void> {
-  const group = uniqueName('limits-default-g');
-  expect(await commitOnce(client, group, topic, 1, offset)).toEqual([0]);
-  expect((await fetchOnce(client, group, topic, 1)).offsets.get(0)).toBe(offset);
-}
 
 describe('10,000 connections at once at the default --max-connections', () => {
   test('the limit is reached and never passed; probes and an existing client are answered; all is released', async () => {
@@ -163,7 +140,7 @@ describe('10,000 connections at once at the default --max-connections', () => {
       expect(seen.open + 1).toBe(DEFAULT_MAX_CONNECTIONS);
       expect(refused).toBeGreaterThan(0);
       expect(answered).toBeGreaterThan(0);
-      await commitsAndFetches(other, 7n);
+      await commitsAndFetches(other, topic, 7n);
 
       // Released: the storm closes, the proxy is back to the one client and serves a new one.
       closeProbes(probes);
@@ -171,7 +148,7 @@ describe('10,000 connections at once at the default --max-connections', () => {
       expect(await clientConnectionsSettle(http, 1, 30_000)).toBe(1);
       const fresh = await RawClient.connect(proxy.bootstrap);
       try {
-        await commitsAndFetches(fresh, 8n);
+        await commitsAndFetches(fresh, topic, 8n);
       } finally {
         fresh.close();
       }
@@ -254,7 +231,7 @@ describe('a TLS handshake storm', () => {
       expect(proxy.child.exitCode).toBe(null);
       expect(garbage.filter((s) => !s.closed)).toEqual([]);
       expect(answered).toBe(full.length);
-      await commitsAndFetches(other, 9n);
+      await commitsAndFetches(other, topic, 9n);
 
       // Recovery: the storm's sockets close, the proxy's descriptors go back, a new TLS client is served.
       for (const s of sockets) s.destroy();
@@ -265,7 +242,7 @@ describe('a TLS handshake storm', () => {
       );
       const fresh = await RawClient.connect(proxy.bootstrap, { tls: clientTls });
       try {
-        await commitsAndFetches(fresh, 10n);
+        await commitsAndFetches(fresh, topic, 10n);
       } finally {
         fresh.close();
       }
@@ -322,7 +299,7 @@ describe('TLS handshakes that never end, beyond --max-connections', () => {
       // Their places are free again: a new TLS client is served.
       const fresh = await RawClient.connect(proxy.bootstrap, { tls: clientTls });
       try {
-        await commitsAndFetches(fresh, 11n);
+        await commitsAndFetches(fresh, topic, 11n);
       } finally {
         fresh.close();
       }
@@ -332,127 +309,4 @@ describe('TLS handshakes that never end, beyond --max-connections', () => {
       await proxy.stop('SIGKILL');
     }
   });
-});
-
-describe('descriptors exhausted while the store client and the cluster connection must reconnect', () => {
-  test('Redis store: probes and an existing client answered, both reconnect by themselves once descriptors are free', async () => {
-    const redisUrl = inject('redisUrl');
-    const redisPort = Number(new URL(redisUrl).port);
-    const { proxy, http } = await cliWithMetrics(brokerBootstrap, ['--store', redisUrl]);
-    const pid = proxy.child.pid!;
-    let kept: RawClient | undefined;
-    let storm: Probe[] = [];
-    const probes = keptAliveProbes(http);
-    try {
-      // A first client's commit and the readiness checks open the cluster client's connections
-      // (topic lookup, the broker check); once that client is gone, the proxy's broker
-      // connections are the cluster client's alone.
-      const first = await RawClient.connect(proxy.bootstrap);
-      await roundTrips(first, 1);
-      await commitsAndFetches(first, 1n);
-      first.close();
-      await probesAnswer(http);
-      await until(
-        () => socketsTo(pid, brokerPort).length <= 2,
-        "the first client's broker connection closed",
-        10_000,
-      );
-      const clusterPorts = socketsTo(pid, brokerPort);
-      const storePorts = socketsTo(pid, redisPort);
-      expect(clusterPorts.length, 'the cluster client is connected').toBeGreaterThan(0);
-      expect(storePorts.length, 'the store client is connected').toBeGreaterThan(0);
-      // The existing client, with its own broker connection (relayed), which stays.
-      kept = await RawClient.connect(proxy.bootstrap);
-      await roundTrips(kept, 2);
-      await commitsAndFetches(kept, 2n);
-      const keptPorts = socketsTo(pid, brokerPort).filter((p) => !clusterPorts.includes(p));
-      expect(keptPorts.length).toBe(1);
-
-      // Descriptors run out: the soft limit set to what is open now plus 20, then filled by
-      // connections that send nothing (the rest of them libuv accepts and closes).
-      const fds = readdirSync(`/proc/${pid}/fd`).length;
-      const { hard } = nofileOf(pid);
-      execFileSync('prlimit', ['--pid', String(pid), `--nofile=${fds + 20}:${hard}`]);
-      storm = await openProbes(proxy.bootstrap, 200, () => undefined, 30_000);
-      await sleep(1_000);
-      const filled = tally(storm);
-      const atLimit = readdirSync(`/proc/${pid}/fd`).length;
-      // Both must reconnect now: their connections reset, as a network blip or a restart would.
-      // Closing them frees their descriptors, which the reconnects would take at once: the soft
-      // limit goes down to the lowest of them first (a descriptor's number must be below it), so
-      // every descriptor stays taken, as when something else grabbed them first.
-      const storeToReset = socketsOf(pid, redisPort);
-      const clusterToReset = socketsOf(pid, brokerPort).filter((s) => clusterPorts.includes(s.port));
-      const toReset = [...storeToReset, ...clusterToReset];
-      const lowest = Math.min(...toReset.map((s) => s.fd));
-      execFileSync('prlimit', ['--pid', String(pid), `--nofile=${lowest}:${hard}`]);
-      const answersFrom = probes.answers.length;
-      resetSockets(
-        storeToReset.map((s) => s.port),
-        redisPort,
-      );
-      resetSockets(
-        clusterToReset.map((s) => s.port),
-        brokerPort,
-      );
-      await sleep(3_000);
-      // Meanwhile the existing client: Metadata on its own broker connection; a commit and a
-      // fetch, which need the store: answered (an error code while the store is unreachable).
-      const during = latencies(await roundTrips(kept, 5));
-      const group = uniqueName('limits-fd-g');
-      const commitCodes = await commitOnce(kept, group, topic, 1, 5n);
-      const fetchCode = (await fetchOnce(kept, group, topic, 1)).errorCode;
-      const duringProbes = probes.since(answersFrom);
-      const storeSockets = socketsTo(pid, redisPort).length;
-      const emfile = (proxy.output().match(/EMFILE/g) ?? []).length;
-      console.log(
-        `[limits-default] descriptors exhausted (limit ${fds + 20}, ${atLimit} open, then limit ${lowest}; ${filled.open} of 200 new ` +
-          `connections held, ${filled.closed} closed at accept); store and cluster connections reset: probes ` +
-          `${JSON.stringify(duringProbes.got.map((a) => `${a.path} ${a.status}`).slice(-4))}, store connections ` +
-          `${storeSockets}, EMFILE logged ${emfile} times; existing client p50/p99/max ${fmt(during)} ms, ` +
-          `commit ${JSON.stringify(commitCodes)}, fetch ${fetchCode}`,
-      );
-      expect(proxy.child.exitCode).toBe(null);
-      expect(atLimit).toBeGreaterThanOrEqual(fds + 19);
-      expect(filled.closed).toBeGreaterThan(0);
-      expect(storeSockets, 'the store client could not reconnect').toBe(0);
-      expect(duringProbes.got.length).toBeGreaterThan(0);
-      expect(duringProbes.errors).toEqual([]);
-      expect(duringProbes.got.filter((a) => a.path === '/healthz').every((a) => a.status === 200)).toBe(true);
-      expect(commitCodes).toHaveLength(1);
-
-      // Descriptors free again: the store client and the cluster client reconnect by themselves,
-      // /readyz (which asks both) answers 200 again, and the commits go through.
-      execFileSync('prlimit', ['--pid', String(pid), `--nofile=${fds + 20}:${hard}`]);
-      closeProbes(storm);
-      await until(() => storm.every((p) => p.closed), 'the filler connections closed', 30_000);
-      const freed = Date.now();
-      let ready = false;
-      while (!ready && Date.now() - freed < 90_000) {
-        const last = probes.answers.findLast((a) => a.path === '/readyz');
-        ready = last?.status === 200 && socketsTo(pid, redisPort).length > 0;
-        if (!ready) await sleep(500);
-      }
-      expect(ready, 'ready again with a store connection').toBe(true);
-      const readyS = (Date.now() - freed) / 1000;
-      await commitsAndFetches(kept, 6n);
-      // A commit to a topic the cluster does not have is refused (UNKNOWN_TOPIC_OR_PARTITION) only
-      // when the cluster client answered the topic lookup: without an answer it lets it through.
-      expect(await commitOnce(kept, uniqueName('limits-fd-g'), uniqueName('no-such-topic'), 1, 1n)).toEqual([
-        3,
-      ]);
-      const fresh = await RawClient.connect(proxy.bootstrap);
-      try {
-        await commitsAndFetches(fresh, 7n);
-      } finally {
-        fresh.close();
-      }
-      console.log(`[limits-default] ready again ${readyS.toFixed(1)} s after descriptors were free`);
-    } finally {
-      closeProbes(storm);
-      await probes.stop();
-      kept?.close();
-      await proxy.stop('SIGKILL');
-    }
-  }, 300_000);
 });

@@ -18,19 +18,26 @@ import { metadataRequestBody, splitHostPort } from '../harness/raw-client.js';
 export async function cliWithMetrics(
   bootstrap: string,
   args: string[] = [],
+  launcher: string[] = [],
 ): Promise<{ proxy: ProxyProcess; http: string }> {
   const http = `127.0.0.1:${await freePortRange(0)}`;
-  const proxy = await spawnProxy([
-    '--bootstrap-server',
-    bootstrap,
-    '--store',
-    'memory://',
-    '--http',
-    http,
-    '--lag-interval-ms',
-    '0',
-    ...args,
-  ]);
+  const proxy = await spawnProxy(
+    [
+      '--bootstrap-server',
+      bootstrap,
+      '--store',
+      'memory://',
+      '--http',
+      http,
+      '--lag-interval-ms',
+      '0',
+      ...args,
+    ],
+    {},
+    [],
+    undefined,
+    launcher,
+  );
   return { proxy, http };
 }
 
