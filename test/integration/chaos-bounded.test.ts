@@ -16,7 +16,9 @@ const runs: Partial<ChaosOptions>[] = [
   // once (8 faults, every kind the Redis run has but the broker's); the embedded store's disk full
   // three times and its proxy killed twice (5 faults).
   { store: 'redis', seconds: 80, seed: 8, meanGapS: 8, maxFaultS: 6 },
-  { store: 'embedded', seconds: 70, seed: 8, meanGapS: 10, maxFaultS: 6 },
+  // The stalled disk needs a FUSE mount (/dev/fuse), which a CI machine may lack: it runs in the
+  // long runs (`npm run chaos-run`, which names a kind it leaves out) and `npm run disk-stall-run`.
+  { store: 'embedded', seconds: 70, seed: 8, meanGapS: 10, maxFaultS: 6, exclude: ['disk-stall'] },
 ];
 
 describe('the chaos run, bounded', () => {

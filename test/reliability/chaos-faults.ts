@@ -130,6 +130,13 @@ export async function runFault(f: ScheduledFault, env: FaultEnv): Promise<FaultR
         record.note = 'tmpfs filled, then freed';
         break;
       }
+      case 'disk-stall': {
+        const release = env.store.stallDisk!();
+        await hold();
+        release();
+        record.note = 'writes stalled, then released';
+        break;
+      }
     }
   } catch (err) {
     record.note += ` injection error: ${(err as Error).message.split('\n')[0]}`;

@@ -35,6 +35,8 @@ export interface ChaosInputs {
   warnings: Record<string, number>[];
   exitCodes: (number | null)[];
   negativeControl: number | null;
+  /** Fault kinds of this store the machine could not inject, and why. */
+  leftOut: { kind: string; why: string }[];
   warmUp: WarmUpMarks;
 }
 
@@ -165,6 +167,7 @@ export function faultTableAndVerdict(i: ChaosInputs): ChaosResult {
     `unready-in-warm-up=${unreadyInWarmUpS.map((u) => u.toFixed(1)).join('/')}s ` +
     `unready-outside-faults=${unready.seconds.toFixed(1)}s unanswered-readyz-outside-faults=${unanswered.seconds.toFixed(1)}s ` +
     `unexplained-rebalances=${sum(rebalances.filter((r) => r.proxy !== null).map((r) => r.unexplainedAtS.length))} rss=[${rssText}]` +
+    (i.leftOut.length > 0 ? ` left-out=${i.leftOut.map((l) => l.kind).join(',')}` : '') +
     (ok ? '' : ` reasons: ${reasons.join(' | ')}`);
   const lines = [
     `chaos run: ${o.store} store, ${i.proxies.length} proxies, seed ${o.seed}, ${o.seconds} s measured (${i.measuredS.toFixed(0)} s with the drain), ` +
@@ -188,6 +191,7 @@ export function faultTableAndVerdict(i: ChaosInputs): ChaosResult {
     `load: ${sent} requests sent, ${acked} partition commits acknowledged, ${failed} requests failed ${JSON.stringify(failures)}; error codes ${JSON.stringify(errorCodes)}`,
     `read back: ${i.storeRead.groups} groups from the store directly (${lostDirect} wrong), through a fresh proxy (${lostViaProxy} wrong)`,
     `producer: ${i.produced} records acknowledged, ${i.producerErrors ?? 'unknown'} send errors`,
+    ...i.leftOut.map((l) => `left out: ${l.kind} (${l.why})`),
     ...i.proxies.map(
       (p, k) =>
         `${p.name}: ${p.restarts} restarts (${p.failedStarts} failed starts), unready ${sum(p.unready.filter((u) => u.fromS >= 0).map((u) => u.toS - u.fromS)).toFixed(1)} s in all ` +

@@ -131,7 +131,10 @@ export async function chaosRun(partial: Partial<ChaosOptions>): Promise<ChaosRes
         : (kafka = await startKafka());
     store = await startChaosStore(o.store);
     const exclude = [...o.exclude, ...(o.bootstrap !== undefined ? (['broker-kill'] as const) : [])];
-    if (o.store === 'embedded' && store.fillDisk === undefined) exclude.push('disk-full');
+    for (const { kind, why } of store.unavailable) {
+      exclude.push(kind);
+      o.log(`left out: ${kind} (${why})`);
+    }
     const proxyCount = o.store === 'embedded' ? 1 : 2;
     const schedule = faultSchedule({
       seed: o.seed,
@@ -358,6 +361,7 @@ export async function chaosRun(partial: Partial<ChaosOptions>): Promise<ChaosRes
       warnings,
       exitCodes,
       negativeControl,
+      leftOut: store.unavailable,
       warmUp: {
         proxyReadyS: proxies.map((p) => p.firstReadyS),
         firstAckS,

@@ -30,7 +30,9 @@ export type FaultKind =
    */
   | 'store-node-cut'
   /** The embedded store's file system (a tmpfs) filled to the last page, freed after the duration. */
-  | 'disk-full';
+  | 'disk-full'
+  /** Every write, fsync and flush to the embedded store's directory (a FUSE mount) waits for the duration; reads go on. */
+  | 'disk-stall';
 
 export interface ScheduledFault {
   /** Its number in the run, from 1. */
@@ -45,7 +47,7 @@ export interface ScheduledFault {
 
 /** Which faults each store's run injects (docs/reliability.md says why the others are left out). */
 export const FAULTS_BY_STORE: Record<StoreKind, FaultKind[]> = {
-  embedded: ['proxy-kill', 'broker-kill', 'disk-full'],
+  embedded: ['proxy-kill', 'broker-kill', 'disk-full', 'disk-stall'],
   redis: ['proxy-kill', 'broker-kill', 'store-kill', 'store-stop', 'store-partition', 'store-drop'],
   'redis-cluster': [
     'proxy-kill',

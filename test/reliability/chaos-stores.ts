@@ -14,9 +14,10 @@ import { startRedis, startRedisCluster, startRedisSentinel } from '../bed/redis.
 import type { RedisProcess } from '../bed/redis.js';
 import { redisCommand } from '../bed/resp.js';
 import { startZooKeeperEnsemble } from '../bed/zookeeper.js';
-import type { StoreKind } from './chaos-schedule.js';
+import type { FaultKind, StoreKind } from './chaos-schedule.js';
 import { FaultRelay } from './fault-relay.js';
 import { RedisNodeRelays } from './redis-node-relays.js';
+import { StallDisk } from './stall-disk.js';
 
 export interface ChaosStore {
   kind: StoreKind;
@@ -34,6 +35,10 @@ export interface ChaosStore {
   masterRelay?(): Promise<{ relay: FaultRelay; port: number }>;
   /** Fills the data directory's file system (embedded on a tmpfs); resolves with the function that frees it. */
   fillDisk?(): () => void;
+  /** Stalls every write to the data directory (embedded on a FUSE mount); returns the function that releases them. */
+  stallDisk?(): () => void;
+  /** Fault kinds this store cannot inject on this machine, each with the reason (the run leaves them out and says so). */
+  unavailable: { kind: FaultKind; why: string }[];
   /** The store read directly. */
   openDirect(): Promise<OffsetStore>;
   stop(): Promise<void>;
@@ -51,48 +56,71 @@ function thawer(pid: number | undefined, current: () => number | undefined): () 
 }
 
 async function embedded(): Promise<ChaosStore> {
-  // A tmpfs of its own (needs root), so the disk can be filled without touching the machine's.
+  // A tmpfs of its own (needs root), so the disk can be filled without touching the machine's,
+  // and over it a FUSE loopback (root, /dev/fuse, python3-fusepy) whose writes can be stalled:
+  // the data directory is on the FUSE mount, its files on the tmpfs.
   const mount = fs.mkdtempSync(path.join(os.tmpdir(), 'kop-chaos-data-'));
   const mounted = spawnSync('mount', ['-t', 'tmpfs', '-o', 'size=512m', 'tmpfs', mount], {
     encoding: 'utf8',
   });
+  const unavailable: ChaosStore['unavailable'] = [];
   const onTmpfs = mounted.status === 0;
-  const dataDir = path.join(mount, 'data');
+  if (!onTmpfs)
+    unavailable.push({
+      kind: 'disk-full',
+      why: `no tmpfs: ${mounted.stderr.trim() || `mount exited ${mounted.status}`}`,
+    });
+  let stall: StallDisk | undefined;
+  try {
+    stall = await StallDisk.mount({ backing: path.join(mount, 'backing') });
+  } catch (err) {
+    unavailable.push({ kind: 'disk-stall', why: (err as Error).message.split('\n')[0]! });
+  }
+  const dataDir = path.join(stall?.path ?? mount, 'data');
   fs.mkdirSync(dataDir);
   return {
     kind: 'embedded',
     proxyArgs: ['--data-dir', dataDir],
     relays: [],
+    unavailable,
     kill: () => Promise.reject(new Error('the embedded store runs inside the proxy')),
     freeze: () => Promise.reject(new Error('the embedded store runs inside the proxy')),
-    ...(onTmpfs
+    ...(onTmpfs ? { fillDisk: () => fillToTheLastPage(path.join(mount, 'filler')) } : {}),
+    ...(stall
       ? {
-          fillDisk: () => {
-            const chunk = Buffer.alloc(1024 * 1024, 1);
-            const fd = fs.openSync(path.join(mount, 'filler'), 'w');
-            try {
-              for (;;) fs.writeSync(fd, chunk);
-            } catch (err) {
-              if ((err as NodeJS.ErrnoException).code !== 'ENOSPC') throw err;
-            }
-            // What is left below a megabyte, page by page.
-            try {
-              for (;;) fs.writeSync(fd, Buffer.alloc(4096, 1));
-            } catch (err) {
-              if ((err as NodeJS.ErrnoException).code !== 'ENOSPC') throw err;
-            } finally {
-              fs.closeSync(fd);
-            }
-            return () => fs.rmSync(path.join(mount, 'filler'), { force: true });
+          stallDisk: () => {
+            stall.stall();
+            return () => stall.release();
           },
         }
       : {}),
     openDirect: async () => new EmbeddedStore({ dataDir }),
     stop: async () => {
+      stall?.unmount();
       if (onTmpfs) spawnSync('umount', ['-l', mount]);
       fs.rmSync(mount, { recursive: true, force: true });
     },
   };
+}
+
+/** Writes `file` until its file system is full, to the last page; returns the function that frees it. */
+function fillToTheLastPage(file: string): () => void {
+  const chunk = Buffer.alloc(1024 * 1024, 1);
+  const fd = fs.openSync(file, 'w');
+  try {
+    for (;;) fs.writeSync(fd, chunk);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOSPC') throw err;
+  }
+  // What is left below a megabyte, page by page.
+  try {
+    for (;;) fs.writeSync(fd, Buffer.alloc(4096, 1));
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOSPC') throw err;
+  } finally {
+    fs.closeSync(fd);
+  }
+  return () => fs.rmSync(file, { force: true });
 }
 
 async function redis(): Promise<ChaosStore> {
@@ -102,6 +130,7 @@ async function redis(): Promise<ChaosStore> {
     kind: 'redis',
     proxyArgs: ['--store', `redis://${relay.address}`],
     relays: [relay],
+    unavailable: [],
     kill: async () => {
       await server.kill();
       return () => server.start();
@@ -161,6 +190,7 @@ async function redisCluster(): Promise<ChaosStore> {
     kind: 'redis-cluster',
     proxyArgs: ['--store', cluster.url],
     relays: [],
+    unavailable: [],
     ...masterFaults(aMaster),
     failover: async () => {
       const top = await cluster.topology();
@@ -197,6 +227,7 @@ async function sentinel(): Promise<ChaosStore> {
     kind: 'sentinel',
     proxyArgs: ['--store', set.url],
     relays: [],
+    unavailable: [],
     ...masterFaults(master),
     failover: async () =>
       redisCommand('127.0.0.1', set.sentinels[0]!.port, `SENTINEL FAILOVER ${set.masterName}`),
@@ -223,6 +254,7 @@ async function zookeeper(): Promise<ChaosStore> {
     kind: 'zk',
     proxyArgs: ['--store', `zk://${relays.map((r) => r.address).join(',')}/kop-chaos`],
     relays,
+    unavailable: [],
     kill: async () => {
       const leader = await ensemble.leader();
       await leader.kill();

@@ -18,14 +18,15 @@ export class StallDisk {
     private readonly daemon: ChildProcess,
   ) {}
 
-  static async mount(): Promise<StallDisk> {
+  /**
+   * `backing`: the directory the mount shows (created if missing), for a caller that wants it on a
+   * file system of its own (the chaos run's tmpfs, to fill it); by default one beside the mount.
+   */
+  static async mount(opts: { backing?: string } = {}): Promise<StallDisk> {
     const root = mkdtempSync(join(tmpdir(), 'kop-disk-stall-'));
-    const [backing, path, control] = ['backing', 'mnt', 'stalled'].map((n) => join(root, n)) as [
-      string,
-      string,
-      string,
-    ];
-    for (const dir of [backing, path]) mkdirSync(dir);
+    const [path, control] = ['mnt', 'stalled'].map((n) => join(root, n)) as [string, string];
+    const backing = opts.backing ?? join(root, 'backing');
+    for (const dir of [backing, path]) mkdirSync(dir, { recursive: true });
     // The distribution's python: fusepy is a Debian package, not in a pyenv's site-packages.
     const daemon = spawn('/usr/bin/python3', [script, backing, path, control], {
       stdio: ['ignore', 'inherit', 'pipe'],

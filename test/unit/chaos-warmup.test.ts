@@ -41,7 +41,12 @@ const group = (kind: GroupReport['kind'], firstAssignedAtS: number | null): Grou
 
 const nothingLost: ReadBack = { lost: [], consumerLost: [], groups: 4 };
 
-function verdict(unready: UnreadyInterval[], marks: WarmUpMarks, faults: FaultRecord[] = []) {
+function verdict(
+  unready: UnreadyInterval[],
+  marks: WarmUpMarks,
+  faults: FaultRecord[] = [],
+  leftOut: { kind: string; why: string }[] = [],
+) {
   const shared = newShared(defaultLoadRunOptions, 't');
   shared.totals.partitionCommitsAcked = 1000;
   return faultTableAndVerdict({
@@ -67,6 +72,7 @@ function verdict(unready: UnreadyInterval[], marks: WarmUpMarks, faults: FaultRe
     warnings: [{}, {}],
     exitCodes: [0, 0],
     negativeControl: null,
+    leftOut,
     warmUp: marks,
   });
 }
@@ -138,5 +144,15 @@ describe('the warm-up', () => {
     const r = verdict([], { ...slowStart, firstAckS: [28, WARM_UP_LIMIT_S + 5] });
     expect(r.ok).toBe(false);
     expect(r.reasons[0]).toMatch(/^the warm-up took 185\.0 s/);
+  });
+});
+
+describe('fault kinds the machine cannot inject', () => {
+  test('are named in the report and on the RESULT line, never dropped silently', () => {
+    const r = verdict([], slowStart, [], [{ kind: 'disk-stall', why: 'no /dev/fuse' }]);
+    expect(r.ok).toBe(true);
+    expect(r.resultLine).toContain('left-out=disk-stall');
+    expect(r.report).toContain('left out: disk-stall (no /dev/fuse)');
+    expect(verdict([], slowStart).resultLine).not.toContain('left-out');
   });
 });
