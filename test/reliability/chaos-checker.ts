@@ -164,8 +164,9 @@ export function faultTable(
     const d = between(series, f.startedS, f.endedS);
     const unready = proxies.map((p) => f1(unreadyWithin(p.unready, f.startedS, f.endedS + 15)));
     const name = f.kind === 'proxy-kill' ? `proxy-kill ${proxies[f.target]?.name ?? f.target}` : f.kind;
+    const planned = f.kind.startsWith('sentinel-') ? '-' : String(f.durationS);
     rows.push(
-      `| ${f.id} | ${f1(f.startedS)} | ${name} | ${f.durationS} | ${f1(lasted)} | ${(d.acked / Math.max(lasted, 0.1)).toFixed(0)} | ${d.failed} | ${unready.join(' | ')} | ${f.note} |`,
+      `| ${f.id} | ${f1(f.startedS)} | ${name} | ${planned} | ${f1(lasted)} | ${(d.acked / Math.max(lasted, 0.1)).toFixed(0)} | ${d.failed} | ${unready.join(' | ')} | ${f.note} |`,
     );
   }
   return rows;

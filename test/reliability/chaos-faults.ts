@@ -11,7 +11,9 @@ import type { ScheduledFault } from './chaos-schedule.js';
 import type { ChaosStore } from './chaos-stores.js';
 import { sleep } from './commit-checker.js';
 
-export interface FaultRecord extends ScheduledFault {
+export interface FaultRecord extends Omit<ScheduledFault, 'kind'> {
+  /** An injected kind, or a fault the store made on its own and the run observed (chaos-store-events.ts). */
+  kind: ScheduledFault['kind'] | 'sentinel-failover' | 'sentinel-demotion';
   /** When it was injected and when the component was back, on the run's clock (s). */
   startedS: number;
   endedS: number;

@@ -134,6 +134,8 @@ export function faultTableAndVerdict(i: ChaosInputs): ChaosResult {
     );
   reasons.push(...warmUpReasons(warm));
   reasons.push(...rebalanceReasons(rebalances));
+  const observed = i.faults.filter((f) => f.kind.startsWith('sentinel-')).length;
+  const injected = i.faults.length - observed;
   const failedInjections = i.faults.filter((f) => f.note.includes('injection error'));
   if (failedInjections.length > 0)
     reasons.push(
@@ -159,7 +161,8 @@ export function faultTableAndVerdict(i: ChaosInputs): ChaosResult {
     })
     .join(', ');
   const resultLine =
-    `RESULT: ${ok ? 'ok' : 'FAILED'} store=${o.store} seed=${o.seed} seconds=${o.seconds} faults=${i.faults.length} ` +
+    `RESULT: ${ok ? 'ok' : 'FAILED'} store=${o.store} seed=${o.seed} seconds=${o.seconds} faults=${injected} ` +
+    (observed > 0 ? `store-events=${observed} ` : '') +
     `partition-commits-acked=${acked} requests-failed=${failed} lost=${lostDirect} lost-via-proxy=${lostViaProxy} ` +
     `stale-reads=${staleReads} records=${i.produced} missing=${sum(i.groups.map((g) => g.missing))} ` +
     `duplicates-outside-window=${sum(i.groups.map((g) => g.duplicatesOutsideWindow))} ` +

@@ -38,6 +38,8 @@ import { ChaosGroup, ProducedRecords, runProducer } from './chaos-consumers.js';
 import type { ConsumerKind } from './chaos-consumers.js';
 import { runFault } from './chaos-faults.js';
 import type { FaultRecord } from './chaos-faults.js';
+import { sentinelFaults } from './chaos-store-events.js';
+import type { SentinelEvents } from './chaos-store-events.js';
 import { ChaosProxy } from './chaos-proxy.js';
 import { faultSchedule } from './chaos-schedule.js';
 import { WARM_UP_LIMIT_S, warmUp } from './chaos-warmup.js';
@@ -118,6 +120,7 @@ export async function chaosRun(partial: Partial<ChaosOptions>): Promise<ChaosRes
   const groups: ChaosGroup[] = [];
   let producer: ReturnType<typeof runProducer> | undefined;
   let fresh: ChaosProxy | undefined;
+  let storeEvents: SentinelEvents | undefined;
   try {
     await ensureBuilt();
     const cluster: Pick<KafkaCluster, 'bootstrap' | 'classpath' | 'brokers' | 'startBroker'> =
@@ -160,6 +163,7 @@ export async function chaosRun(partial: Partial<ChaosOptions>): Promise<ChaosRes
     for (let i = 0; i < proxyCount; i++)
       proxies.push(await ChaosProxy.start(`proxy-${'AB'[i]}`, proxyArgs, clock));
     for (const p of proxies) p.startPolling();
+    storeEvents = await store.watchEvents?.(clock, o.log);
 
     // ---- the load ----
     const loadOpts = { ...defaultLoadRunOptions, partitionsPerCommit: P, requestTimeoutMs: 10_000 };
@@ -278,7 +282,11 @@ export async function chaosRun(partial: Partial<ChaosOptions>): Promise<ChaosRes
         }
       }, 5);
     });
-    const faults = await Promise.all(faultTasks);
+    const injected = await Promise.all(faultTasks);
+    const faults = [
+      ...injected,
+      ...(storeEvents ? sentinelFaults(storeEvents.events, injected.length + 1) : []),
+    ].sort((a, b) => a.startedS - b.startedS);
     // Answers on the way belong to the run.
     const drainEnd = performance.now() + 12_000;
     while (conns.some((c) => c.inFlight > 0) && performance.now() < drainEnd) {
@@ -374,6 +382,7 @@ export async function chaosRun(partial: Partial<ChaosOptions>): Promise<ChaosRes
     producer?.kill();
     await Promise.allSettled(groups.map((g) => g.stop()));
     await Promise.allSettled([...proxies, ...(fresh ? [fresh] : [])].map((p) => p.kill()));
+    storeEvents?.close();
     await Promise.allSettled([kafka?.stop(), store?.stop()]);
   }
 }

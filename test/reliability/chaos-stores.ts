@@ -18,6 +18,7 @@ import type { FaultKind, StoreKind } from './chaos-schedule.js';
 import { FaultRelay } from './fault-relay.js';
 import { RedisNodeRelays } from './redis-node-relays.js';
 import { StallDisk } from './stall-disk.js';
+import { SentinelEvents } from './chaos-store-events.js';
 
 export interface ChaosStore {
   kind: StoreKind;
@@ -37,6 +38,8 @@ export interface ChaosStore {
   fillDisk?(): () => void;
   /** Stalls every write to the data directory (embedded on a FUSE mount); returns the function that releases them. */
   stallDisk?(): () => void;
+  /** Watches what the store does on its own (Sentinel's failovers), from outside the proxy. */
+  watchEvents?(clock: () => number, log: (line: string) => void): Promise<SentinelEvents>;
   /** Fault kinds this store cannot inject on this machine, each with the reason (the run leaves them out and says so). */
   unavailable: { kind: FaultKind; why: string }[];
   /** The store read directly. */
@@ -231,6 +234,7 @@ async function sentinel(): Promise<ChaosStore> {
     ...masterFaults(master),
     failover: async () =>
       redisCommand('127.0.0.1', set.sentinels[0]!.port, `SENTINEL FAILOVER ${set.masterName}`),
+    watchEvents: (clock, log) => SentinelEvents.watch(set.sentinels[0]!.port, clock, log),
     masterRelay: async () => {
       const { port } = await master();
       return { relay: nodeRelays.of(port), port };
