@@ -9,7 +9,8 @@ import net from 'node:net';
 import { afterEach, describe, expect, test } from 'vitest';
 import { BrokerMap } from './broker-map.js';
 import type { HostPort } from './broker-map.js';
-import { bindProblem, KafkaProxy, ListenError } from './server.js';
+import { bindProblem, ListenError } from './broker-listeners.js';
+import { KafkaProxy } from './server.js';
 import type { ProxyOptions } from './server.js';
 
 const HOST = '127.0.0.1';

@@ -12,6 +12,7 @@ import { ApiPlans } from './api-plan.js';
 import { ApiVersionsPolicy } from './api-versions.js';
 import { BrokerMap } from './broker-map.js';
 import type { HostPort } from './broker-map.js';
+import { bindProblem, BrokerListeners, listen, ListenError } from './broker-listeners.js';
 import { ProxyConnection } from './connection.js';
 import { RequestBufferPool } from './request-pool.js';
 import type { ConnectionPolicy } from './connection.js';
@@ -101,53 +102,11 @@ export interface ProxyOptions {
   bindFailure?: 'exit' | 'unready';
 }
 
-/** How often a broker port that could not be bound is tried again. */
-export const BIND_RETRY_MS = 5000;
-
-/** A listener that could not be bound: which port, why, and the option that chose the port. */
-export class ListenError extends Error {
-  override readonly name = 'ListenError';
-  constructor(
-    /** The option that set the port: `listen` (bootstrap, or listen port + 1 + node id) or `broker-port`. */
-    readonly option: 'listen' | 'broker-port',
-    readonly address: HostPort,
-    /** null: the bootstrap listener. */
-    readonly nodeId: number | null,
-    readonly reason: string,
-    options?: { cause?: unknown },
-  ) {
-    super(
-      `${nodeId === null ? 'the bootstrap port' : `broker ${nodeId}'s port`} ${address.host}:${address.port}` +
-        `${nodeId !== null && option === 'listen' ? ' (the --listen port + 1 + node id)' : ''} cannot be bound: ${reason}`,
-      options,
-    );
-  }
-}
-
-/** Why a listen failed, in words (with the code), not Node's message. */
-export function bindProblem(err: unknown): string {
-  const code = (err as NodeJS.ErrnoException).code;
-  const reasons: Record<string, string> = {
-    EADDRINUSE: 'address already in use',
-    EACCES: 'permission denied (ports below 1024 need privileges)',
-    EADDRNOTAVAIL: 'the address is not one of this machine',
-    ENOTFOUND: 'the host name is not known',
-    EAI_AGAIN: 'the host name could not be resolved',
-  };
-  if (code !== undefined && reasons[code] !== undefined) return `${reasons[code]} (${code})`;
-  return code ?? (err instanceof Error ? err.message : String(err));
-}
-
 export class KafkaProxy {
   readonly brokers: BrokerMap;
   private readonly log: Logger;
   private readonly servers = new Map<string, net.Server>();
-  private readonly listening = new Map<number, Promise<void>>();
-  /** Node ids whose listener is open (their `listening` promise has resolved). */
-  private readonly listeningNow = new Set<number>();
-  /** Broker ports that could not be bound, retried every BIND_RETRY_MS (readiness lists them). */
-  private readonly unbound = new Map<number, ListenError>();
-  private bindRetry: NodeJS.Timeout | null = null;
+  private readonly listeners: BrokerListeners;
   private readonly connections = new Set<ProxyConnection>();
   /**
    * TLS connections accepted and not closed, their handshake ended or not: each holds a descriptor
@@ -179,6 +138,17 @@ export class KafkaProxy {
     this.listenPort = opts.listen.port;
     this.advertisedHost = opts.advertisedHost ?? defaultAdvertisedHost(opts.listen.host);
     this.brokers = new BrokerMap(opts.listen.port, opts.brokerPorts);
+    this.listeners = new BrokerListeners({
+      host: opts.listen.host,
+      localPort: (nodeId) => this.brokers.localPort(nodeId),
+      option: (nodeId) => (opts.brokerPorts?.has(nodeId) ? 'broker-port' : 'listen'),
+      create: (nodeId) => this.createServer(nodeId),
+      bound: (nodeId, server) => {
+        server.on('error', (err) => this.onServerError(err, nodeId));
+        this.servers.set(`node-${nodeId}`, server);
+      },
+      log: this.log,
+    });
     // Fetch answers are streamed: exposeBroker below learns a broker synchronously.
     const plans = new ApiPlans({ extension: opts.extension ?? null, streamFetch: true });
     this.versions = new ApiVersionsPolicy(opts.extension ?? null, plans.decoded);
@@ -302,7 +272,7 @@ export class KafkaProxy {
       // The cluster may come up after the proxy; brokers are learned from the first Metadata then.
       this.log.warn('cluster not reachable at start', { error: err });
     }
-    const bound = await Promise.allSettled(found.map(({ nodeId }) => this.ensureListener(nodeId)));
+    const bound = await Promise.allSettled(found.map(({ nodeId }) => this.listeners.ensure(nodeId)));
     const failed = bound.find((r): r is PromiseRejectedResult => r.status === 'rejected');
     if (failed !== undefined && (this.opts.bindFailure ?? RELAY_DEFAULTS.bindFailure) === 'exit') {
       await this.stop();
@@ -315,7 +285,7 @@ export class KafkaProxy {
    * readiness reports.
    */
   listenerProblems(): string[] {
-    return [...this.unbound.values()].map((e) => e.message);
+    return this.listeners.problems();
   }
 
   /** Asks the cluster which brokers it has (and learns their addresses), opening no listener. */
@@ -328,14 +298,14 @@ export class KafkaProxy {
   /** Asks the cluster which brokers it has and opens a listener for each. */
   async refreshBrokers(): Promise<void> {
     const found = await this.discover();
-    await Promise.all(found.map(({ nodeId }) => this.ensureListener(nodeId)));
+    await Promise.all(found.map(({ nodeId }) => this.listeners.ensure(nodeId)));
   }
 
   /** Stops accepting, lets in-flight requests finish, then closes every connection. */
   async stop(): Promise<void> {
     if (this.stopping) return;
     this.stopping = true;
-    if (this.bindRetry) clearTimeout(this.bindRetry);
+    this.listeners.stop();
     const closing = [...this.servers.values()].map(
       (s) => new Promise<void>((resolve) => s.close(() => resolve())),
     );
@@ -362,7 +332,7 @@ export class KafkaProxy {
     // port that cannot be bound does not fail the response (the client can still use the other
     // brokers): it is logged, listed by readiness and retried.
     if (nodes.length === 0) return false;
-    await Promise.all(nodes.map((n) => this.ensureListener(n).catch(() => undefined)));
+    await Promise.all(nodes.map((n) => this.listeners.ensure(n).catch(() => undefined)));
     return true;
   }
 
@@ -373,56 +343,9 @@ export class KafkaProxy {
   private exposeBroker(nodeId: number, upstream: HostPort): ExposedBroker {
     this.brokers.learn(nodeId, upstream);
     const exposed: ExposedBroker = { host: this.advertisedHost, port: this.brokers.localPort(nodeId) };
-    if (!this.listeningNow.has(nodeId)) exposed.ready = this.ensureListener(nodeId).catch(() => undefined);
+    if (!this.listeners.isListening(nodeId))
+      exposed.ready = this.listeners.ensure(nodeId).catch(() => undefined);
     return exposed;
-  }
-
-  private ensureListener(nodeId: number): Promise<void> {
-    let ready = this.listening.get(nodeId);
-    if (!ready) {
-      const server = this.createServer(nodeId);
-      const port = this.brokers.localPort(nodeId);
-      const address = { host: this.opts.listen.host, port };
-      ready = listen(server, address.host, port).then(
-        () => {
-          server.on('error', (err) => this.onServerError(err, nodeId));
-          this.servers.set(`node-${nodeId}`, server);
-          this.listeningNow.add(nodeId);
-          const retried = this.unbound.delete(nodeId);
-          this.log.info('listening', {
-            role: 'broker',
-            node: nodeId,
-            host: address.host,
-            port,
-            ...(retried ? { retried } : {}),
-          });
-          if (this.stopping) server.close();
-        },
-        (err: unknown) => {
-          this.listening.delete(nodeId);
-          const option = this.opts.brokerPorts?.has(nodeId) ? 'broker-port' : 'listen';
-          const failure = new ListenError(option, address, nodeId, bindProblem(err), { cause: err });
-          // Logged once per port, not at every retry.
-          if (!this.unbound.has(nodeId))
-            this.log.error('cannot listen for broker', { node: nodeId, port, option, error: failure.reason });
-          this.unbound.set(nodeId, failure);
-          this.scheduleBindRetry();
-          throw failure;
-        },
-      );
-      this.listening.set(nodeId, ready);
-    }
-    return ready;
-  }
-
-  private scheduleBindRetry(): void {
-    if (this.bindRetry !== null || this.stopping) return;
-    this.bindRetry = setTimeout(() => {
-      this.bindRetry = null;
-      if (this.stopping) return;
-      for (const nodeId of this.unbound.keys()) void this.ensureListener(nodeId).catch(() => undefined);
-    }, BIND_RETRY_MS);
-    this.bindRetry.unref();
   }
 
   /**
@@ -580,16 +503,6 @@ function failOnErrorUntilConnected(socket: net.Socket, fail: (err: Error) => voi
   return () => {
     onError = null;
   };
-}
-
-function listen(server: net.Server, host: string, port: number): Promise<void> {
-  return new Promise((resolve, reject) => {
-    server.once('error', reject);
-    server.listen({ host, port }, () => {
-      server.removeListener('error', reject);
-      resolve();
-    });
-  });
 }
 
 function defaultAdvertisedHost(listenHost: string): string {

@@ -21,7 +21,7 @@ import { parseOffsetsCommand } from '../../proxy/offsets-command.js';
 import { listenFailureLine, startupSummary } from '../../proxy/cli.js';
 import { loadConfig } from '../../proxy/config.js';
 import { createLogger } from '../../proxy/logger.js';
-import { ListenError } from '../../proxy/core/server.js';
+import { ListenError } from '../../proxy/core/broker-listeners.js';
 import { CLI_BIN } from '../harness/cli-process.js';
 import { ensureBuilt } from '../harness/proxy.js';
 
