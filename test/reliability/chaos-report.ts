@@ -101,6 +101,14 @@ export function faultTableAndVerdict(i: ChaosInputs): ChaosResult {
     i.measuredS,
     countFromS,
   );
+  // What the injected faults alone leave unexplained: how much the store's own events explain.
+  const unreadyOutsideInjected = unexplainedUnready(
+    i.proxies.flatMap((p) => p.unready),
+    i.faults.filter((f) => !f.kind.startsWith('sentinel-')),
+    UNREADY_GRACE_S,
+    i.measuredS,
+    countFromS,
+  );
   const unanswered = unexplainedUnready(
     i.proxies.flatMap((p) => p.unanswered),
     i.faults,
@@ -168,7 +176,9 @@ export function faultTableAndVerdict(i: ChaosInputs): ChaosResult {
     `duplicates-outside-window=${sum(i.groups.map((g) => g.duplicatesOutsideWindow))} ` +
     `warm-up=${warm.endS === null ? 'never' : `${warm.endS.toFixed(1)}s`} ` +
     `unready-in-warm-up=${unreadyInWarmUpS.map((u) => u.toFixed(1)).join('/')}s ` +
-    `unready-outside-faults=${unready.seconds.toFixed(1)}s unanswered-readyz-outside-faults=${unanswered.seconds.toFixed(1)}s ` +
+    `unready-outside-faults=${unready.seconds.toFixed(1)}s ` +
+    (observed > 0 ? `unready-outside-injected-faults=${unreadyOutsideInjected.seconds.toFixed(1)}s ` : '') +
+    `unanswered-readyz-outside-faults=${unanswered.seconds.toFixed(1)}s ` +
     `unexplained-rebalances=${sum(rebalances.filter((r) => r.proxy !== null).map((r) => r.unexplainedAtS.length))} rss=[${rssText}]` +
     (i.leftOut.length > 0 ? ` left-out=${i.leftOut.map((l) => l.kind).join(',')}` : '') +
     (ok ? '' : ` reasons: ${reasons.join(' | ')}`);
