@@ -9,6 +9,8 @@ import { checkOrder } from './commit-order.js';
 import { StoreUnavailableError, withDeadline } from './errors.js';
 import { decodeOutcome } from './outcome-codec.js';
 import type { EncodedOutcome } from './outcome-codec.js';
+import { appendConfirmations, confirmationShortfall, confirmsAnything } from './redis-confirm.js';
+import type { ConfirmingPipeline } from './redis-confirm.js';
 import { packCommitWrites } from './redis-pack.js';
 import { isCorruptionReply } from './redis-reply.js';
 import { EXPIRED_REPLY } from './redis-scripts.js';
@@ -36,10 +38,10 @@ interface CommitScript {
   kopCommit(...args: (string | number | Buffer)[]): Promise<string>;
 }
 
-interface WaitPipeline {
+interface WaitPipeline extends ConfirmingPipeline<WaitPipeline> {
   kopCommit(...args: (string | number | Buffer)[]): WaitPipeline;
+  get(key: string): WaitPipeline;
   pexpire(key: string, ms: number): WaitPipeline;
-  wait(replicas: number, timeoutMs: number): WaitPipeline;
   exec(): Promise<[Error | null, unknown][]>;
 }
 
@@ -104,18 +106,17 @@ export class RedisCommits {
         : `${request.order.instance}:${String(request.order.seq).padStart(16, '0')}`,
       request.order?.contended === false ? '' : ORDERS_KEPT_MS,
     ];
-    const first =
-      this.deps.target.wait > 0
-        ? await untilOrUnknown(this.commitAndWait(requestKey, args, validTo), validTo)
-        : await untilOrUnknown(
-            this.scripts.kopCommit(...args).then((reply) => {
-              // The usual answer, without a JSON.parse per commit.
-              if (reply === OK_REPLY) return OK_OUTCOME;
-              if (reply === EXPIRED_REPLY) return UNKNOWN;
-              return decodeOutcome(JSON.parse(reply) as EncodedOutcome);
-            }),
-            validTo,
-          );
+    const first = confirmsAnything(this.deps.target)
+      ? await untilOrUnknown(this.commitAndWait(requestKey, args, validTo), validTo)
+      : await untilOrUnknown(
+          this.scripts.kopCommit(...args).then((reply) => {
+            // The usual answer, without a JSON.parse per commit.
+            if (reply === OK_REPLY) return OK_OUTCOME;
+            if (reply === EXPIRED_REPLY) return UNKNOWN;
+            return decodeOutcome(JSON.parse(reply) as EncodedOutcome);
+          }),
+          validTo,
+        );
     if (first.outcome !== undefined) return first.outcome;
     await sleepUntil(validTo);
     return withDeadline('redis store: commit', this.deps.readBackMs, () =>
@@ -124,8 +125,8 @@ export class RedisCommits {
   }
 
   /**
-   * After the validity: the request record says whether the commit applied (with ?wait=N, it
-   * must also be on N replicas, as for the commit itself).
+   * After the validity: the request record says whether the commit applied (with ?wait=N or
+   * WAITAOF, it must also be confirmed as the commit itself is: redis-confirm.ts).
    */
   private async readBack(requestKey: string, failure: unknown): Promise<CommitOutcome> {
     const why =
@@ -133,19 +134,19 @@ export class RedisCommits {
         ? failure.message
         : `no answer within ${this.deps.timeoutMs - this.deps.readBackMs} ms (or the script ran too late)`;
     let recorded: string | null;
-    if (this.deps.target.wait > 0) {
-      const { wait, waitTimeoutMs, requestTtlMs } = this.deps.target;
-      const [got, touched, waited] = (await this.deps.client
-        .pipeline()
-        .get(requestKey)
-        .pexpire(requestKey, requestTtlMs)
-        .wait(wait, waitTimeoutMs)
-        .exec()) as [Error | null, unknown][];
+    const target = this.deps.target;
+    if (confirmsAnything(target)) {
+      const pipeline = this.deps.client.pipeline() as unknown as WaitPipeline;
+      const [got, touched, ...confirmations] = await appendConfirmations(
+        pipeline.get(requestKey).pexpire(requestKey, target.requestTtlMs),
+        target,
+      ).exec();
       if (got![0] !== null) throw got![0];
       recorded = (got![1] as string | null) ?? null;
-      if (recorded !== null && (touched![1] !== 1 || Number(waited![1]) < wait))
+      const shortfall = recorded === null ? null : confirmationShortfall(confirmations, target);
+      if (recorded !== null && (touched![1] !== 1 || shortfall !== null))
         throw new StoreUnavailableError(
-          `redis store: commit applied on the primary, not on ${wait} replicas within ${waitTimeoutMs} ms (after: ${why})`,
+          `redis store: commit applied on the primary, but it ${shortfall ?? 'its record expired as it was read'} (after: ${why})`,
         );
     } else {
       recorded = await this.deps.client.get(requestKey);
@@ -159,11 +160,12 @@ export class RedisCommits {
   }
 
   /**
-   * The commit script, a PEXPIRE of its request record and WAIT, as one pipeline: one connection,
-   * to the primary that owns the group's slot (ioredis routes a Cluster pipeline by its keys; WAIT
-   * has none). WAIT counts the replicas that have every write this connection made before it. The
-   * PEXPIRE is such a write even when the script only answered a recorded outcome (a resend after a
-   * lost connection writes nothing, and WAIT alone would then return at once), and its result 0
+   * The commit script, a PEXPIRE of its request record and WAIT and/or WAITAOF (redis-confirm.ts),
+   * as one pipeline: one connection, to the primary that owns the group's slot (ioredis routes a
+   * Cluster pipeline by its keys; WAIT has none). WAIT and WAITAOF count every write this
+   * connection made before them. The PEXPIRE is such a write even when the script only answered a
+   * recorded outcome (a resend after a lost connection writes nothing, and WAIT alone would then
+   * return at once), and its result 0
    * says the record is not on this primary at all (a failover promoted a replica that never got
    * the first attempt): then nothing is acknowledged. UNKNOWN when the script ran too late.
    */
@@ -172,14 +174,13 @@ export class RedisCommits {
     args: (string | number | Buffer)[],
     validTo: number,
   ): Promise<CommitOutcome | typeof UNKNOWN> {
-    const { wait, waitTimeoutMs, requestTtlMs } = this.deps.target;
+    const target = this.deps.target;
     for (;;) {
       const pipeline = this.deps.client.pipeline() as unknown as WaitPipeline;
-      const [script, touched, waited] = (await pipeline
-        .kopCommit(...args)
-        .pexpire(requestKey, requestTtlMs)
-        .wait(wait, waitTimeoutMs)
-        .exec()) as [Error | null, unknown][];
+      const [script, touched, ...confirmations] = await appendConfirmations(
+        pipeline.kopCommit(...args).pexpire(requestKey, target.requestTtlMs),
+        target,
+      ).exec();
       if (script![0] !== null) {
         // A Cluster pipeline is not redirected when its commands fail differently (the script
         // MOVED, WAIT answered): learn the new slot owner and run it again (the request record
@@ -202,15 +203,10 @@ export class RedisCommits {
           "redis store: the commit's request record is not on the primary that answered WAIT (failover?)",
         );
       }
-      if (waited![0] !== null) throw waited![0];
-      const acked = Number(waited![1]);
-      if (acked < wait) {
-        // Applied on the primary, not (yet) on enough replicas: the client retries with a new
-        // request; the outcome stays unknown to it, as after any timeout.
-        throw new StoreUnavailableError(
-          `redis store: commit reached ${acked} of ${wait} replicas within ${waitTimeoutMs} ms`,
-        );
-      }
+      const shortfall = confirmationShortfall(confirmations, target);
+      // Applied on the primary, not (yet) confirmed: the client retries with a new request; the
+      // outcome stays unknown to it, as after any timeout.
+      if (shortfall !== null) throw new StoreUnavailableError(`redis store: commit ${shortfall}`);
       return outcome;
     }
   }

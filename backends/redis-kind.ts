@@ -4,9 +4,12 @@
  * pings, and fail every commit with a reason no one sees (issue 40). Each endpoint is asked once,
  * on its own short-lived connection; the server's own answer is the reason given ("ERR This
  * instance has cluster support disabled"). An endpoint that does not answer proves nothing: the
- * proxy may start before its store, so the check passes and readiness tells the rest.
+ * proxy may start before its store, so the check passes and readiness tells the rest. A data
+ * server is also asked whether it can confirm commits as the URL asks (WAITAOF: redis-confirm.ts);
+ * behind Sentinel the master is not asked here: a commit's own error names the problem.
  */
 import { Redis } from 'ioredis';
+import { confirmationProblem } from './redis-confirm.js';
 import type { RedisEndpoint, RedisTarget } from './redis-url.js';
 
 /** What the server says about itself that the scheme must agree with. */
@@ -39,6 +42,7 @@ async function problemAt(target: RedisTarget, e: RedisEndpoint, timeoutMs: numbe
     );
     const field = (name: string): string | undefined => new RegExp(`^${name}:(\\S+)`, 'm').exec(info)?.[1];
     const mode = field('redis_mode');
+    const call = (command: string, ...args: string[]) => client.call(command, ...args);
     if (target.mode === 'cluster') {
       // The server's own refusal of the cluster commands the client depends on.
       const refused = await client.call('CLUSTER', 'INFO').then(
@@ -47,7 +51,7 @@ async function problemAt(target: RedisTarget, e: RedisEndpoint, timeoutMs: numbe
       );
       if (refused !== null)
         return `${where} is not a Redis Cluster node (redis_mode:${mode ?? '?'}): the server answers CLUSTER INFO with "${refused}"; use redis:// for a standalone server`;
-      return null;
+      return await confirmationProblem(call, target, where);
     }
     if (sentinel) {
       if (mode === 'sentinel') {
@@ -67,7 +71,7 @@ async function problemAt(target: RedisTarget, e: RedisEndpoint, timeoutMs: numbe
       return `${where} is a Redis Sentinel (redis_mode:sentinel), not a data server: use redis+sentinel://${where}/<master>`;
     if (field('cluster_enabled') === '1')
       return `${where} is a Redis Cluster node (cluster_enabled:1): use redis+cluster:// (a standalone client gets MOVED for the keys of other nodes)`;
-    return null;
+    return await confirmationProblem(call, target, where);
   } catch {
     return null; // a connection that broke half-way proves nothing either
   } finally {

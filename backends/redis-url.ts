@@ -4,7 +4,9 @@
  *   redis+sentinel://[user:pass@]host:port,host:port/mastername[?opts]
  *   redis+cluster://[user:pass@]host:port,host:port[?opts]
  * Options: wait=<replicas>, waitTimeoutMs=<ms> (WAIT after each commit, on the slot owner's
- * connection with cluster),
+ * connection with cluster), waitAofLocal=0|1 and waitAofReplicas=<replicas> (WAITAOF after each
+ * commit, Redis 7.2+ or Valkey: the primary's and replicas' append-only files fsynced; the same
+ * timeout),
  * requestTtlMs=<ms> (how long commit outcomes are remembered for resends), prefix=<key prefix>,
  * username=, password= (instead of the userinfo, as ioredis's own URLs allow),
  * sentinelPassword= (the sentinels' own password, when it differs from the data nodes').
@@ -28,6 +30,9 @@ export interface RedisTarget {
   /** The sentinels' password (default: the data nodes' password). */
   sentinelPassword: string | undefined;
   wait: number;
+  /** WAITAOF's numlocal (0 or 1) and numreplicas; both 0: no WAITAOF. */
+  waitAofLocal: number;
+  waitAofReplicas: number;
   waitTimeoutMs: number;
   requestTtlMs: number;
   prefix: string;
@@ -56,6 +61,8 @@ function intParam(url: string, params: URLSearchParams, name: string, fallback: 
 
 const OPTIONS = [
   'wait',
+  'waitAofLocal',
+  'waitAofReplicas',
   'waitTimeoutMs',
   'requestTtlMs',
   'prefix',
@@ -129,6 +136,8 @@ export function parseRedisUrl(url: string): RedisTarget {
   if (params.has('sentinelPassword') && mode !== 'sentinel')
     fail(url, 'sentinelPassword needs redis+sentinel://');
   const wait = intParam(url, params, 'wait', 0, 0);
+  const waitAofLocal = intParam(url, params, 'waitAofLocal', 0, 0);
+  if (waitAofLocal > 1) fail(url, `waitAofLocal is 0 or 1 (the primary's own file), got ${waitAofLocal}`);
   return {
     mode,
     tls: scheme === 'rediss',
@@ -139,6 +148,8 @@ export function parseRedisUrl(url: string): RedisTarget {
     sentinelMaster,
     sentinelPassword: params.get('sentinelPassword') ?? password,
     wait,
+    waitAofLocal,
+    waitAofReplicas: intParam(url, params, 'waitAofReplicas', 0, 0),
     waitTimeoutMs: intParam(url, params, 'waitTimeoutMs', 100, 0),
     requestTtlMs: intParam(url, params, 'requestTtlMs', 600_000, 1000),
     prefix: params.get('prefix') ?? 'kop',

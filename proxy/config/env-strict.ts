@@ -33,6 +33,7 @@ export const KNOWN_NON_OPTION_VARIABLES: ReadonlyMap<string, string> = new Map([
   ['KOP_ZOOKEEPER_JARS', 'test bed: where the ZooKeeper jars are'],
   ['KOP_REDIS_SERVER', 'test bed: the redis-server program'],
   ['KOP_REDIS_CLI', 'test bed: the redis-cli program'],
+  ['KOP_VALKEY_SERVER', 'test bed: the valkey-server program (WAITAOF tests)'],
   ['KOP_PYTHON', 'test bed: the Python of the confluent-kafka client tests'],
   ['KOP_KCAT', 'test bed: the kcat program'],
   ['KOP_HELM', 'test bed: the helm program of the deployment tests'],

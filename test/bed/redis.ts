@@ -11,6 +11,8 @@ import { redisCommand } from './resp.js';
 const HOST = '127.0.0.1';
 const REDIS_SERVER = process.env['KOP_REDIS_SERVER'] ?? 'redis-server';
 const REDIS_CLI = process.env['KOP_REDIS_CLI'] ?? 'redis-cli';
+/** Valkey 8 (Debian's bookworm-backports): the bed's server with WAITAOF, which Redis 7.0 lacks. */
+const VALKEY_SERVER = process.env['KOP_VALKEY_SERVER'] ?? 'valkey-server';
 
 /** One redis-server (or sentinel) process on a fixed port and directory. */
 export interface RedisProcess {
@@ -115,12 +117,18 @@ async function waitForPong(proc: ManagedProcess, port: number, what: string): Pr
 }
 
 /** A redis-server with fixed arguments that can be stopped, killed and started again. */
-async function launch(name: string, port: number, cwd: string, args: string[]): Promise<RedisProcess> {
+async function launch(
+  name: string,
+  port: number,
+  cwd: string,
+  args: string[],
+  command = REDIS_SERVER,
+): Promise<RedisProcess> {
   let proc: ManagedProcess | undefined;
   const logFile = path.join(cwd, `redis-${port}.log`);
   const start = async () => {
     if (proc && !proc.exitStatus) return;
-    proc = spawnManaged({ name: `${name} :${port}`, command: REDIS_SERVER, args, logFile, cwd });
+    proc = spawnManaged({ name: `${name} :${port}`, command, args, logFile, cwd });
     await waitForPong(proc, port, `${name} on port ${port} to answer PING`);
   };
   await start();
@@ -149,6 +157,8 @@ export async function startRedis(
   opts: {
     appendfsync?: 'always' | 'everysec' | 'no';
     /** more `--name value` server options */ extraArgs?: string[];
+    /** valkey-server instead of redis-server (same options and protocol). */
+    server?: 'redis' | 'valkey';
   } = {},
 ): Promise<RedisServer> {
   const dataDir = makeRunDir('redis');
@@ -157,7 +167,10 @@ export async function startRedis(
     ...aofArgs(opts.appendfsync ?? 'always'),
     ...(opts.extraArgs ?? []),
   ]);
-  const server = await launch('redis-server', port, dataDir, args);
+  const valkey = opts.server === 'valkey';
+  const server = valkey
+    ? await launch('valkey-server', port, dataDir, args, VALKEY_SERVER)
+    : await launch('redis-server', port, dataDir, args);
   return Object.assign(server, { url: `redis://${HOST}:${port}`, dataDir });
 }
 

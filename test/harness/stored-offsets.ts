@@ -1,5 +1,5 @@
 /** Offsets and group records put straight into a store, for unit tests of what the offset service answers from it. */
-import type { OffsetStore } from '../../backends/store.js';
+import type { OffsetStore, OffsetWrite } from '../../backends/store.js';
 
 /** Commits one partition's offset without any guard (leader epoch 6, metadata "meta"). */
 export async function storeOffset(
@@ -37,3 +37,14 @@ export async function classicGroup(store: OffsetStore, group: string): Promise<v
   });
   await store.updateGroup(group, { kind: 'synced', generationId: 3, memberId: 'm1' });
 }
+
+/** One write of topic "t": leader epoch 1, metadata "m", commit time 1, no expiry. */
+export const writeOf = (partition: number, offset: bigint): OffsetWrite => ({
+  topic: 't',
+  partition,
+  offset,
+  leaderEpoch: 1,
+  metadata: 'm',
+  commitTimestamp: 1n,
+  expireTimestamp: -1n,
+});

@@ -10,10 +10,10 @@ import { packCommitWrites } from '../../backends/redis-pack.js';
 import { COMMIT_LUA, EXPIRED_REPLY } from '../../backends/redis-scripts.js';
 import { RedisStore } from '../../backends/redis-store.js';
 import { parseRedisUrl } from '../../backends/redis-url.js';
-import type { OffsetWrite } from '../../backends/store.js';
 import { freePort } from '../bed/ports.js';
 import { makeRunDir, removeRunDir, spawnManaged, waitUntil } from '../bed/process.js';
 import { startRedis } from '../bed/redis.js';
+import { writeOf } from '../harness/stored-offsets.js';
 import type { RedisServer } from '../bed/redis.js';
 import { FaultRelay } from '../reliability/fault-relay.js';
 
@@ -25,15 +25,7 @@ afterAll(async () => {
   await server?.kill();
 });
 
-const w = (partition: number, offset: bigint): OffsetWrite => ({
-  topic: 't',
-  partition,
-  offset,
-  leaderEpoch: 1,
-  metadata: 'm',
-  commitTimestamp: 1n,
-  expireTimestamp: -1n,
-});
+const w = writeOf;
 
 runStoreContract('redis standalone', async () => new RedisStore(server.url, { operationTimeoutMs: 3000 }));
 
