@@ -569,14 +569,14 @@ describe('a streams group of a stopped Kafka Streams app, offsets in the embedde
     'kafka-streams-groups lists, describes, resets, deletes offsets and deletes it as directly',
     { timeout: 480_000 },
     async () => {
-      const runsOf = {} as Record<'direct' | 'proxy', StreamsGroupToolRun>;
-      for (const route of ['direct', 'proxy'] as const) {
+      // Both routes at once (their groups and topics are their own), as clients-streams does.
+      const step = (route: 'direct' | 'proxy'): Promise<StreamsGroupToolRun> => {
         const { app, input, output } = runs[route];
         const target = { bootstrap: route === 'proxy' ? proxy.bootstrap : kafka.bootstrap };
-        runsOf[route] = await streamsGroupToolSteps(kafka.classpath, target, app, input, {
-          [output]: '<output>',
-        });
-      }
+        return streamsGroupToolSteps(kafka.classpath, target, app, input, { [output]: '<output>' });
+      };
+      const [direct, viaProxy] = await Promise.all([step('direct'), step('proxy')]);
+      const runsOf: Record<'direct' | 'proxy', StreamsGroupToolRun> = { direct, proxy: viaProxy };
       console.info(
         `kafka-streams-groups on a stopped streams group, directly:\n${runsOf.direct.steps.join('\n---\n')}`,
       );

@@ -94,7 +94,8 @@ describe('clients committing through the proxy (embedded store)', () => {
     const group = `${topic}-g`;
     await createTopics({ bootstrap: brokerBootstrap }, [{ topic, partitions: 2 }]);
     await kip848.produce(target, { topic, count: 10 });
-    const running = kip848.consume(target, { topic, group, max: 1000, timeoutMs: 12_000 });
+    // It waits for 20 records: a member of the group until the next 10 come, after the commit.
+    const running = kip848.consume(target, { topic, group, max: 20, timeoutMs: 60_000 });
     const deadline = Date.now() + 15_000;
     while (((await store.getGroup(group))?.members.length ?? 0) === 0) {
       if (Date.now() > deadline) throw new Error('the KIP-848 member never appeared in the store');
@@ -107,8 +108,10 @@ describe('clients committing through the proxy (embedded store)', () => {
       admin.close();
     }
     expect((await store.getGroup(group))?.members.length).toBeGreaterThan(0);
+    await kip848.produce(target, { topic, count: 10, start: 10 });
     const consumed = await running;
-    expectExactlyRecords(consumed.records, 0, 10);
+    expect(consumed.timedOut).toBe(false);
+    expectExactlyRecords(consumed.records, 0, 20);
   });
 
   test('kafka-consumer-groups --describe and --reset-offsets through the proxy act on the store', async () => {

@@ -67,6 +67,8 @@ export interface ChaosOptions {
   records: number;
   /** Fault kinds left out. */
   exclude: FaultKind[];
+  /** The run's last seconds without a fault starting or running (default: a quarter, at least 20). */
+  quietEndS?: number;
   /**
    * Query parameters added to the store URL the proxies are given (not the checker's own reads),
    * e.g. `wait=1`: Redis commits acknowledged only after a replica has them (docs/stores.md).
@@ -148,7 +150,7 @@ export async function chaosRun(partial: Partial<ChaosOptions>): Promise<ChaosRes
       maxDurationS: o.maxFaultS,
       proxies: proxyCount,
       quietStartS: QUIET_START_S,
-      quietEndS: Math.max(20, o.seconds / 4),
+      quietEndS: o.quietEndS ?? Math.max(20, o.seconds / 4),
       exclude,
     });
     o.log(
