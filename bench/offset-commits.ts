@@ -9,7 +9,8 @@
  * groups owned by that connection (admin-style commits, generation -1, as tools and assign()
  * consumers send; the same request for every target). Reports commits/s, partition-offsets/s and
  * p50/p99/max latency. Real components from the test bed: Kafka 4.4.0 (single broker), redis-server
- * with AOF appendfsync always, ZooKeeper.
+ * with AOF appendfsync always and everysec, Valkey 8 with always and with everysec plus WAITAOF,
+ * ZooKeeper.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
@@ -124,11 +125,14 @@ const sum = (xs: number[]): number => xs.reduce((a, b) => a + b, 0);
 
 async function main(): Promise<void> {
   console.error(`starting Kafka, Redis and ZooKeeper (${os.cpus().length} cores)...`);
-  const [kafka, redis, redisEverysec, zk] = await Promise.all([
+  const [kafka, redis, redisEverysec, zk, valkey, valkeyEverysec] = await Promise.all([
     startKafka(),
     startRedis({ appendfsync: 'always' }),
     startRedis({ appendfsync: 'everysec' }),
     startZooKeeper(),
+    // Valkey 8 has WAITAOF (Redis 7.2's): an fsync per commit without appendfsync always.
+    startRedis({ server: 'valkey', appendfsync: 'always' }),
+    startRedis({ server: 'valkey', appendfsync: 'everysec' }),
   ]);
   const dir = mkdtempSync(path.join(os.tmpdir(), 'kop-bench-'));
   const results: Result[] = [];
@@ -196,6 +200,18 @@ async function main(): Promise<void> {
         redis: redisEverysec,
         instances: 2,
       },
+      {
+        name: 'proxy + Valkey 8 (AOF always)',
+        flags: ['--store', valkey.url],
+        backendPid: valkey.pid,
+        redis: valkey,
+      },
+      {
+        name: 'proxy + Valkey 8 (AOF everysec, waitAofLocal=1: fsynced before each ack)',
+        flags: ['--store', `${valkeyEverysec.url}?waitAofLocal=1&waitTimeoutMs=2000`],
+        backendPid: valkeyEverysec.pid,
+        redis: valkeyEverysec,
+      },
       { name: 'proxy + ZooKeeper', flags: ['--store', `zk://${zk.connectString}`], backendPid: zk.pid },
     ];
     // Every round runs every target, so load from outside the benchmark hits them alike; each
@@ -260,7 +276,14 @@ async function main(): Promise<void> {
       results.push(sorted[Math.floor((sorted.length - 1) / 2)]!);
     }
   } finally {
-    await Promise.allSettled([kafka.stop(), redis.kill(), redisEverysec.kill(), zk.stop()]);
+    await Promise.allSettled([
+      kafka.stop(),
+      redis.kill(),
+      redisEverysec.kill(),
+      valkey.kill(),
+      valkeyEverysec.kill(),
+      zk.stop(),
+    ]);
     rmSync(dir, { recursive: true, force: true });
   }
 
