@@ -125,6 +125,13 @@ export async function runFault(f: ScheduledFault, env: FaultEnv): Promise<FaultR
         record.note = `the network to the master :${port} frozen, then ${held} held bytes delivered`;
         break;
       }
+      case 'store-split': {
+        const { split, heal } = await env.store.split!();
+        await hold();
+        heal();
+        record.note = `the ensemble split ${split} (the leader alone), then healed`;
+        break;
+      }
       case 'disk-full': {
         const free = env.store.fillDisk!();
         await hold();

@@ -29,6 +29,12 @@ export type FaultKind =
    * Sentinel master's also cuts the sentinels off it: a failover when it lasts past down-after).
    */
   | 'store-node-cut'
+  /**
+   * ZooKeeper: the ensemble split by the network, the leader cut off from both followers (the
+   * links between members held, not reset), healed after the duration; clients still reach every
+   * member.
+   */
+  | 'store-split'
   /** The embedded store's file system (a tmpfs) filled to the last page, freed after the duration. */
   | 'disk-full'
   /** Every write, fsync and flush to the embedded store's directory (a FUSE mount) waits for the duration; reads go on. */
@@ -58,7 +64,15 @@ export const FAULTS_BY_STORE: Record<StoreKind, FaultKind[]> = {
     'store-node-cut',
   ],
   sentinel: ['proxy-kill', 'broker-kill', 'store-kill', 'store-stop', 'store-failover', 'store-node-cut'],
-  zk: ['proxy-kill', 'broker-kill', 'store-kill', 'store-stop', 'store-partition', 'store-drop'],
+  zk: [
+    'proxy-kill',
+    'broker-kill',
+    'store-kill',
+    'store-stop',
+    'store-partition',
+    'store-drop',
+    'store-split',
+  ],
 };
 
 /** mulberry32: a small seeded generator, enough to pick faults reproducibly. */

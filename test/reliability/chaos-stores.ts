@@ -13,11 +13,11 @@ import type { OffsetStore } from '../../backends/store.js';
 import { startRedis, startRedisCluster, startRedisSentinel } from '../bed/redis.js';
 import type { RedisProcess } from '../bed/redis.js';
 import { redisCommand } from '../bed/resp.js';
-import { startZooKeeperEnsemble } from '../bed/zookeeper.js';
 import type { FaultKind, StoreKind } from './chaos-schedule.js';
 import { FaultRelay } from './fault-relay.js';
 import { RedisNodeRelays } from './redis-node-relays.js';
 import { StallDisk } from './stall-disk.js';
+import { startSplittableEnsemble } from './zk-split.js';
 import { SentinelEvents } from './chaos-store-events.js';
 
 export interface ChaosStore {
@@ -34,6 +34,8 @@ export interface ChaosStore {
   failover?(): Promise<string>;
   /** The relay in front of the master the other faults pick (Cluster, Sentinel), and its port. */
   masterRelay?(): Promise<{ relay: FaultRelay; port: number }>;
+  /** Splits the store's ensemble by the network (ZooKeeper: the leader cut off); resolves with the split in words and the heal. */
+  split?(): Promise<{ split: string; heal: () => void }>;
   /** Fills the data directory's file system (embedded on a tmpfs); resolves with the function that frees it. */
   fillDisk?(): () => void;
   /** Stalls every write to the data directory (embedded on a FUSE mount); returns the function that releases them. */
@@ -250,7 +252,8 @@ async function sentinel(): Promise<ChaosStore> {
 }
 
 async function zookeeper(): Promise<ChaosStore> {
-  const ensemble = await startZooKeeperEnsemble();
+  // Every link between members through a relay of its own, so the ensemble can be split.
+  const ensemble = await startSplittableEnsemble();
   const relays = await Promise.all(
     ensemble.members.map((m) => FaultRelay.start({ host: '127.0.0.1', port: m.port })),
   );
@@ -272,6 +275,10 @@ async function zookeeper(): Promise<ChaosStore> {
       const pid = leader.pid;
       signal(pid, 'SIGSTOP');
       return thawer(pid, () => leader.pid);
+    },
+    split: async () => {
+      const leader = await ensemble.leader();
+      return { split: ensemble.cut([leader]), heal: () => ensemble.heal() };
     },
     openDirect: () => openStore(`${ensemble.url}/kop-chaos`),
     stop: async () => {
