@@ -146,7 +146,7 @@ export class RedisCommits {
       const shortfall = recorded === null ? null : confirmationShortfall(confirmations, target);
       if (recorded !== null && (touched![1] !== 1 || shortfall !== null))
         throw new StoreUnavailableError(
-          `redis store: commit applied on the primary, but it ${shortfall ?? 'its record expired as it was read'} (after: ${why})`,
+          `redis store: commit applied on the primary, but ${shortfall === null ? 'its record expired as it was read' : `it ${shortfall}`} (after: ${why})`,
         );
     } else {
       recorded = await this.deps.client.get(requestKey);
@@ -165,9 +165,9 @@ export class RedisCommits {
    * Cluster pipeline by its keys; WAIT has none). WAIT and WAITAOF count every write this
    * connection made before them. The PEXPIRE is such a write even when the script only answered a
    * recorded outcome (a resend after a lost connection writes nothing, and WAIT alone would then
-   * return at once), and its result 0
-   * says the record is not on this primary at all (a failover promoted a replica that never got
-   * the first attempt): then nothing is acknowledged. UNKNOWN when the script ran too late.
+   * return at once), and its result 0 says the record is not on this primary at all (a failover
+   * promoted a replica that never got the first attempt): then nothing is acknowledged. UNKNOWN
+   * when the script ran too late.
    */
   private async commitAndWait(
     requestKey: string,
