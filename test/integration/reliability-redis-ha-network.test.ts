@@ -170,7 +170,13 @@ describe('Redis Cluster: the network to one master cut', () => {
           for (const n of cluster!.nodes)
             await redisCommand(HOST, n.port, `CONFIG SET cluster-require-full-coverage ${value}`);
         };
-        if (!fullCoverage) await setCoverage('no');
+        // cluster-replica-no-failover: the replica promotes itself only once let.
+        const holdFailover = (value: 'yes' | 'no') =>
+          redisCommand(HOST, replica.port, `CONFIG SET cluster-replica-no-failover ${value}`);
+        if (!fullCoverage) {
+          await setCoverage('no');
+          await holdFailover('yes');
+        }
         let witnessAcksCutOff = 0;
         try {
           const { r, watch } = await withReadiness(async (proxyArgs, watch) =>
@@ -213,6 +219,32 @@ describe('Redis Cluster: the network to one master cut', () => {
                   );
                   ctx.mark('old master refuses');
                   const mainAtRefusal = ctx.mainAcks();
+                  if (!fullCoverage) {
+                    // Redis promotes the replica as soon as 0.5-1 s after the others flag the old
+                    // master failed: held back, the victim's slots stay without a master until
+                    // the other masters' groups have shown that they commit on meanwhile.
+                    await waitUntil(
+                      'the other masters to flag the old master failed (FAIL, not PFAIL)',
+                      async () =>
+                        (await redisCommand(HOST, observer.port, 'CLUSTER NODES'))
+                          .split('\n')
+                          .some(
+                            (l) => l.startsWith(g.victim.id) && l.split(' ')[2]!.split(',').includes('fail'),
+                          ),
+                      { timeoutMs: 30_000, intervalMs: 50 },
+                    );
+                    const mainAtFail = ctx.mainAcks();
+                    await waitUntil(
+                      "the other masters' groups to commit while the victim's slots have no master",
+                      async () => ctx.mainAcks() - mainAtFail >= 20,
+                      { timeoutMs: 15_000, intervalMs: 50 },
+                    );
+                    expect((await seenByOthers()).find((n) => n.id === replica.id)?.role).toBe('replica');
+                    ctx.mark(
+                      `main acks while no master held the victim's slots ${ctx.mainAcks() - mainAtFail}`,
+                    );
+                    await holdFailover('no');
+                  }
                   await waitUntil(
                     'the other masters to fail the old master over to its replica',
                     async () => {
@@ -265,7 +297,10 @@ describe('Redis Cluster: the network to one master cut', () => {
           expect(watch.count('cut', 0)).toBe(0);
           expect(watch.count('after', 200)).toBeGreaterThan(0);
         } finally {
-          if (!fullCoverage) await setCoverage('yes');
+          if (!fullCoverage) {
+            await setCoverage('yes');
+            await holdFailover('no');
+          }
         }
       },
       SCENARIO_TIMEOUT_MS,
