@@ -10,6 +10,8 @@ import { redisReplyCode } from './redis-reply.js';
 export interface Endpoint {
   host: string;
   port: number;
+  /** What the server is, where the address alone would mislead ("the master mymaster"). */
+  role?: string;
 }
 
 /** How the client reaches Redis: a failure with nothing else to tell is told by it. */
@@ -86,7 +88,7 @@ export async function probeEndpoints(endpoints: readonly Endpoint[], timeoutMs =
 }
 
 function probe(e: Endpoint, timeoutMs: number): Promise<string> {
-  const where = `${e.host}:${e.port}`;
+  const where = e.role === undefined ? `${e.host}:${e.port}` : `${e.role} at ${e.host}:${e.port}`;
   return new Promise((resolve) => {
     const socket = net.connect({ host: e.host, port: e.port });
     const done = (reason: string): void => {

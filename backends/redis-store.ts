@@ -17,6 +17,7 @@
 import { Redis, Cluster } from 'ioredis';
 import type { RedisOptions } from 'ioredis';
 import { describeConnectionError } from './connection-problem.js';
+import type { Endpoint } from './connection-problem.js';
 import { isCorruptionReply } from './redis-reply.js';
 import { asStoreError, StoreCorruptError, StoreUnavailableError, withDeadline } from './errors.js';
 import { parseDecimal } from './outcome-codec.js';
@@ -414,6 +415,18 @@ export class RedisStore implements OffsetStore {
 
   connectionProblem(): string | null {
     return this.client.status === 'ready' ? null : this.problem;
+  }
+
+  /**
+   * Behind Sentinel, the master the client is connected to: a ping it does not answer is the
+   * master's silence (frozen, or demoted and dropping its clients), while the sentinels, the
+   * configured endpoints, answer. Null when not connected (the client's own error says why).
+   */
+  probeEndpoints(): Endpoint[] | null {
+    if (this.target.mode !== 'sentinel' || this.client instanceof Cluster) return null;
+    const { remoteAddress, remotePort } = this.client.stream ?? {};
+    if (remoteAddress === undefined || remotePort === undefined) return null;
+    return [{ host: remoteAddress, port: remotePort, role: `the master ${this.target.sentinelMaster}` }];
   }
 
   /** Marker keys chosen by ensureMarker. */

@@ -2,6 +2,7 @@
  * The base of OffsetStore decorators (metrics, health): every operation goes through `around`
  * with its name; the optional hooks and close are passed through.
  */
+import type { Endpoint } from './connection-problem.js';
 import type {
   CommitOutcome,
   CommitRequest,
@@ -71,6 +72,9 @@ export abstract class StoreDecorator implements OffsetStore {
   }
   connectionProblem(): string | null {
     return this.inner.connectionProblem?.() ?? null;
+  }
+  probeEndpoints(): Endpoint[] | null {
+    return this.inner.probeEndpoints?.() ?? null;
   }
   close(): Promise<void> {
     return this.inner.close();

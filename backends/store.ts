@@ -12,6 +12,7 @@
  * a fence or a compare-and-set.
  */
 import type { CommitOrder } from './commit-order.js';
+import type { Endpoint } from './connection-problem.js';
 
 /**
  * Deadline of one store operation unless the caller gives one (--store-timeout-ms): the one
@@ -278,6 +279,13 @@ export interface OffsetStore {
    * networked stores whose client reports it; the health watcher uses it for error texts.
    */
   connectionProblem?(): string | null;
+
+  /**
+   * The servers the store's operations go to now, when they are not the configured endpoints
+   * (behind Sentinel: the master the sentinels named, not the sentinels). The health watcher
+   * probes these to say why a ping failed; absent or null: the configured endpoints.
+   */
+  probeEndpoints?(): Endpoint[] | null;
 
   /**
    * The store's marker, for noticing a store that lost its data (a flush, a restart without

@@ -103,6 +103,44 @@ describe('StoreHealth', () => {
     }
   });
 
+  it('probes where the store says its operations go (a Sentinel master), not the configured endpoints', async () => {
+    const inner = new SwitchableStore();
+    inner.down = true;
+    const silent = net.createServer((s) => s.on('error', () => undefined));
+    await new Promise<void>((r) => silent.listen(0, '127.0.0.1', () => r()));
+    const masterPort = (silent.address() as net.AddressInfo).port;
+    let master: { host: string; port: number; role: string } | null = {
+      host: '127.0.0.1',
+      port: masterPort,
+      role: 'the master mymaster',
+    };
+    Object.assign(inner, { probeEndpoints: () => (master === null ? null : [master]) });
+    try {
+      const { log, lines } = logged();
+      const health = new StoreHealth(inner, {
+        target: 'sentinels',
+        // A sentinel that answers: probing it would blame it for the master's silence.
+        endpoints: [{ host: '127.0.0.1', port: masterPort + 1 }],
+        log,
+        pingIntervalMs: 1_000_000,
+      });
+      await health.check();
+      expect(lines[0]!['error']).toBe(
+        `the master mymaster at 127.0.0.1:${masterPort} accepts connections but does not answer`,
+      );
+      // Not connected to any master: the configured endpoints again.
+      master = null;
+      inner.down = false;
+      await health.check();
+      inner.down = true;
+      await health.check();
+      expect(String(lines.at(-1)!['error'])).toContain(`127.0.0.1:${masterPort + 1}`);
+      await health.close();
+    } finally {
+      silent.close();
+    }
+  });
+
   it('a timed-out operation names the target; other errors pass unchanged', async () => {
     const inner = new SwitchableStore();
     inner.fetch = () =>

@@ -146,7 +146,7 @@ export class StoreHealth extends StoreDecorator {
   private async reason(err: StoreUnavailableError): Promise<string> {
     const reported = this.inner.connectionProblem?.();
     if (reported) return reported;
-    const endpoints = this.opts.endpoints ?? [];
+    const endpoints = this.inner.probeEndpoints?.() ?? this.opts.endpoints ?? [];
     if (endpoints.length > 0) return probeEndpoints(endpoints);
     return err.message;
   }

@@ -6,7 +6,7 @@
 import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, inject, test } from 'vitest';
 import { ErrorCode } from '../../protocol/error-codes.js';
-import { startRedis } from '../bed/redis.js';
+import { startRedis, startRedisSentinel } from '../bed/redis.js';
 import { redisCommand } from '../bed/resp.js';
 import type { RedisServer } from '../bed/redis.js';
 import { createTopics } from '../bed/clients/kafkajs.js';
@@ -274,6 +274,33 @@ describe('store health', () => {
       await redis.start();
     } finally {
       expect(await cli.stop()).toBe(0);
+    }
+  });
+
+  test('behind Sentinel, a master that stops answering is named, not the sentinels', async () => {
+    // No failover during the test: the master stays frozen until it is let go.
+    const set = await startRedisSentinel({ sentinels: 1, downAfterMs: 60_000 });
+    const base = await freePortRange();
+    const master = set.data[0]!;
+    const cli = startCli([
+      ...['--bootstrap-server', kafka, '--listen', `127.0.0.1:${base}`, '--store', set.url],
+      ...['--store-timeout-ms', '1000', '--lag-interval-ms', '0'],
+    ]);
+    try {
+      await cli.waitFor(/"event":"offset store open"/);
+      process.kill(master.pid!, 'SIGSTOP');
+      await cli.waitFor(/"event":"offset store not answering"/, 20_000);
+      expect(cli.output()).toMatch(
+        new RegExp(
+          `"event":"offset store not answering".*"error":"the master ${set.masterName} at 127\\.0\\.0\\.1:${master.port} accepts connections but does not answer"`,
+        ),
+      );
+      process.kill(master.pid!, 'SIGCONT');
+      await cli.waitFor(/"event":"offset store answers again"/, 20_000);
+    } finally {
+      if (master.pid !== undefined) process.kill(master.pid, 'SIGCONT');
+      expect(await cli.stop()).toBe(0);
+      await set.stop();
     }
   });
 
