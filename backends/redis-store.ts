@@ -14,8 +14,8 @@
  * a reconnect, and the request record makes the second run answer the first run's outcome instead
  * of applying again.
  */
-import { Redis, Cluster } from 'ioredis';
-import type { RedisOptions } from 'ioredis';
+import { Cluster } from 'ioredis';
+import type { Redis } from 'ioredis';
 import { describeConnectionError } from './connection-problem.js';
 import type { Endpoint } from './connection-problem.js';
 import { isCorruptionReply } from './redis-reply.js';
@@ -33,6 +33,7 @@ import {
   RELEASE_LEASE_LUA,
   UPDATE_GROUP_LUA,
 } from './redis-scripts.js';
+import { createRedisClient } from './redis-client.js';
 import { RedisCommits } from './redis-commit.js';
 import { keySlot } from './redis-slot.js';
 import { parseRedisUrl } from './redis-url.js';
@@ -89,48 +90,7 @@ export class RedisStore implements OffsetStore {
     this.target = parseRedisUrl(url);
     this.timeoutMs = opts.operationTimeoutMs ?? DEFAULT_STORE_TIMEOUT_MS;
     const t = this.target;
-    const common: RedisOptions = {
-      username: t.username,
-      password: t.password,
-      ...(t.tls ? { tls: {} } : {}),
-      connectTimeout: this.timeoutMs,
-      // Fail fast while Redis is down: one retry per command, then the command rejects (our
-      // per-operation deadline bounds the rest). Queued commands still go out after a quick reconnect.
-      maxRetriesPerRequest: 1,
-      enableOfflineQueue: true,
-      retryStrategy: (attempt: number) => Math.min(50 * attempt, 1000),
-      // Each command goes out as soon as it is issued, not at the end of the event-loop turn:
-      // Redis starts on the first commit while the proxy still decodes the next ones, so the two
-      // processes work side by side instead of taking turns with whole batches (with 32 closed-loop
-      // clients, the batched version left a core partly idle; bench/offset-commits.ts). Writes
-      // issued while one is in progress are still coalesced by the socket.
-      enableAutoPipelining: false,
-    };
-    if (t.mode === 'cluster') {
-      this.client = new Cluster(t.endpoints, {
-        redisOptions: common,
-        enableOfflineQueue: true,
-        enableAutoPipelining: false,
-        maxRedirections: 16,
-        retryDelayOnFailover: 100,
-        clusterRetryStrategy: (attempt: number) => Math.min(100 * attempt, 1000),
-      });
-    } else if (t.mode === 'sentinel') {
-      this.client = new Redis({
-        ...common,
-        sentinels: t.endpoints,
-        name: t.sentinelMaster,
-        db: t.db,
-        sentinelPassword: t.sentinelPassword,
-      });
-    } else {
-      this.client = new Redis({
-        ...common,
-        host: t.endpoints[0]!.host,
-        port: t.endpoints[0]!.port,
-        db: t.db,
-      });
-    }
+    this.client = createRedisClient(t, this.timeoutMs);
     // Errors surface through the commands (an unhandled 'error' event would crash the process);
     // the last one is kept so failures can say which server did not answer, and why.
     const where = t.endpoints.map((e) => `${e.host}:${e.port}`).join(',');
