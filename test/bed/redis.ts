@@ -65,6 +65,8 @@ export interface ClusterNodeInfo {
   role: 'master' | 'replica';
   /** Flagged as failing (fail or fail?). */
   failing: boolean;
+  /** Flagged FAIL: a majority of masters agreed (not only this node's PFAIL, fail?). */
+  failed: boolean;
   /** The node id of its master ('' for a master). */
   masterId: string;
   /** Slot ranges it serves, inclusive. */
@@ -199,6 +201,7 @@ export function parseClusterNodes(
         port: realPort(Number(/:(\d+)@/.exec(address ?? '')?.[1])),
         role: flagList.includes('master') ? ('master' as const) : ('replica' as const),
         failing: flagList.includes('fail') || flagList.includes('fail?'),
+        failed: flagList.includes('fail'),
         masterId: master === '-' ? '' : (master ?? ''),
         slots: slots
           .filter((s) => !s.startsWith('['))

@@ -225,12 +225,7 @@ describe('Redis Cluster: the network to one master cut', () => {
                     // the other masters' groups have shown that they commit on meanwhile.
                     await waitUntil(
                       'the other masters to flag the old master failed (FAIL, not PFAIL)',
-                      async () =>
-                        (await redisCommand(HOST, observer.port, 'CLUSTER NODES'))
-                          .split('\n')
-                          .some(
-                            (l) => l.startsWith(g.victim.id) && l.split(' ')[2]!.split(',').includes('fail'),
-                          ),
+                      async () => (await seenByOthers()).find((n) => n.id === g.victim.id)?.failed === true,
                       { timeoutMs: 30_000, intervalMs: 50 },
                     );
                     const mainAtFail = ctx.mainAcks();
