@@ -3,7 +3,7 @@
  * their version is not the API version: it is chosen from the API key and version below.
  */
 import { ProtocolError } from './errors.js';
-import { requestHeaderVersion, responseHeaderVersion } from './messages/index.js';
+import { requestHeaderVersion, responseHeaderVersion } from './messages/api-info.js';
 import type { Reader, TaggedField } from './reader.js';
 import { sizeOfRawTaggedFields, sizeOfUtf8 } from './writer.js';
 import type { Writer } from './writer.js';

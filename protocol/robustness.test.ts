@@ -4,6 +4,8 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { encodeRequestFrame, encodeResponseFrame } from './frames.js';
+// Every codec, registered (codec-registry.ts): the frames below are of every API.
+import './messages/index.js';
 import { SPEC_DIR } from './generator/main.js';
 import { hasCodec, loadSpecs } from './generator/spec-model.js';
 import { messageArbitrary } from './testing/arbitraries.js';

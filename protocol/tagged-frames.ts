@@ -11,7 +11,7 @@ import type {
   KnownApiKey,
   RequestBodyByApiKey,
   ResponseBodyByApiKey,
-} from './messages/index.js';
+} from './messages/api-info.js';
 
 /** A request and its broker's response, tagged with their API key: `switch (e.apiKey)` narrows both. */
 export type AnyExchange = {

@@ -1,14 +1,15 @@
 /**
  * `npm run generate`: turns every request/response spec in protocol/spec/ into a codec module in
- * protocol/messages/, plus the registry protocol/messages/index.ts. Every spec (including header and
- * data specs we do not generate) is parsed, so an unknown key anywhere fails the run.
+ * protocol/messages/, plus the registry: protocol/messages/api-info.ts and index.ts. Every spec
+ * (including header and data specs we do not generate) is parsed, so an unknown key anywhere fails
+ * the run.
  */
 import { mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { kebabName } from './emit-code.js';
 import { MessageEmitter } from './emit-message.js';
-import { emitRegistry } from './emit-registry.js';
+import { emitApiInfo, emitRegistry } from './emit-registry.js';
 import { hasCodec, loadSpecs } from './spec-model.js';
 
 export const PROTOCOL_DIR = join(dirname(fileURLToPath(import.meta.url)), '..');
@@ -21,7 +22,8 @@ export function generateAll(specDir = SPEC_DIR): Map<string, string> {
   const out = new Map<string, string>();
   const apis = specs.filter(hasCodec);
   for (const spec of apis) out.set(`${kebabName(spec.name)}.ts`, new MessageEmitter(spec).emit());
-  out.set('index.ts', emitRegistry(apis, specs));
+  out.set('api-info.ts', emitApiInfo(apis, specs));
+  out.set('index.ts', emitRegistry(apis));
   return out;
 }
 

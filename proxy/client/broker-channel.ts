@@ -4,11 +4,12 @@
  * failure is a ClusterRequestError with its code (cluster-error.ts).
  */
 import type net from 'node:net';
+import { apiCodecsLoaded, loadApiCodecs } from '../../protocol/codec-registry.js';
 import { FrameSplitter } from '../../protocol/frame-splitter.js';
 import { decodeResponseFrame, encodeRequestFrame, peekCorrelationId } from '../../protocol/frames.js';
 import { defaultApiVersionsRequest } from '../../protocol/messages/api-versions-request.js';
-import { ApiKey, getApiCodec } from '../../protocol/messages/index.js';
-import type { KnownApiKey, RequestBody, ResponseBody } from '../../protocol/messages/index.js';
+import { ApiKey, getApiInfo } from '../../protocol/messages/api-info.js';
+import type { KnownApiKey, RequestBody, ResponseBody } from '../../protocol/messages/api-info.js';
 import type { HostPort } from '../core/broker-map.js';
 import { connectUpstream } from '../core/upstream-socket.js';
 import type { UpstreamTls } from '../core/upstream-socket.js';
@@ -56,7 +57,7 @@ export class BrokerChannel {
    */
   versionFor(apiKey: number, atMost?: number): number {
     const broker = this.versions.get(apiKey);
-    const codec = getApiCodec(apiKey)?.validVersions;
+    const codec = getApiInfo(apiKey)?.validVersions;
     if (!broker || !codec)
       throw new ClusterRequestError('UNSUPPORTED_API', `the broker does not support api ${apiKey}`);
     const max = Math.min(
@@ -146,6 +147,10 @@ export class BrokerChannel {
     body: RequestBody<K>,
     deadline: number,
   ): Promise<ResponseBody<K>> {
+    // An API's codec loads on its first request (codec-registry.ts), the connection's own
+    // ApiVersions and SASL exchange included.
+    if (!apiCodecsLoaded([apiKey]))
+      return loadApiCodecs([apiKey]).then(() => this.send(apiKey, apiVersion, body, deadline));
     const socket = this.socket;
     if (!socket || socket.destroyed)
       return Promise.reject(new ClusterRequestError('DISCONNECTED', `not connected to ${this.describe()}`));

@@ -13,8 +13,8 @@
 import { ZERO_UUID } from '../../protocol/generated-support.js';
 import { defaultFindCoordinatorRequest } from '../../protocol/messages/find-coordinator-request.js';
 import { defaultMetadataRequest } from '../../protocol/messages/metadata-request.js';
-import { ApiKey } from '../../protocol/messages/index.js';
-import type { KnownApiKey, ResponseBody } from '../../protocol/messages/index.js';
+import { ApiKey } from '../../protocol/messages/api-info.js';
+import type { KnownApiKey, ResponseBody } from '../../protocol/messages/api-info.js';
 import type { MetadataResponse } from '../../protocol/messages/metadata-response.js';
 import type { BrokerMap, HostPort } from '../core/broker-map.js';
 import type { Logger } from '../common/log.js';

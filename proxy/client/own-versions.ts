@@ -7,7 +7,7 @@
  * its tests, not a side effect of a newer codec. A client talking through the proxy is not
  * affected: this is only what the proxy itself asks.
  */
-import { ApiKey } from '../../protocol/messages/index.js';
+import { ApiKey } from '../../protocol/messages/api-info.js';
 
 const OWN_MAX_VERSIONS: ReadonlyMap<number, number> = new Map([
   [ApiKey.OffsetFetch, 9],

@@ -6,8 +6,8 @@
  * SaslHandshake v1 then SaslAuthenticate: PLAIN (RFC 4616) and SCRAM-SHA-256/512 (RFC 5802/7677).
  */
 import { createHash, createHmac, pbkdf2Sync, randomBytes, timingSafeEqual } from 'node:crypto';
-import { ApiKey } from '../../protocol/messages/index.js';
-import type { KnownApiKey, RequestBody, ResponseBody } from '../../protocol/messages/index.js';
+import { ApiKey } from '../../protocol/messages/api-info.js';
+import type { KnownApiKey, RequestBody, ResponseBody } from '../../protocol/messages/api-info.js';
 
 export type SaslMechanism = 'PLAIN' | 'SCRAM-SHA-256' | 'SCRAM-SHA-512';
 export const SASL_MECHANISMS: readonly SaslMechanism[] = ['PLAIN', 'SCRAM-SHA-256', 'SCRAM-SHA-512'];

@@ -3,8 +3,8 @@
  * addresses: Metadata, DescribeCluster, FindCoordinator (v0-3 single and v4+ batched) and the
  * KIP-951 NodeEndpoints of Produce, Fetch, ShareFetch and ShareAcknowledge responses.
  */
-import { ApiKey } from '../../protocol/messages/index.js';
-import type { AnyResponse } from '../../protocol/messages/index.js';
+import { ApiKey } from '../../protocol/messages/api-info.js';
+import type { AnyResponse } from '../../protocol/messages/api-info.js';
 import type { HostPort } from './broker-map.js';
 
 /** Maps a real broker to the address a client must use for it, learning the broker on the way. */

@@ -12,7 +12,7 @@
  * above the codec's is one the proxy never advertised: it is refused, as a broker closes the
  * connection on a version it did not advertise.
  */
-import { ApiKey, apiCodecs } from '../../protocol/messages/index.js';
+import { ApiKey, apiInfos } from '../../protocol/messages/api-info.js';
 import { carriesBrokerAddresses } from './address-rewrite.js';
 import type { ProxyExtension } from './extension.js';
 import { canStreamFetch } from './fetch-stream.js';
@@ -179,7 +179,7 @@ export class ApiPlans {
     const rewrites = opts.rewrites ?? coreRewritesResponse;
     const decoded = decodedApis(opts.extension, rewrites);
     this.decoded = decoded;
-    for (const [apiKey, codec] of apiCodecs) {
+    for (const [apiKey, codec] of apiInfos) {
       const { min, max } = codec.validVersions;
       const plan = (v: number): ApiPlan =>
         planOf(apiKey, v, codec.validVersions, decoded.has(apiKey), rewrites, opts);
@@ -208,7 +208,7 @@ export function decodedApis(
   rewrites: (apiKey: number, apiVersion: number) => boolean = coreRewritesResponse,
 ): ReadonlySet<number> {
   const decoded = new Set<number>(extension?.apiKeys ?? []);
-  for (const [apiKey, codec] of apiCodecs) {
+  for (const [apiKey, codec] of apiInfos) {
     const { min, max } = codec.validVersions;
     for (let v = min; v <= max; v++) {
       if (rewrites(apiKey, v) || isLegacySaslHandshake(apiKey, v)) decoded.add(apiKey);

@@ -6,12 +6,12 @@
  * passes through as the broker says.
  */
 import type { ApiVersionsResponse } from '../../protocol/messages/api-versions-response.js';
-import { getApiCodec } from '../../protocol/messages/index.js';
+import { getApiInfo } from '../../protocol/messages/api-info.js';
 import { decodedApis } from './api-plan.js';
 import type { ProxyExtension, VersionRange } from './extension.js';
 
 export function codecRange(apiKey: number): VersionRange | undefined {
-  return getApiCodec(apiKey)?.validVersions;
+  return getApiInfo(apiKey)?.validVersions;
 }
 
 export class ApiVersionsPolicy {

@@ -6,8 +6,8 @@
  * An answer streamed to the client (response-path.ts) never comes here.
  */
 import { encodeResponseFrame } from '../../protocol/frames.js';
-import { ApiKey } from '../../protocol/messages/index.js';
-import type { AnyRequest, AnyResponse } from '../../protocol/messages/index.js';
+import { ApiKey } from '../../protocol/messages/api-info.js';
+import type { AnyRequest, AnyResponse } from '../../protocol/messages/api-info.js';
 import { decodeTaggedResponse, exchangeOf } from '../../protocol/tagged-frames.js';
 import { unreachable } from './api-plan.js';
 import type { AnswerPlan, DecodedAnswer } from './api-plan.js';

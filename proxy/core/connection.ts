@@ -16,9 +16,10 @@
  * the broker connection opened when the client first needs it (broker-link.ts), drain, close.
  */
 import type { Socket } from 'node:net';
-import type { RequestBody, ResponseBody } from '../../protocol/messages/index.js';
-import type { AnyResponse } from '../../protocol/messages/index.js';
+import type { RequestBody, ResponseBody } from '../../protocol/messages/api-info.js';
+import type { AnyResponse } from '../../protocol/messages/api-info.js';
 import type { ProxyExtension, RequestInfo } from './extension.js';
+import { apiCodecsLoaded, loadApiCodecs } from '../../protocol/codec-registry.js';
 import { nextReadSeq } from './read-order.js';
 import type { ExposeBrokerNow } from './fetch-stream.js';
 import type { ApiPlans } from './api-plan.js';
@@ -334,6 +335,9 @@ export class ProxyConnection implements ConnectionHost, BrokerLinkEvents, IdleWa
    */
   askBroker<K extends number>(apiKey: K, apiVersion: number, body: RequestBody<K>): Promise<ResponseBody<K>> {
     if (this.closedNow) return Promise.reject(new Error('connection closed'));
+    // Its codec loads on first use (codec-registry.ts): its frame is written once it is there.
+    if (!apiCodecsLoaded([apiKey]))
+      return loadApiCodecs([apiKey]).then(() => this.askBroker(apiKey, apiVersion, body));
     // Its frame goes between the client's on the broker connection, which the native path writes.
     if (this.handover.onNative) {
       const timeoutMs = this.policy.requestTimeoutMs ?? RELAY_DEFAULTS.requestTimeoutMs;

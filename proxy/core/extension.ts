@@ -9,7 +9,7 @@ import type {
   RequestBody,
   ResponseBody,
   ResponseBodyByApiKey,
-} from '../../protocol/messages/index.js';
+} from '../../protocol/messages/api-info.js';
 import type { AnyExchange } from '../../protocol/tagged-frames.js';
 
 export interface VersionRange {

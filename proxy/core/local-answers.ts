@@ -9,7 +9,7 @@
  * broker.
  */
 import { encodeResponseFrame } from '../../protocol/frames.js';
-import type { AnyRequest } from '../../protocol/messages/index.js';
+import type { AnyRequest } from '../../protocol/messages/api-info.js';
 import { unreachable } from './api-plan.js';
 import type { AnswerPlan } from './api-plan.js';
 import type { BrokerAnswers, AnswerSink } from './broker-answers.js';

@@ -18,7 +18,7 @@ import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import type { Socket } from 'node:net';
 import { fileURLToPath } from 'node:url';
-import { requestHeaderVersion } from '../../protocol/messages/index.js';
+import { requestHeaderVersion } from '../../protocol/messages/api-info.js';
 import { ProtocolError } from '../../protocol/errors.js';
 import { unreachable } from './api-plan.js';
 import type { ApiPlans, ApiPlan } from './api-plan.js';

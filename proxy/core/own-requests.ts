@@ -6,7 +6,7 @@
  * and dropped: the broker answers in order).
  */
 import { decodeResponseFrame, encodeRequestFrame } from '../../protocol/frames.js';
-import type { RequestBody, ResponseBody } from '../../protocol/messages/index.js';
+import type { RequestBody, ResponseBody } from '../../protocol/messages/api-info.js';
 import type { BrokerWrites } from './broker-writes.js';
 import type { ConnectionHost, Quiescent } from './connection-parts.js';
 import { PROXY_CLIENT_ID } from './defaults.js';

@@ -13,7 +13,7 @@
  */
 import { ProtocolError } from '../../protocol/errors.js';
 import { decodeResponseHeader } from '../../protocol/headers.js';
-import { ApiKey, responseHeaderVersion } from '../../protocol/messages/index.js';
+import { ApiKey, responseHeaderVersion } from '../../protocol/messages/api-info.js';
 import { Reader } from '../../protocol/reader.js';
 
 /** Produce versions the walker knows (the codec's NodeEndpoints versions, v10-v13). */

@@ -13,8 +13,8 @@
 import { ProtocolError } from '../../protocol/errors.js';
 import { encodeResponseFrame, peekProduceAcks, peekRequestHeader } from '../../protocol/frames.js';
 import type { PeekedRequestHeader } from '../../protocol/frames.js';
-import { ApiKey } from '../../protocol/messages/index.js';
-import type { AnyRequest } from '../../protocol/messages/index.js';
+import { ApiKey } from '../../protocol/messages/api-info.js';
+import type { AnyRequest } from '../../protocol/messages/api-info.js';
 import { defaultApiVersionsResponse } from '../../protocol/messages/api-versions-response.js';
 import { decodeTaggedRequest } from '../../protocol/tagged-frames.js';
 import { relayedNatively, unreachable } from './api-plan.js';

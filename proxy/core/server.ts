@@ -5,8 +5,9 @@
 import net from 'node:net';
 import os from 'node:os';
 import tls from 'node:tls';
-import { ApiKey } from '../../protocol/messages/index.js';
-import type { AnyResponse } from '../../protocol/messages/index.js';
+import { loadApiCodecs } from '../../protocol/codec-registry.js';
+import { ApiKey } from '../../protocol/messages/api-info.js';
+import type { AnyResponse } from '../../protocol/messages/api-info.js';
 import { rewriteBrokerAddresses } from './address-rewrite.js';
 import { ApiPlans } from './api-plan.js';
 import { ApiVersionsPolicy } from './api-versions.js';
@@ -116,6 +117,8 @@ export class KafkaProxy {
    */
   private tlsAccepted = 0;
   private readonly versions: ApiVersionsPolicy;
+  /** The APIs whose frames the core or the extension decodes: their codecs load at start. */
+  private readonly decodedApis: ReadonlySet<number>;
   private readonly observer: ProxyObserver;
   private readonly policy: ConnectionPolicy;
   private readonly requestBuffers: RequestBufferPool;
@@ -152,6 +155,7 @@ export class KafkaProxy {
     // Fetch answers are streamed: exposeBroker below learns a broker synchronously.
     const plans = new ApiPlans({ extension: opts.extension ?? null, streamFetch: true });
     this.versions = new ApiVersionsPolicy(opts.extension ?? null, plans.decoded);
+    this.decodedApis = plans.decoded;
     this.requestBuffers = new RequestBufferPool(
       opts.maxBufferedRequestBytes ?? RELAY_DEFAULTS.maxBufferedRequestBytes,
     );
@@ -253,6 +257,7 @@ export class KafkaProxy {
   }
 
   async start(): Promise<void> {
+    await loadApiCodecs(this.decodedApis);
     const server = this.createServer(null);
     try {
       await listen(server, this.opts.listen.host, this.opts.listen.port);

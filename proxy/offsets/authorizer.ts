@@ -13,7 +13,7 @@
  */
 import { ErrorCode } from '../../protocol/error-codes.js';
 import { ZERO_UUID } from '../../protocol/generated-support.js';
-import { ApiKey } from '../../protocol/messages/index.js';
+import { ApiKey } from '../../protocol/messages/api-info.js';
 import { defaultOffsetCommitRequest } from '../../protocol/messages/offset-commit-request.js';
 import { defaultOffsetDeleteRequest } from '../../protocol/messages/offset-delete-request.js';
 import { defaultOffsetFetchRequest } from '../../protocol/messages/offset-fetch-request.js';

@@ -8,7 +8,7 @@ import { ErrorCode } from '../../protocol/error-codes.js';
 import { ZERO_UUID } from '../../protocol/generated-support.js';
 import { defaultDescribeGroupsRequest } from '../../protocol/messages/describe-groups-request.js';
 import type { DescribeGroupsResponse } from '../../protocol/messages/describe-groups-response.js';
-import { ApiKey } from '../../protocol/messages/index.js';
+import { ApiKey } from '../../protocol/messages/api-info.js';
 import { defaultOffsetFetchRequest } from '../../protocol/messages/offset-fetch-request.js';
 import { defaultConsumerGroupDescribeRequest } from '../../protocol/messages/consumer-group-describe-request.js';
 import type { ConsumerGroupDescribeResponse } from '../../protocol/messages/consumer-group-describe-response.js';

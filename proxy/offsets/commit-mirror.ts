@@ -4,7 +4,7 @@
 import type { OffsetWrite } from '../../backends/store.js';
 import { ErrorCode } from '../../protocol/error-codes.js';
 import { ZERO_UUID } from '../../protocol/generated-support.js';
-import { ApiKey } from '../../protocol/messages/index.js';
+import { ApiKey } from '../../protocol/messages/api-info.js';
 import { defaultOffsetCommitRequest } from '../../protocol/messages/offset-commit-request.js';
 import { NAMED_OFFSETS_MAX_VERSION, RETRY_COORDINATOR } from './broker-lookups.js';
 import type { BrokerLookups } from './broker-lookups.js';

@@ -21,7 +21,7 @@
  * once, and only where the client may describe it.
  */
 import { ErrorCode } from '../../protocol/error-codes.js';
-import { ApiKey } from '../../protocol/messages/index.js';
+import { ApiKey } from '../../protocol/messages/api-info.js';
 import type { ConsumerGroupDescribeRequest } from '../../protocol/messages/consumer-group-describe-request.js';
 import type { ConsumerGroupDescribeResponse } from '../../protocol/messages/consumer-group-describe-response.js';
 import type { DescribeGroupsRequest } from '../../protocol/messages/describe-groups-request.js';

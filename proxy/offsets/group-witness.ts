@@ -9,7 +9,7 @@
  */
 import type { CommitIdentity, GroupState, OffsetStore } from '../../backends/store.js';
 import { ErrorCode } from '../../protocol/error-codes.js';
-import { ApiKey } from '../../protocol/messages/index.js';
+import { ApiKey } from '../../protocol/messages/api-info.js';
 import type { ConsumerGroupHeartbeatRequest } from '../../protocol/messages/consumer-group-heartbeat-request.js';
 import type { ConsumerGroupHeartbeatResponse } from '../../protocol/messages/consumer-group-heartbeat-response.js';
 import type { AnyExchange, RequestInfo } from '../core/extension.js';

@@ -22,7 +22,7 @@
  * is simply checked with the broker. Evidence is dropped on any sign the member may be gone.
  */
 import { ErrorCode } from '../../protocol/error-codes.js';
-import { ApiKey } from '../../protocol/messages/index.js';
+import { ApiKey } from '../../protocol/messages/api-info.js';
 import type { JoinGroupRequest } from '../../protocol/messages/join-group-request.js';
 import type { AnyExchange } from '../core/extension.js';
 

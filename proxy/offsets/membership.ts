@@ -6,7 +6,7 @@
 import type { GroupUpdate, OffsetStore } from '../../backends/store.js';
 import { ErrorCode } from '../../protocol/error-codes.js';
 import type { DeleteGroupsResponse } from '../../protocol/messages/delete-groups-response.js';
-import { ApiKey } from '../../protocol/messages/index.js';
+import { ApiKey } from '../../protocol/messages/api-info.js';
 import type { Logger } from '../common/log.js';
 import { storeFailureCode } from './kafka-errors.js';
 import type { AnyExchange } from '../core/extension.js';

@@ -11,7 +11,7 @@ import type { CommitOrder } from '../../backends/commit-order.js';
 import type { ReadPosition } from './epochs-at-read.js';
 import type { CommitIdentity, OffsetWrite } from '../../backends/store.js';
 import { ErrorCode } from '../../protocol/error-codes.js';
-import { ApiKey } from '../../protocol/messages/index.js';
+import { ApiKey } from '../../protocol/messages/api-info.js';
 import type { OffsetCommitRequest } from '../../protocol/messages/offset-commit-request.js';
 import type { OffsetCommitResponse } from '../../protocol/messages/offset-commit-response.js';
 import type { RequestInfo } from '../core/extension.js';

@@ -6,8 +6,8 @@
  */
 import type { OffsetStore } from '../../backends/store.js';
 import { ErrorCode } from '../../protocol/error-codes.js';
-import { ApiKey, getApiCodec } from '../../protocol/messages/index.js';
-import type { AnyRequest } from '../../protocol/messages/index.js';
+import { ApiKey, getApiInfo } from '../../protocol/messages/api-info.js';
+import type { AnyRequest } from '../../protocol/messages/api-info.js';
 import type { OffsetFetchRequest } from '../../protocol/messages/offset-fetch-request.js';
 import type { OffsetFetchResponse } from '../../protocol/messages/offset-fetch-response.js';
 import type {
@@ -93,7 +93,7 @@ const GROUP_VIEW_APIS: ReadonlySet<number> = new Set([
 const SERVED: ReadonlyMap<number, VersionRange> = new Map([
   [ApiKey.OffsetCommit, { min: 2, max: FIRST_TOPIC_ID_VERSION }],
   [ApiKey.OffsetFetch, { min: 1, max: FIRST_TOPIC_ID_VERSION }],
-  [ApiKey.OffsetDelete, getApiCodec(ApiKey.OffsetDelete)!.validVersions],
+  [ApiKey.OffsetDelete, getApiInfo(ApiKey.OffsetDelete)!.validVersions],
 ]);
 const ANSWERED: ReadonlySet<number> = new Set(SERVED.keys());
 

@@ -34,7 +34,7 @@
  */
 import { ErrorCode } from '../../protocol/error-codes.js';
 import { ZERO_UUID } from '../../protocol/generated-support.js';
-import { ApiKey } from '../../protocol/messages/index.js';
+import { ApiKey } from '../../protocol/messages/api-info.js';
 import type { StreamsGroupDescribeRequest } from '../../protocol/messages/streams-group-describe-request.js';
 import type {
   StreamsGroupDescribeResponse,

@@ -22,7 +22,7 @@ import type {
   TopicPartition,
 } from '../../../backends/store.js';
 import { ErrorCode } from '../../../protocol/error-codes.js';
-import { ApiKey } from '../../../protocol/messages/index.js';
+import { ApiKey } from '../../../protocol/messages/api-info.js';
 import { defaultListGroupsRequest } from '../../../protocol/messages/list-groups-request.js';
 import type { ClusterClient } from '../../client/cluster-client.js';
 import type { BrokerLookups } from '../../offsets/broker-lookups.js';

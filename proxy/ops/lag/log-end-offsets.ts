@@ -6,7 +6,7 @@
 import type { ListOffsetsRequest } from '../../../protocol/messages/list-offsets-request.js';
 import { defaultListOffsetsRequest } from '../../../protocol/messages/list-offsets-request.js';
 import type { ListOffsetsResponse } from '../../../protocol/messages/list-offsets-response.js';
-import { ApiKey } from '../../../protocol/messages/index.js';
+import { ApiKey } from '../../../protocol/messages/api-info.js';
 import type { MetadataResponse } from '../../../protocol/messages/metadata-response.js';
 import type { TopicPartition } from '../../../backends/store.js';
 import { partitionKey } from './compute-lag.js';

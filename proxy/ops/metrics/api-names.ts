@@ -1,5 +1,5 @@
 /** Kafka API names by key, for metric labels ("Produce", "OffsetCommit", ...). */
-import { ApiKey } from '../../../protocol/messages/index.js';
+import { ApiKey } from '../../../protocol/messages/api-info.js';
 
 const names = new Map<number, string>(Object.entries(ApiKey).map(([name, key]) => [key, name]));
 
