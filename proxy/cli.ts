@@ -29,7 +29,7 @@ import { readBrokerTls } from './broker-tls.js';
 import { checkStartup } from './startup-checks.js';
 import type { StartupNotes } from './startup-checks.js';
 import { productVersion } from './common/version.js';
-import type { ProxyOptions } from './core/server.js';
+import type { ProxyOptions } from './core/proxy-options.js';
 
 export async function main(argv: string[]): Promise<void> {
   if (argv[0] === 'offsets') {

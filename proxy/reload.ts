@@ -13,7 +13,7 @@ import type { ProxyConfig } from './config.js';
 import type { LevelSetting } from './logger.js';
 import type { ReloadOutcome } from './signals.js';
 import { checkTlsFiles } from './startup-checks.js';
-import type { ClientTls } from './core/server.js';
+import type { ClientTls } from './core/proxy-options.js';
 
 /** The options SIGHUP applies; changes to any other need a restart. */
 export const RELOADABLE_OPTIONS = [

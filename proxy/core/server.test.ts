@@ -11,7 +11,7 @@ import { BrokerMap } from './broker-map.js';
 import type { HostPort } from './broker-map.js';
 import { bindProblem, ListenError } from './broker-listeners.js';
 import { KafkaProxy } from './server.js';
-import type { ProxyOptions } from './server.js';
+import type { ProxyOptions } from './proxy-options.js';
 
 const HOST = '127.0.0.1';
 const UPSTREAM: HostPort = { host: '10.0.0.1', port: 9092 };

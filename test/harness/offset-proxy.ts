@@ -7,7 +7,7 @@ import { createOffsetService } from '../../proxy/offsets/setup.js';
 import type { OffsetServiceHandle } from '../../proxy/offsets/setup.js';
 import type { OffsetServiceMetrics } from '../../proxy/offsets/service.js';
 import type { OffsetStore } from '../../backends/store.js';
-import type { ProxyOptions } from '../../proxy/core/server.js';
+import type { ProxyOptions } from '../../proxy/core/proxy-options.js';
 import { startProxy } from './proxy.js';
 import type { RunningProxy } from './proxy.js';
 

@@ -15,7 +15,7 @@ import { removeScratch, scratchDir } from './scratch.js';
 import type { ProxyExtension } from '../../proxy/core/extension.js';
 import { createLogger } from '../../proxy/logger.js';
 import { KafkaProxy } from '../../proxy/core/server.js';
-import type { ProxyOptions } from '../../proxy/core/server.js';
+import type { ProxyOptions } from '../../proxy/core/proxy-options.js';
 
 const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 
