@@ -1,7 +1,7 @@
 /**
  * What the offset service asks the cluster itself, through the proxy's cluster client: a group's
  * offsets at its coordinator (transactional groups and `--fallback upstream`), whether a group is
- * empty at the broker, which topics exist, and mirrored commits (`--mirror-commits`).
+ * empty at the broker, which topics exist (topic-cache.ts), and mirrored commits (`--mirror-commits`).
  */
 import type { TopicPartition } from '../../backends/store.js';
 import { ErrorCode } from '../../protocol/error-codes.js';
@@ -21,6 +21,8 @@ import { ClusterRequestError, isClusterError } from '../client/cluster-client.js
 import type { ClusterClient } from '../client/cluster-client.js';
 import type { FetchedGroup } from './offset-fetch.js';
 import { ownMaxVersion } from '../client/own-versions.js';
+import { TopicCache } from './topic-cache.js';
+import type { CachedTopic } from './topic-cache.js';
 
 export const RETRY_COORDINATOR = new Set<number>([
   ErrorCode.NOT_COORDINATOR,
@@ -66,31 +68,15 @@ export const NAMED_OFFSETS_MAX_VERSION = ownMaxVersion(ApiKey.OffsetFetch)!;
 /** DescribeLogDirs v5 came with Kafka 4.3, as assignment epochs did (KIP-1251). */
 const FIRST_DESCRIBE_LOG_DIRS_OF_ASSIGNMENT_EPOCHS = 5;
 
-/** A topic in the metadata cache: its partition count, and whether the cache is fresh. */
-export interface CachedTopic {
-  partitions: number;
-  fresh: boolean;
-}
-
-/**
- * Whether the cached topic has `partition`, when the cache can tell (undefined: ask the broker,
- * BrokerLookups.topicExists). A partition the cache has is answered whatever the cache's age; one
- * it lacks only by a fresh cache (the topic may have grown since).
- */
-export function cachedAnswer(topic: CachedTopic | undefined, partition: number): boolean | undefined {
-  if (topic === undefined) return undefined;
-  if (partition >= 0 && partition < topic.partitions) return true;
-  return topic.fresh ? false : undefined;
-}
-
 export class BrokerLookups {
-  private topics: { names: Map<string, number>; at: number } | null = null;
-  private refreshing: Promise<void> | null = null;
+  private readonly topicCache: TopicCache;
 
   constructor(
     private readonly cluster: ClusterClient,
-    private readonly topicCacheMs = 10_000,
-  ) {}
+    topicCacheMs = 10_000,
+  ) {
+    this.topicCache = new TopicCache(cluster, topicCacheMs);
+  }
 
   /**
    * Runs `op` against the group's coordinator, looking the coordinator up again once if it moved;
@@ -442,65 +428,13 @@ export class BrokerLookups {
     });
   }
 
-  /**
-   * The topic as the cache knows it, without a request (undefined: not in it), for answering
-   * every partition of a commit with one look (cachedAnswer): asked per partition, the look and
-   * its promise were a visible share of a 100-partition commit's CPU. An old cache is refreshed
-   * in the background, as topicExists does.
-   */
+  /** The topic as the metadata cache knows it, without a request (TopicCache.cachedTopic). */
   cachedTopic(topic: string): CachedTopic | undefined {
-    const cached = this.topics;
-    const partitions = cached?.names.get(topic);
-    if (!cached || partitions === undefined) return undefined;
-    const fresh = Date.now() - cached.at < this.topicCacheMs;
-    // A topic the cache knows needs no request, so no deadline: a timer per partition of every
-    // commit was most of the CPU of a 100-partition commit.
-    if (!fresh) this.refreshInBackground();
-    return { partitions, fresh };
+    return this.topicCache.cachedTopic(topic);
   }
 
-  /**
-   * Whether topic `topic` has partition `partition`, from metadata cached for a few seconds. A
-   * partition the cache has is answered from it whatever its age, and an old cache is refreshed
-   * in the background: a broker's coordinator also answers from a metadata cache that learns of
-   * deletions later, and a broker that does not answer (stopped, partitioned) then holds up no
-   * commit to a topic it had, where waiting for it held every commit for the request timeout.
-   * What the cache lacks is asked for, within the request timeout.
-   */
+  /** Whether topic `topic` has partition `partition`, from cached metadata (TopicCache.topicExists). */
   topicExists(topic: string, partition: number): Promise<boolean> {
-    const known = cachedAnswer(this.cachedTopic(topic), partition);
-    if (known !== undefined) return Promise.resolve(known);
-    return this.cluster.within(`looking up topic ${topic}`, async () => {
-      const fresh = this.topics && Date.now() - this.topics.at < this.topicCacheMs;
-      if (!fresh) await this.refreshTopics();
-      let count = this.topics?.names.get(topic);
-      if (count === undefined && fresh) {
-        // Maybe created since the last refresh.
-        await this.refreshTopics();
-        count = this.topics?.names.get(topic);
-      }
-      return count !== undefined && partition >= 0 && partition < count;
-    });
-  }
-
-  private refreshInBackground(): void {
-    if (this.refreshing) return;
-    // A failed refresh leaves the old cache: the next commit tries again.
-    this.cluster.within('refreshing topic metadata', () => this.refreshTopics()).catch(() => {});
-  }
-
-  private refreshTopics(): Promise<void> {
-    this.refreshing ??= this.cluster
-      .metadata(null)
-      .then((md) => {
-        const names = new Map<string, number>();
-        for (const t of md.topics)
-          if (t.name !== null && t.errorCode === ErrorCode.NONE) names.set(t.name, t.partitions.length);
-        this.topics = { names, at: Date.now() };
-      })
-      .finally(() => {
-        this.refreshing = null;
-      });
-    return this.refreshing;
+    return this.topicCache.topicExists(topic, partition);
   }
 }

@@ -17,8 +17,9 @@ import type { OffsetCommitResponse } from '../../protocol/messages/offset-commit
 import type { RequestInfo } from '../core/extension.js';
 import type { Logger } from '../common/log.js';
 import type { BrokerAuthorizer } from './authorizer.js';
-import { cachedAnswer } from './broker-lookups.js';
-import type { BrokerLookups, CachedTopic } from './broker-lookups.js';
+import type { BrokerLookups } from './broker-lookups.js';
+import { cachedAnswer } from './topic-cache.js';
+import type { CachedTopic } from './topic-cache.js';
 import { mirrorCommit } from './commit-mirror.js';
 import type { CommitFence, CommitRefusal } from './commit-fence.js';
 import { COMMITS_IN_PROGRESS } from './commits-in-progress.js';
